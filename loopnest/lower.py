@@ -1,0 +1,92 @@
+"""Lowering: tensors to one For nest per tensor, in dependency order.
+
+A Compute becomes a perfect nest with a Store of its body; a Reduce becomes an
+initialising Store of the reducer's identity followed by the reduction loops that
+accumulate into the element:
+
+    for (int i = 0; i < N; i++) {
+      C[i] = 0.0f;
+      for (int k = 0; k < 64; k++) {
+        C[i] = C[i] + B[i, k];
+      }
+    }
+"""
+from __future__ import annotations
+
+from te.expr import Expr, IntImm, Load, Var, substitute, walk
+from te.tensor import Buffer, Tensor
+
+from .errors import LoweringError
+from .stmt import Block, For, Stmt, Store
+
+
+def tensors_in_order(outputs: list[Tensor]) -> list[Tensor]:
+    """Every tensor reachable from ``outputs``, producers before consumers.
+
+    Raises LoweringError on a dependence cycle.
+    """
+    order: list[Tensor] = []
+    state: dict[int, int] = {}  # 1 = visiting, 2 = done
+
+    def visit(t: Tensor, path: list[str]):
+        s = state.get(id(t))
+        if s == 2:
+            return
+        if s == 1:
+            raise LoweringError(f"tensors depend on each other in a cycle: {' -> '.join(path + [t.name])}")
+        state[id(t)] = 1
+        for b in t.inputs():
+            if isinstance(b, Tensor):
+                visit(b, path + [t.name])
+        state[id(t)] = 2
+        order.append(t)
+
+    for t in outputs:
+        visit(t, [])
+    return order
+
+
+def input_buffers(tensors: list[Tensor]) -> list[Buffer]:
+    """Buffers read by the tensors that are not computed by them (kernel inputs)."""
+    seen: dict[int, Buffer] = {}
+    for t in tensors:
+        for b in t.inputs():
+            if not isinstance(b, Tensor):
+                seen.setdefault(id(b), b)
+    return list(seen.values())
+
+
+def free_vars(exprs) -> list[Var]:
+    """Variables used in ``exprs`` (in first-use order)."""
+    seen: dict[int, Var] = {}
+
+    def f(e):
+        if isinstance(e, Var):
+            seen.setdefault(id(e), e)
+    for e in exprs:
+        walk(e, f)
+    return list(seen.values())
+
+
+def lower_tensor(t: Tensor, fresh_name) -> tuple[Stmt, list[Var]]:
+    """The loop nest computing ``t``; ``fresh_name(base)`` returns a name unique in the nest.
+
+    Returns the statement and the new loop variables (output dims, then reduction dims).
+    """
+    loop_vars = [Var(fresh_name(a.name), a.dtype) for a in t.args]
+    red_vars = [Var(fresh_name(a.name), a.dtype) for a in t.reduce_args]
+    mapping = dict(zip(t.args, loop_vars))
+    mapping.update(zip(t.reduce_args, red_vars))
+    body = substitute(t.body, mapping)
+    idx = tuple(loop_vars)
+    if t.is_reduction:
+        acc = Load(t, idx)
+        update: Stmt = Store(t, idx, t.reducer.combine(acc, body))
+        for v, d in reversed(list(zip(red_vars, t.reduce_dims))):
+            update = For(v, IntImm(0, v.dtype), d, Block((update,)))
+        inner: Stmt = Block((Store(t, idx, t.reducer.identity(t.dtype)), update))
+    else:
+        inner = Block((Store(t, idx, body),))
+    for v, d in reversed(list(zip(loop_vars, t.dims))):
+        inner = For(v, IntImm(0, v.dtype), d, inner if isinstance(inner, Block) else Block((inner,)))
+    return inner, loop_vars + red_vars

@@ -1,0 +1,180 @@
+"""prepare_for_codegen as a readable list of named passes.
+
+Each pass takes ``(nest, root)`` and returns the new root. With ``dump=True`` (or
+``LOOPNEST_DUMP_PASSES=1`` in the environment) the IR is printed before and after each pass.
+
+>>> [name for name, _ in PASSES]
+['simplify', 'flatten_indices', 'vectorize', 'insert_allocations', 'final_simplify', 'verify']
+"""
+from __future__ import annotations
+
+import math
+import sys
+from typing import Callable
+
+from te.expr import Expr, ExprMutator, IntImm, Load, as_expr
+from te.simplify import simplify
+
+from .stmt import Allocate, Block, For, Free, Stmt, StmtMutator, Store, iter_stmts
+
+
+class _SimplifyStmt(StmtMutator):
+    def visit_expr(self, e: Expr) -> Expr:
+        return simplify(e)
+
+
+def simplify_stmt(root: Stmt) -> Stmt:
+    """Simplify every expression of a statement tree."""
+    return _SimplifyStmt().visit(root)
+
+
+def row_major_strides(dims) -> list[Expr]:
+    """Element strides of a row-major array with ``dims`` (symbolic dims allowed)."""
+    strides = []
+    acc: Expr = IntImm(1)
+    for d in reversed(dims):
+        strides.append(acc)
+        acc = d * acc if not (isinstance(acc, IntImm) and acc.value == 1) else d
+    return list(reversed(strides))
+
+
+def flat_index(buf, indices) -> Expr:
+    """The element offset of ``buf[indices]``: through ``buf.layout`` when set, else row-major."""
+    if len(indices) == 0:
+        return IntImm(0)
+    if buf.layout is not None:
+        return as_expr(buf.layout.offset_expr(tuple(indices)))
+    if len(indices) == 1:
+        return indices[0]
+    off = None
+    for ix, st in zip(indices, row_major_strides(buf.dims)):
+        term = ix if isinstance(st, IntImm) and st.value == 1 else ix * st
+        off = term if off is None else off + term
+    return off
+
+
+class _FlattenExpr(ExprMutator):
+    def visit_Load(self, e: Load) -> Expr:
+        idx = tuple(self.visit(i) for i in e.indices)
+        if len(idx) == 1 and e.buffer.layout is None:
+            return e.replace(indices=idx)
+        return Load(e.buffer, (flat_index(e.buffer, idx),))
+
+
+class _FlattenStmt(StmtMutator):
+    def __init__(self):
+        self.ex = _FlattenExpr()
+
+    def visit_expr(self, e):
+        return self.ex.visit(e)
+
+    def visit_Store(self, s: Store):
+        idx = tuple(self.ex.visit(i) for i in s.indices)
+        value = self.ex.visit(s.value)
+        if not (len(idx) == 1 and s.buffer.layout is None):
+            idx = (flat_index(s.buffer, idx),)
+        return Store(s.buffer, idx, value)
+
+
+def flatten_indices(nest, root: Stmt) -> Stmt:
+    """Every Load/Store gets one index: the element offset (row-major, or through the layout)."""
+    return _FlattenStmt().visit(root)
+
+
+def vectorize(nest, root: Stmt) -> Stmt:
+    """Vectorized loops whose bodies allow it become Ramp/Broadcast vector statements."""
+    try:
+        from .transforms.loop_kinds import lower_vectorized_loops
+    except ImportError:  # transforms not available: vectorized loops stay loops (still correct)
+        return root
+    return lower_vectorized_loops(root)
+
+
+def _uses(s: Stmt, buf) -> bool:
+    for x in iter_stmts(s):
+        if isinstance(x, Store) and x.buffer is buf:
+            return True
+        from .stmt import stmt_exprs
+        for e in stmt_exprs(x):
+            found = []
+            from te.expr import walk
+            walk(e, lambda n: found.append(1) if isinstance(n, Load) and n.buffer is buf else None)
+            if found:
+                return True
+    return False
+
+
+class _Allocator(StmtMutator):
+    """Wrap the tightest Block range that uses ``buf`` in Allocate/Free."""
+
+    def __init__(self, buf, scope="global"):
+        self.buf = buf
+        self.scope = scope
+        self.done = False
+
+    def visit_Block(self, b: Block):
+        users = [k for k, s in enumerate(b.stmts) if _uses(s, self.buf)]
+        if not users:
+            return b
+        if len(users) == 1 and not isinstance(b.stmts[users[0]], Store):
+            # a single user that is a compound statement: go deeper
+            child = b.stmts[users[0]]
+            new_child = self.visit(child)
+            if self.done:
+                return b.replace(stmts=b.stmts[:users[0]] + (new_child,) + b.stmts[users[0] + 1:])
+        lo, hi = users[0], users[-1]
+        self.done = True
+        return Block(b.stmts[:lo] + (Allocate(self.buf, self.scope),) + b.stmts[lo:hi + 1]
+                     + (Free(self.buf),) + b.stmts[hi + 1:])
+
+    def visit_For(self, s: For):
+        body = self.visit_Block(s.body)
+        return s.replace(body=body)
+
+    def generic(self, s):
+        if isinstance(s, Block):
+            return self.visit_Block(s)
+        out = super().generic(s)
+        return out
+
+
+def insert_allocations(nest, root: Stmt) -> Stmt:
+    """Each intermediate buffer gets an Allocate/Free around the tightest range of its uses."""
+    for buf in nest.intermediates:
+        scope = getattr(buf, "scope", "global")
+        root = _Allocator(buf, scope).visit(root)
+    return root
+
+
+def final_simplify(nest, root: Stmt) -> Stmt:
+    return simplify_stmt(root)
+
+
+def verify_pass(nest, root: Stmt) -> Stmt:
+    from .verify import verify
+    verify(root, nest, flattened=True)
+    return root
+
+
+PASSES: list[tuple[str, Callable]] = [
+    ("simplify", lambda nest, root: simplify_stmt(root)),
+    ("flatten_indices", flatten_indices),
+    ("vectorize", vectorize),
+    ("insert_allocations", insert_allocations),
+    ("final_simplify", final_simplify),
+    ("verify", verify_pass),
+]
+
+
+def run_passes(nest, dump: bool = False, out=None) -> Stmt:
+    """Run PASSES over ``nest.root`` and return the prepared root."""
+    from .printer import stmt_to_str
+    out = out or sys.stderr
+    root = nest.root
+    for name, fn in PASSES:
+        before = root
+        root = fn(nest, root)
+        if dump:
+            print(f"// ---- before {name} ----\n{stmt_to_str(before)}", file=out)
+            print(f"// ---- after {name} ----\n{stmt_to_str(root)}", file=out)
+    return root

@@ -1,0 +1,294 @@
+"""Statement nodes of the loop-nest IR: For, Store, Cond, Block, Let, Allocate, Free.
+
+Statements are immutable; ``replace`` returns the same object when nothing changes, so a
+transform that rebuilds a tree shares every untouched subtree with the old one.
+
+>>> from te import Buffer, Var
+>>> A = Buffer("A", (8,), "float32")
+>>> i = Var("i")
+>>> loop = For(i, 0, 8, Block([Store(A, (i,), A[i] + 1.0)]))
+>>> print(loop)
+for (int i = 0; i < 8; i++) {
+  A[i] = A[i] + 1.0f;
+}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, Callable, Iterator, Sequence
+
+from te.expr import Expr, Var, as_expr, const
+
+__all__ = ["ForKind", "Stmt", "For", "Store", "Cond", "Block", "Let", "Allocate", "Free",
+           "StmtMutator", "StmtVisitor", "iter_stmts", "as_block"]
+
+
+class ForKind:
+    """Loop kinds (strings, so they print and serialise as themselves)."""
+
+    SERIAL = "serial"
+    PARALLEL = "parallel"
+    VECTORIZED = "vectorized"
+    UNROLLED = "unrolled"
+    GPU_BLOCK = "gpu_block"
+    GPU_THREAD = "gpu_thread"
+    ALL = (SERIAL, PARALLEL, VECTORIZED, UNROLLED, GPU_BLOCK, GPU_THREAD)
+
+
+class Stmt:
+    """Base class of statements."""
+
+    __slots__ = ()
+
+    def replace(self, **changes) -> "Stmt":
+        """A copy with fields replaced; ``self`` when every new value is the old object."""
+        if all(getattr(self, k) is v for k, v in changes.items()):
+            return self
+        vals = {f.name: getattr(self, f.name) for f in fields(self)}
+        vals.update(changes)
+        return type(self)(**vals)
+
+    def __str__(self) -> str:
+        from .printer import stmt_to_str
+        return stmt_to_str(self)
+
+    def __repr__(self) -> str:
+        return self.__str__()
+
+
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
+class Block(Stmt):
+    """A sequence of statements."""
+
+    stmts: tuple = ()
+
+    def __post_init__(self):
+        if not isinstance(self.stmts, tuple):
+            object.__setattr__(self, "stmts", tuple(self.stmts))
+        for s in self.stmts:
+            if not isinstance(s, Stmt):
+                raise TypeError(f"Block holds statements, got {type(s).__name__}")
+
+
+def as_block(s: Stmt | Sequence[Stmt] | None) -> Block:
+    """Wrap a statement (or a list of them) in a Block; Blocks pass through."""
+    if s is None:
+        return Block(())
+    if isinstance(s, Block):
+        return s
+    if isinstance(s, Stmt):
+        return Block((s,))
+    return Block(tuple(s))
+
+
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
+class For(Stmt):
+    """``for (var = start; var < stop; var++) body`` with a loop ``kind``.
+
+    ``axis`` is the GPU dimension (0, 1, 2 for x, y, z) of gpu_block / gpu_thread loops.
+    ``unroll_factor`` is set on partially unrolled loops.
+    """
+
+    var: Var
+    start: Expr
+    stop: Expr
+    body: Block
+    kind: str = ForKind.SERIAL
+    axis: int | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "start", as_expr(self.start, self.var))
+        object.__setattr__(self, "stop", as_expr(self.stop, self.var))
+        if not isinstance(self.body, Block):
+            object.__setattr__(self, "body", as_block(self.body))
+        if self.kind not in ForKind.ALL:
+            raise ValueError(f"unknown loop kind {self.kind!r}; expected one of {ForKind.ALL}")
+        for what, e in (("start", self.start), ("stop", self.stop)):
+            if e.dtype != self.var.dtype:
+                raise TypeError(f"loop {self.var.name}: {what} `{e}` is {e.dtype}, the variable is {self.var.dtype}")
+
+    @property
+    def extent(self) -> Expr:
+        from te.simplify import simplify
+        return simplify(self.stop - self.start)
+
+
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
+class Store(Stmt):
+    """``buffer[indices] = value``."""
+
+    buffer: Any
+    indices: tuple
+    value: Expr
+
+    def __post_init__(self):
+        idx = tuple(as_expr(i) for i in self.indices)
+        object.__setattr__(self, "indices", idx)
+        value = self.value if isinstance(self.value, Expr) else const(self.value, self.buffer.dtype)
+        lanes = idx[-1].dtype.lanes if idx else 1
+        want = self.buffer.dtype.with_lanes(lanes * self.buffer.dtype.lanes)
+        if value.dtype != want:
+            if value.dtype.element == want.element and value.dtype.lanes == 1 and want.lanes > 1:
+                from te.expr import Broadcast
+                value = Broadcast(value, want.lanes)
+            else:
+                raise TypeError(f"store to {self.buffer.name}: value `{value}` is {value.dtype}, "
+                                f"the buffer element is {want}")
+        object.__setattr__(self, "value", value)
+
+
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
+class Cond(Stmt):
+    """``if (cond) then else otherwise``."""
+
+    cond: Expr
+    then: Block
+    otherwise: Block | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.then, Block):
+            object.__setattr__(self, "then", as_block(self.then))
+        if self.otherwise is not None and not isinstance(self.otherwise, Block):
+            object.__setattr__(self, "otherwise", as_block(self.otherwise))
+        if not self.cond.dtype.is_bool or self.cond.dtype.is_vector:
+            raise TypeError(f"condition `{self.cond}` must be a scalar bool, got {self.cond.dtype}")
+
+
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
+class Let(Stmt):
+    """``var = value`` bound for ``body``."""
+
+    var: Var
+    value: Expr
+    body: Block
+
+    def __post_init__(self):
+        if not isinstance(self.body, Block):
+            object.__setattr__(self, "body", as_block(self.body))
+        if self.var.dtype != self.value.dtype:
+            raise TypeError(f"let {self.var.name}: variable is {self.var.dtype}, value is {self.value.dtype}")
+
+
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
+class Allocate(Stmt):
+    """Storage for ``buffer`` from here until the matching ``Free`` in the same Block.
+
+    ``scope`` is "global" by default; "shared" / "local" on GPUs.
+    """
+
+    buffer: Any
+    scope: str = "global"
+
+
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
+class Free(Stmt):
+    """Release the storage of ``buffer``."""
+
+    buffer: Any
+
+
+# ------------------------------------------------------------------------------------
+# traversal
+# ------------------------------------------------------------------------------------
+_EXPR_FIELDS = {For: ("start", "stop"), Store: ("indices", "value"), Cond: ("cond",), Let: ("value",)}
+_STMT_FIELDS = {For: ("body",), Cond: ("then", "otherwise"), Let: ("body",), Block: ("stmts",)}
+
+
+class StmtMutator:
+    """Rebuild a statement tree. Override ``visit_<Class>`` or ``visit_expr`` (called on every
+    top-level expression of a statement; identity by default). Unchanged subtrees are shared.
+    """
+
+    def visit(self, s: Stmt) -> Stmt | None:
+        m = getattr(self, "visit_" + type(s).__name__, None)
+        if m is not None:
+            return m(s)
+        return self.generic(s)
+
+    def visit_expr(self, e: Expr) -> Expr:
+        return e
+
+    def generic(self, s: Stmt) -> Stmt | None:
+        changes = {}
+        for f in _EXPR_FIELDS.get(type(s), ()):
+            v = getattr(s, f)
+            if isinstance(v, tuple):
+                nv = tuple(self.visit_expr(x) for x in v)
+                if any(a is not b for a, b in zip(nv, v)):
+                    changes[f] = nv
+            else:
+                nv = self.visit_expr(v)
+                if nv is not v:
+                    changes[f] = nv
+        for f in _STMT_FIELDS.get(type(s), ()):
+            v = getattr(s, f)
+            if v is None:
+                continue
+            if f == "stmts":
+                out = []
+                changed = False
+                for x in v:
+                    nx = self.visit(x)
+                    changed |= nx is not x
+                    if nx is None:
+                        continue
+                    if isinstance(nx, Block) and not isinstance(x, Block):
+                        out.extend(nx.stmts)  # a statement replaced by several is spliced in
+                    else:
+                        out.append(nx)
+                if changed:
+                    changes[f] = tuple(out)
+            else:
+                nv = self.visit(v)
+                if nv is not v:
+                    changes[f] = as_block(nv) if nv is not None else (None if f == "otherwise" else Block(()))
+        return s.replace(**changes) if changes else s
+
+
+class StmtVisitor:
+    """Walk a statement tree; override ``visit_<Class>`` and call ``generic`` to recurse."""
+
+    def visit(self, s: Stmt):
+        m = getattr(self, "visit_" + type(s).__name__, None)
+        if m is not None:
+            return m(s)
+        return self.generic(s)
+
+    def visit_expr(self, e: Expr):
+        pass
+
+    def generic(self, s: Stmt):
+        for f in _EXPR_FIELDS.get(type(s), ()):
+            v = getattr(s, f)
+            for x in (v if isinstance(v, tuple) else (v,)):
+                self.visit_expr(x)
+        for f in _STMT_FIELDS.get(type(s), ()):
+            v = getattr(s, f)
+            if v is None:
+                continue
+            for x in (v if f == "stmts" else (v,)):
+                self.visit(x)
+
+
+def iter_stmts(s: Stmt) -> Iterator[Stmt]:
+    """Every statement of the tree, pre-order."""
+    stack = [s]
+    while stack:
+        x = stack.pop()
+        yield x
+        kids = []
+        for f in _STMT_FIELDS.get(type(x), ()):
+            v = getattr(x, f)
+            if v is None:
+                continue
+            kids.extend(v if f == "stmts" else (v,))
+        stack.extend(reversed(kids))
+
+
+def stmt_exprs(s: Stmt) -> list[Expr]:
+    """The expressions held directly by one statement (not its children)."""
+    out = []
+    for f in _EXPR_FIELDS.get(type(s), ()):
+        v = getattr(s, f)
+        out.extend(v if isinstance(v, tuple) else (v,))
+    return out

@@ -1,0 +1,77 @@
+"""Structural verifier for statement trees.
+
+Checks that every variable is bound where used (loop variables, let variables, or the
+nest's free size variables), that no loop variable is bound twice, that every access has
+the buffer's rank (or one index once flattened) and that Allocate/Free pair up in a Block.
+
+>>> from te import Compute
+>>> from loopnest import LoopNest
+>>> n = LoopNest([Compute("B", (4,), lambda i: i)])
+>>> n.verify()
+"""
+from __future__ import annotations
+
+from te.expr import Load, Var, walk
+
+from .errors import VerifyError
+from .stmt import Allocate, Block, Cond, For, Free, Let, Stmt, Store, stmt_exprs
+
+
+def verify(root: Stmt, nest=None, flattened: bool = False) -> None:
+    """Raise VerifyError on the first structural problem found in ``root``."""
+    free: set[int] = set()
+    if nest is not None:
+        for b in list(nest.buffers.values()):
+            for d in b.dims:
+                walk(d, lambda e: free.add(id(e)) if isinstance(e, Var) else None)
+    bound_ever: set[int] = set()
+
+    def check_expr(e, scope, where):
+        def f(n):
+            if isinstance(n, Var) and id(n) not in scope and id(n) not in free:
+                raise VerifyError(f"variable {n.name} is used in {where} outside the loop or let that binds it")
+            if isinstance(n, Load):
+                want = 1 if flattened else n.buffer.ndim
+                if len(n.indices) != want and not (flattened and n.buffer.ndim == 0 and len(n.indices) <= 1):
+                    raise VerifyError(f"load of {n.buffer.name} has {len(n.indices)} index(es), expected {want}")
+        walk(e, f)
+
+    def rec(s: Stmt, scope: frozenset):
+        if isinstance(s, Block):
+            live: set[int] = set()
+            for x in s.stmts:
+                if isinstance(x, Allocate):
+                    live.add(id(x.buffer))
+                elif isinstance(x, Free):
+                    if id(x.buffer) not in live:
+                        raise VerifyError(f"free({x.buffer.name}) without a matching allocation in its block")
+                    live.discard(id(x.buffer))
+                rec(x, scope)
+            if live:
+                raise VerifyError("an allocation is not freed in its block")
+            return
+        where = type(s).__name__
+        if isinstance(s, For):
+            if id(s.var) in scope:
+                raise VerifyError(f"loop variable {s.var.name} is bound twice in nested loops")
+            check_expr(s.start, scope, f"the bounds of loop {s.var.name}")
+            check_expr(s.stop, scope, f"the bounds of loop {s.var.name}")
+            bound_ever.add(id(s.var))
+            rec(s.body, scope | {id(s.var)})
+            return
+        if isinstance(s, Let):
+            check_expr(s.value, scope, f"let {s.var.name}")
+            rec(s.body, scope | {id(s.var)})
+            return
+        if isinstance(s, Store):
+            want = 1 if flattened else s.buffer.ndim
+            if len(s.indices) != want and not (flattened and s.buffer.ndim == 0):
+                raise VerifyError(f"store to {s.buffer.name} has {len(s.indices)} index(es), expected {want}")
+        for e in stmt_exprs(s):
+            check_expr(e, scope, f"a {where} statement")
+        if isinstance(s, Cond):
+            rec(s.then, scope)
+            if s.otherwise is not None:
+                rec(s.otherwise, scope)
+
+    rec(root, frozenset())

@@ -1,0 +1,694 @@
+"""Expression nodes (the TIR expression grammar) and their Python operators.
+
+Nodes are small immutable objects. ``==`` and ``hash`` are identity based so variables can
+key dictionaries; build equality tests with ``a.eq(b)`` / ``a.ne(b)`` (the ordering
+operators ``<``, ``<=``, ``>``, ``>=`` build comparison nodes directly).
+
+>>> from te import Var, int32
+>>> i = Var("i", int32)
+>>> e = (i + 1) * 2
+>>> e.dtype
+int32
+>>> print(e)
+(i + 1) * 2
+
+Integer operators follow the spec: ``/`` is C division (truncates toward zero), ``%`` has
+the sign of the dividend, ``//`` is floor division; ``floordiv`` / ``floormod`` / ``truncdiv``
+/ ``truncmod`` name each one explicitly.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from .dtypes import Dtype, as_dtype, bool_, float32, int32
+
+__all__ = [
+    "Expr", "Var", "IntImm", "FloatImm", "Cast", "BinaryOp", "Add", "Sub", "Mul", "Div", "Mod",
+    "FloorDiv", "FloorMod", "Min", "Max", "CmpOp", "EQ", "NE", "LT", "LE", "GT", "GE", "And",
+    "Or", "Not", "Select", "IfThenElse", "Load", "Let", "Call", "Ramp", "Broadcast",
+    "as_expr", "const", "floordiv", "floormod", "truncdiv", "truncmod", "if_then_else",
+    "logical_and", "logical_or", "logical_not", "ExprMutator", "ExprVisitor", "walk",
+    "substitute", "structural_key", "structural_equal", "IDENTIFIER_RE", "check_identifier",
+]
+
+IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+def check_identifier(name: Any, what: str) -> str:
+    """Validate a user-given name: letters, digits, ``_`` and ``.``, not starting with a digit.
+
+    Names reach generated code (after sanitising ``.``), so anything else is rejected.
+
+    >>> check_identifier("A_1", "buffer")
+    'A_1'
+    """
+    if not isinstance(name, str) or not IDENTIFIER_RE.match(name) or len(name) > 128:
+        raise ValueError(f"invalid {what} name {name!r}: expected an identifier of letters, digits, "
+                         "'_' and '.', starting with a letter or '_' (at most 128 characters)")
+    return name
+
+
+class Expr:
+    """Base class of expressions. Every expression has a ``dtype``."""
+
+    __slots__ = ("dtype",)
+    _fields: tuple[str, ...] = ()
+
+    # -- structure ----------------------------------------------------------------
+    def children(self) -> list["Expr"]:
+        out = []
+        for f in self._fields:
+            v = getattr(self, f)
+            if isinstance(v, Expr):
+                out.append(v)
+            elif isinstance(v, tuple):
+                out.extend(x for x in v if isinstance(x, Expr))
+        return out
+
+    def replace(self, **changes) -> "Expr":
+        """A copy with some fields replaced; ``self`` when nothing changes."""
+        if all(getattr(self, k) is v for k, v in changes.items()):
+            return self
+        vals = {f: getattr(self, f) for f in self._fields}
+        vals.update(changes)
+        return type(self)._rebuild(vals, self)
+
+    @classmethod
+    def _rebuild(cls, vals: dict, old: "Expr") -> "Expr":
+        return cls(**vals)
+
+    def __bool__(self):
+        raise TypeError(f"the truth value of the symbolic expression `{self}` is unknown; "
+                        "use te.select / if_then_else, or compare with .eq()/.ne()")
+
+    def __repr__(self) -> str:
+        from .printer import expr_to_str
+        return expr_to_str(self)
+
+    __str__ = __repr__
+
+    # -- operators -----------------------------------------------------------------
+    def __add__(self, o): return _binop(Add, self, o)
+    def __radd__(self, o): return _binop(Add, o, self)
+    def __sub__(self, o): return _binop(Sub, self, o)
+    def __rsub__(self, o): return _binop(Sub, o, self)
+    def __mul__(self, o): return _binop(Mul, self, o)
+    def __rmul__(self, o): return _binop(Mul, o, self)
+    def __truediv__(self, o): return _binop(Div, self, o)
+    def __rtruediv__(self, o): return _binop(Div, o, self)
+    def __floordiv__(self, o): return _binop(FloorDiv, self, o)
+    def __rfloordiv__(self, o): return _binop(FloorDiv, o, self)
+    def __mod__(self, o): return _binop(Mod, self, o)
+    def __rmod__(self, o): return _binop(Mod, o, self)
+    def __neg__(self):
+        return _binop(Sub, 0, self)
+    def __pos__(self): return self
+    def __lt__(self, o): return _binop(LT, self, o)
+    def __le__(self, o): return _binop(LE, self, o)
+    def __gt__(self, o): return _binop(GT, self, o)
+    def __ge__(self, o): return _binop(GE, self, o)
+    def __and__(self, o): return _binop(And, self, o)
+    def __rand__(self, o): return _binop(And, o, self)
+    def __or__(self, o): return _binop(Or, self, o)
+    def __ror__(self, o): return _binop(Or, o, self)
+    def __invert__(self): return Not(self)
+
+    def eq(self, o) -> "Expr":
+        """``self == o`` as an expression (``==`` itself is identity)."""
+        return _binop(EQ, self, o)
+
+    def ne(self, o) -> "Expr":
+        """``self != o`` as an expression."""
+        return _binop(NE, self, o)
+
+    __hash__ = object.__hash__
+
+
+# ------------------------------------------------------------------------------------
+# leaves
+# ------------------------------------------------------------------------------------
+class Var(Expr):
+    """A named scalar variable: loop indices, symbolic sizes, let-bound values.
+
+    >>> N = Var("N", int32)
+    >>> N.dtype
+    int32
+    """
+
+    __slots__ = ("name",)
+    _fields = ("name",)
+
+    def __init__(self, name: str, dtype: Any = int32):
+        self.name = check_identifier(name, "variable")
+        self.dtype = as_dtype(dtype)
+
+    def replace(self, **changes):  # variables are identities: never copied implicitly
+        if not changes:
+            return self
+        return Var(changes.get("name", self.name), changes.get("dtype", self.dtype))
+
+
+class IntImm(Expr):
+    """An integer (or bool) constant of a given dtype; the value is range-checked.
+
+    >>> IntImm(3, int32).value
+    3
+    """
+
+    __slots__ = ("value",)
+    _fields = ("value",)
+
+    def __init__(self, value: int, dtype: Any = int32):
+        dtype = as_dtype(dtype)
+        if not (dtype.is_integer or dtype.is_bool) or dtype.is_vector:
+            raise TypeError(f"IntImm needs a scalar integer or bool dtype, got {dtype}")
+        value = int(value)
+        lo, hi = int(dtype.min_value()), int(dtype.max_value())
+        if not lo <= value <= hi:
+            raise TypeError(f"integer constant {value} is out of range for {dtype} [{lo}, {hi}]")
+        self.value = value
+        self.dtype = dtype
+
+    @classmethod
+    def _rebuild(cls, vals, old):
+        return IntImm(vals["value"], old.dtype)
+
+
+class FloatImm(Expr):
+    """A floating-point constant of a given float dtype.
+
+    >>> FloatImm(0.5, "float32").value
+    0.5
+    """
+
+    __slots__ = ("value",)
+    _fields = ("value",)
+
+    def __init__(self, value: float, dtype: Any = float32):
+        dtype = as_dtype(dtype)
+        if not dtype.is_float or dtype.is_vector:
+            raise TypeError(f"FloatImm needs a scalar float dtype, got {dtype}")
+        value = float(value)
+        if math.isfinite(value) and abs(value) > dtype.max_value():
+            raise TypeError(f"float constant {value} is out of range for {dtype} (max {dtype.max_value()})")
+        self.value = value
+        self.dtype = dtype
+
+    @classmethod
+    def _rebuild(cls, vals, old):
+        return FloatImm(vals["value"], old.dtype)
+
+
+def const(value: Any, dtype: Any) -> Expr:
+    """A constant of ``dtype`` (IntImm for integer/bool types, FloatImm for floats; a
+    Broadcast for vector types).
+
+    >>> const(1, "float32")
+    1.0f
+    """
+    dtype = as_dtype(dtype)
+    if dtype.is_vector:
+        return Broadcast(const(value, dtype.element), dtype.lanes)
+    if dtype.is_float:
+        return FloatImm(value, dtype)
+    if dtype.is_bool:
+        return IntImm(1 if value else 0, dtype)
+    if isinstance(value, float) and not value.is_integer():
+        raise TypeError(f"cannot make a {dtype} constant from the non-integral float {value}")
+    return IntImm(int(value), dtype)
+
+
+def as_expr(x: Any, like: Expr | None = None) -> Expr:
+    """Convert a Python value to an expression; literals take ``like``'s dtype when given.
+
+    >>> as_expr(3)
+    3
+    """
+    if isinstance(x, Expr):
+        return x
+    if hasattr(x, "as_expr"):  # Tensor / Buffer scalars, Loop handles
+        return x.as_expr()
+    if isinstance(x, (bool, np.bool_)):
+        if like is not None and not like.dtype.is_bool:
+            raise TypeError(f"cannot combine the bool literal {x} with {like.dtype} expression `{like}`")
+        return const(bool(x), bool_ if like is None else like.dtype)
+    if isinstance(x, numbers.Integral):
+        x = int(x)
+        if like is None:
+            return IntImm(x, int32 if -(2**31) <= x < 2**31 else "int64")
+        if like.dtype.is_bool:
+            raise TypeError(f"cannot combine the int literal {x} with bool expression `{like}`")
+        return const(x, like.dtype)
+    if isinstance(x, numbers.Real):
+        x = float(x)
+        if like is None:
+            return FloatImm(x, float32)
+        if like.dtype.is_bool or (like.dtype.is_integer and not x.is_integer()):
+            raise TypeError(f"cannot combine the float literal {x} with {like.dtype} expression `{like}`: "
+                            "cast the expression first, e.g. te.cast(e, 'float32')")
+        return const(x, like.dtype)
+    raise TypeError(f"cannot convert {x!r} (a {type(x).__name__}) to an expression")
+
+
+# ------------------------------------------------------------------------------------
+# operators
+# ------------------------------------------------------------------------------------
+class Cast(Expr):
+    """Convert ``value`` to ``dtype`` (C semantics: float -> int truncates; int -> int wraps).
+
+    >>> Cast("float32", Var("i")).dtype
+    float32
+    """
+
+    __slots__ = ("value",)
+    _fields = ("value",)
+
+    def __init__(self, dtype: Any, value: Expr):
+        dtype = as_dtype(dtype)
+        value = as_expr(value)
+        if dtype.lanes != value.dtype.lanes:
+            raise TypeError(f"cast of `{value}` ({value.dtype}) to {dtype}: lane counts differ")
+        self.dtype = dtype
+        self.value = value
+
+    @classmethod
+    def _rebuild(cls, vals, old):
+        return Cast(old.dtype, vals["value"])
+
+
+class BinaryOp(Expr):
+    """Base of the two-operand nodes; both operands must have the same dtype."""
+
+    __slots__ = ("a", "b")
+    _fields = ("a", "b")
+    symbol = "?"
+    int_only = False
+    result_bool = False
+
+    def __init__(self, a: Expr, b: Expr):
+        a, b = as_expr(a), as_expr(b)
+        if a.dtype != b.dtype:
+            raise TypeError(f"operands of {type(self).__name__} have different dtypes: `{a}` is {a.dtype}, "
+                            f"`{b}` is {b.dtype}; cast one of them with te.cast")
+        if self.int_only and not a.dtype.is_integer:
+            raise TypeError(f"{type(self).__name__} needs integer operands, got {a.dtype} (`{a}`, `{b}`)")
+        self.a, self.b = a, b
+        self.dtype = bool_.with_lanes(a.dtype.lanes) if self.result_bool else a.dtype
+
+    @classmethod
+    def _rebuild(cls, vals, old):
+        return cls(vals["a"], vals["b"])
+
+
+class Add(BinaryOp):
+    __slots__ = ()
+    symbol = "+"
+
+
+class Sub(BinaryOp):
+    __slots__ = ()
+    symbol = "-"
+
+
+class Mul(BinaryOp):
+    __slots__ = ()
+    symbol = "*"
+
+
+class Div(BinaryOp):
+    """Division: C (truncating) for integers, IEEE for floats."""
+    __slots__ = ()
+    symbol = "/"
+
+
+class Mod(BinaryOp):
+    """C remainder: the sign of the dividend (integers only)."""
+    __slots__ = ()
+    symbol = "%"
+    int_only = True
+
+
+class FloorDiv(BinaryOp):
+    """Floor division (rounds toward minus infinity); for floats, floor(a / b)."""
+    __slots__ = ()
+    symbol = "floordiv"
+
+
+class FloorMod(BinaryOp):
+    """Floor remainder ``a - floordiv(a, b) * b``: never negative for b > 0."""
+    __slots__ = ()
+    symbol = "floormod"
+
+
+class Min(BinaryOp):
+    __slots__ = ()
+    symbol = "min"
+
+
+class Max(BinaryOp):
+    __slots__ = ()
+    symbol = "max"
+
+
+class CmpOp(BinaryOp):
+    __slots__ = ()
+    result_bool = True
+
+
+class EQ(CmpOp):
+    __slots__ = ()
+    symbol = "=="
+
+
+class NE(CmpOp):
+    __slots__ = ()
+    symbol = "!="
+
+
+class LT(CmpOp):
+    __slots__ = ()
+    symbol = "<"
+
+
+class LE(CmpOp):
+    __slots__ = ()
+    symbol = "<="
+
+
+class GT(CmpOp):
+    __slots__ = ()
+    symbol = ">"
+
+
+class GE(CmpOp):
+    __slots__ = ()
+    symbol = ">="
+
+
+class And(BinaryOp):
+    """Logical and of bool operands (short-circuit for scalars)."""
+    __slots__ = ()
+    symbol = "&&"
+
+    def __init__(self, a, b):
+        super().__init__(a, b)
+        if not self.a.dtype.is_bool:
+            raise TypeError(f"{type(self).__name__} needs bool operands, got {self.a.dtype} (`{self.a}`)")
+
+
+class Or(And):
+    __slots__ = ()
+    symbol = "||"
+
+
+class Not(Expr):
+    """Logical negation of a bool expression."""
+
+    __slots__ = ("a",)
+    _fields = ("a",)
+
+    def __init__(self, a: Expr):
+        a = as_expr(a)
+        if not a.dtype.is_bool:
+            raise TypeError(f"Not needs a bool operand, got {a.dtype} (`{a}`)")
+        self.a = a
+        self.dtype = a.dtype
+
+
+def _check_cond(cond: Expr, t: Expr, what: str):
+    if not cond.dtype.is_bool:
+        raise TypeError(f"{what} condition `{cond}` must be bool, got {cond.dtype}")
+    if cond.dtype.lanes not in (1, t.dtype.lanes):
+        raise TypeError(f"{what} condition has {cond.dtype.lanes} lanes, values have {t.dtype.lanes}")
+
+
+def _unify(a: Any, b: Any) -> tuple[Expr, Expr]:
+    if isinstance(a, Expr) or hasattr(a, "as_expr"):
+        a = as_expr(a)
+        b = as_expr(b, a)
+    else:
+        b = as_expr(b)
+        a = as_expr(a, b)
+    if a.dtype.lanes != b.dtype.lanes:
+        if a.dtype.lanes == 1 and isinstance(a, (IntImm, FloatImm)):
+            a = Broadcast(a, b.dtype.lanes)
+        elif b.dtype.lanes == 1 and isinstance(b, (IntImm, FloatImm)):
+            b = Broadcast(b, a.dtype.lanes)
+    return a, b
+
+
+class Select(Expr):
+    """``cond ? t : f`` evaluating both sides (no short circuit).
+
+    >>> i = Var("i")
+    >>> Select(i < 3, i, 3).dtype
+    int32
+    """
+
+    __slots__ = ("cond", "t", "f")
+    _fields = ("cond", "t", "f")
+
+    def __init__(self, cond: Expr, t: Expr, f: Expr):
+        cond = as_expr(cond)
+        t, f = _unify(t, f)
+        if t.dtype != f.dtype:
+            raise TypeError(f"select branches have different dtypes: `{t}` is {t.dtype}, `{f}` is {f.dtype}")
+        _check_cond(cond, t, type(self).__name__)
+        self.cond, self.t, self.f = cond, t, f
+        self.dtype = t.dtype
+
+
+class IfThenElse(Select):
+    """``cond ? t : f`` evaluating only the taken side (guards out-of-bounds reads)."""
+    __slots__ = ()
+
+
+class Load(Expr):
+    """Read ``buffer[indices]``; a vector (Ramp) last index reads several lanes.
+
+    Built by indexing a Buffer or Tensor: ``A[i, j]``.
+    """
+
+    __slots__ = ("buffer", "indices")
+    _fields = ("indices",)
+
+    def __init__(self, buffer, indices: Sequence[Any]):
+        indices = tuple(as_expr(i) for i in indices)
+        for k, ix in enumerate(indices):
+            if not ix.dtype.is_integer:
+                raise TypeError(f"index {k} of {buffer.name} is `{ix}` of dtype {ix.dtype}; indices must be integers")
+            if ix.dtype.is_vector and k != len(indices) - 1:
+                raise TypeError(f"only the last index of {buffer.name} may be a vector, index {k} is {ix.dtype}")
+        self.buffer = buffer
+        self.indices = indices
+        lanes = indices[-1].dtype.lanes if indices else 1
+        self.dtype = buffer.dtype.with_lanes(lanes * buffer.dtype.lanes)
+
+    @classmethod
+    def _rebuild(cls, vals, old):
+        return Load(old.buffer, vals["indices"])
+
+
+class Let(Expr):
+    """``let var = value in body``."""
+
+    __slots__ = ("var", "value", "body")
+    _fields = ("var", "value", "body")
+
+    def __init__(self, var: Var, value: Expr, body: Expr):
+        value = as_expr(value)
+        if var.dtype != value.dtype:
+            raise TypeError(f"let {var.name}: variable is {var.dtype}, value `{value}` is {value.dtype}")
+        self.var, self.value, self.body = var, value, as_expr(body)
+        self.dtype = self.body.dtype
+
+
+class Call(Expr):
+    """An intrinsic call such as ``exp(x)``; see ``te.intrinsics`` for the list."""
+
+    __slots__ = ("name", "args")
+    _fields = ("args",)
+
+    def __init__(self, name: str, args: Sequence[Expr], dtype: Any):
+        self.name = name
+        self.args = tuple(as_expr(a) for a in args)
+        self.dtype = as_dtype(dtype)
+
+    @classmethod
+    def _rebuild(cls, vals, old):
+        return Call(old.name, vals["args"], old.dtype)
+
+
+class Ramp(Expr):
+    """The vector ``[base, base + stride, ..., base + (lanes-1) * stride]``."""
+
+    __slots__ = ("base", "stride", "lanes")
+    _fields = ("base", "stride")
+
+    def __init__(self, base: Expr, stride: Any, lanes: int):
+        base = as_expr(base)
+        stride = as_expr(stride, base)
+        if lanes < 2:
+            raise TypeError(f"Ramp needs at least 2 lanes, got {lanes}")
+        if base.dtype != stride.dtype or base.dtype.is_vector or not base.dtype.is_integer:
+            raise TypeError(f"Ramp base and stride must be scalar integers of one dtype, got {base.dtype}, {stride.dtype}")
+        self.base, self.stride, self.lanes = base, stride, int(lanes)
+        self.dtype = base.dtype.with_lanes(self.lanes)
+
+    @classmethod
+    def _rebuild(cls, vals, old):
+        return Ramp(vals["base"], vals["stride"], old.lanes)
+
+
+class Broadcast(Expr):
+    """``value`` repeated over ``lanes`` lanes."""
+
+    __slots__ = ("value", "lanes")
+    _fields = ("value",)
+
+    def __init__(self, value: Expr, lanes: int):
+        value = as_expr(value)
+        if value.dtype.is_vector or lanes < 2:
+            raise TypeError(f"Broadcast needs a scalar value and at least 2 lanes, got {value.dtype}, {lanes}")
+        self.value, self.lanes = value, int(lanes)
+        self.dtype = value.dtype.with_lanes(self.lanes)
+
+    @classmethod
+    def _rebuild(cls, vals, old):
+        return Broadcast(vals["value"], old.lanes)
+
+
+def _binop(cls, a, b) -> Expr:
+    a, b = _unify(a, b)
+    return cls(a, b)
+
+
+def floordiv(a, b) -> Expr:
+    """Floor division: ``floordiv(-5, 2) == -3``."""
+    return _binop(FloorDiv, a, b)
+
+
+def floormod(a, b) -> Expr:
+    """Floor remainder: ``floormod(-5, 2) == 1``."""
+    return _binop(FloorMod, a, b)
+
+
+def truncdiv(a, b) -> Expr:
+    """C division: ``truncdiv(-5, 2) == -2``."""
+    return _binop(Div, a, b)
+
+
+def truncmod(a, b) -> Expr:
+    """C remainder: ``truncmod(-5, 2) == -1``."""
+    return _binop(Mod, a, b)
+
+
+def if_then_else(cond, t, f) -> Expr:
+    """``cond ? t : f`` evaluating only the taken branch."""
+    return IfThenElse(cond, t, f)
+
+
+def logical_and(a, b) -> Expr:
+    return _binop(And, a, b)
+
+
+def logical_or(a, b) -> Expr:
+    return _binop(Or, a, b)
+
+
+def logical_not(a) -> Expr:
+    return Not(as_expr(a))
+
+
+# ------------------------------------------------------------------------------------
+# traversal
+# ------------------------------------------------------------------------------------
+class ExprVisitor:
+    """Visit every node; override ``visit_<ClassName>`` and call ``generic`` to recurse."""
+
+    def visit(self, e: Expr):
+        m = getattr(self, "visit_" + type(e).__name__, None)
+        if m is not None:
+            return m(e)
+        return self.generic(e)
+
+    def generic(self, e: Expr):
+        for c in e.children():
+            self.visit(c)
+
+
+class ExprMutator:
+    """Rebuild an expression bottom-up; override ``visit_<ClassName>``.
+
+    Unchanged subtrees are returned as the same objects.
+    """
+
+    def visit(self, e: Expr) -> Expr:
+        m = getattr(self, "visit_" + type(e).__name__, None)
+        if m is not None:
+            return m(e)
+        return self.generic(e)
+
+    def generic(self, e: Expr) -> Expr:
+        changes = {}
+        for f in e._fields:
+            v = getattr(e, f)
+            if isinstance(v, Expr):
+                nv = self.visit(v)
+                if nv is not v:
+                    changes[f] = nv
+            elif isinstance(v, tuple) and any(isinstance(x, Expr) for x in v):
+                nv = tuple(self.visit(x) if isinstance(x, Expr) else x for x in v)
+                if any(a is not b for a, b in zip(nv, v)):
+                    changes[f] = nv
+        return e.replace(**changes) if changes else e
+
+
+def walk(e: Expr, fn: Callable[[Expr], None]) -> None:
+    """Call ``fn`` on every node of ``e`` (pre-order)."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        fn(x)
+        stack.extend(reversed(x.children()))
+
+
+class _Substituter(ExprMutator):
+    def __init__(self, mapping):
+        self.mapping = mapping
+
+    def visit_Var(self, e):
+        return self.mapping.get(e, e)
+
+
+def substitute(e: Expr, mapping: dict) -> Expr:
+    """Replace variables: ``substitute(i + 1, {i: j * 2})`` is ``j * 2 + 1``."""
+    if not mapping:
+        return e
+    return _Substituter({k: as_expr(v, k) for k, v in mapping.items()}).visit(e)
+
+
+def structural_key(e: Any):
+    """A hashable key equal for structurally equal expressions (vars compared by name)."""
+    if isinstance(e, Var):
+        return ("Var", e.name, e.dtype.name)
+    if isinstance(e, (IntImm, FloatImm)):
+        return (type(e).__name__, e.value, e.dtype.name)
+    if isinstance(e, Load):
+        return ("Load", e.buffer.name, tuple(structural_key(i) for i in e.indices))
+    if isinstance(e, Call):
+        return ("Call", e.name, e.dtype.name, tuple(structural_key(a) for a in e.args))
+    if isinstance(e, Expr):
+        extra = tuple(getattr(e, s) for s in ("lanes",) if hasattr(e, s))
+        return (type(e).__name__, e.dtype.name, extra, tuple(structural_key(c) for c in e.children()))
+    return e
+
+
+def structural_equal(a: Expr, b: Expr) -> bool:
+    """True when ``a`` and ``b`` have the same structure (vars compared by name)."""
+    return structural_key(a) == structural_key(b)

@@ -1,0 +1,3 @@
+"""Placeholder replaced by the arithmetic simplifier."""
+def simplify(e, ranges=None):
+    return e
