@@ -109,7 +109,10 @@ class For(Stmt):
 
     @property
     def extent(self) -> Expr:
+        from te.expr import IntImm
         from te.simplify import simplify
+        if isinstance(self.start, IntImm) and self.start.value == 0:
+            return self.stop
         return simplify(self.stop - self.start)
 
 

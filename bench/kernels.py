@@ -1,0 +1,295 @@
+"""The benchmark kernels: their te definitions, numpy / PyTorch peers, and schedules.
+
+Each ``Workload`` builds its tensors for a size, gives the numpy reference, the inputs,
+the work done (flops, bytes moved), a default schedule and a hand schedule.
+
+>>> w = WORKLOADS["row_sum"]
+>>> spec = w.make(w.small[0])
+>>> sorted(spec.inputs)
+['A']
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from te import Buffer, Compute, Max, Reduce, Sum, exp, float32, maximum, rsqrt
+from loopnest import LoopNest, ScheduleError
+
+
+@dataclass
+class Spec:
+    """One workload at one size."""
+
+    label: str
+    outputs: list
+    args: list
+    inputs: dict            # name -> numpy array
+    out_shapes: dict        # name -> shape of each output
+    reference: Callable[[dict], dict]    # numpy float64 (or float32 where noted) outputs
+    numpy_fn: Callable[[dict], Any]      # the numpy peer that is timed
+    torch_fn: Callable | None = None     # builds a zero-arg callable from torch tensors
+    flops: float = 0.0
+    bytes: float = 0.0
+    tol: float = 1e-4
+
+
+@dataclass
+class Workload:
+    name: str
+    make: Callable[[Any], Spec]
+    small: list
+    full: list
+    hand_schedule: Callable[[LoopNest, Spec], None]
+    default_schedule: Callable[[LoopNest, Spec], None] = field(default=lambda nest, spec: None)
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _torch():
+    try:
+        import torch
+        return torch
+    except ImportError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------
+# schedule helpers
+# ---------------------------------------------------------------------------------------
+def parallel_outer_vector_inner(nest: LoopNest, t, lanes: int = 8) -> None:
+    """Parallelize the outermost loop of ``t`` and vectorize a ``lanes``-wide split of its
+    innermost loop (when it is not a reduction loop)."""
+    loops = nest.get_loops_for(t)
+    try:
+        nest.parallelize(loops[0])
+    except ScheduleError:
+        pass
+    inner = nest.get_loops_for(t)[-1]
+    if isinstance(inner.extent, int) and inner.extent >= lanes and not t.is_reduction:
+        _, vi, _ = nest.split_with_tail(inner, lanes)
+        nest.vectorize(vi)
+
+
+# ---------------------------------------------------------------------------------------
+# workloads
+# ---------------------------------------------------------------------------------------
+def make_elementwise(n: int) -> Spec:
+    A = Buffer("A", (n,), float32)
+    B = Buffer("B", (n,), float32)
+    C = Buffer("C", (n,), float32)
+    Y = Compute("Y", (n,), lambda i: maximum(A[i] * 2.0 + B[i], 0.0) * C[i] - 1.0)
+    r = _rng()
+    inputs = {k: r.standard_normal(n).astype(np.float32) for k in "ABC"}
+
+    def ref(x):
+        a, b, c = (x[k].astype(np.float64) for k in "ABC")
+        return {"Y": np.maximum(a * 2 + b, 0) * c - 1}
+
+    def np_fn(x):
+        return np.maximum(x["A"] * 2 + x["B"], 0) * x["C"] - 1
+
+    def torch_fn(t, x):
+        a, b, c = (t.from_numpy(x[k]) for k in "ABC")
+        return lambda: t.clamp_min(a * 2 + b, 0) * c - 1
+
+    return Spec(f"n={n}", [Y], [A, B, C, Y], inputs, {"Y": (n,)}, ref, np_fn, torch_fn,
+                flops=5 * n, bytes=16 * n)
+
+
+def hand_elementwise(nest: LoopNest, spec: Spec) -> None:
+    (Y,) = spec.outputs
+    (i,) = nest.get_loops_for(Y)
+    outer, inner, _ = nest.split_with_tail(i, 4096)
+    nest.parallelize(outer)
+    _, vi, _ = nest.split_with_tail(inner, 16)
+    nest.vectorize(vi)
+
+
+def make_softmax(shape) -> Spec:
+    m, n = shape
+    X = Buffer("X", (m, n), float32)
+    mx = Reduce("mx", (m,), Max(), lambda i, k: X[i, k], (n,))
+    e = Compute("e", (m, n), lambda i, j: exp(X[i, j] - mx[i]))
+    s = Reduce("s", (m,), Sum(), lambda i, k: e[i, k], (n,))
+    Y = Compute("Y", (m, n), lambda i, j: e[i, j] / s[i])
+    x = _rng().standard_normal((m, n)).astype(np.float32)
+
+    def ref(d):
+        v = d["X"].astype(np.float64)
+        z = np.exp(v - v.max(axis=1, keepdims=True))
+        return {"Y": z / z.sum(axis=1, keepdims=True)}
+
+    def np_fn(d):
+        v = d["X"]
+        z = np.exp(v - v.max(axis=1, keepdims=True))
+        return z / z.sum(axis=1, keepdims=True)
+
+    def torch_fn(t, d):
+        v = t.from_numpy(d["X"])
+        return lambda: t.softmax(v, dim=1)
+
+    return Spec(f"{m}x{n}", [Y], [X, Y], {"X": x}, {"Y": (m, n)}, ref, np_fn, torch_fn,
+                flops=5 * m * n, bytes=8 * m * n, tol=1e-5)
+
+
+def hand_softmax(nest: LoopNest, spec: Spec) -> None:
+    (Y,) = spec.outputs
+    for t in nest.tensors:
+        if t in nest.intermediates and not t.is_reduction:
+            nest.compute_inline(t)
+    for t in nest.tensors:
+        if nest.buffers.get(t.name) is t and t.name in ("mx", "s", "Y"):
+            try:
+                parallel_outer_vector_inner(nest, t)
+            except ScheduleError:
+                pass
+
+
+def make_layernorm(shape) -> Spec:
+    m, n = shape
+    X = Buffer("X", (m, n), float32)
+    G = Buffer("G", (n,), float32)
+    Bb = Buffer("Bb", (n,), float32)
+    mean = Reduce("mean", (m,), Sum(), lambda i, k: X[i, k] * (1.0 / n), (n,))
+    var = Reduce("var", (m,), Sum(), lambda i, k: (X[i, k] - mean[i]) * (X[i, k] - mean[i]) * (1.0 / n), (n,))
+    Y = Compute("Y", (m, n), lambda i, j: (X[i, j] - mean[i]) * rsqrt(var[i] + 1e-5) * G[j] + Bb[j])
+    r = _rng()
+    d = {"X": r.standard_normal((m, n)).astype(np.float32), "G": r.standard_normal(n).astype(np.float32),
+         "Bb": r.standard_normal(n).astype(np.float32)}
+
+    def ref(x):
+        v = x["X"].astype(np.float64)
+        mu = v.mean(axis=1, keepdims=True)
+        va = ((v - mu) ** 2).mean(axis=1, keepdims=True)
+        return {"Y": (v - mu) / np.sqrt(va + 1e-5) * x["G"] + x["Bb"]}
+
+    def np_fn(x):
+        v = x["X"]
+        mu = v.mean(axis=1, keepdims=True)
+        va = ((v - mu) ** 2).mean(axis=1, keepdims=True)
+        return (v - mu) / np.sqrt(va + 1e-5) * x["G"] + x["Bb"]
+
+    def torch_fn(t, x):
+        v, g, b = t.from_numpy(x["X"]), t.from_numpy(x["G"]), t.from_numpy(x["Bb"])
+        return lambda: t.nn.functional.layer_norm(v, (n,), g, b, 1e-5)
+
+    return Spec(f"{m}x{n}", [Y], [X, G, Bb, Y], d, {"Y": (m, n)}, ref, np_fn, torch_fn,
+                flops=8 * m * n, bytes=8 * m * n, tol=2e-4)
+
+
+def hand_layernorm(nest: LoopNest, spec: Spec) -> None:
+    for t in [t for t in nest.tensors if t.name in ("mean", "var", "Y")]:
+        try:
+            parallel_outer_vector_inner(nest, t)
+        except ScheduleError:
+            pass
+
+
+def make_row_sum(shape) -> Spec:
+    m, n = shape
+    A = Buffer("A", (m, n), float32)
+    S = Reduce("S", (m,), Sum(), lambda i, k: A[i, k], (n,))
+    a = _rng().standard_normal((m, n)).astype(np.float32)
+    return Spec(f"{m}x{n}", [S], [A, S], {"A": a}, {"S": (m,)},
+                lambda d: {"S": d["A"].astype(np.float64).sum(axis=1)}, lambda d: d["A"].sum(axis=1),
+                lambda t, d: (lambda v: (lambda: v.sum(dim=1)))(t.from_numpy(d["A"])),
+                flops=m * n, bytes=4 * m * n, tol=1e-3)
+
+
+def hand_row_sum(nest: LoopNest, spec: Spec) -> None:
+    (S,) = spec.outputs
+    i, k = nest.get_loops_for(S)
+    nest.parallelize(i)
+
+
+def make_transpose(shape) -> Spec:
+    m, n = shape
+    A = Buffer("A", (m, n), float32)
+    T = Compute("T", (n, m), lambda i, j: A[j, i])
+    a = _rng().standard_normal((m, n)).astype(np.float32)
+    return Spec(f"{m}x{n}", [T], [A, T], {"A": a}, {"T": (n, m)},
+                lambda d: {"T": d["A"].T.astype(np.float64)}, lambda d: np.ascontiguousarray(d["A"].T),
+                lambda t, d: (lambda v: (lambda: v.t().contiguous()))(t.from_numpy(d["A"])),
+                flops=0, bytes=8 * m * n, tol=0)
+
+
+def hand_transpose(nest: LoopNest, spec: Spec) -> None:
+    (T,) = spec.outputs
+    i, j = nest.get_loops_for(T)
+    io, jo, ii, ji = nest.tile(i, j, 32, 32)
+    nest.parallelize(io)
+
+
+def make_matmul(n: int) -> Spec:
+    A = Buffer("A", (n, n), float32)
+    B = Buffer("B", (n, n), float32)
+    C = Reduce("C", (n, n), Sum(), lambda i, j, k: A[i, k] * B[k, j], (n,))
+    r = _rng()
+    d = {"A": r.standard_normal((n, n)).astype(np.float32), "B": r.standard_normal((n, n)).astype(np.float32)}
+    return Spec(f"n={n}", [C], [A, B, C], d, {"C": (n, n)},
+                lambda x: {"C": x["A"].astype(np.float64) @ x["B"].astype(np.float64)},
+                lambda x: x["A"] @ x["B"],
+                lambda t, x: (lambda a, b: (lambda: a @ b))(t.from_numpy(x["A"]), t.from_numpy(x["B"])),
+                flops=2 * n ** 3, bytes=12 * n * n, tol=1e-3)
+
+
+def hand_matmul(nest: LoopNest, spec: Spec) -> None:
+    """Register-blocked matmul: init and update distributed, the update tiled
+    (i: 4 rows x j: 32 columns, k outside the tile), j vectorized, i-tiles parallel."""
+    from bench.schedules import matmul_schedule
+    matmul_schedule(nest, spec.outputs[0])
+
+
+def make_conv2d(shape) -> Spec:
+    n, c, h, w, k = shape
+    X = Buffer("X", (n, c, h, w), float32)
+    W = Buffer("W", (k, c, 3, 3), float32)
+    from te import if_then_else
+    P = Compute("P", (n, c, h + 2, w + 2), lambda b, ci, y, x: if_then_else(
+        (y >= 1) & (y <= h) & (x >= 1) & (x <= w), X[b, ci, y - 1, x - 1], 0.0))
+    Y = Reduce("Y", (n, k, h, w), Sum(), lambda b, co, y, x, ci, ry, rx: P[b, ci, y + ry, x + rx] * W[co, ci, ry, rx],
+               (c, 3, 3))
+    r = _rng()
+    d = {"X": r.standard_normal((n, c, h, w)).astype(np.float32),
+         "W": r.standard_normal((k, c, 3, 3)).astype(np.float32)}
+
+    def ref(x):
+        xp = np.pad(x["X"].astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+        out = np.zeros((n, k, h, w))
+        for ry in range(3):
+            for rx in range(3):
+                out += np.einsum("nchw,kc->nkhw", xp[:, :, ry:ry + h, rx:rx + w], x["W"][:, :, ry, rx])
+        return {"Y": out}
+
+    def np_fn(x):
+        xp = np.pad(x["X"], ((0, 0), (0, 0), (1, 1), (1, 1)))
+        cols = np.stack([xp[:, :, ry:ry + h, rx:rx + w] for ry in range(3) for rx in range(3)], axis=2)
+        return np.einsum("ncrhw,kcr->nkhw", cols, x["W"].reshape(k, c, 9), optimize=True)
+
+    def torch_fn(t, x):
+        xv, wv = t.from_numpy(x["X"]), t.from_numpy(x["W"])
+        return lambda: t.nn.functional.conv2d(xv, wv, padding=1)
+
+    return Spec(f"{n}x{c}x{h}x{w}->{k}", [Y], [X, W, Y], d, {"Y": (n, k, h, w)}, ref, np_fn, torch_fn,
+                flops=2 * n * k * h * w * c * 9, bytes=4 * (n * c * h * w + k * c * 9 + n * k * h * w), tol=1e-3)
+
+
+def hand_conv2d(nest: LoopNest, spec: Spec) -> None:
+    from bench.schedules import conv2d_schedule
+    conv2d_schedule(nest, spec.outputs[0])
+
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in [
+    Workload("elementwise", make_elementwise, [1 << 20], [1 << 24], hand_elementwise),
+    Workload("softmax", make_softmax, [(512, 1024)], [(4096, 1024)], hand_softmax),
+    Workload("layernorm", make_layernorm, [(512, 1024)], [(4096, 1024)], hand_layernorm),
+    Workload("row_sum", make_row_sum, [(1024, 1024)], [(4096, 4096)], hand_row_sum),
+    Workload("transpose", make_transpose, [(1024, 1024)], [(4096, 4096)], hand_transpose),
+    Workload("matmul", make_matmul, [256, 512], [256, 512, 1024, 2048], hand_matmul),
+    Workload("conv2d", make_conv2d, [(1, 16, 28, 28, 16)], [(1, 64, 56, 56, 64)], hand_conv2d),
+]}

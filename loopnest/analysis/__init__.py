@@ -1,0 +1,1 @@
+"""Polyhedral analysis with islpy: iteration domains and accesses, dependences, bounds."""

@@ -1,0 +1,7 @@
+"""Scheduling transforms, one module per family; LoopNest methods call these.
+
+split.py (split_with_tail, split_with_mask, tile, slice_head, slice_tail, normalize),
+reorder.py, fuse.py (fuse, flatten, distribute), loop_kinds.py (vectorize, unroll,
+parallelize, GPU binding, and the vector lowering used by prepare_for_codegen),
+inline.py, compute_at.py, cache.py, rfactor.py, dead_stores.py.
+"""
