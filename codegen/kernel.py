@@ -130,8 +130,8 @@ def eval_int_expr(e: Expr, env: dict) -> int:
     if t is E.Mul: return a * b
     if t is E.FloorDiv: return a // b
     if t is E.FloorMod: return a % b
-    if t is E.Div: return int(a / b) if (a < 0) != (b < 0) else a // b
-    if t is E.Mod: return a - b * (int(a / b) if (a < 0) != (b < 0) else a // b)
+    if t is E.Div: return -(abs(a) // abs(b)) if (a < 0) != (b < 0) else a // b
+    if t is E.Mod: return a - b * (-(abs(a) // abs(b)) if (a < 0) != (b < 0) else a // b)
     if t is E.Min: return min(a, b)
     if t is E.Max: return max(a, b)
     if t is E.Cast: return eval_int_expr(e.value, env)
@@ -214,11 +214,11 @@ class Kernel:
     def _check_array(self, p: Param, a: Any, sizes: dict) -> Any:
         buf = p.buffer
         if not isinstance(a, np.ndarray):
-            a = self._coerce_array(p, a)
-            if a is None:
+            coerced = self._coerce_array(p, a)
+            if coerced is None:
                 raise KernelArgumentError(f"argument {p.name} of {self.name} must be a numpy array, "
                                           f"got {type(a).__name__}")
-            return a
+            return coerced
         want_dt = buf.dtype.numpy
         if a.dtype != want_dt:
             raise KernelArgumentError(f"argument {p.name} of {self.name} has dtype {a.dtype}, expected "
@@ -245,7 +245,14 @@ class Kernel:
                 raise ValueError(f"argument {p.name} of {self.name} must be C-contiguous (row-major); "
                                  "use np.ascontiguousarray")
             return
-        want = layout.numpy_strides(a.itemsize)
+        try:
+            want = layout.numpy_strides(a.itemsize)
+        except ValueError:
+            # a hierarchical layout has no numpy strides: the array is its storage, in order
+            if not a.flags.c_contiguous or a.size < layout.cosize:
+                raise ValueError(f"argument {p.name} of {self.name} must be a C-contiguous array holding the "
+                                 f"{layout.cosize} elements of its layout {layout}") from None
+            return
         if a.size > 1 and tuple(s for s, n in zip(a.strides, a.shape) if n > 1) != \
                 tuple(s for s, n in zip(want, a.shape) if n > 1):
             raise ValueError(f"argument {p.name} of {self.name} has strides {a.strides}, but its layout "

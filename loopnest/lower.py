@@ -48,9 +48,11 @@ def tensors_in_order(outputs: list[Tensor]) -> list[Tensor]:
 
 def input_buffers(tensors: list[Tensor]) -> list[Buffer]:
     """Buffers read by the tensors that are not computed by them (kernel inputs)."""
+    from te.view import view_root
     seen: dict[int, Buffer] = {}
     for t in tensors:
         for b in t.inputs():
+            b = view_root(b)
             if not isinstance(b, Tensor):
                 seen.setdefault(id(b), b)
     return list(seen.values())

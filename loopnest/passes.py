@@ -12,8 +12,9 @@ import math
 import sys
 from typing import Callable
 
-from te.expr import Expr, ExprMutator, IntImm, Load, as_expr
+from te.expr import Expr, ExprMutator, IntImm, Load, as_expr, floordiv, floormod
 from te.simplify import simplify
+from te.view import TensorView, view_root
 
 from .stmt import Allocate, Block, For, Free, Stmt, StmtMutator, Store, iter_stmts
 
@@ -43,7 +44,14 @@ def flat_index(buf, indices) -> Expr:
     if len(indices) == 0:
         return IntImm(0)
     if buf.layout is not None:
-        return as_expr(buf.layout.offset_expr(tuple(indices)))
+        lay = buf.layout
+        shapes = lay.shape if isinstance(lay.shape, tuple) else (lay.shape,)
+        strides = lay.stride if isinstance(lay.stride, tuple) else (lay.stride,)
+        off = None
+        for ix, sh, st in zip(indices, shapes, strides):
+            term = _crd2idx(as_expr(ix), sh, st)
+            off = term if off is None else off + term
+        return off
     if len(indices) == 1:
         return indices[0]
     off = None
@@ -53,9 +61,33 @@ def flat_index(buf, indices) -> Expr:
     return off
 
 
+def _size(shape) -> int:
+    return math.prod(_size(s) for s in shape) if isinstance(shape, tuple) else shape
+
+
+def _crd2idx(coord: Expr, shape, stride) -> Expr:
+    """CuTe's coordinate -> index for a 1-D (possibly symbolic) coordinate into a nested
+    mode: split colexicographically with floordiv/floormod (coordinates are non-negative)."""
+    if not isinstance(shape, tuple):
+        return coord if stride == 1 else coord * stride
+    out = None
+    rem = coord
+    for k, (sh, st) in enumerate(zip(shape, stride)):
+        n = _size(sh)
+        last = k == len(shape) - 1
+        c = rem if last else floormod(rem, n)
+        term = _crd2idx(c, sh, st)
+        out = term if out is None else out + term
+        if not last:
+            rem = floordiv(rem, n)
+    return out
+
+
 class _FlattenExpr(ExprMutator):
     def visit_Load(self, e: Load) -> Expr:
         idx = tuple(self.visit(i) for i in e.indices)
+        if isinstance(e.buffer, TensorView):
+            return Load(view_root(e.buffer), (e.buffer.memory_offset(idx),))
         if len(idx) == 1 and e.buffer.layout is None:
             return e.replace(indices=idx)
         return Load(e.buffer, (flat_index(e.buffer, idx),))

@@ -94,4 +94,4 @@ expr = row_major(16, 32).offset_expr((Sym("i"), Sym("j")))
 print("   row_major(16,32) at (i, j):", expr)
 assert expr == "i*32 + j"
 print("   numpy byte strides of row_major(16,32) float32:", row_major(16, 32).numpy_strides(4))
-print("\nDone.")
+print("\nOK")
