@@ -20,12 +20,26 @@ from .stmt import Allocate, Block, For, Free, Stmt, StmtMutator, Store, iter_stm
 
 
 class _SimplifyStmt(StmtMutator):
+    """Simplify expressions knowing the range of every enclosing loop variable."""
+
+    def __init__(self):
+        self.ranges: dict = {}
+
     def visit_expr(self, e: Expr) -> Expr:
-        return simplify(e)
+        return simplify(e, self.ranges or None)
+
+    def visit_For(self, s: For):
+        start, stop = simplify(s.start, self.ranges or None), simplify(s.stop, self.ranges or None)
+        self.ranges[s.var] = (start, simplify(stop - start, self.ranges or None))
+        try:
+            body = self.visit(s.body)
+        finally:
+            del self.ranges[s.var]
+        return s.replace(start=start, stop=stop, body=body)
 
 
 def simplify_stmt(root: Stmt) -> Stmt:
-    """Simplify every expression of a statement tree."""
+    """Simplify every expression of a statement tree, using the ranges of enclosing loops."""
     return _SimplifyStmt().visit(root)
 
 
