@@ -110,6 +110,11 @@ def make_params(nest, args: Sequence[Any]) -> list[Param]:
         if id(v) not in shape_vars and id(v) not in var_params:
             raise BuildError(f"size variable {v.name} cannot be read off any argument's shape; "
                              "add it to build's argument list")
+    from loopnest.verify import free_vars
+    for v in free_vars(nest.root):
+        if id(v) not in shape_vars and id(v) not in var_params:
+            raise BuildError(f"variable {v.name} is used by the nest but is neither in build's argument list "
+                             f"{[p.name for p in params]} nor a dimension of an argument")
     return params
 
 
@@ -187,11 +192,7 @@ class Kernel:
         sizes: dict[int, int] = {}
         for p in self._var_params:
             if p.name in values:
-                v = values[p.name]
-                if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-                    raise KernelArgumentError(f"argument {p.name} of {self.name} is a size and must be an int, "
-                                              f"got {type(v).__name__}")
-                sizes[id(p.var)] = int(v)
+                sizes[id(p.var)] = self._check_scalar(p, values[p.name])
         arrays = []
         for p in self._buffer_params:
             if p.name not in values:
@@ -210,6 +211,27 @@ class Kernel:
                 raise KernelArgumentError(f"missing argument {p.name} of {self.name}: it is not given and "
                                           "cannot be read off a shape")
         return arrays, sizes
+
+    def _check_scalar(self, p: Param, v: Any):
+        """A scalar argument: an int for integer variables (range-checked), a float for float
+        variables, a bool for bool variables."""
+        dt = p.var.dtype
+        if dt.is_float:
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)):
+                raise KernelArgumentError(f"argument {p.name} of {self.name} is a {dt} scalar and must be a "
+                                          f"number, got {type(v).__name__}")
+            return float(v)
+        if dt.is_bool:
+            if not isinstance(v, (bool, np.bool_)):
+                raise KernelArgumentError(f"argument {p.name} of {self.name} is a bool scalar, got {type(v).__name__}")
+            return bool(v)
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise KernelArgumentError(f"argument {p.name} of {self.name} is a size and must be an int, "
+                                      f"got {type(v).__name__}")
+        v = int(v)
+        if not dt.min_value() <= v <= dt.max_value():
+            raise ValueError(f"argument {p.name} of {self.name}: {p.name} = {v} does not fit its dtype {dt}")
+        return v
 
     def _check_array(self, p: Param, a: Any, sizes: dict) -> Any:
         buf = p.buffer

@@ -17,24 +17,53 @@ from .errors import VerifyError
 from .stmt import Allocate, Block, Cond, For, Free, Let, Stmt, Store, stmt_exprs
 
 
+def _binders(root: Stmt) -> set[int]:
+    """ids of every variable bound by a For, a Let statement or a Let expression in ``root``."""
+    from te.expr import Let as LetExpr
+    from .stmt import iter_stmts
+    out: set[int] = set()
+    for s in iter_stmts(root):
+        if isinstance(s, (For, Let)):
+            out.add(id(s.var))
+        for e in stmt_exprs(s) + ([s.start, s.stop] if isinstance(s, For) else []):
+            walk(e, lambda n: out.add(id(n.var)) if isinstance(n, LetExpr) else None)
+    return out
+
+
+def free_vars(root: Stmt) -> list[Var]:
+    """Variables used in ``root`` that no loop or let binds: the kernel's scalar parameters."""
+    bound = _binders(root)
+    seen: dict[int, Var] = {}
+    from .stmt import iter_stmts
+    for s in iter_stmts(root):
+        exprs = stmt_exprs(s)
+        if isinstance(s, Allocate):
+            exprs = list(s.buffer.dims)
+        for e in exprs:
+            walk(e, lambda n: seen.setdefault(id(n), n) if isinstance(n, Var) and id(n) not in bound else None)
+    return list(seen.values())
+
+
 def verify(root: Stmt, nest=None, flattened: bool = False) -> None:
     """Raise VerifyError on the first structural problem found in ``root``."""
-    free: set[int] = set()
-    if nest is not None:
-        for b in list(nest.buffers.values()):
-            for d in b.dims:
-                walk(d, lambda e: free.add(id(e)) if isinstance(e, Var) else None)
-    bound_ever: set[int] = set()
+    from te.expr import Let as LetExpr
+    binders = _binders(root)
 
     def check_expr(e, scope, where):
-        def f(n):
-            if isinstance(n, Var) and id(n) not in scope and id(n) not in free:
+        def rec(n, scope):
+            if isinstance(n, Var) and id(n) in binders and id(n) not in scope:
                 raise VerifyError(f"variable {n.name} is used in {where} outside the loop or let that binds it")
             if isinstance(n, Load):
                 want = 1 if flattened else n.buffer.ndim
                 if len(n.indices) != want and not (flattened and n.buffer.ndim == 0 and len(n.indices) <= 1):
                     raise VerifyError(f"load of {n.buffer.name} has {len(n.indices)} index(es), expected {want}")
-        walk(e, f)
+            if isinstance(n, LetExpr):
+                rec(n.value, scope)
+                rec(n.body, scope | {id(n.var)})
+                return
+            for c in n.children():
+                rec(c, scope)
+        rec(e, scope)
 
     def rec(s: Stmt, scope: frozenset):
         if isinstance(s, Block):
@@ -56,7 +85,6 @@ def verify(root: Stmt, nest=None, flattened: bool = False) -> None:
                 raise VerifyError(f"loop variable {s.var.name} is bound twice in nested loops")
             check_expr(s.start, scope, f"the bounds of loop {s.var.name}")
             check_expr(s.stop, scope, f"the bounds of loop {s.var.name}")
-            bound_ever.add(id(s.var))
             rec(s.body, scope | {id(s.var)})
             return
         if isinstance(s, Let):

@@ -97,9 +97,9 @@ def test_verify_finds_unbound_variable():
     B = Compute("B", (4,), lambda i: A[i])
     nest = LoopNest([B])
     from loopnest.stmt import Block, Store
-    stray = Var("stray")
-    nest.root = Block(nest.root.stmts + (Store(B, (stray,), 1.0),))
-    with pytest.raises(VerifyError, match="variable stray"):
+    i = nest.get_loops_for(B)[0].var
+    nest.root = Block(nest.root.stmts + (Store(B, (i,), 1.0),))   # i used after its loop
+    with pytest.raises(VerifyError, match="variable i is used"):
         nest.verify()
 
 
@@ -123,3 +123,13 @@ def test_duplicate_buffer_names_rejected():
 def test_outputs_must_be_tensors():
     with pytest.raises(TypeError, match="tensors made by Compute"):
         LoopNest([Buffer("A", (4,), "float32")])
+
+
+def test_free_scalar_variables_are_kernel_parameters():
+    from loopnest.verify import free_vars
+    alpha = Var("alpha", float32)
+    A = Buffer("A", (4,), float32)
+    B = Compute("B", (4,), lambda i: A[i] * alpha)
+    nest = LoopNest([B])
+    assert [v.name for v in free_vars(nest.root)] == ["alpha"]
+    nest.prepare_for_codegen()   # verifies: alpha is a parameter, not an unbound loop variable

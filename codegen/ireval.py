@@ -1,0 +1,1364 @@
+"""IREval: the reference interpreter, the executable specification of the IR.
+
+Every other backend is checked against IREval, so it implements the semantics of
+``tir-language-spec.txt`` exactly and checks what compiled code cannot afford to check:
+
+* integers wrap around at their width (int8..int64, uint8..uint64); ``Div``/``Mod`` truncate
+  toward zero (C), ``FloorDiv``/``FloorMod`` round toward minus infinity; an integer division
+  by zero raises ``ZeroDivisionError`` naming the expression; ``INT_MIN / -1`` wraps to INT_MIN;
+* float32/float64 arithmetic is IEEE in the dtype's precision (numpy scalar/array ops);
+  float16, bfloat16, tf32 and float8 values are computed in float32 and rounded back to their
+  format after every operation (and after every intrinsic call) with ``te.lowprec.convert``
+  (round to nearest even; float8 saturates to finite as the Tile IR rules say);
+* ``Cast`` follows C: float -> int truncates toward zero, saturating out of range, NaN -> 0
+  (``te.lowprec.float_to_int``); int -> int wraps; int -> float rounds to nearest (once); any
+  -> bool is ``value != 0``; float -> float rounds once with ``te.lowprec.convert``;
+* ``Min``/``Max`` on floats propagate NaN (``np.minimum``/``np.maximum``);
+* ``Select`` evaluates both sides, ``IfThenElse`` only the taken side (per lane for vectors),
+  scalar ``And``/``Or`` short-circuit (vector ones evaluate both operands, as the spec allows);
+* intrinsics use numpy in the dtype's precision (``sigmoid = 1/(1+exp(-x))``,
+  ``rsqrt = 1/sqrt(x)``, ``round`` = half to even, integer ``abs`` wraps at INT_MIN); ``erf`` is
+  ``math.erf`` in float64 (numpy has no erf; scipy is not a core dependency) rounded to the dtype;
+* every load and store is bounds checked against its buffer (flat element offsets):
+  ``IndexError`` names the buffer, the offset and the access, never a numpy negative-index
+  wrap-around; reading a buffer outside its Allocate/Free raises ``RuntimeError``;
+* loops of every kind (parallel, vectorized, unrolled, gpu_block, gpu_thread) run as serial
+  loops; ``Allocate`` gives a zeroed buffer (``poison=True``: NaN / 0xCD bytes, to catch reads
+  of memory nobody wrote), ``Free`` releases it.
+
+>>> import numpy as np
+>>> from te import Buffer, Compute
+>>> from loopnest import LoopNest
+>>> from codegen import build
+>>> A = Buffer("A", (4,), "int32")
+>>> B = Compute("B", (4,), lambda i: A[i] / 2)          # C division
+>>> k = build(LoopNest([B]), [A, B], target="ireval")
+>>> b = np.empty(4, np.int32); k(np.array([-5, -4, 5, 7], np.int32), b); b.tolist()
+[-2, -2, 2, 3]
+
+How it runs: the prepared statement tree is compiled once into Python closures over a
+frame (a list of slots for variables and buffers). Each closure accepts numpy scalars or
+numpy arrays, so the same code runs one iteration at a time (the exact, serial path) or all
+the iterations of a loop nest at once (a *batch*). A perfect loop nest is batched when the
+batch provably has the serial result, otherwise it runs serially:
+
+* map batches: every access (load or store) to a buffer written in the nest touches, in each
+  iteration, the same element, and different iterations touch different elements (checked
+  on the actual index arrays of each chunk before anything is written);
+  Loops inside the batched body (the ``k`` loop of a matmul batched over ``i, j``) run
+  serially, each step on all batched iterations, when the elements they write do not depend
+  on their own loop variables; a cost estimate picks this or batching the inner loops alone;
+* reduction batches: ``C[e] = C[e] op x`` (op in + - * min max on native dtypes) with ``e``
+  invariant in the loops, accumulated with ``ufunc.accumulate``, which is exactly the serial
+  left-to-right order (bit-identical float sums);
+* inside a batch, ``IfThenElse``, scalar ``And``/``Or`` and ``Cond`` evaluate each side on the
+  iterations that take it only (the frame is restricted to those iterations), so guarded
+  loads never touch memory the serial program would not touch.
+
+``batch=False`` disables batching (every loop serial), which the tests use to check the
+batched path against the serial one bit for bit. Arguments that share memory disable
+batching for that call. ``evaluate(expr, bindings, buffers)`` evaluates a single expression
+with these semantics (handy for checking rewrites such as the simplifier's).
+"""
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from loopnest.printer import stmt_to_str
+from loopnest.stmt import Allocate, Block, Cond, For, Free, Let as LetStmt, Stmt, Store, iter_stmts
+from te import expr as E
+from te.dtypes import Dtype
+from te.lowprec import convert as _lp_convert, float_to_int as _lp_float_to_int
+
+from .kernel import BuildError, Kernel, Param, sanitize_name
+
+__all__ = ["IREvalKernel", "build_ireval", "evaluate", "OPTIONS"]
+
+#: options understood by ``build_ireval`` (``fast_math`` is accepted and ignored: IREval is exact)
+OPTIONS = ("poison", "batch", "chunk", "name", "fast_math")
+
+_CHUNK = 1 << 16          # iterations per batch chunk (bounds the temporary arrays)
+_MAX_INNER = 1 << 22      # a batch whose inner loops alone exceed this runs the outer loop serially
+_ALLOW = 0                # frame slot: may this call batch loops (False when arguments alias)
+
+Fn = Callable[[list], Any]
+
+
+# ------------------------------------------------------------------------------------
+# dtypes
+# ------------------------------------------------------------------------------------
+def _internal_np(dt: Dtype) -> np.dtype:
+    """The numpy dtype values of ``dt`` are computed in (float32 for the low-precision floats)."""
+    return np.dtype(np.float32) if dt.is_lowp_float else dt.numpy
+
+
+def _lp_name(dt: Dtype) -> str:
+    """The te.lowprec format name of a float dtype."""
+    if dt.kind == "float":
+        return f"float{dt.bits}"
+    if dt.kind == "bfloat":
+        return "bfloat16"
+    return dt.kind
+
+
+def _scalar(x):
+    """0-d arrays become numpy scalars (closures return scalars for unbatched values)."""
+    return x[()] if type(x) is np.ndarray and x.ndim == 0 else x
+
+
+def _rounder(dt: Dtype) -> Callable[[Any], Any] | None:
+    """Round a float32 value (scalar or array) to ``dt``'s format; None when nothing to do."""
+    if not dt.is_lowp_float:
+        return None
+    fmt = _lp_name(dt)
+
+    def rnd(x):
+        r = _lp_convert(np.asarray(x, np.float32), "float32", fmt)
+        if r.dtype != np.float32:
+            r = r.astype(np.float32)
+        return _scalar(r)
+    return rnd
+
+
+def _const_value(dt: Dtype, value) -> Any:
+    """A constant as the numpy scalar the interpreter computes with."""
+    if dt.is_bool:
+        return np.bool_(bool(value))
+    if dt.is_integer:
+        return dt.numpy.type(int(value))
+    if dt.is_lowp_float:
+        return np.float32(_scalar(_lp_convert(np.asarray(float(value)), "float64", _lp_name(dt))))
+    return dt.numpy.type(float(value))
+
+
+def _wrap_int(v: int, dt: Dtype):
+    bits = dt.bits
+    v &= (1 << bits) - 1
+    if dt.is_int and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return dt.numpy.type(v)
+
+
+def _int_to_f64_round_odd(v: int) -> float:
+    """``v`` as float64 rounded to odd: a later rounding to a narrower format is then correct."""
+    m = -v if v < 0 else v
+    if m < (1 << 53):
+        return float(v)
+    shift = m.bit_length() - 53
+    kept = m >> shift
+    if m & ((1 << shift) - 1):
+        kept |= 1
+    r = math.ldexp(float(kept), shift)
+    return -r if v < 0 else r
+
+
+def _cast_fn(src: Dtype, dst: Dtype) -> Callable[[Any], Any]:
+    """Element conversion between internal values of ``src`` and ``dst`` (C semantics)."""
+    src, dst = src.element, dst.element
+    if src == dst:
+        return lambda x: x
+    if dst.is_bool:
+        return lambda x: x != 0
+    dnp = _internal_np(dst)
+    if src.is_bool or (src.is_integer and dst.is_integer):
+        return lambda x: x.astype(dnp)          # numpy int -> int casts are modular
+    if src.is_integer:                           # int -> float: round once to nearest
+        if not dst.is_lowp_float:
+            return lambda x: x.astype(dnp)       # numpy converts int64 -> float32 directly
+        fmt = _lp_name(dst)
+        if src.bits < 64:
+            return lambda x: _scalar(_lp_convert(np.asarray(x, np.float64), "float64", fmt)
+                                     .astype(np.float32))
+        odd = np.vectorize(lambda v: _int_to_f64_round_odd(int(v)), otypes=[np.float64])
+        return lambda x: _scalar(_lp_convert(np.asarray(odd(x), np.float64), "float64", fmt)
+                                 .astype(np.float32))
+    if dst.is_integer:                           # float -> int: truncate, saturate, NaN -> 0
+        info = np.iinfo(dnp)
+        lo, hi, t = int(info.min), int(info.max), dnp.type
+
+        def f2i(x):
+            if type(x) is np.ndarray:
+                return _lp_float_to_int(x, dnp)
+            v = float(x)
+            if v != v:
+                return t(0)
+            if v == math.inf:
+                return t(hi)
+            if v == -math.inf:
+                return t(lo)
+            return t(min(max(math.trunc(v), lo), hi))
+        return f2i
+    # float -> float
+    snp = _internal_np(src)
+    if not dst.is_lowp_float:
+        return lambda x: x.astype(dnp)           # widening is exact; float64 -> float32 rounds once
+    sfmt = "float64" if snp == np.float64 else "float32"
+    dfmt = _lp_name(dst)
+    return lambda x: _scalar(_lp_convert(np.asarray(x, snp), sfmt, dfmt).astype(np.float32))
+
+
+# ------------------------------------------------------------------------------------
+# expression helpers
+# ------------------------------------------------------------------------------------
+class _LaneOf(E.Expr):
+    """Internal: lane ``k`` of a vector expression (used when scalarising per-lane guards)."""
+
+    __slots__ = ("value", "k")
+    _fields = ("value",)
+
+    def __init__(self, value: E.Expr, k: int):
+        self.value, self.k = value, k
+        self.dtype = value.dtype.element
+
+
+def _lane(e: E.Expr, k: int, vmap: dict) -> E.Expr:
+    """The scalar expression computing lane ``k`` of ``e`` (scalar parts are shared)."""
+    if e.dtype.lanes == 1 and not (isinstance(e, E.Var) and e in vmap):
+        return e
+    t = type(e)
+    if t is E.Ramp:
+        return e.base if k == 0 else E.Add(e.base, E.Mul(e.stride, E.IntImm(k, e.base.dtype)))
+    if t is E.Broadcast:
+        return e.value
+    if t is E.Var:
+        return vmap[e][k] if e in vmap else _LaneOf(e, k)
+    if isinstance(e, E.BinaryOp):
+        return t(_lane(e.a, k, vmap), _lane(e.b, k, vmap))
+    if t is E.Not:
+        return E.Not(_lane(e.a, k, vmap))
+    if t is E.Cast:
+        return E.Cast(e.dtype.element, _lane(e.value, k, vmap))
+    if isinstance(e, E.Select):
+        return t(_lane(e.cond, k, vmap), _lane(e.t, k, vmap), _lane(e.f, k, vmap))
+    if t is E.Load and e.buffer.dtype.lanes == 1 and e.indices:
+        return E.Load(e.buffer, e.indices[:-1] + (_lane(e.indices[-1], k, vmap),))
+    if t is E.Call:
+        return E.Call(e.name, [_lane(a, k, vmap) for a in e.args], e.dtype.element)
+    if t is E.Let:
+        if e.var.dtype.lanes == 1:
+            return E.Let(e.var, e.value, _lane(e.body, k, vmap))
+        lane_vars = vmap.get(("let", e.var))
+        if lane_vars is None:
+            lane_vars = [E.Var(e.var.name, e.var.dtype.element) for _ in range(e.var.dtype.lanes)]
+            vmap[("let", e.var)] = lane_vars
+        inner = dict(vmap)
+        inner[e.var] = lane_vars
+        return E.Let(lane_vars[k], _lane(e.value, k, vmap), _lane(e.body, k, inner))
+    return _LaneOf(e, k)
+
+
+def _walk_vars(e: E.Expr, used: dict, bound: set) -> None:
+    def f(n):
+        if isinstance(n, E.Var):
+            used.setdefault(id(n), n)
+        elif isinstance(n, E.Let):
+            bound.add(id(n.var))
+    E.walk(e, f)
+
+
+def _free_vars_expr(exprs: Sequence[E.Expr]) -> list[E.Var]:
+    used: dict = {}
+    bound: set = set()
+    for e in exprs:
+        _walk_vars(e, used, bound)
+    return [v for i, v in used.items() if i not in bound]
+
+
+def _stmt_exprs(s: Stmt) -> list[E.Expr]:
+    if isinstance(s, For):
+        return [s.start, s.stop]
+    if isinstance(s, Store):
+        return list(s.indices) + [s.value]
+    if isinstance(s, Cond):
+        return [s.cond]
+    if isinstance(s, LetStmt):
+        return [s.value]
+    if isinstance(s, Allocate):
+        return list(s.buffer.dims)
+    return []
+
+
+def _free_vars_stmt(s: Stmt) -> list[E.Var]:
+    used: dict = {}
+    bound: set = set()
+    for x in iter_stmts(s):
+        if isinstance(x, (For, LetStmt)):
+            bound.add(id(x.var))
+        for e in _stmt_exprs(x):
+            _walk_vars(e, used, bound)
+    return [v for i, v in used.items() if i not in bound]
+
+
+def _has_load(e: E.Expr, name: str | None = None) -> bool:
+    found = []
+    E.walk(e, lambda n: found.append(1) if isinstance(n, E.Load)
+           and (name is None or n.buffer.name == name) else None)
+    return bool(found)
+
+
+def _refs(e: E.Expr, var_ids: set) -> bool:
+    found = []
+    E.walk(e, lambda n: found.append(1) if isinstance(n, E.Var) and id(n) in var_ids else None)
+    return bool(found)
+
+
+def _flat_idx(indices) -> E.Expr:
+    if len(indices) == 0:
+        return E.IntImm(0)
+    if len(indices) != 1:
+        raise BuildError(f"IREval takes prepared nests (one flat index per access); found an access "
+                         f"with {len(indices)} indices: run nest.prepare_for_codegen() first")
+    return indices[0]
+
+
+def _key(e: E.Expr):
+    """Structural key with variables compared by identity."""
+    if isinstance(e, E.Var):
+        return ("Var", id(e))
+    if isinstance(e, (E.IntImm, E.FloatImm)):
+        return (type(e).__name__, e.value, e.dtype.name)
+    if isinstance(e, E.Load):
+        return ("Load", e.buffer.name, tuple(_key(i) for i in e.indices))
+    if isinstance(e, E.Call):
+        return ("Call", e.name, e.dtype.name, tuple(_key(a) for a in e.args))
+    extra = tuple(getattr(e, s) for s in ("lanes",) if hasattr(e, s))
+    return (type(e).__name__, e.dtype.name, extra, tuple(_key(c) for c in e.children()))
+
+
+def _oob(kind: str, name: str, idx, n: int, where: str):
+    arr = np.asarray(idx).reshape(-1)
+    bad = arr[(arr < 0) | (arr >= n)]
+    first = bad[0] if bad.size else idx
+    return IndexError(f"IREval: out-of-bounds {kind} {name}: flat element index {int(first)} is outside "
+                      f"[0, {n}) in `{where}`")
+
+
+def _unallocated(name: str):
+    return RuntimeError(f"IREval: buffer {name} is accessed outside its allocation (before its "
+                        f"Allocate or after its Free)")
+
+
+def _restrict(fr: list, mask: np.ndarray, slots: Sequence[tuple[int, int]]) -> list:
+    """The frame of the batch iterations selected by ``mask``."""
+    sub = fr.copy()
+    for s, nd in slots:
+        v = fr[s]
+        if type(v) is np.ndarray and v.ndim > nd:
+            sub[s] = v[mask]
+    return sub
+
+
+# ------------------------------------------------------------------------------------
+# the compiler
+# ------------------------------------------------------------------------------------
+_CMP = {E.EQ: operator.eq, E.NE: operator.ne, E.LT: operator.lt, E.LE: operator.le,
+        E.GT: operator.gt, E.GE: operator.ge}
+_ARITH = {E.Add: operator.add, E.Sub: operator.sub, E.Mul: operator.mul}
+_UNARY_F = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+            "tanh": np.tanh, "floor": np.floor, "ceil": np.ceil, "round": np.rint, "sin": np.sin,
+            "cos": np.cos, "abs": np.abs, "isnan": np.isnan}
+_ERF = np.frompyfunc(math.erf, 1, 1)
+_REDUCE_UFUNC = {E.Add: np.add, E.Mul: np.multiply, E.Min: np.minimum, E.Max: np.maximum,
+                 E.Sub: np.subtract}
+
+
+class _Compiler:
+    def __init__(self, batch: bool, poison: bool, chunk: int):
+        self.batch = batch
+        self.poison = poison
+        self.chunk = max(1, int(chunk))
+        self.nslots = 1                      # slot 0: _ALLOW
+        self.var_slots: dict[int, int] = {}
+        self.buf_slots: dict[str, int] = {}
+        self.buffers: dict[str, Any] = {}
+        self._expr_cache: dict[int, Fn] = {}
+        self._stmt_cache: dict[int, Fn] = {}
+        self._keep: list = []                # keeps cached nodes alive (ids stay unique)
+
+    # -- slots ------------------------------------------------------------------------
+    def bind_var(self, v: E.Var) -> int:
+        s = self.var_slots.get(id(v))
+        if s is None:
+            s = self.var_slots[id(v)] = self.nslots
+            self.nslots += 1
+            self._keep.append(v)
+        return s
+
+    def buf_slot(self, buf) -> int:
+        if buf.dtype.lanes != 1:
+            raise BuildError(f"IREval does not support vector-typed buffers ({buf.name} is {buf.dtype})")
+        old = self.buffers.get(buf.name)
+        if old is not None and old is not buf and old.dtype != buf.dtype:
+            raise BuildError(f"two buffers named {buf.name} with dtypes {old.dtype} and {buf.dtype}")
+        s = self.buf_slots.get(buf.name)
+        if s is None:
+            s = self.buf_slots[buf.name] = self.nslots
+            self.nslots += 1
+            self.buffers[buf.name] = buf
+        return s
+
+    def restrict_slots(self, vars_: Sequence[E.Var]) -> list[tuple[int, int]]:
+        return [(self.var_slots[id(v)], 0 if v.dtype.lanes == 1 else 1)
+                for v in vars_ if id(v) in self.var_slots]
+
+    # -- expressions --------------------------------------------------------------------
+    def expr(self, e: E.Expr) -> Fn:
+        f = self._expr_cache.get(id(e))
+        if f is None:
+            m = getattr(self, "e_" + type(e).__name__, None)
+            if m is None:
+                raise BuildError(f"IREval cannot evaluate {type(e).__name__} nodes (`{e}`)")
+            f = m(e)
+            self._expr_cache[id(e)] = f
+            self._keep.append(e)
+        return f
+
+    def e_Var(self, e: E.Var) -> Fn:
+        s = self.var_slots.get(id(e))
+        if s is None:
+            raise BuildError(f"variable {e.name} is used outside the loop or let that binds it, and is "
+                             "not a kernel argument or a dimension of one")
+        return operator.itemgetter(s)
+
+    def e_IntImm(self, e: E.IntImm) -> Fn:
+        c = _const_value(e.dtype, e.value)
+        return lambda fr: c
+
+    def e_FloatImm(self, e: E.FloatImm) -> Fn:
+        c = _const_value(e.dtype, e.value)
+        return lambda fr: c
+
+    def e__LaneOf(self, e: _LaneOf) -> Fn:
+        f, k = self.expr(e.value), e.k
+        return lambda fr: _scalar(f(fr)[..., k])
+
+    def e_Cast(self, e: E.Cast) -> Fn:
+        f = self.expr(e.value)
+        c = _cast_fn(e.value.dtype, e.dtype)
+        return lambda fr: c(f(fr))
+
+    def _binop_fn(self, e: E.BinaryOp) -> Callable[[Any, Any], Any]:
+        t, dt = type(e), e.a.dtype
+        if t in _CMP:
+            return _CMP[t]
+        if t is E.Min:
+            return np.minimum
+        if t is E.Max:
+            return np.maximum
+        if dt.is_bool:
+            raise BuildError(f"arithmetic {t.__name__} on bool operands is not defined (`{e}`)")
+        where = str(e)
+        if dt.is_integer:
+            if t in _ARITH:
+                return _ARITH[t]
+            return _int_div_fn(t, dt, where)
+        rnd = _rounder(dt)
+        if t in _ARITH or t is E.Div:
+            op = _ARITH.get(t, operator.truediv)
+            return op if rnd is None else (lambda a, b: rnd(op(a, b)))
+        if t is E.FloorDiv:
+            if rnd is None:
+                return lambda a, b: np.floor(a / b)
+            return lambda a, b: np.floor(rnd(a / b))
+        if t is E.FloorMod:
+            if rnd is None:
+                return lambda a, b: a - np.floor(a / b) * b
+            return lambda a, b: rnd(a - rnd(np.floor(rnd(a / b)) * b))
+        raise BuildError(f"IREval: {t.__name__} is not defined on {dt} (`{e}`)")
+
+    def e_BinaryOp(self, e: E.BinaryOp) -> Fn:
+        if isinstance(e, E.And):
+            return self._logical(e)
+        op = self._binop_fn(e)
+        fa, fb = self.expr(e.a), self.expr(e.b)
+        if isinstance(e.b, (E.IntImm, E.FloatImm)):
+            cb = _const_value(e.b.dtype, e.b.value)
+            return lambda fr: op(fa(fr), cb)
+        return lambda fr: op(fa(fr), fb(fr))
+
+    e_Add = e_Sub = e_Mul = e_Div = e_Mod = e_FloorDiv = e_FloorMod = e_Min = e_Max = e_BinaryOp
+    e_EQ = e_NE = e_LT = e_LE = e_GT = e_GE = e_And = e_Or = e_BinaryOp
+
+    def _logical(self, e: E.And) -> Fn:
+        fa, fb = self.expr(e.a), self.expr(e.b)
+        is_and = type(e) is E.And
+        if e.dtype.lanes > 1:           # vectors: both sides evaluated (no per-lane short circuit)
+            op = np.logical_and if is_and else np.logical_or
+            return lambda fr: op(fa(fr), fb(fr))
+        slots = self.restrict_slots(_free_vars_expr([e.b]))
+        guarded = _may_raise(e.b)
+
+        def logical(fr):
+            a = fa(fr)
+            if type(a) is not np.ndarray:            # scalar: short circuit
+                if is_and:
+                    return fb(fr) if a else a
+                return a if a else fb(fr)
+            if not guarded:
+                b = fb(fr)
+                return (a & b) if is_and else (a | b)
+            out = a.copy()
+            m = a if is_and else ~a
+            if m.all():
+                out[...] = fb(fr)
+            elif m.any():
+                out[m] = fb(_restrict(fr, m, slots))
+            return out
+        return logical
+
+    def e_Not(self, e: E.Not) -> Fn:
+        f = self.expr(e.a)
+        return lambda fr: ~f(fr)
+
+    def e_Select(self, e: E.Select) -> Fn:
+        fc, ft, ff = self.expr(e.cond), self.expr(e.t), self.expr(e.f)
+        widen = e.cond.dtype.lanes == 1 and e.dtype.lanes > 1
+
+        def select(fr):
+            c, t, f = fc(fr), ft(fr), ff(fr)
+            if type(c) is np.ndarray and c.ndim:
+                if widen:
+                    c = c[..., None]
+                return np.where(c, t, f)
+            return t if c else f
+        return select
+
+    def e_IfThenElse(self, e: E.IfThenElse) -> Fn:
+        if e.cond.dtype.lanes > 1:
+            return self._ite_lanes(e)
+        fc, ft, ff = self.expr(e.cond), self.expr(e.t), self.expr(e.f)
+        npdt = _internal_np(e.dtype)
+        tail = (e.dtype.lanes,) if e.dtype.lanes > 1 else ()
+        if not (_may_raise(e.t) or _may_raise(e.f)):
+            widen = bool(tail)
+
+            def ite_pure(fr):
+                c = fc(fr)
+                if type(c) is np.ndarray and c.ndim:
+                    return np.where(c[..., None] if widen else c, ft(fr), ff(fr))
+                return ft(fr) if c else ff(fr)
+            return ite_pure
+        st = self.restrict_slots(_free_vars_expr([e.t]))
+        sf = self.restrict_slots(_free_vars_expr([e.f]))
+
+        def ite(fr):
+            c = fc(fr)
+            if type(c) is not np.ndarray or not c.ndim:
+                return ft(fr) if c else ff(fr)
+            if c.all():
+                return np.broadcast_to(ft(fr), c.shape + tail).copy()
+            out = np.empty(c.shape + tail, npdt)
+            if c.any():
+                out[c] = ft(_restrict(fr, c, st))
+                nc = ~c
+                out[nc] = ff(_restrict(fr, nc, sf))
+            else:
+                out[...] = ff(fr)
+            return out
+        return ite
+
+    def _ite_lanes(self, e: E.IfThenElse) -> Fn:
+        vmap: dict = {}
+        lanes = [E.IfThenElse(_lane(e.cond, k, vmap), _lane(e.t, k, vmap), _lane(e.f, k, vmap))
+                 for k in range(e.dtype.lanes)]
+        self._keep.extend(lanes)
+        fns = [self.expr(x) for x in lanes]
+        npdt = _internal_np(e.dtype)
+
+        def ite_lanes(fr):
+            vals = [f(fr) for f in fns]
+            if any(type(v) is np.ndarray for v in vals):
+                return np.stack(np.broadcast_arrays(*vals), axis=-1).astype(npdt, copy=False)
+            return np.array(vals, dtype=npdt)
+        return ite_lanes
+
+    def e_Load(self, e: E.Load) -> Fn:
+        buf = e.buffer
+        bs = self.buf_slot(buf)
+        fi = self.expr(_flat_idx(e.indices))
+        name, where = buf.name, str(e)
+        lowp = buf.dtype.is_lowp_float and buf.dtype.kind != "tf32"
+
+        def load(fr):
+            arr = fr[bs]
+            i = fi(fr)
+            if arr is None:
+                raise _unallocated(name)
+            n = arr.shape[0]
+            if type(i) is np.ndarray:
+                if i.size and (i.min() < 0 or i.max() >= n):
+                    raise _oob("load from", name, i, n, where)
+                v = arr[i]
+                return v.astype(np.float32) if lowp else v
+            if i < 0 or i >= n:
+                raise _oob("load from", name, i, n, where)
+            return np.float32(arr[i]) if lowp else arr[i]
+        return load
+
+    def e_Let(self, e: E.Let) -> Fn:
+        fv = self.expr(e.value)
+        s = self.bind_var(e.var)
+        fb = self.expr(e.body)
+
+        def let(fr):
+            old = fr[s]
+            fr[s] = fv(fr)
+            r = fb(fr)
+            fr[s] = old
+            return r
+        return let
+
+    def e_Ramp(self, e: E.Ramp) -> Fn:
+        fb, fs = self.expr(e.base), self.expr(e.stride)
+        ar = np.arange(e.lanes, dtype=_internal_np(e.dtype))
+
+        def ramp(fr):
+            b, s = fb(fr), fs(fr)
+            if type(b) is np.ndarray or type(s) is np.ndarray:
+                return np.asarray(b)[..., None] + np.asarray(s)[..., None] * ar
+            return b + s * ar
+        return ramp
+
+    def e_Broadcast(self, e: E.Broadcast) -> Fn:
+        fv, lanes = self.expr(e.value), e.lanes
+        npdt = _internal_np(e.dtype)
+
+        def broadcast(fr):
+            v = fv(fr)
+            if type(v) is np.ndarray:
+                return np.repeat(v[..., None], lanes, axis=-1)
+            return np.full(lanes, v, dtype=npdt)
+        return broadcast
+
+    def e_Call(self, e: E.Call) -> Fn:
+        args = [self.expr(a) for a in e.args]
+        adt = e.args[0].dtype
+        npdt = _internal_np(adt)
+        rnd = _rounder(adt) if e.name != "isnan" else None
+        name = e.name
+        if name in _UNARY_F:
+            fn = _UNARY_F[name]
+        elif name == "rsqrt":
+            one = npdt.type(1)
+            fn = lambda x: one / np.sqrt(x)                       # noqa: E731
+        elif name == "sigmoid":
+            one = npdt.type(1)
+            fn = lambda x: one / (one + np.exp(-x))               # noqa: E731
+        elif name == "erf":
+            def fn(x):
+                if type(x) is np.ndarray:
+                    return _ERF(x.astype(np.float64)).astype(np.float64).astype(npdt)
+                return npdt.type(math.erf(float(x)))
+        elif name == "pow":
+            fa, fb = args
+            if rnd is None:
+                return lambda fr: np.power(fa(fr), fb(fr))
+            return lambda fr: rnd(np.power(fa(fr), fb(fr)))
+        else:
+            raise BuildError(f"IREval does not know the intrinsic {name!r} (`{e}`)")
+        if name == "abs" and not adt.is_float:
+            rnd = None
+        f = args[0]
+        if rnd is None:
+            return lambda fr: fn(f(fr))
+        return lambda fr: rnd(fn(f(fr)))
+
+    # -- statements ---------------------------------------------------------------------
+    def stmt(self, s: Stmt) -> Fn:
+        f = self._stmt_cache.get(id(s))
+        if f is None:
+            m = getattr(self, "s_" + type(s).__name__, None)
+            if m is None:
+                raise BuildError(f"IREval cannot run {type(s).__name__} statements")
+            f = m(s)
+            self._stmt_cache[id(s)] = f
+            self._keep.append(s)
+        return f
+
+    def s_Block(self, s: Block) -> Fn:
+        fs = tuple(self.stmt(x) for x in s.stmts)
+        if len(fs) == 1:
+            return fs[0]
+        if not fs:
+            return lambda fr: None
+
+        def block(fr):
+            for f in fs:
+                f(fr)
+        return block
+
+    def s_Store(self, s: Store) -> Fn:
+        buf = s.buffer
+        bs = self.buf_slot(buf)
+        fi = self.expr(_flat_idx(s.indices))
+        fv = self.expr(s.value)
+        name = buf.name
+        where = f"{name}[{', '.join(str(i) for i in s.indices)}] = ..."
+
+        def store(fr):
+            arr = fr[bs]
+            i = fi(fr)
+            v = fv(fr)
+            if arr is None:
+                raise _unallocated(name)
+            n = arr.shape[0]
+            if type(i) is np.ndarray:
+                if i.size and (i.min() < 0 or i.max() >= n):
+                    raise _oob("store to", name, i, n, where)
+            elif i < 0 or i >= n:
+                raise _oob("store to", name, i, n, where)
+            arr[i] = v
+        return store
+
+    def s_Cond(self, s: Cond) -> Fn:
+        fc = self.expr(s.cond)
+        ft = self.stmt(s.then)
+        fo = self.stmt(s.otherwise) if s.otherwise is not None and s.otherwise.stmts else None
+        st = self.restrict_slots(_free_vars_stmt(s.then))
+        so = self.restrict_slots(_free_vars_stmt(s.otherwise)) if fo is not None else []
+
+        def cond(fr):
+            c = fc(fr)
+            if type(c) is np.ndarray and c.ndim:     # a batch: each side on its iterations
+                if c.all():
+                    ft(fr)
+                    return
+                if c.any():
+                    ft(_restrict(fr, c, st))
+                if fo is not None:
+                    nc = ~c
+                    if nc.any():
+                        fo(_restrict(fr, nc, so))
+            elif c:
+                ft(fr)
+            elif fo is not None:
+                fo(fr)
+        return cond
+
+    def s_Let(self, s: LetStmt) -> Fn:
+        fv = self.expr(s.value)
+        slot = self.bind_var(s.var)
+        fb = self.stmt(s.body)
+
+        def let(fr):
+            old = fr[slot]
+            fr[slot] = fv(fr)
+            fb(fr)
+            fr[slot] = old
+        return let
+
+    def s_Allocate(self, s: Allocate) -> Fn:
+        buf = s.buffer
+        bs = self.buf_slot(buf)
+        npdt = buf.dtype.numpy
+        name = buf.name
+        poison = self.poison
+        if buf.layout is not None:
+            cos = int(buf.layout.cosize)
+            size_fn = lambda fr: cos                                   # noqa: E731
+        else:
+            dims = [self.expr(d) for d in buf.dims]
+
+            def size_fn(fr):
+                n = 1
+                for k, d in enumerate(dims):
+                    v = int(d(fr))
+                    if v < 0:
+                        raise ValueError(f"IREval: allocation of {name}: dimension {k} is negative ({v})")
+                    n *= v
+                return n
+
+        def allocate(fr):
+            n = size_fn(fr)
+            if not poison:
+                fr[bs] = np.zeros(n, npdt)
+            elif buf.dtype.is_float:
+                fr[bs] = np.full(n, np.nan, npdt)
+            elif buf.dtype.is_bool:
+                fr[bs] = np.ones(n, npdt)
+            else:
+                fr[bs] = np.full(n * npdt.itemsize, 0xCD, np.uint8).view(npdt)
+        return allocate
+
+    def s_Free(self, s: Free) -> Fn:
+        bs = self.buf_slot(s.buffer)
+
+        def free(fr):
+            fr[bs] = None
+        return free
+
+    def s_For(self, s: For) -> Fn:
+        slot = self.bind_var(s.var)
+        fa, fb = self.expr(s.start), self.expr(s.stop)
+        body = self.stmt(s.body)
+        vt = s.var.dtype.numpy.type
+
+        def serial_range(fr, a, b):
+            for v in range(a, b):
+                fr[slot] = vt(v)
+                body(fr)
+
+        def serial(fr):
+            serial_range(fr, int(fa(fr)), int(fb(fr)))
+
+        plan = _plan_batch(self, s, serial_range) if self.batch else None
+        return plan or serial
+
+
+def _int_div_fn(t, dt: Dtype, where: str) -> Callable[[Any, Any], Any]:
+    """Integer Div/Mod (C, truncating) and FloorDiv/FloorMod, raising on division by zero."""
+    def zero():
+        return ZeroDivisionError(f"IREval: integer division by zero in `{where}`")
+
+    def scalar(a: int, b: int):
+        if t is E.FloorDiv:
+            return a // b
+        if t is E.FloorMod:
+            return a % b
+        q = abs(a) // abs(b)
+        if (a < 0) != (b < 0):
+            q = -q
+        return q if t is E.Div else a - b * q
+
+    arr_op = {E.Div: None, E.Mod: np.fmod, E.FloorDiv: np.floor_divide, E.FloorMod: np.remainder}[t]
+
+    def div(a, b):
+        if type(a) is np.ndarray or type(b) is np.ndarray:
+            if np.any(np.asarray(b) == 0):
+                raise zero()
+            if arr_op is None:          # truncating division: exact as (a - fmod(a, b)) / b
+                return (a - np.fmod(a, b)) // b
+            return arr_op(a, b)
+        ib = int(b)
+        if ib == 0:
+            raise zero()
+        return _wrap_int(scalar(int(a), ib), dt)
+    return div
+
+
+def _may_raise(e: E.Expr) -> bool:
+    """Could evaluating ``e`` raise (a load, or an integer division)? Such expressions
+    under a guard are evaluated only on the iterations that take the guard."""
+    found = []
+
+    def f(n):
+        if isinstance(n, (E.Load, _LaneOf)):
+            found.append(1)
+        elif isinstance(n, (E.Div, E.Mod, E.FloorDiv, E.FloorMod)) and n.dtype.is_integer:
+            if not (isinstance(n.b, E.IntImm) and n.b.value != 0):
+                found.append(1)
+    E.walk(e, f)
+    return bool(found)
+
+
+# ------------------------------------------------------------------------------------
+# batching of loop nests
+# ------------------------------------------------------------------------------------
+def _chain(s: For):
+    """The perfect nest of loops from ``s`` down, and the loops inside its innermost body.
+
+    Returns ``(loops, inner)`` or None when the nest cannot be batched: the bounds of a loop
+    of the nest depend on an outer loop of the nest or read memory, the body allocates, or
+    the bounds of a loop inside the body depend on the batched loops or on values bound in
+    the body (they are evaluated once for the whole batch).
+    """
+    loops = [s]
+    cur = s
+    while len(cur.body.stmts) == 1 and isinstance(cur.body.stmts[0], For):
+        nxt = cur.body.stmts[0]
+        ids = {id(f.var) for f in loops}
+        for b in (nxt.start, nxt.stop):
+            if _refs(b, ids) or _has_load(b):
+                return None
+        loops.append(nxt)
+        cur = nxt
+    batched = {id(f.var) for f in loops}
+    inner = []
+    for x in iter_stmts(cur.body):
+        if isinstance(x, (Allocate, Free)):
+            return None
+        if isinstance(x, LetStmt):
+            batched.add(id(x.var))
+    for x in iter_stmts(cur.body):
+        if isinstance(x, For):
+            for b in (x.start, x.stop):
+                if _refs(b, batched) or _has_load(b):
+                    return None
+            inner.append(x)
+    return loops, inner
+
+
+def _accesses(block: Block):
+    """Stores (stmt, let-expanded index) and loads (buffer name, let-expanded index) of a body,
+    and the ids of the variables of the loops inside it."""
+    stores: list[tuple[Store, E.Expr]] = []
+    loads: list[tuple[str, E.Expr]] = []
+    loop_vars: set[int] = set()
+
+    def sub(e, m):
+        return E.substitute(e, m) if m else e
+
+    def ex(e, m):
+        if isinstance(e, E.Let):
+            ex(e.value, m)
+            m2 = dict(m)
+            m2[e.var] = sub(e.value, m)
+            ex(e.body, m2)
+            return
+        if isinstance(e, E.Load):
+            loads.append((e.buffer.name, sub(_flat_idx(e.indices), m)))
+        for c in e.children():
+            ex(c, m)
+
+    def st(s, m):
+        if isinstance(s, Block):
+            for x in s.stmts:
+                st(x, m)
+        elif isinstance(s, Store):
+            for e in list(s.indices) + [s.value]:
+                ex(e, m)
+            stores.append((s, sub(_flat_idx(s.indices), m)))
+        elif isinstance(s, Cond):
+            ex(s.cond, m)
+            st(s.then, m)
+            if s.otherwise is not None:
+                st(s.otherwise, m)
+        elif isinstance(s, LetStmt):
+            ex(s.value, m)
+            m2 = dict(m)
+            m2[s.var] = sub(s.value, m)
+            st(s.body, m2)
+        elif isinstance(s, For):
+            loop_vars.add(id(s.var))
+            st(s.body, m)
+        else:
+            raise BuildError(f"unexpected {type(s).__name__} in a loop body")
+    st(block, {})
+    return stores, loads, loop_vars
+
+
+def _work_estimate(c: "_Compiler", inner: list[For]):
+    """Bound closures of the perfect nests of the top-level loops in a body: their trip counts
+    estimate the serial work of one batched iteration."""
+    inner_ids = {id(f.var) for f in inner}
+    nested = {id(x) for f in inner for x in iter_stmts(f.body) if isinstance(x, For)}
+    nests = []
+    for f in inner:
+        if id(f) in nested:
+            continue
+        bounds = []
+        cur = f
+        while True:
+            if not (_refs(cur.start, inner_ids) or _refs(cur.stop, inner_ids)):
+                bounds.append((c.expr(cur.start), c.expr(cur.stop)))
+            if len(cur.body.stmts) != 1 or not isinstance(cur.body.stmts[0], For):
+                break
+            cur = cur.body.stmts[0]
+        nests.append(bounds)
+    tops = [f for f in inner if id(f) not in nested]
+
+    def estimate(fr) -> int:
+        total = 0
+        for bounds in nests:
+            p = 1
+            for fa, fb in bounds:
+                p *= max(0, int(fb(fr)) - int(fa(fr)))
+            total += p
+        return total
+    return estimate, tops
+
+
+def _set_chain_vars(fr, slots, dtypes, o0, o1, inner_grids, n_inner):
+    fr[slots[0]] = np.repeat(np.arange(o0, o1, dtype=dtypes[0]), n_inner)
+    reps = o1 - o0
+    for s, g in zip(slots[1:], inner_grids):
+        fr[s] = np.tile(g, reps)
+
+
+def _inner_grids(bounds, dtypes):
+    """Flattened row-major index arrays of the inner loops of a chain."""
+    axes = [np.arange(a, b, dtype=dt) for (a, b), dt in zip(bounds, dtypes)]
+    if not axes:
+        return []
+    mesh = np.meshgrid(*axes, indexing="ij")
+    return [m.reshape(-1) for m in mesh]
+
+
+def _injective(idx: np.ndarray, n: int) -> bool:
+    """Are the in-bounds values of ``idx`` pairwise distinct?"""
+    flat = idx.reshape(-1)
+    flat = flat[(flat >= 0) & (flat < n)]
+    if flat.size < 2:
+        return True
+    d = np.diff(flat.astype(np.int64))
+    if (d > 0).all() or (d < 0).all():
+        return True
+    if n <= 8 * flat.size:
+        seen = np.zeros(n, np.bool_)
+        seen[flat] = True
+        return int(seen.sum()) == flat.size
+    return np.unique(flat).size == flat.size
+
+
+def _plan_batch(c: _Compiler, s: For, serial_range) -> Fn | None:
+    info = _chain(s)
+    if info is None:
+        return None
+    loops, inner = info
+    body = loops[-1].body
+    for f in loops[1:]:
+        c.bind_var(f.var)
+    slots = [c.var_slots[id(f.var)] for f in loops]
+    dtypes = [f.var.dtype.numpy for f in loops]
+    fstart, fstop = c.expr(s.start), c.expr(s.stop)
+    inner_bounds = [(c.expr(f.start), c.expr(f.stop)) for f in loops[1:]]
+    chain_ids = {id(f.var) for f in loops}
+    try:
+        stores, loads, inner_ids = _accesses(body)
+    except BuildError:
+        return None
+    reduction = None if inner else _reduction_plan(c, body, stores, loads, chain_ids)
+    estimate = None
+    if reduction is not None:
+        run_chunk, finish = reduction
+        check = None
+    else:
+        check = _map_check(c, stores, loads, inner_ids)
+        if check is None:
+            return None
+        body_fn = c.stmt(body)
+        finish = None
+        if not inner:
+            run_chunk = lambda fr, n, state: body_fn(fr)                # noqa: E731
+        else:
+            # the loops inside the body run serially, on all the batched iterations at once
+            def run_chunk(fr, n, state):
+                fr[_ALLOW] = False
+                body_fn(fr)
+                fr[_ALLOW] = True
+            est, tops = _work_estimate(c, inner)
+            if all(getattr(c.stmt(f), "is_plan", False) for f in tops):
+                estimate = est       # the inner loops batch well alone: pick the cheaper way
+    chunk = c.chunk
+
+    def batched(fr):
+        a0, b0 = int(fstart(fr)), int(fstop(fr))
+        if b0 <= a0:
+            return
+        if not fr[_ALLOW]:
+            return serial_range(fr, a0, b0)
+        bounds = [(int(fa(fr)), int(fb(fr))) for fa, fb in inner_bounds]
+        n_inner = 1
+        for a, b in bounds:
+            n_inner *= max(0, b - a)
+        if n_inner == 0:
+            return
+        total = (b0 - a0) * n_inner
+        if total <= 1 or n_inner > _MAX_INNER:
+            return serial_range(fr, a0, b0)
+        if estimate is not None and 4 * total < estimate(fr):
+            return serial_range(fr, a0, b0)
+        grids = _inner_grids(bounds, dtypes[1:])
+        step = max(1, chunk // n_inner)
+        state: dict = {}
+        for o0 in range(a0, b0, step):
+            o1 = min(o0 + step, b0)
+            _set_chain_vars(fr, slots, dtypes, o0, o1, grids, n_inner)
+            n = (o1 - o0) * n_inner
+            if check is None or check(fr, n):
+                run_chunk(fr, n, state)
+            else:
+                serial_range(fr, o0, o1)
+        if finish is not None:
+            finish(fr, state)
+    batched.is_plan = True
+    return batched
+
+
+def _map_check(c: _Compiler, stores, loads, inner_ids: set):
+    """The run-time legality check of a map batch, or None when it can never be legal."""
+    by_buf: dict[str, list] = {}
+    for st, idx in stores:
+        by_buf.setdefault(st.buffer.name, []).append((st, idx))
+    checks = []
+    for name, sts in by_buf.items():
+        st, sidx = sts[0]
+        lidx = [ix for b, ix in loads if b == name] + [ix for _, ix in sts[1:]]
+        if any(_has_load(ix) or _refs(ix, inner_ids) for ix in [sidx] + lidx):
+            return None
+        lanes = sidx.dtype.lanes
+        if any(ix.dtype.lanes != lanes for ix in lidx):
+            return None
+        same = _key(sidx)
+        fl = [c.expr(ix) for ix in lidx if _key(ix) != same]   # identical forms need no check
+        checks.append((c.buf_slot(st.buffer), c.expr(sidx), fl, lanes))
+
+    def check(fr, n):
+        try:
+            for bs, fs, fl, lanes in checks:
+                shape = (n, lanes) if lanes > 1 else (n,)
+                si = np.broadcast_to(fs(fr), shape)
+                arr = fr[bs]
+                if arr is None or not _injective(si, arr.shape[0]):
+                    return False
+                for f in fl:
+                    if not np.array_equal(np.broadcast_to(f(fr), shape), si):
+                        return False
+        except ArithmeticError:     # e.g. a division by zero that a guard would have avoided
+            return False
+        return True
+    return check
+
+
+def _reduction_plan(c: _Compiler, body: Block, stores, loads, chain_ids):
+    """``C[e] = C[e] op x(k)`` under then-only guards, ``e`` invariant in the batched loops."""
+    conds = []
+    node = body
+    while True:
+        if len(node.stmts) != 1:
+            return None
+        s = node.stmts[0]
+        if isinstance(s, Cond) and (s.otherwise is None or not s.otherwise.stmts):
+            conds.append(s.cond)
+            node = s.then
+            continue
+        if not isinstance(s, Store):
+            return None
+        break
+    st = s
+    dt = st.buffer.dtype
+    v = st.value
+    op = type(v)
+    if op not in _REDUCE_UFUNC or dt.lanes != 1 or v.dtype.lanes != 1 or dt.is_bool or dt.is_lowp_float:
+        return None
+    sidx = _flat_idx(st.indices)
+    if _has_load(sidx) or _refs(sidx, chain_ids):
+        return None
+    name = st.buffer.name
+
+    def is_acc(x):
+        return isinstance(x, E.Load) and x.buffer.name == name and _key(_flat_idx(x.indices)) == _key(sidx)
+    if is_acc(v.a):
+        x = v.b
+    elif is_acc(v.b) and op in (E.Add, E.Mul):       # exactly commutative in IEEE arithmetic
+        x = v.a
+    else:
+        return None
+    if _has_load(x, name) or any(_has_load(cd, name) for cd in conds):
+        return None
+    ufunc = _REDUCE_UFUNC[op]
+    npdt = dt.numpy
+    bs = c.buf_slot(st.buffer)
+    fidx = c.expr(sidx)
+    fx = c.expr(x)
+    fconds = []
+    for k, cd in enumerate(conds):
+        rest = conds[k + 1:] + [x]
+        fconds.append((c.expr(cd), c.restrict_slots(_free_vars_expr(rest))))
+    where = f"{name}[{sidx}]"
+
+    def run_chunk(fr, n, state):
+        sub = fr
+        for fc, slots in fconds:
+            cv = fc(sub)
+            if type(cv) is np.ndarray and cv.ndim:
+                if not cv.all():
+                    sub = _restrict(sub, cv, slots)
+                    n = int(cv.sum())
+            elif not cv:
+                n = 0
+            if n == 0:
+                return
+        xs = fx(sub)
+        xs = np.broadcast_to(np.asarray(xs, npdt), (n,))
+        if "acc" not in state:
+            arr = fr[bs]
+            if arr is None:
+                raise _unallocated(name)
+            i = fidx(fr)
+            if i < 0 or i >= arr.shape[0]:
+                raise _oob("load from", name, i, arr.shape[0], where)
+            state["arr"], state["i"], state["acc"] = arr, i, arr[i]
+        seq = np.empty(n + 1, npdt)
+        seq[0] = state["acc"]
+        seq[1:] = xs
+        state["acc"] = ufunc.accumulate(seq, dtype=npdt)[-1]
+
+    def finish(fr, state):
+        if "acc" in state:
+            state["arr"][state["i"]] = state["acc"]
+    return run_chunk, finish
+
+
+# ------------------------------------------------------------------------------------
+# the kernel
+# ------------------------------------------------------------------------------------
+def _flat_view(a: np.ndarray, buf) -> np.ndarray:
+    """A 1-D view of the memory of ``a`` indexed by flat element offsets."""
+    if buf.layout is None:
+        return a.reshape(-1)
+    n = int(buf.layout.cosize) if a.size else 0
+    return np.lib.stride_tricks.as_strided(a, shape=(n,), strides=(a.itemsize,))
+
+
+class IREvalKernel(Kernel):
+    """A kernel run by the reference interpreter; ``source`` is the prepared nest's text.
+
+    Calls bind and check the arguments (``codegen.kernel.Kernel``), then run the compiled
+    closures over flat views of the arrays, writing the outputs in place.
+
+    >>> import numpy as np
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> from codegen import build
+    >>> A = Buffer("A", (3,), "uint8")
+    >>> B = Compute("B", (3,), lambda i: A[i] + 200)
+    >>> k = build(LoopNest([B]), [A, B], target="ireval")
+    >>> b = np.empty(3, np.uint8); k(np.array([1, 55, 56], np.uint8), b); b.tolist()   # wraps at 256
+    [201, 255, 0]
+    """
+
+    target = "ireval"
+
+    def __init__(self, name: str, params: list[Param], stmt: Stmt, source: str, program: Fn,
+                 nslots: int, buf_slots: dict[str, int], size_slots: list, batch: bool):
+        super().__init__(name, params, stmt, source)
+        self._program = program
+        self._nslots = nslots
+        self._param_slots = [buf_slots.get(p.name) for p in self._buffer_params]
+        written = {x.buffer.name for x in iter_stmts(stmt) if isinstance(x, Store)}
+        self._written = [p.name in written for p in self._buffer_params]
+        self._size_slots = size_slots
+        self._batch = batch
+
+    def _launch(self, arrays: list, sizes: dict) -> None:
+        fr: list = [None] * self._nslots
+        for s, key, var in self._size_slots:
+            v = sizes.get(key)
+            if v is None:
+                raise TypeError(f"size variable {var.name} of {self.name} is not bound")
+            lo, hi = var.dtype.min_value(), var.dtype.max_value()
+            if not lo <= v <= hi:
+                raise ValueError(f"size {var.name} = {v} does not fit its dtype {var.dtype}")
+            fr[s] = var.dtype.numpy.type(v)
+        for p, a, w in zip(self._buffer_params, arrays, self._written):
+            if w and not a.flags.writeable:
+                raise ValueError(f"argument {p.name} of {self.name} is written by the kernel but the array "
+                                 "is read-only")
+        views = []
+        for p, a, s in zip(self._buffer_params, arrays, self._param_slots):
+            if s is not None:
+                fr[s] = _flat_view(a, p.buffer)
+                views.append(a)
+        allow = self._batch
+        if allow and len(views) > 1:
+            for k in range(len(views)):
+                for j in range(k):
+                    if np.may_share_memory(views[k], views[j]):
+                        allow = False   # aliasing arguments: only the serial order is safe
+        fr[_ALLOW] = allow
+        with np.errstate(all="ignore"):
+            self._program(fr)
+
+
+def build_ireval(nest, params: list[Param], **options) -> IREvalKernel:
+    """Compile a prepared nest for the reference interpreter.
+
+    ``nest`` is a prepared ``LoopNest`` (or any object with a ``root`` statement), ``params``
+    come from ``codegen.kernel.make_params``. Options: ``poison=True`` fills allocations with
+    NaN / 0xCD bytes instead of zeros; ``batch=False`` runs every loop serially (no numpy
+    batching); ``chunk`` sets the iterations per batch chunk; ``name`` the kernel name;
+    ``fast_math`` is accepted and ignored (IREval is exact).
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> from codegen.kernel import make_params
+    >>> A = Buffer("A", (4,), "float32"); B = Compute("B", (4,), lambda i: A[i] + 1.0)
+    >>> nest = LoopNest([B]).prepare_for_codegen()
+    >>> k = build_ireval(nest, make_params(nest, [A, B]))
+    >>> k.target, k.source.splitlines()[1].strip()
+    ('ireval', 'B[i] = A[i] + 1.0f;')
+    """
+    unknown = set(options) - set(OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown IREval option(s) {sorted(unknown)}; known options are {list(OPTIONS)}")
+    root = getattr(nest, "root", None)
+    if not isinstance(root, Stmt):
+        raise BuildError(f"build_ireval needs a prepared LoopNest (with a root statement), got {nest!r}")
+    comp = _Compiler(batch=bool(options.get("batch", True)), poison=bool(options.get("poison", False)),
+                     chunk=int(options.get("chunk", _CHUNK)))
+    # kernel parameters: buffers by name, size variables by identity (or by name)
+    by_id: dict[int, E.Var] = {}
+    by_name: dict[str, E.Var] = {}
+    for p in params:
+        if p.is_buffer:
+            comp.buf_slot(p.buffer)
+            for d in p.buffer.dims:
+                if isinstance(d, E.Var):
+                    by_id.setdefault(id(d), d)
+                    by_name.setdefault(d.name, d)
+        else:
+            by_id[id(p.var)] = p.var
+            by_name[p.var.name] = p.var
+    size_slots = []
+    for v in _free_vars_stmt(root):
+        src = v if id(v) in by_id else by_name.get(v.name)
+        if src is None:
+            raise BuildError(f"variable {v.name} is used by the nest but is neither a kernel argument nor a "
+                             f"dimension of an argument; add it to build's argument list")
+        size_slots.append((comp.bind_var(v), id(src), v))
+    program = comp.stmt(root)
+    outs = getattr(nest, "outputs", None) or []
+    name = options.get("name") or sanitize_name("ireval_" + "_".join(t.name for t in outs) if outs else "ireval_kernel")
+    return IREvalKernel(name, list(params), root, stmt_to_str(root), program, comp.nslots, comp.buf_slots,
+                        size_slots, comp.batch)
+
+
+def evaluate(e: E.Expr, bindings: Mapping[E.Var, Any] | None = None,
+             buffers: Mapping[str, np.ndarray] | None = None) -> Any:
+    """Evaluate one expression with IREval's semantics.
+
+    ``bindings`` maps the free variables to values; ``buffers`` maps buffer names to 1-D
+    arrays indexed by flat element offsets. The result is a numpy scalar (an array for vector
+    expressions) of the expression's numpy dtype.
+
+    >>> from te import Var, int8
+    >>> x = Var("x", int8)
+    >>> int(evaluate((x + 100) / 3, {x: 100}))     # int8 wraps: 200 -> -56
+    -18
+    """
+    comp = _Compiler(batch=False, poison=False, chunk=_CHUNK)
+    fr_init = []
+    for v, val in (bindings or {}).items():
+        fr_init.append((comp.bind_var(v), _const_value(v.dtype, val) if v.dtype.lanes == 1
+                        else np.asarray(val, _internal_np(v.dtype))))
+    bufs = []
+    for name, arr in (buffers or {}).items():
+        bufs.append((name, np.ascontiguousarray(arr).reshape(-1)))
+    names = {n for n, _ in bufs}
+
+    def reg(n):
+        if isinstance(n, E.Load):
+            if n.buffer.name not in names:
+                raise ValueError(f"evaluate: buffer {n.buffer.name} is loaded but not given in buffers")
+            comp.buf_slot(n.buffer)
+    E.walk(e, reg)
+    f = comp.expr(e)
+    fr: list = [None] * comp.nslots
+    fr[_ALLOW] = False
+    for s, val in fr_init:
+        fr[s] = val
+    for name, arr in bufs:
+        if name in comp.buf_slots:
+            fr[comp.buf_slots[name]] = arr
+    with np.errstate(all="ignore"):
+        r = f(fr)
+    dt = e.dtype
+    if dt.is_lowp_float:
+        r = np.asarray(r).astype(dt.numpy)
+        return _scalar(r)
+    return r
