@@ -460,16 +460,16 @@ class LoopNest:
         return parallelize(self, self.loop(loop), check=check)
 
     @_transform
-    def set_gpu_block_index(self, loop, dim: int):
-        """Bind ``loop`` to blockIdx.{x,y,z}[dim]."""
+    def set_gpu_block_index(self, loop, dim: int, check: bool = True):
+        """Bind ``loop`` to blockIdx.{x,y,z}[dim] (``check=False`` skips the dependence check)."""
         from .transforms.loop_kinds import set_gpu_index
-        return set_gpu_index(self, self.loop(loop), dim, ForKind.GPU_BLOCK)
+        return set_gpu_index(self, self.loop(loop), dim, ForKind.GPU_BLOCK, check=check)
 
     @_transform
-    def set_gpu_thread_index(self, loop, dim: int):
-        """Bind ``loop`` to threadIdx.{x,y,z}[dim]."""
+    def set_gpu_thread_index(self, loop, dim: int, check: bool = True):
+        """Bind ``loop`` to threadIdx.{x,y,z}[dim] (``check=False`` skips the dependence check)."""
         from .transforms.loop_kinds import set_gpu_index
-        return set_gpu_index(self, self.loop(loop), dim, ForKind.GPU_THREAD)
+        return set_gpu_index(self, self.loop(loop), dim, ForKind.GPU_THREAD, check=check)
 
     @_transform
     def slice_head(self, loop, factor: int):

@@ -1,0 +1,853 @@
+"""Iteration domains, access relations and schedules of a statement tree, as isl objects.
+
+Every statement that touches memory becomes an *instance* record: its enclosing loops, its
+iteration domain (an ``isl.Set`` over the loop variables, symbolic sizes as parameters),
+its position in execution order (a 2d+1 schedule), and its accesses: the Store's write and
+every Load read by it, each with an access relation (an ``isl.Map`` from iterations to
+buffer elements). Loads in loop bounds, conditions and Let values belong to pseudo-instances
+at the position of that For / Cond / Let.
+
+Affine (and quasi-affine: floordiv/floormod/C division by constants, min, max, select)
+index and bound expressions are represented exactly. Anything else is over-approximated,
+which is safe for dependence analysis: a non-affine bound or condition is dropped (the
+domain grows), a non-affine index dimension may be any element.
+
+>>> from te import Buffer, Compute
+>>> from loopnest import LoopNest
+>>> A = Buffer("A", (16,), "float32")
+>>> B = Compute("B", (15,), lambda i: A[i + 1] * 2.0)
+>>> an = analyze(LoopNest([B]).root)
+>>> [str(a) for a in an.accesses]
+['B[i] (write)', 'A[i + 1] (read)']
+>>> print(an.accesses[1].relation)
+{ S0[i0] -> M1[1 + i0] : 0 <= i0 <= 14 }
+
+In the isl objects, size parameters are named ``p<k>``, statements ``S<k>`` and buffers
+``M<k>``; ``Analysis`` keeps the mapping back to the IR. They are built with the isl API
+(``_PwConverter``), an order of magnitude faster than parsing text; ``affine_text`` and
+``cond_text`` give the isl text of an expression for code that prefers to build text.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import islpy as isl
+
+from te import expr as E
+
+from ..stmt import Block, Cond, For, Let, Stmt, Store
+
+__all__ = ["Instance", "Access", "LoopInfo", "Analysis", "analyze", "affine_text", "cond_text",
+           "loop_var_of", "const_int", "provably_equal"]
+
+
+@dataclass(frozen=True)
+class _LetBinding:
+    """A let-bound variable: its value and the environment it was bound in."""
+
+    value: E.Expr
+    env: dict
+
+
+# ------------------------------------------------------------------------------------
+# expression -> isl text
+# ------------------------------------------------------------------------------------
+class _Converter:
+    """Turn te integer expressions into isl quasi-affine text (None when not affine).
+
+    ``env`` maps ``id(var)`` to the isl name of a loop dimension or to a ``_LetBinding``;
+    other variables become parameters (``params`` / ``param_names`` are shared by an
+    analysis so a Var keeps one name). isl's parser takes no ``?:`` inside expressions, so
+    C division, C remainder and selects introduce auxiliary variables ``e<k>``, defined
+    by constraints collected in ``defs``; ``wrap`` puts them under an ``exists``.
+    """
+
+    def __init__(self, env: dict, params: dict | None = None, param_names: dict | None = None,
+                 counter: list | None = None):
+        self.env = env
+        self.params = {} if params is None else params
+        self.param_names = {} if param_names is None else param_names
+        self.counter = counter if counter is not None else [0]
+        self.used: set[str] = set()     # parameters used by the texts made so far
+        self.aux: list[str] = []        # auxiliary variables introduced
+        self.defs: list[str] = []       # their defining constraints
+
+    def param(self, v: E.Var) -> str:
+        name = self.param_names.get(id(v))
+        if name is None:
+            name = f"p{len(self.param_names)}"
+            self.param_names[id(v)] = name
+            self.params[name] = v
+        self.used.add(name)
+        return name
+
+    def _fresh(self) -> str:
+        name = f"e{self.counter[0]}"
+        self.counter[0] += 1
+        self.aux.append(name)
+        return name
+
+    def wrap(self, cons: str) -> str:
+        """``cons`` with the auxiliary variables quantified (``exists (e0 : defs and cons)``)."""
+        if not self.aux:
+            return cons
+        return f"exists ({', '.join(self.aux)} : {' and '.join(self.defs + [cons])})"
+
+    def aff(self, e: E.Expr) -> str | None:
+        t = type(e)
+        if t is E.IntImm:
+            return str(e.value) if e.value >= 0 else f"({e.value})"
+        if t is E.Var:
+            b = self.env.get(id(e), _MISSING)
+            if b is _MISSING:
+                return self.param(e) if e.dtype.is_integer and not e.dtype.is_vector else None
+            if isinstance(b, _LetBinding):
+                saved, self.env = self.env, b.env
+                try:
+                    return self.aff(b.value)
+                finally:
+                    self.env = saved
+            return b
+        if e.dtype.is_vector or not e.dtype.is_integer:
+            return None
+        if t is E.Add or t is E.Sub:
+            a, b = self.aff(e.a), self.aff(e.b)
+            if a is None or b is None:
+                return None
+            return f"({a} {'+' if t is E.Add else '-'} {b})"
+        if t is E.Mul:
+            for c, x in ((e.a, e.b), (e.b, e.a)):
+                k = _const(c)
+                if k is not None:
+                    xs = self.aff(x)
+                    return None if xs is None else f"({k}*{xs})" if k >= 0 else f"(({k})*{xs})"
+            return None
+        if t in (E.FloorDiv, E.FloorMod, E.Div, E.Mod):
+            k = _const(e.b)
+            a = self.aff(e.a)
+            if k is None or k == 0 or a is None:
+                return None
+            if t is E.FloorDiv:
+                return f"floor(({a})/{k})" if k > 0 else f"floor((-{a})/{-k})"
+            if t is E.FloorMod:
+                return f"({a} mod {k})" if k > 0 else None
+            # C division truncates: q = trunc(a / |k|), a / k = sign(k) q, a % k = a - |k| q
+            m = abs(k)
+            q = self._fresh()
+            self.defs.append(f"(({a} >= 0 and {m}*{q} <= {a} <= {m}*{q} + {m - 1}) or "
+                             f"({a} < 0 and {m}*{q} - {m - 1} <= {a} <= {m}*{q}))")
+            if t is E.Div:
+                return q if k > 0 else f"(-{q})"
+            return f"({a} - {m}*{q})"
+        if t is E.Min or t is E.Max:
+            a, b = self.aff(e.a), self.aff(e.b)
+            if a is None or b is None:
+                return None
+            return f"{'min' if t is E.Min else 'max'}({a}, {b})"
+        if t is E.Cast:
+            if e.value.dtype.is_integer and e.value.dtype.bits <= e.dtype.bits and (
+                    e.value.dtype.is_int == e.dtype.is_int or e.value.dtype.bits < e.dtype.bits):
+                return self.aff(e.value)
+            return None
+        if t is E.Select or t is E.IfThenElse:
+            c = self.cond(e.cond, exact=True)
+            nc = self.cond(e.cond, negate=True, exact=True)
+            a, b = self.aff(e.t), self.aff(e.f)
+            if c is None or nc is None or a is None or b is None:
+                return None
+            v = self._fresh()
+            self.defs.append(f"(({c} and {v} = {a}) or ({nc} and {v} = {b}))")
+            return v
+        if t is E.Let:
+            saved = self.env
+            self.env = dict(saved)
+            self.env[id(e.var)] = _LetBinding(e.value, saved)
+            try:
+                return self.aff(e.body)
+            finally:
+                self.env = saved
+        return None
+
+    def cond(self, e: E.Expr, negate: bool = False, exact: bool = False) -> str | None:
+        """isl constraint text for a bool expression (auxiliary definitions go to ``defs``).
+
+        None means "no constraint": with ``exact=False`` a non-affine condition is
+        over-approximated by true; with ``exact=True`` None means "cannot express".
+        """
+        t = type(e)
+        if t is E.Not:
+            return self.cond(e.a, not negate, exact)
+        if t is E.And or t is E.Or:
+            conj = (t is E.And) != negate
+            a, b = self.cond(e.a, negate, exact), self.cond(e.b, negate, exact)
+            if conj:
+                if a is None or b is None:
+                    return None if exact else (a or b)
+                return f"({a} and {b})"
+            if a is None or b is None:
+                return None
+            return f"({a} or {b})"
+        if t is E.IntImm and e.dtype.is_bool:
+            return "(0 = 0)" if bool(e.value) != negate else "(1 = 0)"
+        if isinstance(e, E.CmpOp) and e.a.dtype.is_integer and not e.a.dtype.is_vector:
+            a, b = self.aff(e.a), self.aff(e.b)
+            if a is None or b is None:
+                return None
+            op = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "=", E.NE: "!="}[t]
+            if negate:
+                op = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "=": "!=", "!=": "="}[op]
+            return f"({a} {op} {b})"
+        if t is E.Let:
+            saved = self.env
+            self.env = dict(saved)
+            self.env[id(e.var)] = _LetBinding(e.value, saved)
+            try:
+                return self.cond(e.body, negate, exact)
+            finally:
+                self.env = saved
+        return None
+
+
+_MISSING = object()
+
+
+def _const(e: E.Expr) -> int | None:
+    if isinstance(e, E.IntImm):
+        return e.value
+    if isinstance(e, E.Cast):
+        return _const(e.value)
+    return None
+
+
+def const_int(e: E.Expr) -> int | None:
+    """The value of a constant integer expression (folding + - * min max and divisions of
+    constants), else None; independent of the simplifier.
+
+    >>> from te import IntImm
+    >>> const_int(IntImm(8) - IntImm(0))
+    8
+    """
+    t = type(e)
+    if t is E.IntImm:
+        return e.value
+    if t is E.Cast:
+        return const_int(e.value) if e.dtype.is_integer and e.value.dtype.is_integer else None
+    if isinstance(e, E.BinaryOp) and not isinstance(e, (E.CmpOp, E.And)):
+        a, b = const_int(e.a), const_int(e.b)
+        if a is None or b is None:
+            return None
+        if t is E.Add:
+            return a + b
+        if t is E.Sub:
+            return a - b
+        if t is E.Mul:
+            return a * b
+        if t is E.Min:
+            return min(a, b)
+        if t is E.Max:
+            return max(a, b)
+        if b == 0:
+            return None
+        if t is E.FloorDiv:
+            return a // b
+        if t is E.FloorMod:
+            return a % b
+        q = abs(a) // abs(b) * (1 if (a >= 0) == (b > 0) else -1)
+        if t is E.Div:
+            return q
+        if t is E.Mod:
+            return a - q * b
+    return None
+
+
+def affine_text(e: E.Expr, env: dict | None = None) -> str | None:
+    """The isl text of an integer expression, or None when it is not quasi-affine.
+
+    Variables not in ``env`` (``id(var) -> text``) print as ``p<k>`` parameters. C division
+    and remainder and selects need auxiliary variables, which a plain expression cannot
+    hold: None for them (``cond_text`` handles them).
+
+    >>> from te import Var
+    >>> i = Var("i")
+    >>> affine_text(i * 2 + 1, {id(i): "i0"})
+    '((2*i0) + 1)'
+    """
+    conv = _Converter(dict(env or {}))
+    t = conv.aff(e)
+    return None if conv.aux else t
+
+
+def cond_text(e: E.Expr, env: dict | None = None) -> str | None:
+    """The isl constraint text of a bool expression (None: not expressible exactly).
+
+    >>> from te import Var
+    >>> i = Var("i")
+    >>> cond_text(i < 4, {id(i): "i0"})
+    '(i0 < 4)'
+    """
+    conv = _Converter(dict(env or {}))
+    c = conv.cond(e, exact=True)
+    return None if c is None else conv.wrap(c)
+
+
+def provably_equal(a: E.Expr, b: E.Expr) -> bool:
+    """True when two integer expressions are equal for every value of their variables:
+    structurally equal after simplification, or equal as isl quasi-affine functions.
+
+    >>> from te import Var, floordiv, floormod
+    >>> n = Var("n")
+    >>> provably_equal(n + n, 2 * n), provably_equal(floordiv(n, 2) * 2 + n % 2, n)
+    (True, False)
+    >>> provably_equal(floordiv(n, 2) * 2 + floormod(n, 2), n)
+    True
+    """
+    from te.expr import structural_equal
+    from te.simplify import simplify
+    if a is b or structural_equal(a, b):
+        return True
+    sa, sb = simplify(a), simplify(b)
+    if structural_equal(sa, sb):
+        return True
+    conv = _Converter({})
+    ta, tb = conv.aff(a), conv.aff(b)
+    if ta is None or tb is None:
+        return False
+    names = sorted(conv.used, key=lambda n: int(n[1:]))
+    decl = f"[{', '.join(names)}] -> " if names else ""
+    return isl.Set(f"{decl}{{ [] : {conv.wrap(f'{ta} != {tb}')} }}").is_empty()
+
+
+# ------------------------------------------------------------------------------------
+# records
+# ------------------------------------------------------------------------------------
+@dataclass(eq=False)
+class LoopInfo:
+    """Where a For sits: its depth (0 = outermost), its schedule position prefix
+    (``position[:depth + 1]`` of every instance inside it) and the first position at
+    depth + 1 of each statement of its body (to tell which body statement an instance is in).
+    """
+
+    loop: For
+    depth: int
+    prefix: tuple
+    child_starts: list = field(default_factory=list)
+    loops: tuple = ()  # enclosing loops, this one included (outermost first)
+
+    def contains(self, inst: "Instance") -> bool:
+        """True when ``inst`` executes inside the body of this loop."""
+        return inst.depth > self.depth and inst.position[:self.depth + 1] == self.prefix
+
+    def child_of(self, inst: "Instance") -> int:
+        """Index of the body statement of this loop holding ``inst`` (which must be inside)."""
+        p = inst.position[self.depth + 1]
+        k = 0
+        for n, s in enumerate(self.child_starts):
+            if s <= p:
+                k = n
+        return k
+
+
+@dataclass(eq=False)
+class Instance:
+    """A statement that touches memory, with its loops, domain and schedule position.
+
+    ``stmt`` is a Store, or the For / Cond / Let whose expressions hold the loads.
+    ``position`` holds depth + 1 textual positions (a pre-order count of the statements in
+    each enclosing loop body): ``position[d]`` is the place of the loop at depth d in its
+    parent's body, ``position[depth]`` the statement's own place (see ``Analysis.schedule``).
+    """
+
+    def slot(self, level: int, is_write: bool) -> int:
+        """The execution-order key of this instance at ``level`` (0 <= level <= depth):
+        a loop's bounds are read (2 p) before its body runs (2 p + 1); a statement reads
+        (2 p) before it writes (2 p + 1)."""
+        return 2 * self.position[level] + (1 if level < self.depth or is_write else 0)
+
+    name: str
+    stmt: Stmt
+    loops: tuple
+    position: tuple
+    domain: Any            # isl.Set
+    domain_exact: bool     # False when a bound or condition was over-approximated
+    accesses: list = field(default_factory=list)
+
+    @property
+    def depth(self) -> int:
+        return len(self.loops)
+
+    def text(self, limit: int = 72) -> str:
+        """One line of source text: ``B[i] = A[i] + 1.0f`` (shortened past ``limit``)."""
+        from ..printer import stmt_to_str
+        from te.printer import expr_to_str
+        s = self.stmt
+        if isinstance(s, Store):
+            out = stmt_to_str(s).rstrip(";")
+        elif isinstance(s, For):
+            out = f"the bounds of loop {s.var.name}"
+        elif isinstance(s, Cond):
+            out = f"if ({expr_to_str(s.cond)})"
+        elif isinstance(s, Let):
+            out = f"{s.var.name} = {expr_to_str(s.value)}"
+        else:
+            out = type(s).__name__
+        return out if len(out) <= limit else out[:limit - 3] + "..."
+
+
+@dataclass(eq=False)
+class Access:
+    """One read (a Load) or write (a Store) of a buffer by an instance.
+
+    ``relation`` maps the instance's iterations (restricted to its domain) to the buffer
+    elements touched; ``exact`` is False when some index was over-approximated.
+    ``schedule`` maps iterations to execution time (reads of a statement come before its write).
+    """
+
+    instance: Instance
+    buffer: Any
+    indices: tuple
+    is_write: bool
+    node: Any
+    relation: Any
+    exact: bool
+    analysis: Any = field(default=None, repr=False)
+
+    @property
+    def stmt(self) -> Stmt:
+        return self.instance.stmt
+
+    @property
+    def schedule(self):
+        """The 2d+1 schedule of this access: an ``isl.Map`` from iterations to time, all of
+        one range space, so ``lex_lt_map`` orders any two accesses."""
+        return self.analysis.schedule(self.instance, self.is_write)
+
+    def text(self) -> str:
+        """``B[i - 1]``"""
+        from te.printer import expr_to_str
+        return f"{self.buffer.name}[{', '.join(expr_to_str(i) for i in self.indices)}]"
+
+    def __str__(self) -> str:
+        return f"{self.text()} ({'write' if self.is_write else 'read'})"
+
+    __repr__ = __str__
+
+
+class Analysis:
+    """The polyhedral model of one statement tree (see ``analyze``).
+
+    ``instances`` in execution (pre-)order, ``accesses`` in the same order (a statement's
+    write first, then its reads), ``loops`` maps ``id(loop var)`` to LoopInfo,
+    ``params`` maps isl parameter names to the size Vars, ``buffer_names`` maps
+    ``id(buffer)`` to the isl tuple name.
+
+    The isl objects are built through the isl API (parsing text is an order of magnitude
+    slower); every iteration space of depth d is ``[p0, ...] -> { S<k>[i0, ..., i<d-1>] }``.
+    """
+
+    def __init__(self, root: Stmt):
+        self.root = root
+        self.instances: list[Instance] = []
+        self.accesses: list[Access] = []
+        self.loops: dict[int, LoopInfo] = {}
+        self.params: dict[str, E.Var] = {}
+        self.buffer_names: dict[int, str] = {}
+        self.max_depth = _max_depth(root)
+        self.ctx = isl.DEFAULT_CONTEXT
+        self._param_pos: dict[int, int] = {}
+        for v in _free_int_vars(root):
+            self._param_pos[id(v)] = len(self.params)
+            self.params[f"p{len(self.params)}"] = v
+        self._param_names = {id(v): n for n, v in self.params.items()}
+        self._spaces: dict[int, tuple] = {}
+        self._consts: dict[tuple, Any] = {}
+        self._sched_cache: dict = {}
+        self._build(root)
+
+    # -- queries ---------------------------------------------------------------------
+    def loop_info(self, loop: Any) -> LoopInfo:
+        """The LoopInfo of a loop given as a Loop handle, a For or its Var."""
+        v = loop_var_of(loop)
+        info = self.loops.get(id(v))
+        if info is None:
+            raise KeyError(f"loop {v.name} is not in this statement tree")
+        return info
+
+    def accesses_of(self, buffer: Any) -> list[Access]:
+        return [a for a in self.accesses if a.buffer is buffer]
+
+    def instances_in(self, loop: Any) -> list[Instance]:
+        info = self.loop_info(loop)
+        return [s for s in self.instances if info.contains(s)]
+
+    def param_decl(self, used=None) -> str:
+        """``[p0, p1] -> `` for isl text that must share this analysis' parameters."""
+        names = sorted(self.params if used is None else used, key=lambda n: int(n[1:]))
+        return f"[{', '.join(names)}] -> " if names else ""
+
+    def var_names(self, inst: Instance) -> dict[int, str]:
+        """``id(var) -> name`` for the loop variables of ``inst`` and the size parameters."""
+        out = {id(v): name for name, v in self.params.items()}
+        for d, f in enumerate(inst.loops):
+            out[id(f.var)] = f.var.name
+        return out
+
+    def schedule(self, inst: Instance, is_write: bool):
+        """``S[i0, ...] -> [t0, i0, t1, i1, ..., td, 0, ...]``: ``t = 2 p + 1`` at the levels of
+        the enclosing loops (their bodies run after their bounds are read, at ``2 p``) and
+        ``2 p + w`` for the statement itself (w = 1 for a write: reads come first)."""
+        key = (inst.name, is_write)
+        m = self._sched_cache.get(key)
+        if m is None:
+            dims = []
+            for d in range(inst.depth):
+                dims += [str(2 * inst.position[d] + 1), f"i{d}"]
+            dims.append(str(2 * inst.position[inst.depth] + (1 if is_write else 0)))
+            dims += ["0"] * (2 * self.max_depth + 1 - len(dims))
+            tup = ", ".join(f"i{d}" for d in range(inst.depth))
+            m = isl.Map(f"{self.param_decl()}{{ {inst.name}[{tup}] -> [{', '.join(dims)}] }}")
+            self._sched_cache[key] = m
+        return m
+
+    # -- isl building blocks -----------------------------------------------------------
+    def space(self, depth: int):
+        """(set space, local space, universe set) of iterations at ``depth`` (anonymous tuple)."""
+        sp = self._spaces.get(depth)
+        if sp is None:
+            space = isl.Space.set_alloc(self.ctx, len(self.params), depth)
+            for k, name in enumerate(self.params):
+                space = space.set_dim_name(isl.dim_type.param, k, name)
+            sp = self._spaces[depth] = (space, isl.LocalSpace.from_space(space), isl.Set.universe(space))
+        return sp
+
+    def const(self, depth: int, value: int):
+        key = (depth, value)
+        c = self._consts.get(key)
+        if c is None:
+            ls = self.space(depth)[1]
+            c = self._consts[key] = isl.PwAff.from_aff(
+                isl.Aff.zero_on_domain(ls).set_constant_val(isl.Val.int_from_si(self.ctx, value)))
+        return c
+
+    # -- construction ----------------------------------------------------------------
+    def _build(self, root: Stmt) -> None:
+        self._counters: list[int] = [0]
+        self._walk(root, (), {}, self.space(0)[2], True, ())
+
+    def _next_pos(self) -> int:
+        p = self._counters[-1]
+        self._counters[-1] += 1
+        return p
+
+    def _walk(self, s: Stmt, loops: tuple, env: dict, dom, exact: bool, prefix: tuple) -> None:
+        if isinstance(s, Block):
+            for x in s.stmts:
+                self._walk(x, loops, env, dom, exact, prefix)
+            return
+        if isinstance(s, Store):
+            pos = self._next_pos()
+            inst = self._instance(s, loops, dom, exact, prefix + (pos,))
+            inst.accesses.append(self._access(inst, env, s.buffer, s.indices, True, s))
+            self._reads(inst, env, list(s.indices) + [s.value])
+            return
+        if isinstance(s, For):
+            pos = self._next_pos()
+            self._pseudo(s, [s.start, s.stop], loops, env, dom, exact, prefix + (pos,))
+            d = len(loops)
+            inner_dom = dom.add_dims(isl.dim_type.set, 1)
+            conv = _PwConverter(self, d + 1, env)
+            var = isl.PwAff.from_aff(isl.Aff.var_on_domain(self.space(d + 1)[1], isl.dim_type.set, d))
+            lo, hi = conv.aff(s.start), conv.aff(s.stop)
+            if lo is not None:
+                inner_dom = inner_dom.intersect(var.ge_set(lo))
+            if hi is not None:
+                inner_dom = inner_dom.intersect(var.lt_set(hi))
+            inner_env = dict(env)
+            inner_env[id(s.var)] = d
+            info = LoopInfo(s, d, prefix + (pos,), loops=loops + (s,))
+            self.loops.setdefault(id(s.var), info)
+            self._counters.append(0)
+            for x in s.body.stmts:
+                info.child_starts.append(self._counters[-1])
+                self._walk(x, loops + (s,), inner_env, inner_dom, exact and lo is not None and hi is not None,
+                           prefix + (pos,))
+            self._counters.pop()
+            return
+        if isinstance(s, Cond):
+            pos = self._next_pos()
+            self._pseudo(s, [s.cond], loops, env, dom, exact, prefix + (pos,))
+            conv = _PwConverter(self, len(loops), env)
+            c = conv.cond(s.cond, exact=True)
+            nc = conv.cond(s.cond, negate=True, exact=True)
+            ok = c is not None and nc is not None
+            if not ok:  # not affine: over-approximate (keep the affine conjuncts, if any)
+                c, nc = conv.cond(s.cond), conv.cond(s.cond, negate=True)
+            self._walk(s.then, loops, env, dom if c is None else dom.intersect(c), exact and ok, prefix)
+            if s.otherwise is not None:
+                self._walk(s.otherwise, loops, env, dom if nc is None else dom.intersect(nc), exact and ok, prefix)
+            return
+        if isinstance(s, Let):
+            pos = self._next_pos()
+            self._pseudo(s, [s.value], loops, env, dom, exact, prefix + (pos,))
+            inner_env = dict(env)
+            inner_env[id(s.var)] = _LetBinding(s.value, env)
+            self._walk(s.body, loops, inner_env, dom, exact, prefix)
+            return
+        # Allocate / Free and unknown statements touch no element values
+
+    def _instance(self, s, loops, dom, exact, position) -> Instance:
+        name = f"S{len(self.instances)}"
+        inst = Instance(name, s, loops, position, dom.set_tuple_name(name), exact)
+        self.instances.append(inst)
+        return inst
+
+    def _pseudo(self, s, exprs, loops, env, dom, exact, position) -> None:
+        loads = _loads(exprs)
+        if not loads:
+            return
+        inst = self._instance(s, loops, dom, exact, position)
+        self._reads(inst, env, exprs, loads)
+
+    def _reads(self, inst: Instance, env: dict, exprs, loads=None) -> None:
+        for ld, lets in (loads if loads is not None else _loads(exprs)):
+            full = env
+            if lets:
+                full = dict(env)
+                for var, value in lets:
+                    full[id(var)] = _LetBinding(value, dict(full))
+            inst.accesses.append(self._access(inst, full, ld.buffer, ld.indices, False, ld))
+
+    def _access(self, inst: Instance, env: dict, buf, indices, is_write: bool, node) -> Access:
+        d = inst.depth
+        conv = _PwConverter(self, d, env)
+        outs = []
+        unknown = []
+        for k, ix in enumerate(indices):
+            pa = conv.aff(ix) if not ix.dtype.is_vector else None
+            if pa is None:
+                unknown.append(k)
+            else:
+                outs.append(pa)
+        bname = self.buffer_names.get(id(buf))
+        if bname is None:
+            bname = self.buffer_names[id(buf)] = f"M{len(self.buffer_names)}"
+        space = self.space(d)[0]
+        if outs:
+            lst = isl.PwAffList.alloc(self.ctx, len(outs))
+            for pa in outs:
+                lst = lst.add(pa)
+            mspace = space.from_domain().add_dims(isl.dim_type.out, len(outs))
+            rel = isl.Map.from_multi_pw_aff(isl.MultiPwAff.from_pw_aff_list(mspace, lst))
+        else:
+            rel = isl.Map.from_domain(self.space(d)[2])
+        for k in unknown:  # an index that is not affine may be any element
+            rel = rel.insert_dims(isl.dim_type.out, k, 1)
+        rel = rel.set_tuple_name(isl.dim_type.in_, inst.name).set_tuple_name(isl.dim_type.out, bname)
+        rel = rel.intersect_domain(inst.domain)
+        acc = Access(inst, buf, tuple(indices), is_write, node, rel, not unknown, self)
+        self.accesses.append(acc)
+        return acc
+
+
+class _PwConverter:
+    """te integer expressions to ``isl.PwAff`` on the iteration space of one depth (None when
+    not quasi-affine); bool expressions to ``isl.Set``."""
+
+    def __init__(self, an: Analysis, depth: int, env: dict):
+        self.an = an
+        self.depth = depth
+        self.ls = an.space(depth)[1]
+        self.env = env
+
+    def _var(self, kind, pos):
+        return isl.PwAff.from_aff(isl.Aff.var_on_domain(self.ls, kind, pos))
+
+    def aff(self, e: E.Expr):
+        t = type(e)
+        if t is E.IntImm:
+            return self.an.const(self.depth, e.value)
+        if t is E.Var:
+            b = self.env.get(id(e), _MISSING)
+            if b is _MISSING:
+                pos = self.an._param_pos.get(id(e))
+                return None if pos is None else self._var(isl.dim_type.param, pos)
+            if isinstance(b, _LetBinding):
+                saved, self.env = self.env, b.env
+                try:
+                    return self.aff(b.value)
+                finally:
+                    self.env = saved
+            return self._var(isl.dim_type.set, b)
+        if e.dtype.is_vector or not e.dtype.is_integer:
+            return None
+        if t is E.Add or t is E.Sub:
+            a, b = self.aff(e.a), self.aff(e.b)
+            if a is None or b is None:
+                return None
+            return a.add(b) if t is E.Add else a.sub(b)
+        if t is E.Mul:
+            for c, x in ((e.a, e.b), (e.b, e.a)):
+                k = _const(c)
+                if k is not None:
+                    xs = self.aff(x)
+                    return None if xs is None else xs.scale_val(isl.Val.int_from_si(self.an.ctx, k))
+            return None
+        if t in (E.FloorDiv, E.FloorMod, E.Div, E.Mod):
+            k = _const(e.b)
+            a = self.aff(e.a)
+            if k is None or k == 0 or a is None:
+                return None
+            kv = isl.Val.int_from_si(self.an.ctx, abs(k))
+            if t is E.FloorDiv:
+                return (a if k > 0 else a.neg()).scale_down_val(kv).floor()
+            if t is E.FloorMod:
+                return a.mod_val(kv) if k > 0 else None
+            kc = self.an.const(self.depth, k)
+            return a.tdiv_q(kc) if t is E.Div else a.tdiv_r(kc)
+        if t is E.Min or t is E.Max:
+            a, b = self.aff(e.a), self.aff(e.b)
+            if a is None or b is None:
+                return None
+            return a.min(b) if t is E.Min else a.max(b)
+        if t is E.Cast:
+            if e.value.dtype.is_integer and e.value.dtype.bits <= e.dtype.bits and (
+                    e.value.dtype.is_int == e.dtype.is_int or e.value.dtype.bits < e.dtype.bits):
+                return self.aff(e.value)
+            return None
+        if t is E.Select or t is E.IfThenElse:
+            c = self.cond(e.cond, exact=True)
+            nc = self.cond(e.cond, negate=True, exact=True)
+            a, b = self.aff(e.t), self.aff(e.f)
+            if c is None or nc is None or a is None or b is None:
+                return None
+            return a.intersect_domain(c).union_add(b.intersect_domain(nc))
+        if t is E.Let:
+            saved = self.env
+            self.env = dict(saved)
+            self.env[id(e.var)] = _LetBinding(e.value, saved)
+            try:
+                return self.aff(e.body)
+            finally:
+                self.env = saved
+        return None
+
+    def cond(self, e: E.Expr, negate: bool = False, exact: bool = False):
+        """The ``isl.Set`` where a bool expression holds (or fails, with ``negate``). None:
+        with ``exact=False``, no constraint (over-approximated); with ``exact=True``, not
+        expressible."""
+        t = type(e)
+        if t is E.Not:
+            return self.cond(e.a, not negate, exact)
+        if t is E.And or t is E.Or:
+            conj = (t is E.And) != negate
+            a, b = self.cond(e.a, negate, exact), self.cond(e.b, negate, exact)
+            if conj:
+                if a is None or b is None:
+                    return None if exact else (a if b is None else b)
+                return a.intersect(b)
+            if a is None or b is None:
+                return None
+            return a.union(b)
+        if t is E.IntImm and e.dtype.is_bool:
+            u = self.an.space(self.depth)[2]
+            return u if bool(e.value) != negate else u.subtract(u)
+        if isinstance(e, E.CmpOp) and e.a.dtype.is_integer and not e.a.dtype.is_vector:
+            a, b = self.aff(e.a), self.aff(e.b)
+            if a is None or b is None:
+                return None
+            op = {E.LT: "lt", E.LE: "le", E.GT: "gt", E.GE: "ge", E.EQ: "eq", E.NE: "ne"}[t]
+            if negate:
+                op = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}[op]
+            return getattr(a, f"{op}_set")(b)
+        if t is E.Let:
+            saved = self.env
+            self.env = dict(saved)
+            self.env[id(e.var)] = _LetBinding(e.value, saved)
+            try:
+                return self.cond(e.body, negate, exact)
+            finally:
+                self.env = saved
+        return None
+
+
+def _free_int_vars(root: Stmt) -> list:
+    """Scalar integer variables used in ``root`` and bound by no loop or let: the sizes."""
+    from ..stmt import iter_stmts, stmt_exprs
+    bound: set[int] = set()
+    seen: dict[int, E.Var] = {}
+
+    def visit(n):
+        if isinstance(n, E.Var):
+            seen.setdefault(id(n), n)
+        elif isinstance(n, E.Let):
+            bound.add(id(n.var))
+    for s in iter_stmts(root):
+        if isinstance(s, (For, Let)):
+            bound.add(id(s.var))
+        for e in stmt_exprs(s):
+            E.walk(e, visit)
+    return [v for k, v in seen.items() if k not in bound and v.dtype.is_integer and not v.dtype.is_vector]
+
+
+def _loads(exprs) -> list:
+    """Every Load in ``exprs`` with the let bindings in scope at it (pairs (var, value))."""
+    out = []
+
+    def rec(e, lets):
+        if isinstance(e, E.Load):
+            out.append((e, lets))
+        if isinstance(e, E.Let):
+            rec(e.value, lets)
+            rec(e.body, lets + ((e.var, e.value),))
+            return
+        for c in e.children():
+            rec(c, lets)
+    for e in exprs:
+        rec(e, ())
+    return out
+
+
+def _max_depth(s: Stmt) -> int:
+    if isinstance(s, For):
+        return 1 + _max_depth(s.body)
+    if isinstance(s, Block):
+        return max((_max_depth(x) for x in s.stmts), default=0)
+    if isinstance(s, Cond):
+        return max(_max_depth(s.then), _max_depth(s.otherwise) if s.otherwise is not None else 0)
+    if isinstance(s, Let):
+        return _max_depth(s.body)
+    return 0
+
+
+def loop_var_of(loop: Any) -> E.Var:
+    """The Var of a Loop handle, a For, or a Var."""
+    if isinstance(loop, E.Var):
+        return loop
+    if isinstance(loop, For):
+        return loop.var
+    v = getattr(loop, "var", None)
+    if isinstance(v, E.Var):
+        return v
+    raise TypeError(f"expected a loop (a Loop handle, a For or its Var), got {loop!r}")
+
+
+# ------------------------------------------------------------------------------------
+# cache: statement trees are immutable, so one analysis per root object is valid
+# ------------------------------------------------------------------------------------
+_CACHE: "OrderedDict[int, tuple[Stmt, Analysis]]" = OrderedDict()
+_CACHE_SIZE = 16
+
+
+def analyze(root: Any) -> Analysis:
+    """The (cached) Analysis of a statement tree, or of a LoopNest's current root."""
+    root = getattr(root, "root", root)
+    hit = _CACHE.get(id(root))
+    if hit is not None and hit[0] is root:
+        _CACHE.move_to_end(id(root))
+        return hit[1]
+    an = Analysis(root)
+    _CACHE[id(root)] = (root, an)  # holding root keeps its id from being reused while cached
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return an

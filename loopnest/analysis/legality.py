@@ -1,0 +1,339 @@
+"""Legality of scheduling transforms, decided from the dependences (``dependences``).
+
+Each ``check_*`` returns None when the transform preserves every dependence and otherwise
+raises ``ScheduleError`` naming the loops, the buffer and the dependence, and where it can,
+saying where the transform would be legal instead. Checks only read the nest.
+
+>>> from te import Buffer, Reduce, Sum
+>>> from loopnest import LoopNest, ScheduleError
+>>> A = Buffer("A", (4, 8), "float32")
+>>> C = Reduce("C", (4,), Sum(), lambda i, k: A[i, k], (8,))
+>>> nest = LoopNest([C]); i, k = nest.get_loops_for(C)
+>>> check_parallelize(nest, i)
+>>> try:
+...     check_parallelize(nest, k)
+... except ScheduleError as e:
+...     print(e)
+cannot parallelize loop k: `C[i] = C[i] + A[i, k]` reads C[i], written by the same statement in the previous iteration of loop k (flow dependence on C carried by loop k); parallelize would be legal on loop i
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, NoReturn, Sequence
+
+import islpy as isl
+
+from ..errors import ScheduleError
+from .dependences import (Dependence, buffers_carried_by, carried_by, dependences_in,
+                          lex_negative_after, reorder_violations, value_flow)
+from .domains import analyze, const_int, loop_var_of
+
+__all__ = ["refuse", "check_parallelize", "check_vectorize", "check_reorder", "check_fuse",
+           "check_distribute", "check_gpu_bind", "blocking_parallel", "blocking_buffers",
+           "legal_parallel_loops", "constant_extent", "loops_text", "check_kinds_after"]
+
+
+def _name(loop: Any) -> str:
+    return loop if isinstance(loop, str) else loop_var_of(loop).name
+
+
+def loops_text(loops: Sequence[Any]) -> str:
+    """``loop i`` / ``loops i and j`` / ``loops i, j and k``."""
+    return _loops_text(loops)
+
+
+def _loops_text(loops: Sequence[Any]) -> str:
+    names = [_name(l) for l in loops]
+    if len(names) == 1:
+        return f"loop {names[0]}"
+    return "loops " + ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def refuse(action: str, loops: Sequence[Any], *, dep: Dependence | None = None, reason: str | None = None,
+           hint: str | None = None, loop: Any = None) -> NoReturn:
+    """Raise ScheduleError: ``cannot <action> <loops>: <dependence> (<kind> dependence on
+    <buffer>); <reason>; <hint>``.
+
+    >>> refuse("vectorize", ["i"], reason="its extent N is not a constant")
+    Traceback (most recent call last):
+    ...
+    loopnest.errors.ScheduleError: cannot vectorize loop i: its extent N is not a constant
+    """
+    parts = []
+    if dep is not None:
+        carried = f" carried by loop {_name(loop)}" if loop is not None and dep.is_carried_by(loop) else ""
+        parts.append(f"{dep.describe(loop)} ({dep.kind} dependence on {dep.buffer.name}{carried})")
+    if reason:
+        parts.append(reason)
+    msg = (f"cannot {action.format(loops=_loops_text(loops))}" if "{loops}" in action
+           else f"cannot {action} {_loops_text(loops)}")
+    if parts:
+        msg += ": " + "; ".join(parts)
+    if hint:
+        msg += "; " + hint
+    raise ScheduleError(msg)
+
+
+# ------------------------------------------------------------------------------------
+# parallel loops (parallelize, GPU binding, vectorize)
+# ------------------------------------------------------------------------------------
+def blocking_buffers(nest: Any, loop: Any, privatize: bool = True) -> list:
+    """The buffers whose dependences keep ``loop``'s iterations from running in parallel.
+
+    With ``privatize``, an intermediate buffer used only inside ``loop``, whose every read
+    gets its value from the same iteration, does not count: it is allocated inside the loop
+    body (``insert_allocations``), so each iteration has its own.
+    """
+    bufs = buffers_carried_by(nest, loop)
+    if privatize:
+        bufs = [b for b in bufs if not _privatizable(nest, b, loop)]
+    return bufs
+
+
+def blocking_parallel(nest: Any, loop: Any, privatize: bool = True) -> list[Dependence]:
+    """The first dependence (a one-element list, or []) that keeps ``loop``'s iterations
+    from running in parallel (see ``blocking_buffers``)."""
+    bufs = blocking_buffers(nest, loop, privatize)
+    if not bufs:
+        return []
+    deps = carried_by(nest, loop, buffers=bufs[:1], first=True)
+    if not deps:  # cannot happen: the fast query and the pairwise one agree
+        raise AssertionError(f"dependence analysis: no carried dependence found on {bufs[0].name}")
+    return deps
+
+
+def _privatizable(nest: Any, buffer: Any, loop: Any) -> bool:
+    intermediates = getattr(nest, "intermediates", None)
+    if intermediates is None or not any(b is buffer for b in intermediates):
+        return False
+    an = analyze(nest)
+    info = an.loop_info(loop)
+    if not all(info.contains(a.instance) for a in an.accesses_of(buffer)):
+        return False
+    flow = value_flow(nest, buffer)
+    c = info.depth
+    bad = []
+
+    def check(m):
+        sd = m.get_space().dim(isl.dim_type.in_)
+        td = m.get_space().dim(isl.dim_type.out)
+        if sd <= c or td <= c:
+            bad.append(m)
+            return
+        if not (m.order_lt(isl.dim_type.in_, c, isl.dim_type.out, c).is_empty()
+                and m.order_gt(isl.dim_type.in_, c, isl.dim_type.out, c).is_empty()):
+            bad.append(m)
+    flow.foreach_map(check)
+    return not bad
+
+
+def legal_parallel_loops(nest: Any, near: Any = None, privatize: bool = True) -> list:
+    """The loops (For statements) carrying no blocking dependence; with ``near``, only the
+    loops around ``near`` and inside it."""
+    an = analyze(nest)
+    fors = [info.loop for info in an.loops.values()]
+    if near is not None:
+        info = an.loop_info(near)
+        fors = [f for f in fors if f in info.loops or _inside(an, f, info)]
+    return [f for f in fors if not blocking_buffers(nest, f, privatize)]
+
+
+def _inside(an, f, info) -> bool:
+    fi = an.loops[id(f.var)]
+    return fi.depth > info.depth and fi.prefix[:info.depth + 1] == info.prefix
+
+
+def _hint(action: str, fors: list, loop: Any) -> str | None:
+    names = [f.var.name for f in fors if f.var is not loop_var_of(loop)]
+    if not names:
+        return None
+    return f"{action} would be legal on loop{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+def check_parallelize(nest: Any, loop: Any) -> None:
+    """Legal when no dependence is carried by ``loop`` (no iteration reads or writes what
+    another one writes), up to intermediates private to one iteration."""
+    deps = blocking_parallel(nest, loop)
+    if deps:
+        refuse("parallelize", [loop], dep=deps[0], loop=loop,
+               hint=_hint("parallelize", legal_parallel_loops(nest, loop), loop))
+
+
+def check_gpu_bind(nest: Any, loop: Any, label: str) -> None:
+    """GPU blocks and threads run in parallel: the same condition as ``check_parallelize``."""
+    deps = blocking_parallel(nest, loop)
+    if deps:
+        refuse(f"bind {{loops}} to {label}", [loop], dep=deps[0], loop=loop,
+               hint=_hint("GPU binding", legal_parallel_loops(nest, loop), loop))
+
+
+def constant_extent(f: Any) -> int | None:
+    """The trip count of a For when it is a constant."""
+    from te.simplify import simplify
+    n = const_int(f.stop - f.start)
+    if n is None:
+        n = const_int(simplify(f.stop - f.start))
+    return n
+
+
+def check_vectorize(nest: Any, loop: Any, check_dependences: bool = True) -> None:
+    """Legal when ``loop`` has a constant extent of at least 1 and carries no dependence
+    (the spec: no lane may write what another lane reads, nor two lanes one element)."""
+    f = analyze(nest).loop_info(loop).loop
+    n = constant_extent(f)
+    if n is None:
+        from te.printer import expr_to_str
+        refuse("vectorize", [loop], reason=f"its extent {expr_to_str(f.extent)} is not a constant; "
+               "split it by a constant factor and vectorize the inner loop")
+    if n < 1:
+        refuse("vectorize", [loop], reason=f"its extent is {n}; a vectorized loop needs at least 1 iteration")
+    if f.kind in ("gpu_block", "gpu_thread"):
+        refuse("vectorize", [loop], reason=f"it is bound to {f.kind}")
+    if not check_dependences:
+        return
+    deps = blocking_parallel(nest, loop, privatize=False)
+    if deps:
+        legal = [g for g in legal_parallel_loops(nest, loop, privatize=False) if constant_extent(g)]
+        refuse("vectorize", [loop], dep=deps[0], loop=loop, hint=_hint("vectorize", legal, loop))
+
+
+def check_kinds_after(nest: Any, new_root: Any, loops: Sequence[Any], op: str) -> None:
+    """After a transform that moves loops (reorder, tile, ...): every parallel, vectorized
+    or GPU loop among ``loops`` (Fors, handles or Vars) must still carry no dependence in
+    ``new_root`` (a dependence of distance (1, 1) is carried by whichever loop is outer).
+    Raises ScheduleError prefixed with ``op``; ``nest`` is not modified.
+    """
+    kinds = ("parallel", "vectorized", "gpu_block", "gpu_thread")
+    an = analyze(new_root)
+    moving = [an.loop_info(l).loop for l in loops]
+    moving = [f for f in moving if f.kind in kinds]
+    if not moving:
+        return
+    tmp = nest.copy()
+    tmp.root = new_root
+    for f in moving:
+        try:
+            if f.kind == "parallel":
+                check_parallelize(tmp, f.var)
+            elif f.kind == "vectorized":
+                check_vectorize(tmp, f.var)
+            else:
+                check_gpu_bind(tmp, f.var, f"{f.kind}.{'xyz'[f.axis or 0]}")
+        except ScheduleError as e:
+            raise ScheduleError(f"{op}: loop {f.var.name} is {f.kind}, and once moved, {e}") from None
+
+
+# ------------------------------------------------------------------------------------
+# reorder
+# ------------------------------------------------------------------------------------
+def _reorder_violation(deps, outer, band, order):
+    for d in deps:
+        s = lex_negative_after(d, outer, band, order)
+        if not s.is_empty():
+            return d, s
+    return None
+
+
+def _pairs(an, accs):
+    from .dependences import _dependences_among
+    return _dependences_among(an, accs)
+
+
+def check_reorder(nest: Any, loops: Sequence[Any], permutation: Sequence[int]) -> None:
+    """Legal when every dependence between iterations of the band stays lexicographically
+    positive: its distance vector, permuted, must not start with a negative entry.
+
+    ``loops`` must be perfectly nested (checked by the transform); ``permutation[d]`` is the
+    index in ``loops`` of the loop placed at the d-th band position (outermost first).
+    """
+    an = analyze(nest)
+    infos = [an.loop_info(l) for l in loops]
+    depths = [i.depth for i in infos]
+    band = sorted(depths)
+    order = [depths[p] for p in permutation]
+    if order == band:
+        return
+    outer_info = min(infos, key=lambda i: i.depth)
+    violated = reorder_violations(nest, outer_info.loop, band, order)
+    if not violated:
+        return
+    deps = list(_pairs(an, [a for a in an.accesses
+                            if outer_info.contains(a.instance) and a.buffer is violated[0][0]]))
+    bad = _reorder_violation(deps, band[0], band, order)
+    if bad is None:  # cannot happen: the fast query and the pairwise one agree
+        raise AssertionError(f"dependence analysis: no reversed dependence found on {violated[0][0].name}")
+    dep, s = bad
+    by_depth = {i.depth: i.loop.var.name for i in infos}
+    old_names = [by_depth[d] for d in band]
+    new_names = [by_depth[d] for d in order]
+    reason = None
+    p = s.sample_point()
+    if not p.is_void():
+        vec = {d: p.get_coordinate_val(isl.dim_type.set, d).to_python() for d in band}
+        before = ", ".join(str(vec[d]) for d in band)
+        after = ", ".join(str(vec[d]) for d in order)
+        effect = {"flow": f"the read {dep.dst.text()} would run before the write {dep.src.text()} it needs",
+                  "anti": f"the write {dep.dst.text()} would run before the read {dep.src.text()} of the old value",
+                  "output": f"the two writes of {dep.dst.text()} would run in the opposite order"}[dep.kind]
+        reason = (f"its distance ({before}) over ({', '.join(old_names)}) would become ({after}) over "
+                  f"({', '.join(new_names)}): {effect}")
+    hint = None
+    if len(band) <= 4:
+        legal = []
+        for perm in itertools.permutations(band):
+            if list(perm) != band and not reorder_violations(nest, outer_info.loop, band, list(perm)):
+                legal.append("(" + ", ".join(by_depth[d] for d in perm) + ")")
+        hint = ("legal orders: " + ", ".join(legal)) if legal else "no other order of these loops is legal"
+    msg = f"cannot reorder loops ({', '.join(old_names)}) to ({', '.join(new_names)}): {dep.describe()} " \
+          f"({dep.kind} dependence on {dep.buffer.name})"
+    if reason:
+        msg += "; " + reason
+    if hint:
+        msg += "; " + hint
+    raise ScheduleError(msg)
+
+
+# ------------------------------------------------------------------------------------
+# fuse, distribute
+# ------------------------------------------------------------------------------------
+def check_fuse(nest: Any, loops: Sequence[Any]) -> None:
+    """Legal when no iteration of a later loop depends on a later iteration of an earlier
+    loop: for every dependence from loop a's body (iteration x) to loop b's body (iteration
+    y), a before b, x <= y. The loops are siblings in program order."""
+    an = analyze(nest)
+    infos = [an.loop_info(l) for l in loops]
+    deps = list(_pairs(an, [a for a in an.accesses if any(i.contains(a.instance) for i in infos)]))
+    c = infos[0].depth
+    for ai, a in enumerate(infos):
+        for b in infos[ai + 1:]:
+            for d in deps:
+                if not (a.contains(d.src.instance) and b.contains(d.dst.instance)):
+                    continue
+                si = d.src.instance
+                # fused loops share their bounds, so the variables' values compare iterations
+                bad = d.relation.order_gt(isl.dim_type.in_, c, isl.dim_type.out, c)
+                if bad.is_empty():
+                    continue
+                p = bad.wrap().sample_point()
+                ex = ""
+                if not p.is_void():
+                    x = p.get_coordinate_val(isl.dim_type.set, c).to_python()
+                    y = p.get_coordinate_val(isl.dim_type.set, si.depth + c).to_python()
+                    ex = f" (e.g. {b.loop.var.name} = {y} needs {a.loop.var.name} = {x})"
+                refuse("fuse", loops, dep=d,
+                       reason=f"after fusion an iteration of loop {b.loop.var.name} would run before the later "
+                              f"iteration of loop {a.loop.var.name} it depends on{ex}")
+
+
+def check_distribute(nest: Any, loop: Any) -> None:
+    """Legal when no dependence goes from a statement of the body to an earlier statement
+    of the body (in a later iteration): distribution runs every iteration of each
+    statement before the next statement."""
+    an = analyze(nest)
+    info = an.loop_info(loop)
+    for d in dependences_in(nest, loop):
+        a, b = info.child_of(d.src.instance), info.child_of(d.dst.instance)
+        if a > b:
+            refuse("distribute", [loop], dep=d, loop=loop,
+                   reason=f"it goes from statement {a} of the body back to statement {b}: distributed, every "
+                          f"iteration of statement {b} would run before statement {a}; keep them in one loop")

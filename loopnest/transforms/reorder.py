@@ -1,0 +1,162 @@
+"""Reordering the loops of a perfect nest: reorder, reorder_axis.
+
+A reorder changes only the nesting order: every loop keeps its variable, bounds and kind,
+so handles to all the loops stay valid.
+
+>>> from te import Buffer, Compute
+>>> from loopnest import LoopNest
+>>> A = Buffer("A", (4, 8), "float32")
+>>> B = Compute("B", (4, 8), lambda i, j: A[i, j] + 1.0)
+>>> nest = LoopNest([B]); i, j = nest.get_loops_for(B)
+>>> _ = nest.reorder([i, j], [1, 0])
+>>> print(nest)
+for (int j = 0; j < 8; j++) {
+  for (int i = 0; i < 4; i++) {
+    B[i, j] = A[i, j] + 1.0f;
+  }
+}
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from te.expr import Var, walk
+
+from ..errors import ScheduleError
+from ..stmt import Block, For
+from ._rewrite import replace_loop
+
+__all__ = ["reorder", "reorder_axis", "perfect_chain"]
+
+
+def _loop(nest, var: Var):
+    from ..nest import Loop
+    return Loop(nest, var)
+
+
+def _stmt_text(s) -> str:
+    from ..printer import stmt_to_str
+    lines = stmt_to_str(s).splitlines()
+    text = lines[0] if lines else type(s).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def perfect_chain(nest, loops: Sequence, op: str) -> list[For]:
+    """The Fors from the outermost to the innermost of ``loops``, each the only statement of
+    the previous one's body; ScheduleError naming the statement in the way otherwise.
+
+    ``loops`` (handles) may come in any order but must lie on one path of the tree.
+    """
+    names = [l.name for l in loops]
+    if len({id(l.var) for l in loops}) != len(loops):
+        raise ScheduleError(f"{op}: the loops {names} name one loop twice")
+    chains = {id(l.var): [f.var for f in _enclosing(nest, l)] for l in loops}
+    deepest = max(loops, key=lambda l: len(chains[id(l.var)]))
+    path = chains[id(deepest.var)]
+    for l in loops:
+        if not any(v is l.var for v in path):
+            raise ScheduleError(f"{op}: loops {l.name} and {deepest.name} are not nested one inside the other "
+                                f"(they are in different loop nests)")
+    top = min(loops, key=lambda l: len(chains[id(l.var)]))
+    chain = [top.stmt]
+    while chain[-1].var is not deepest.var:
+        f = chain[-1]
+        body = f.body.stmts
+        nxt = [s for s in body if isinstance(s, For)]
+        if len(body) != 1 or not nxt:
+            other = next((s for s in body if not isinstance(s, For)), None)
+            where = "besides" if len(body) > 1 else "around"
+            what = f"`{_stmt_text(other)}` {where} the next loop" if other is not None else "several loops"
+            raise ScheduleError(
+                f"{op}: loops {', '.join(names)} are not perfectly nested: the body of loop {f.var.name} holds "
+                f"{what}; move it out first (e.g. distribute({f.var.name}) if legal)")
+        chain.append(nxt[0])
+    return chain
+
+
+def _enclosing(nest, loop) -> list[For]:
+    return [l.stmt for l in nest.get_enclosing_loops(loop)]
+
+
+def reorder(nest, loops: Sequence, permutation: Sequence[int]):
+    """Reorder a perfect nest: ``permutation[d]`` is the index in ``loops`` of the loop placed
+    at the d-th of the positions the loops occupy (outermost first); loops between them that
+    are not listed stay in place. Returns the handles of ``loops`` in their new order.
+
+    Before / after ``reorder([i, j, k], [2, 0, 1])``::
+
+        for (int i = 0; i < 4; i++) {            for (int k = 0; k < 2; k++) {
+          for (int j = 0; j < 8; j++) {            for (int i = 0; i < 4; i++) {
+            for (int k = 0; k < 2; k++) {            for (int j = 0; j < 8; j++) {
+              B[i, j, k] = A[i, j, k];                 B[i, j, k] = A[i, j, k];
+            }                                        }
+          }                                        }
+        }                                        }
+
+    Legality: the loops must be perfectly nested (each the only statement of the previous
+    one's body), no loop's bounds may use a loop placed inside it, every dependence
+    between iterations of the nest must keep a lexicographically positive distance vector
+    once permuted (``check_reorder``), and a parallel / vectorized / GPU loop must still
+    carry no dependence at its new depth. Otherwise ScheduleError, naming the statement in
+    the way or the dependence and the orders that would be legal.
+    """
+    perm = [int(p) for p in permutation]
+    n = len(loops)
+    if n == 0:
+        raise ScheduleError("reorder: no loops given")
+    if sorted(perm) != list(range(n)):
+        raise ScheduleError(f"reorder: the permutation {list(permutation)} is not a permutation of "
+                            f"0..{n - 1} (one entry per loop of {[l.name for l in loops]})")
+    chain = perfect_chain(nest, loops, "reorder")
+    pos = {id(f.var): k for k, f in enumerate(chain)}
+    slots = sorted(pos[id(l.var)] for l in loops)
+    new_chain = list(chain)
+    for slot, p in zip(slots, perm):
+        new_chain[slot] = chain[pos[id(loops[p].var)]]
+    if all(a is b for a, b in zip(new_chain, chain)):
+        return [_loop(nest, f.var) for f in new_chain if id(f.var) in {id(l.var) for l in loops}]
+    _check_bounds_order(new_chain)
+    from ..analysis.legality import check_reorder
+    check_reorder(nest, loops, perm)
+    body = chain[-1].body
+    for f in reversed(new_chain):
+        body = Block((f.replace(body=body),))
+    new_top = body.stmts[0]
+    new_root = replace_loop(nest.root, chain[0].var, lambda _: new_top)
+    from ..analysis.legality import check_kinds_after
+    check_kinds_after(nest, new_root, new_chain, "reorder")
+    nest.root = new_root
+    listed = {id(l.var) for l in loops}
+    return [_loop(nest, f.var) for f in new_chain if id(f.var) in listed]
+
+
+def _check_bounds_order(new_chain: list[For]) -> None:
+    for d, f in enumerate(new_chain):
+        inner = {id(g.var): g for g in new_chain[d:]}
+        used = []
+        for e in (f.start, f.stop):
+            walk(e, lambda x: used.append(x) if isinstance(x, Var) and id(x) in inner else None)
+        if used:
+            v = used[0]
+            raise ScheduleError(f"reorder: the bounds of loop {f.var.name} use {v.name}, but loop {v.name} "
+                                f"would be placed inside loop {f.var.name} (a non-rectangular nest keeps the "
+                                f"loop bounding it outside)")
+
+
+def reorder_axis(nest, a, b):
+    """Swap two loops of one perfect nest (the loops between them stay in place).
+
+    Before / after ``reorder_axis(i, k)``::
+
+        for (int i = 0; i < 4; i++) {            for (int k = 0; k < 2; k++) {
+          for (int j = 0; j < 8; j++) {            for (int j = 0; j < 8; j++) {
+            for (int k = 0; k < 2; k++) {            for (int i = 0; i < 4; i++) {
+              B[i, j, k] = A[i, j, k];                 B[i, j, k] = A[i, j, k];
+
+    Same legality as ``reorder``. Returns the handles (the outer one first, after the swap).
+    """
+    if a.var is b.var:
+        raise ScheduleError(f"reorder_axis: {a.name} and {b.name} are the same loop; give two different loops")
+    chain = perfect_chain(nest, [a, b], "reorder_axis")
+    outer, inner = (a, b) if chain[0].var is a.var else (b, a)
+    return reorder(nest, [outer, inner], [1, 0])
