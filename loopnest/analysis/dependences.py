@@ -538,4 +538,4 @@ def _read_schedule(an: Analysis, a: Access):
     for b in a.instance.accesses:
         if not b.is_write:
             return b.schedule
-    return an._schedule(a.instance, False)
+    return an.schedule(a.instance, False)

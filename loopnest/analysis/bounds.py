@@ -1,0 +1,731 @@
+"""Bounds inference with islpy: the region of a buffer that a statement subtree touches.
+
+``access_region(stmt, buffer, outer_vars)`` gives, per dimension of ``buffer``, the
+``(min, extent)`` of the indices read or written by ``stmt``, as expressions of the
+variables fixed outside ``stmt`` (``outer_vars``, usually enclosing loop variables) and
+of the symbolic sizes.
+
+Affine (and quasi-affine: floordiv / floormod by constants, min, max) indices, loop
+bounds and conditions are handled exactly: the loop variables bound inside ``stmt`` are
+projected out and the per-dimension minimum / maximum are read back from isl as
+expressions (piecewise results become ``min`` / ``max``). Anything else is over-
+approximated safely: a non-affine bound or condition is dropped, a non-affine index may
+be any element, and every region is clamped to the buffer's shape (an access outside the
+buffer cannot execute in a valid program). When a dimension cannot be bounded the whole
+dimension ``(0, dim)`` is returned.
+
+>>> from te import Buffer, Var
+>>> from loopnest.stmt import For, Store, Block
+>>> A = Buffer("A", (64,), "float32"); B = Buffer("B", (64,), "float32")
+>>> io, ii = Var("io"), Var("ii")
+>>> body = For(ii, 0, 8, Block([Store(B, (io * 8 + ii,), A[io * 8 + ii + 1])]))
+>>> [(str(m), str(e)) for m, e in access_region(body, A, [io], outer_ranges={io: (0, 8)})]
+[('io * 8 + 1', 'min(63 - io * 8, 8)')]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import reduce
+from typing import Any, Iterable, Sequence
+
+import islpy as isl
+
+from te import expr as E
+from te.simplify import simplify
+
+from ..stmt import Block, Cond, For, Let, Stmt, Store, stmt_exprs
+
+__all__ = ["access_region", "access_bounds", "writes_cover_box", "DimBounds", "pw_aff_to_expr", "RegionError"]
+
+
+class RegionError(Exception):
+    """Raised internally when an isl result cannot be turned back into an expression."""
+
+
+@dataclass
+class DimBounds:
+    """The bounds of one buffer dimension over the accesses of a subtree.
+
+    ``min`` / ``max`` are inclusive; ``extent = max - min + 1``. ``exact`` is False when
+    the dimension was over-approximated (the whole dimension, or a non-affine part).
+    ``extent_bound`` is an upper bound of ``extent`` over the ranges of the outer
+    variables that depends only on sizes (an int when constant): what an allocation of the
+    region needs.
+    """
+
+    min: E.Expr
+    max: E.Expr
+    extent: E.Expr
+    exact: bool
+    extent_bound: Any = None
+    #: ``max + 1`` (the exclusive end), simplified through isl when possible
+    stop: E.Expr = None
+
+    def __post_init__(self):
+        if self.stop is None:
+            self.stop = simplify(_add_const(self.max, 1))
+
+
+# ------------------------------------------------------------------------------------
+# expressions <-> isl text
+# ------------------------------------------------------------------------------------
+class _Affine:
+    """te integer expressions -> isl quasi-affine text (None when not representable).
+
+    ``env`` maps ``id(var)`` to isl text (a loop dimension, a parameter, or the text of a
+    let-bound value; None for a non-affine let value). C division and remainder by a
+    constant introduce auxiliary variables (``aux``, named with ``prefix``) defined by
+    constraints (``defs``), which the caller quantifies; floor division / modulo, min and
+    max are native isl.
+    """
+
+    def __init__(self, env: dict, prefix: str = "q"):
+        self.env = env
+        self.prefix = prefix
+        self.aux: list[str] = []
+        self.defs: list[str] = []
+
+    def __call__(self, e: E.Expr) -> str | None:
+        t = type(e)
+        if t is E.IntImm:
+            return str(e.value) if e.value >= 0 else f"(-{-e.value})"
+        if t is E.Var:
+            return self.env.get(id(e))
+        if not e.dtype.is_integer or e.dtype.is_vector:
+            return None
+        if t is E.Add or t is E.Sub:
+            a, b = self(e.a), self(e.b)
+            if a is None or b is None:
+                return None
+            return f"({a} {'+' if t is E.Add else '-'} {b})"
+        if t is E.Mul:
+            for c, x in ((e.a, e.b), (e.b, e.a)):
+                k = _int_const(c)
+                if k is not None:
+                    xs = self(x)
+                    if xs is None:
+                        return None
+                    return f"({k}*{xs})" if k >= 0 else f"(-{-k}*{xs})"  # isl rejects (-1)*x
+            return None
+        if t in (E.FloorDiv, E.FloorMod, E.Div, E.Mod):
+            k = _int_const(e.b)
+            a = self(e.a)
+            if k is None or k <= 0 or a is None:
+                return None
+            if t is E.FloorDiv:
+                return f"floor(({a})/{k})"
+            if t is E.FloorMod:
+                return f"(({a}) mod {k})"
+            q = f"{self.prefix}{len(self.aux)}"  # C division truncates toward zero
+            self.aux.append(q)
+            self.defs.append(f"(({a} >= 0 and {k}*{q} <= {a} <= {k}*{q} + {k - 1}) or "
+                             f"({a} < 0 and {k}*{q} - {k - 1} <= {a} <= {k}*{q}))")
+            return q if t is E.Div else f"({a} - {k}*{q})"
+        if t is E.Min or t is E.Max:
+            a, b = self(e.a), self(e.b)
+            if a is None or b is None:
+                return None
+            return f"{'min' if t is E.Min else 'max'}({a}, {b})"
+        if t is E.Cast:
+            v = e.value.dtype
+            if v.is_integer and (v.bits < e.dtype.bits or (v.bits == e.dtype.bits and v.is_int == e.dtype.is_int)):
+                return self(e.value)
+            return None
+        if t is E.Let:
+            saved = self.env.get(id(e.var), _MISSING)
+            self.env[id(e.var)] = self(e.value)
+            try:
+                return self(e.body)
+            finally:
+                if saved is _MISSING:
+                    del self.env[id(e.var)]
+                else:
+                    self.env[id(e.var)] = saved
+        return None
+
+    def cond(self, e: E.Expr) -> tuple[list[str], bool]:
+        """Constraints implied by a bool expression (its affine top-level conjuncts) and
+        whether they are exactly the expression."""
+        if isinstance(e, E.And):
+            a, ea = self.cond(e.a)
+            b, eb = self.cond(e.b)
+            return a + b, ea and eb
+        if isinstance(e, E.Not) and isinstance(e.a, E.CmpOp):
+            neg = {E.LT: E.GE, E.LE: E.GT, E.GT: E.LE, E.GE: E.LT, E.EQ: E.NE, E.NE: E.EQ}[type(e.a)]
+            return self.cond(neg(e.a.a, e.a.b))
+        if isinstance(e, E.Not) and isinstance(e.a, E.Or):
+            return self.cond(E.And(E.Not(e.a.a), E.Not(e.a.b)))
+        if isinstance(e, E.Not) and isinstance(e.a, E.Not):
+            return self.cond(e.a.a)
+        if isinstance(e, E.CmpOp) and e.a.dtype.is_integer and not e.a.dtype.is_vector:
+            a, b = self(e.a), self(e.b)
+            if a is None or b is None:
+                return [], False
+            op = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "=", E.NE: "!="}[type(e)]
+            return [f"({a} {op} {b})"], True
+        return [], False
+
+
+def _int_const(e: E.Expr) -> int | None:
+    if isinstance(e, E.IntImm):
+        return e.value
+    if isinstance(e, E.Cast):
+        return _int_const(e.value)
+    return None
+
+
+def _affine(e: E.Expr, env: dict) -> str | None:
+    """Self-contained isl text of ``e`` (None when not affine or when it needs auxiliaries)."""
+    conv = _Affine(dict(env))
+    t = conv(e)
+    return t if t is not None and not conv.aux else None
+
+
+def _add_const(e: E.Expr, c: int) -> E.Expr:
+    if isinstance(e, E.IntImm):
+        return E.IntImm(e.value + c, e.dtype)
+    if c == 0:
+        return e
+    return e + c if c > 0 else e - (-c)
+
+
+class _Collector:
+    """Walk a subtree, recording for each access of ``buffer`` its isl set text.
+
+    ``inner`` lists the existentially quantified names (inner loop variables and the
+    auxiliaries of C divisions), ``cons`` the constraints on them (loop bounds, affine
+    conditions). ``exact`` turns False when a bound, condition or index was dropped.
+    """
+
+    def __init__(self, buffer, env: dict, reads: bool, writes: bool):
+        self.buffer = buffer
+        self.env = env
+        self.reads = reads
+        self.writes = writes
+        self.pieces: list[str] = []
+        self.exact = True
+        self.n = 0
+
+    def _conv(self) -> _Affine:
+        self.n += 1
+        return _Affine(self.env, prefix=f"q{self.n}_")
+
+    def walk(self, s: Stmt, inner: list[str], cons: list[str]):
+        if isinstance(s, Block):
+            for x in s.stmts:
+                self.walk(x, inner, cons)
+            return
+        for e in stmt_exprs(s):
+            self._loads(e, inner, cons)
+        if isinstance(s, Store):
+            if self.writes and s.buffer is self.buffer:
+                self._access(s.indices, inner, cons)
+            return
+        if isinstance(s, For):
+            self.n += 1
+            name = f"l{self.n}"
+            conv = self._conv()
+            lo, hi = conv(s.start), conv(s.stop)
+            c = list(cons) + conv.defs
+            if lo is not None:
+                c.append(f"{name} >= {lo}")
+            if hi is not None:
+                c.append(f"{name} < {hi}")
+            if lo is None or hi is None:
+                self.exact = False
+            saved = self.env.get(id(s.var), _MISSING)
+            self.env[id(s.var)] = name
+            self.walk(s.body, inner + conv.aux + [name], c)
+            if saved is _MISSING:
+                del self.env[id(s.var)]
+            else:
+                self.env[id(s.var)] = saved
+            return
+        if isinstance(s, Cond):
+            conv = self._conv()
+            then_c, exact = conv.cond(s.cond)
+            self.exact &= exact
+            self.walk(s.then, inner + conv.aux, cons + conv.defs + then_c)
+            if s.otherwise is not None:
+                conv = self._conv()
+                else_c, exact = conv.cond(E.Not(s.cond))
+                self.exact &= exact
+                self.walk(s.otherwise, inner + conv.aux, cons + conv.defs + else_c)
+            return
+        if isinstance(s, Let):
+            saved = self.env.get(id(s.var), _MISSING)
+            self.env[id(s.var)] = _affine(s.value, self.env)
+            self.walk(s.body, inner, cons)
+            if saved is _MISSING:
+                del self.env[id(s.var)]
+            else:
+                self.env[id(s.var)] = saved
+
+    def _loads(self, e: E.Expr, inner, cons):
+        if not self.reads:
+            return
+        found: list[E.Load] = []
+        E.walk(e, lambda n: found.append(n) if isinstance(n, E.Load) and n.buffer is self.buffer else None)
+        for ld in found:
+            self._access(ld.indices, inner, cons)
+
+    def _access(self, indices, inner, cons):
+        eqs = []
+        conv = self._conv()
+        for d, ix in enumerate(indices):
+            t = conv(ix) if not ix.dtype.is_vector else None
+            if t is None:
+                self.exact = False
+            else:
+                eqs.append(f"x{d} = {t}")
+        body = " and ".join(cons + conv.defs + eqs) or "0 = 0"
+        names = inner + conv.aux
+        if names:
+            self.pieces.append(f"exists ({', '.join(names)} : {body})")
+        else:
+            self.pieces.append(f"({body})")
+
+
+_MISSING = object()
+
+
+def _val(v) -> Fraction:
+    return Fraction(str(v))
+
+
+def _lin(terms: list[tuple[int, E.Expr]], const: int, dtype) -> E.Expr:
+    """``sum(c * x) + const`` printed naturally: positive terms first, ``- c * x`` after."""
+    out: E.Expr | None = None
+    pos = [(c, x) for c, x in terms if c > 0]
+    neg = [(c, x) for c, x in terms if c < 0]
+    for c, x in pos:
+        t = x if c == 1 else x * E.IntImm(c, dtype)
+        out = t if out is None else out + t
+    if out is None:
+        out = E.IntImm(const, dtype)
+        const = 0
+    for c, x in neg:
+        t = x if c == -1 else x * E.IntImm(-c, dtype)
+        out = out - t
+    if const > 0:
+        out = out + E.IntImm(const, dtype)
+    elif const < 0:
+        out = out - E.IntImm(-const, dtype)
+    return out
+
+
+def _aff_to_expr(aff, pvars: list[E.Var], dtype) -> E.Expr:
+    """Convert an isl Aff over parameters (with integer divisions) to an expression."""
+    scale = int(_val(aff.get_denominator_val()))
+    terms: list[tuple[int, E.Expr]] = []
+    for k, v in enumerate(pvars):
+        c = _val(aff.get_coefficient_val(isl.dim_type.param, k)) * scale
+        if c:
+            terms.append((int(c), v if v.dtype == dtype else E.Cast(dtype, v)))
+    for k in range(aff.dim(isl.dim_type.in_)):
+        if _val(aff.get_coefficient_val(isl.dim_type.in_, k)):
+            raise RegionError("the bound depends on a set dimension")
+    for k in range(aff.dim(isl.dim_type.div)):
+        c = _val(aff.get_coefficient_val(isl.dim_type.div, k)) * scale
+        if c:
+            d = aff.get_div(k)
+            dden = int(_val(d.get_denominator_val()))
+            num = _aff_to_expr(d.scale_val(isl.Val(str(dden))) if dden != 1 else d, pvars, dtype)
+            terms.append((int(c), E.FloorDiv(num, E.IntImm(dden, dtype)) if dden != 1 else num))
+    c0 = _val(aff.get_constant_val()) * scale
+    if c0.denominator != 1:
+        raise RegionError(f"non-integral constant in {aff}")
+    e = _lin(terms, int(c0), dtype)
+    return e if scale == 1 else E.FloorDiv(e, E.IntImm(scale, dtype))
+
+
+def _pw_form(pw, candidates: list | None = None, op_hint: str | None = None,
+             ctx=None) -> tuple[str | None, list]:
+    """``(op, affs)`` with ``pw == op(affs)`` on its domain (op None: one affine piece,
+    "min" or "max"). ``candidates`` (with ``op_hint``) are affine functions to try first,
+    e.g. the upper bounds of a dimension for its maximum (isl may have replaced them by
+    something equal only on a piece). Operands are pruned only where another one is never
+    worse on ``ctx`` (the parameter context), so the result stays a valid bound there even
+    outside ``pw``'s domain. Raises RegionError when nothing fits."""
+    pieces = pw.get_pieces()
+    if not pieces:
+        raise RegionError("empty piecewise function")
+    uniq: list = []
+    for _, a in pieces:
+        if not any(a.plain_is_equal(b) for b in uniq):
+            uniq.append(a)
+    dom = pw.domain()
+    total = ctx is None or ctx.is_subset(dom)
+    if len(uniq) == 1 and total:
+        return None, uniq
+    tries = []
+    if candidates and op_hint:
+        tries.append((op_hint, list(candidates)))
+    if total:
+        tries += [("min", uniq), ("max", uniq)]
+    for name, affs in tries:
+        op = (lambda a, b: a.min(b)) if name == "min" else (lambda a, b: a.max(b))
+        try:
+            cand = reduce(op, [isl.PwAff.from_aff(a) for a in affs]).intersect_domain(dom)
+            if dom.is_subset(cand.eq_set(pw)):
+                kept = _prune(name, affs, ctx if ctx is not None else dom)
+                return (None if len(kept) == 1 else name), kept
+        except isl.Error:
+            continue
+    raise RegionError(f"cannot express the piecewise bound {pw} as a min or max")
+
+
+def _project(region, d: int):
+    """``region`` projected on its dimension ``d`` (a one-dimensional parametric set)."""
+    n = region.dim(isl.dim_type.set)
+    return region.project_out(isl.dim_type.set, d + 1, n - d - 1).project_out(isl.dim_type.set, 0, d)
+
+
+def _hull(s):
+    try:
+        return isl.Set.from_basic_set(s.convex_hull())
+    except isl.Error:
+        return s
+
+
+def _bound_candidates(s, upper: bool) -> list:
+    """Affine bounds of the one-dimensional set ``s`` read off its constraints (over the
+    parameters): upper bounds (``x <= floor(...)``) or lower bounds (``x >= ceil(...)``)."""
+    out: list = []
+    try:
+        for bs in s.get_basic_sets():
+            for c in bs.get_constraints():
+                co = c.get_coefficient_val(isl.dim_type.set, 0)
+                if co.is_zero() or (co.is_neg() != upper and not c.is_equality()):
+                    continue
+                b = c.get_bound(isl.dim_type.set, 0)
+                b = (b.floor() if upper else b.ceil()).project_domain_on_params()
+                if not any(b.plain_is_equal(x) for x in out):
+                    out.append(b)
+    except isl.Error:
+        return []
+    return out
+
+
+def _prune(op: str, affs: list, dom) -> list:
+    """Drop the operands of a min (max) that are never smaller (larger) than another on ``dom``."""
+    keep = list(affs)
+    k = 0
+    while k < len(keep):
+        a = keep[k]
+        pa = isl.PwAff.from_aff(a).intersect_domain(dom)
+        dominated = False
+        for b in keep:
+            if b is a:
+                continue
+            pb = isl.PwAff.from_aff(b).intersect_domain(dom)
+            if dom.is_subset(pb.le_set(pa) if op == "min" else pb.ge_set(pa)):
+                dominated = True
+                break
+        if dominated:
+            del keep[k]
+        else:
+            k += 1
+    return keep
+
+
+def _form_to_expr(op: str | None, affs: list, pvars, dtype) -> E.Expr:
+    exprs = [_aff_to_expr(a, pvars, dtype) for a in affs]
+    if op is None or len(exprs) == 1:
+        return exprs[0]
+    exprs.sort(key=lambda x: isinstance(x, E.IntImm))  # constants last: ``min(i * 8 + 8, 64)``
+    node = E.Min if op == "min" else E.Max
+    return reduce(lambda a, b: node(a, b), exprs)
+
+
+def pw_aff_to_expr(pw, pvars: list[E.Var], dtype: Any = "int32") -> E.Expr:
+    """Turn an isl PwAff over parameters ``pvars`` into an expression: one piece directly,
+    several pieces as the ``min`` or ``max`` of their affine functions when that is what
+    they are. Raises RegionError otherwise.
+
+    >>> import islpy as isl
+    >>> from te import Var
+    >>> N, i = Var("N"), Var("i")
+    >>> pw = isl.PwAff("[N, i] -> { [(N - 1)] : 8i + 7 >= N - 1; [(8i + 7)] : 8i + 7 < N - 1 }")
+    >>> print(pw_aff_to_expr(pw, [N, i]))
+    min(N - 1, i * 8 + 7)
+    """
+    from te.dtypes import as_dtype
+    op, affs = _pw_form(pw)
+    return _form_to_expr(op, affs, pvars, as_dtype(dtype))
+
+
+def _extent_expr(mn_form, mx_form, dom, pvars, dtype) -> E.Expr | None:
+    # ``dom``: where the operands were pruned (the parameter context)
+    """``max - min + 1`` as ``min(...)`` of affine differences when max is a min (or one
+    affine piece) and min is a max (or one piece); None otherwise."""
+    opn, mins = mn_form
+    opx, maxs = mx_form
+    if opn == "min" or opx == "max":
+        return None
+    diffs = []
+    for a in maxs:
+        for b in mins:
+            d = _plus(a.sub(b), 1)
+            if not any(d.plain_is_equal(x) for x in diffs):
+                diffs.append(d)
+    diffs = _prune("min", diffs, dom)
+    try:
+        return _form_to_expr("min", diffs, pvars, dtype)
+    except RegionError:
+        return None
+
+
+def _plus(aff, c: int):
+    return aff.set_constant_val(aff.get_constant_val().add(isl.Val(str(c))))
+
+
+# ------------------------------------------------------------------------------------
+# the region
+# ------------------------------------------------------------------------------------
+def _free_vars(root: Stmt, extra: Iterable[E.Expr]) -> list[E.Var]:
+    """Variables used in ``root`` (and ``extra``) that it does not bind itself."""
+    seen: dict[int, E.Var] = {}
+    bound: set[int] = set()
+
+    def note(e):
+        E.walk(e, lambda n: seen.setdefault(id(n), n) if isinstance(n, E.Var) and n.dtype.is_integer else None)
+
+    def rec(s):
+        if isinstance(s, (For, Let)):
+            bound.add(id(s.var))
+        for e in stmt_exprs(s):
+            note(e)
+            E.walk(e, lambda n: bound.add(id(n.var)) if isinstance(n, E.Let) else None)
+        if isinstance(s, Block):
+            for x in s.stmts:
+                rec(x)
+        elif isinstance(s, (For, Let)):
+            rec(s.body)
+        elif isinstance(s, Cond):
+            rec(s.then)
+            if s.otherwise is not None:
+                rec(s.otherwise)
+    rec(root)
+    for e in extra:
+        note(e)
+    return [v for k, v in seen.items() if k not in bound]
+
+
+def _outer_ranges_from_nest(nest, outer_vars) -> dict:
+    out = {}
+    if nest is None:
+        return out
+    for v in outer_vars:
+        f = nest._find_loop(v) if hasattr(nest, "_find_loop") else None
+        if f is not None:
+            out[v] = (f.start, f.stop)
+    return out
+
+
+@dataclass
+class _Region:
+    set: Any            # isl.Set of the accessed elements (clamped, in the context)
+    params: list        # Vars, in isl parameter order (p0, p1, ...)
+    env: dict           # id(var) -> isl name
+    pdecl: str
+    ctx: list           # context constraints (isl text)
+    ranges: dict
+    exact: bool         # every index, bound and condition was represented exactly
+    ctx_set: Any = None  # the context as an isl parameter set
+
+
+def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -> _Region | None:
+    ndim = buffer.ndim
+    ranges = dict(_outer_ranges_from_nest(nest, outer_vars))
+    for v, (lo, hi) in (outer_ranges or {}).items():
+        ranges[v] = (E.as_expr(lo, v), E.as_expr(hi, v))
+    range_exprs = [x for se in ranges.values() for x in se]
+    params = _free_vars(stmt, list(buffer.dims) + range_exprs)
+    for v in list(outer_vars) + list(ranges):
+        if all(p is not v for p in params):
+            params.append(v)
+    env = {id(v): f"p{k}" for k, v in enumerate(params)}
+    pdecl = f"[{', '.join(env[id(v)] for v in params)}] -> " if params else ""
+    col = _Collector(buffer, dict(env), reads, writes)
+    col.walk(stmt, [], [])
+    if not col.pieces:
+        return None
+    xs = ", ".join(f"x{d}" for d in range(ndim))
+    clamp = []
+    for d, dim in enumerate(buffer.dims):
+        t = _affine(dim, env)
+        if t is not None:
+            clamp.append(f"0 <= x{d} < {t}")
+    ctx = []
+    size_vars = {id(n) for d in buffer.dims for n in _vars(d)}
+    for v in params:
+        if id(v) in size_vars:
+            ctx.append(f"{env[id(v)]} >= 0")
+    for v, (lo, hi) in ranges.items():
+        lt, ht = _affine(lo, env), _affine(hi, env)
+        if lt is not None:
+            ctx.append(f"{env[id(v)]} >= {lt}")
+        if ht is not None:
+            ctx.append(f"{env[id(v)]} < {ht}")
+    text = f"{pdecl}{{ [{xs}] : ({' or '.join(col.pieces)})" + "".join(f" and {c}" for c in clamp) + " }"
+    region = isl.Set(text)
+    ctx_set = isl.Set(f"{pdecl}{{ : {' and '.join(ctx) or '0 = 0'} }}")
+    region = region.intersect_params(ctx_set)
+    return _Region(region, params, env, pdecl, ctx, ranges, col.exact, ctx_set)
+
+
+def access_bounds(stmt: Stmt, buffer, outer_vars: Sequence[E.Var] = (), nest=None, *,
+                  reads: bool = True, writes: bool = True,
+                  outer_ranges: dict | None = None) -> list[DimBounds] | None:
+    """Per-dimension bounds of the accesses of ``buffer`` in ``stmt`` (None when ``stmt``
+    does not access it). See ``access_region`` for the meaning of the arguments;
+    ``outer_ranges`` maps outer variables to ``(start, stop)`` (taken from ``nest``'s
+    loops when not given) and makes results simpler and ``extent_bound`` possible.
+    """
+    r = _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges)
+    if r is None:
+        return None
+    region, params, env = r.set, r.params, r.env
+    out = []
+    outer_ids = {id(v) for v in list(outer_vars) + list(r.ranges)}
+    for d in range(buffer.ndim):
+        dim = buffer.dims[d]
+        exact = r.exact
+        try:
+            if region.is_empty():
+                zero = E.IntImm(0, dim.dtype)
+                out.append(DimBounds(zero, E.IntImm(-1, dim.dtype), zero, True, 0, zero))
+                continue
+            proj = _project(region, d)
+            hull = _hull(proj)
+            lows, highs = _bound_candidates(hull, False), _bound_candidates(hull, True)
+            # the buffer's own bounds keep the region in bounds where it is empty
+            lows.append(isl.Aff(f"{r.pdecl}{{ [(0)] }}"))
+            dt = _affine(dim, env)
+            if dt is not None:
+                highs.append(isl.Aff(f"{r.pdecl}{{ [({dt} - 1)] }}"))
+            try:
+                mn_form = _pw_form(proj.dim_min(0), lows, "max", r.ctx_set)
+            except RegionError:  # the bounds of the convex hull: looser, still safe
+                mn_form = _pw_form(hull.dim_min(0), lows, "max", r.ctx_set)
+                exact = False
+            try:
+                mx_form = _pw_form(proj.dim_max(0), highs, "min", r.ctx_set)
+            except RegionError:
+                mx_form = _pw_form(hull.dim_max(0), highs, "min", r.ctx_set)
+                exact = False
+            mn = _form_to_expr(*mn_form, params, dim.dtype)
+            mx = _form_to_expr(*mx_form, params, dim.dtype)
+            stop = _form_to_expr(mx_form[0], [_plus(a, 1) for a in mx_form[1]], params, dim.dtype)
+            ext = _extent_expr(mn_form, mx_form, r.ctx_set, params, dim.dtype)
+            if ext is None:
+                ext = simplify(_add_const(mx - mn, 1))
+        except (isl.Error, RegionError):
+            zero = E.IntImm(0, dim.dtype)
+            mn, mx, ext, exact = zero, simplify(_add_const(dim, -1)), dim, False
+            out.append(DimBounds(mn, mx, ext, exact, _const_or(dim), dim))
+            continue
+        bound = _extent_bound(ext, params, env, r.ranges, outer_ids, r.ctx, r.pdecl, dim)
+        out.append(DimBounds(simplify(mn), simplify(mx), simplify(ext), exact, bound, simplify(stop)))
+    return out
+
+
+def writes_cover_box(stmt: Stmt, buffer, bounds: Sequence[DimBounds], outer_vars: Sequence[E.Var] = (),
+                     nest=None, *, outer_ranges: dict | None = None) -> bool:
+    """True when the writes of ``buffer`` in ``stmt`` provably cover every element of the
+    box ``bounds`` (so a copy of the box back to ``buffer`` writes nothing stale).
+    False when unsure (non-affine indices, bounds or conditions)."""
+    r = _build_region(stmt, buffer, outer_vars, nest, False, True, outer_ranges)
+    if r is None or not r.exact:
+        return False
+    cons = []
+    for d, b in enumerate(bounds):
+        lo, hi = _affine(b.min, r.env), _affine(b.max, r.env)
+        if lo is None or hi is None:
+            return False
+        cons.append(f"{lo} <= x{d} <= {hi}")
+    xs = ", ".join(f"x{d}" for d in range(buffer.ndim))
+    try:
+        box = isl.Set(f"{r.pdecl}{{ [{xs}] : {' and '.join(cons) or '0 = 0'} }}")
+        if r.ctx:
+            box = box.intersect_params(isl.Set(f"{r.pdecl}{{ : {' and '.join(r.ctx)} }}"))
+        return box.is_subset(r.set)
+    except isl.Error:
+        return False
+
+
+def _vars(e: E.Expr) -> list[E.Var]:
+    out: list[E.Var] = []
+    E.walk(e, lambda n: out.append(n) if isinstance(n, E.Var) else None)
+    return out
+
+
+def _const_or(e: E.Expr):
+    return e.value if isinstance(e, E.IntImm) else e
+
+
+def _extent_bound(ext: E.Expr, params, env, ranges, outer_ids, ctx, pdecl, dim):
+    """An upper bound of ``ext`` over the outer variables' ranges, free of them: an int
+    when constant, else an expression of the sizes; the whole dimension when unknown."""
+    if isinstance(ext, E.IntImm):
+        return ext.value
+    consts = _min_constants(ext)
+    if consts:
+        return min(consts)
+    uses_outer = any(id(v) in outer_ids for v in _vars(ext))
+    if not uses_outer:
+        return ext
+    t = _affine(ext, env)
+    if t is None:
+        return _const_or(dim)
+    outer_names = [env[id(v)] for v in params if id(v) in outer_ids]
+    keep = [v for v in params if id(v) not in outer_ids]
+    kdecl = f"[{', '.join(env[id(v)] for v in keep)}] -> " if keep else ""
+    cons = " and ".join([f"e = {t}"] + ctx)
+    try:
+        s = isl.Set(f"{kdecl}{{ [e] : exists ({', '.join(outer_names)} : {cons}) }}")
+        if s.is_empty():
+            return 0
+        bound = pw_aff_to_expr(s.dim_max(0), keep, dim.dtype)
+    except (isl.Error, RegionError):
+        return _const_or(dim)
+    bound = simplify(bound)
+    consts = _min_constants(bound)
+    if consts:  # min(..., c) <= c: a constant size is what allocations want
+        return min(consts)
+    return bound.value if isinstance(bound, E.IntImm) else bound
+
+
+def _min_constants(e: E.Expr) -> list[int]:
+    if isinstance(e, E.IntImm):
+        return [e.value]
+    if isinstance(e, E.Min):
+        return _min_constants(e.a) + _min_constants(e.b)
+    return []
+
+
+def access_region(stmt: Stmt, buffer, outer_vars: Sequence[E.Var] = (), nest=None, *,
+                  reads: bool = True, writes: bool = True,
+                  outer_ranges: dict | None = None) -> list[tuple[E.Expr, E.Expr]]:
+    """Per dimension of ``buffer``, ``(min, extent)`` of the indices accessed by ``stmt``.
+
+    ``outer_vars`` are the variables fixed outside ``stmt`` (for a loop body: the loop
+    variables enclosing it and the loop's own); the results are expressions of them and
+    of size variables. With ``nest`` (a LoopNest) the ranges of outer loop variables are
+    looked up to simplify the results. ``reads`` / ``writes`` select which accesses count.
+    A dimension that is not accessed at all gets ``(0, 0)``.
+
+    >>> from te import Buffer, Var
+    >>> from loopnest.stmt import For, Store, Block
+    >>> N = Var("N"); A = Buffer("A", (N,), "float32"); B = Buffer("B", (N,), "float32")
+    >>> i, k = Var("i"), Var("k")
+    >>> loop = For(k, 0, 3, Block([Store(B, (i,), A[i + k - 1])]))   # a 3-point stencil
+    >>> [(str(m), str(e)) for m, e in access_region(loop, A, [i], outer_ranges={i: (1, N - 1)})]
+    [('i - 1', '3')]
+    """
+    b = access_bounds(stmt, buffer, outer_vars, nest, reads=reads, writes=writes, outer_ranges=outer_ranges)
+    if b is None:
+        return [(E.IntImm(0, d.dtype), E.IntImm(0, d.dtype)) for d in buffer.dims]
+    return [(x.min, x.extent) for x in b]

@@ -1,0 +1,323 @@
+"""Small statement-rewriting helpers shared by the split / inline / compute_at / cache /
+rfactor / dead-store transforms (private to ``loopnest.transforms``).
+
+>>> from te import Var
+>>> i = Var("i")
+>>> print(add(mul(i, 8), 0))
+i * 8
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+from te.expr import (Add, Expr, FloorDiv, FloorMod, IntImm, Load, Mul, Sub, Var, as_expr, substitute,
+                     walk)
+from te.simplify import simplify
+
+from ..stmt import Block, Cond, For, Let, Stmt, StmtMutator, Store, iter_stmts, stmt_exprs
+
+
+# ------------------------------------------------------------------------------------
+# integer arithmetic that folds constants and drops neutral terms (prints cleanly even
+# before the simplifier canonicalises)
+# ------------------------------------------------------------------------------------
+def const_int(e: Expr) -> int | None:
+    """The value of a constant integer expression, else None.
+
+    >>> const_int(IntImm(3) * 4 - 2)
+    10
+    """
+    if isinstance(e, IntImm):
+        return e.value
+    if isinstance(e, (Add, Sub, Mul, FloorDiv, FloorMod)):
+        a, b = const_int(e.a), const_int(e.b)
+        if a is None or b is None:
+            return None
+        if isinstance(e, Add):
+            return a + b
+        if isinstance(e, Sub):
+            return a - b
+        if isinstance(e, Mul):
+            return a * b
+        if b == 0:
+            return None
+        return a // b if isinstance(e, FloorDiv) else a % b
+    return None
+
+
+def _c(v: int, like: Expr) -> Expr:
+    return IntImm(v, like.dtype)
+
+
+def _pair(a, b) -> tuple[Expr, Expr]:
+    if isinstance(a, Expr):
+        return a, as_expr(b, a)
+    if isinstance(b, Expr):
+        return as_expr(a, b), b
+    return as_expr(a), as_expr(b)
+
+
+def add(a, b) -> Expr:
+    """``a + b`` with constants folded and ``+ 0`` dropped."""
+    a, b = _pair(a, b)
+    ca, cb = const_int(a), const_int(b)
+    if ca is not None and cb is not None:
+        return _c(ca + cb, a)
+    if cb == 0:
+        return a
+    if ca == 0:
+        return b
+    if cb is not None and cb < 0:
+        return Sub(a, _c(-cb, a))
+    return Add(a, b)
+
+
+def sub(a, b) -> Expr:
+    """``a - b`` with constants folded and ``- 0`` dropped."""
+    a, b = _pair(a, b)
+    ca, cb = const_int(a), const_int(b)
+    if ca is not None and cb is not None:
+        return _c(ca - cb, a)
+    if cb == 0:
+        return a
+    if cb is not None and cb < 0:
+        return Add(a, _c(-cb, a))
+    return Sub(a, b)
+
+
+def mul(a, b) -> Expr:
+    """``a * b`` with constants folded and ``* 1`` dropped."""
+    a, b = _pair(a, b)
+    ca, cb = const_int(a), const_int(b)
+    if ca is not None and cb is not None:
+        return _c(ca * cb, a)
+    if cb == 1:
+        return a
+    if ca == 1:
+        return b
+    if ca == 0 or cb == 0:
+        return _c(0, a)
+    return Mul(a, b)
+
+
+def floordiv_c(a: Expr, f: int) -> Expr:
+    ca = const_int(a)
+    if ca is not None:
+        return _c(ca // f, a)
+    return a if f == 1 else FloorDiv(a, _c(f, a))
+
+
+def floormod_c(a: Expr, f: int) -> Expr:
+    ca = const_int(a)
+    if ca is not None:
+        return _c(ca % f, a)
+    return _c(0, a) if f == 1 else FloorMod(a, _c(f, a))
+
+
+def tidy(e: Expr) -> Expr:
+    """Simplify an expression built by a transform."""
+    return simplify(e)
+
+
+# ------------------------------------------------------------------------------------
+# statement rewriting
+# ------------------------------------------------------------------------------------
+class _Subst(StmtMutator):
+    def __init__(self, mapping: dict):
+        self.mapping = mapping
+
+    def visit_expr(self, e: Expr) -> Expr:
+        ne = substitute(e, self.mapping)
+        return ne if ne is e else tidy(ne)
+
+
+def substitute_stmt(s: Stmt, mapping: dict) -> Stmt:
+    """Replace variables in every expression of ``s`` (rewritten expressions are simplified)."""
+    if not mapping:
+        return s
+    return _Subst(mapping).visit(s)
+
+
+class _Renamer(StmtMutator):
+    """Give every loop / let variable bound inside the tree a fresh variable."""
+
+    def __init__(self, fresh_name: Callable[[str], str], mapping: dict):
+        self.fresh_name = fresh_name
+        self.mapping = mapping
+
+    def visit_expr(self, e):
+        ne = substitute(e, self.mapping)
+        return ne if ne is e else tidy(ne)
+
+    def visit_For(self, s: For):
+        nv = Var(self.fresh_name(s.var.name), s.var.dtype)
+        start, stop = self.visit_expr(s.start), self.visit_expr(s.stop)
+        self.mapping[s.var] = nv
+        body = self.visit(s.body)
+        return For(nv, start, stop, body, s.kind, s.axis)
+
+    def visit_Let(self, s: Let):
+        nv = Var(self.fresh_name(s.var.name), s.var.dtype)
+        value = self.visit_expr(s.value)
+        self.mapping[s.var] = nv
+        return Let(nv, value, self.visit(s.body))
+
+
+def clone_fresh(s: Stmt, fresh_name: Callable[[str], str], mapping: dict | None = None) -> Stmt:
+    """A copy of ``s`` whose inner loop/let variables are new Vars (named by ``fresh_name``),
+    with ``mapping`` applied to free variables. Loop variables stay unique in the nest."""
+    return _Renamer(fresh_name, dict(mapping or {})).visit(s)
+
+
+class _ReplaceLoop(StmtMutator):
+    def __init__(self, var: Var, make: Callable[[For], Stmt | list[Stmt] | None]):
+        self.var = var
+        self.make = make
+        self.found = False
+
+    def visit_For(self, s: For):
+        if s.var is self.var:
+            self.found = True
+            r = self.make(s)
+            if r is None:
+                return Block(())
+            if isinstance(r, (list, tuple)):
+                return Block(tuple(r))
+            return r
+        return self.generic(s)
+
+
+def replace_loop(root: Stmt, var: Var, make: Callable[[For], Stmt | list | None]) -> Stmt:
+    """Replace the For binding ``var`` by ``make(for)`` (a statement, a list spliced in
+    place, or None to delete it)."""
+    m = _ReplaceLoop(var, make)
+    out = m.visit(root)
+    if not m.found:
+        raise LookupError(f"no loop {var.name} in the tree")
+    return out
+
+
+def find_loop(root: Stmt, var: Var) -> For | None:
+    for s in iter_stmts(root):
+        if isinstance(s, For) and s.var is var:
+            return s
+    return None
+
+
+def loop_path(root: Stmt, pred: Callable[[Stmt], bool]) -> list[list[For]]:
+    """For every statement matching ``pred``, the list of enclosing Fors (outermost first)."""
+    out: list[list[For]] = []
+
+    def rec(s: Stmt, path: list[For]):
+        if pred(s):
+            out.append(path)
+        if isinstance(s, For):
+            rec(s.body, path + [s])
+        elif isinstance(s, Block):
+            for x in s.stmts:
+                rec(x, path)
+        elif isinstance(s, Cond):
+            rec(s.then, path)
+            if s.otherwise is not None:
+                rec(s.otherwise, path)
+        elif isinstance(s, Let):
+            rec(s.body, path)
+    rec(root, [])
+    return out
+
+
+# ------------------------------------------------------------------------------------
+# buffer uses
+# ------------------------------------------------------------------------------------
+def expr_loads(e: Expr, buf=None) -> list[Load]:
+    """Loads in ``e`` (of ``buf`` when given)."""
+    out: list[Load] = []
+    walk(e, lambda n: out.append(n) if isinstance(n, Load) and (buf is None or n.buffer is buf) else None)
+    return out
+
+
+def stmt_reads(s: Stmt, buf) -> bool:
+    """Does any expression in the tree ``s`` load ``buf``?"""
+    for x in iter_stmts(s):
+        for e in stmt_exprs(x):
+            if expr_loads(e, buf):
+                return True
+    return False
+
+
+def stmt_writes(s: Stmt, buf) -> bool:
+    return any(isinstance(x, Store) and x.buffer is buf for x in iter_stmts(s))
+
+
+def stores_to(s: Stmt, buf) -> list[Store]:
+    return [x for x in iter_stmts(s) if isinstance(x, Store) and x.buffer is buf]
+
+
+def buffers_read(s: Stmt) -> set:
+    out = set()
+    for x in iter_stmts(s):
+        for e in stmt_exprs(x):
+            for ld in expr_loads(e):
+                out.add(ld.buffer)
+    return out
+
+
+def buffers_written(s: Stmt) -> set:
+    return {x.buffer for x in iter_stmts(s) if isinstance(x, Store)}
+
+
+def free_vars(exprs: Iterable[Expr]) -> list[Var]:
+    seen: dict[int, Var] = {}
+    for e in exprs:
+        walk(e, lambda n: seen.setdefault(id(n), n) if isinstance(n, Var) else None)
+    return list(seen.values())
+
+
+# ------------------------------------------------------------------------------------
+# removing statements and pruning what becomes empty
+# ------------------------------------------------------------------------------------
+class _Remove(StmtMutator):
+    def __init__(self, pred: Callable[[Stmt], bool]):
+        self.pred = pred
+
+    def visit_Store(self, s: Store):
+        return None if self.pred(s) else s
+
+    def visit_Block(self, b: Block):
+        out = []
+        changed = False
+        for x in b.stmts:
+            nx = self.visit(x)
+            if nx is not x:
+                changed = True
+            if nx is None or (isinstance(nx, Block) and not nx.stmts and not isinstance(x, Block)):
+                continue
+            out.append(nx)
+        return Block(tuple(out)) if changed else b
+
+    def visit_For(self, s: For):
+        body = self.visit(s.body)
+        if not body.stmts:
+            return None
+        return s.replace(body=body)
+
+    def visit_Let(self, s: Let):
+        body = self.visit(s.body)
+        if not body.stmts:
+            return None
+        return s.replace(body=body)
+
+    def visit_Cond(self, s: Cond):
+        then = self.visit(s.then)
+        other = self.visit(s.otherwise) if s.otherwise is not None else None
+        if other is not None and not other.stmts:
+            other = None
+        if not then.stmts and other is None:
+            return None
+        return s.replace(then=then, otherwise=other)
+
+
+def remove_stores(root: Block, pred: Callable[[Store], bool]) -> Block:
+    """Drop the Stores matching ``pred``, then every loop / let / if left empty."""
+    out = _Remove(pred).visit(root)
+    return out if out is not None else Block(())

@@ -1,0 +1,201 @@
+"""cache_accesses: a local buffer for the region of a buffer that one iteration of a loop
+touches, with copy-in / copy-out loops.
+
+>>> from te import Buffer, Compute
+>>> from loopnest import LoopNest
+>>> A = Buffer("A", (4, 6), "float32")
+>>> B = Compute("B", (4, 4), lambda i, j: A[i, j] + A[i, j + 2])
+>>> nest = LoopNest([B]); i, j = nest.get_loops_for(B)
+>>> A_local = nest.cache_accesses(A, "A_local", i)
+>>> A_local.shape
+(1, 6)
+>>> print(nest)
+for (int i = 0; i < 4; i++) {
+  for (int A_local_i1 = 0; A_local_i1 < 6; A_local_i1++) {
+    A_local[0, A_local_i1] = A[i, A_local_i1];
+  }
+  for (int j = 0; j < 4; j++) {
+    B[i, j] = A_local[0, j] + A_local[0, j + 2];
+  }
+}
+"""
+from __future__ import annotations
+
+from te.expr import Expr, ExprMutator, IntImm, Load, Var, check_identifier
+from te.tensor import Buffer
+
+from ..analysis.bounds import access_bounds, writes_cover_box
+from ..errors import ScheduleError
+from ..stmt import Block, For, ForKind, Stmt, StmtMutator, Store
+from ._rewrite import add, const_int, free_vars, loop_path, replace_loop, stmt_reads, stmt_writes, sub, tidy
+
+__all__ = ["cache_accesses"]
+
+
+class _Redirect(ExprMutator):
+    def __init__(self, buf, local, mins):
+        self.buf, self.local, self.mins = buf, local, mins
+
+    def visit_Load(self, e: Load) -> Expr:
+        idx = tuple(self.visit(i) for i in e.indices)
+        if e.buffer is self.buf:
+            return Load(self.local, tuple(tidy(sub(i, m)) for i, m in zip(idx, self.mins)))
+        return e.replace(indices=idx) if any(a is not b for a, b in zip(idx, e.indices)) else e
+
+
+class _RedirectStmt(StmtMutator):
+    def __init__(self, buf, local, mins):
+        self.ex = _Redirect(buf, local, mins)
+        self.buf, self.local, self.mins = buf, local, mins
+
+    def visit_expr(self, e):
+        return self.ex.visit(e)
+
+    def visit_Store(self, s: Store):
+        idx = tuple(self.ex.visit(i) for i in s.indices)
+        value = self.ex.visit(s.value)
+        if s.buffer is self.buf:
+            return Store(self.local, tuple(tidy(sub(i, m)) for i, m in zip(idx, self.mins)), value)
+        return s.replace(indices=idx, value=value) if (value is not s.value or
+                                                       any(a is not b for a, b in zip(idx, s.indices))) else s
+
+
+def _exposed_reads(body: Stmt, buf) -> bool:
+    """Whether some read of ``buf`` in ``body`` may see a value from before ``body`` (not
+    written earlier in it): then the cache must be filled first. Exact for affine code
+    (isl value-based flow); unsure cases count as exposed."""
+    import islpy as isl
+    from ..analysis.domains import analyze
+    try:
+        an = analyze(body)
+        accs = an.accesses_of(buf)
+        reads = [a for a in accs if not a.is_write]
+        if not reads:
+            return False
+        empty = isl.UnionMap("{ }")
+        sink, must, may, sched = empty, empty, empty, empty
+        seen: set[str] = set()
+        for a in accs:
+            if a.instance.name in seen:
+                continue
+            seen.add(a.instance.name)
+            # one schedule per statement, its reads' time: its own write never feeds its reads
+            first = next((b for b in a.instance.accesses if not b.is_write), a)
+            sched = sched.union(isl.UnionMap.from_map(first.schedule))
+        for a in reads:
+            sink = sink.union(isl.UnionMap.from_map(a.relation))
+        for a in accs:
+            if a.is_write:
+                um = isl.UnionMap.from_map(a.relation)
+                if a.exact and a.instance.domain_exact:
+                    must = must.union(um)
+                else:
+                    may = may.union(um)
+        info = isl.UnionAccessInfo.from_sink(sink).set_must_source(must).set_may_source(may)
+        flow = info.set_schedule_map(sched).compute_flow()
+        return not flow.get_may_no_source().is_empty()
+    except Exception:  # the analysis could not model the body: be safe
+        return True
+
+
+def _size_vars(nest) -> set[int]:
+    out: set[int] = set()
+    for b in nest.buffers.values():
+        for v in free_vars(b.dims):
+            out.add(id(v))
+    return out
+
+
+def _copy(nest, name: str, dst_of, src_of, bounds, dtype_like: Var) -> Stmt:
+    vs = []
+    for d, b in enumerate(bounds):
+        vs.append(Var(nest.fresh_name(f"{name}_i{d}"), dtype_like.dtype) if const_int(b.extent) != 1 else None)
+    rel = [v if v is not None else IntImm(0, b.min.dtype) for v, b in zip(vs, bounds)]
+    s: Stmt = Store(dst_of[0], dst_of[1](rel), Load(src_of[0], src_of[1](rel)))
+    for v, b in reversed(list(zip(vs, bounds))):
+        if v is not None:
+            s = For(v, IntImm(0, v.dtype), b.extent, Block((s,)))
+    return s
+
+
+def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
+    """Give one iteration of ``loop`` a local buffer ``name`` for the region of ``buf`` its
+    body reads or writes: the region is copied in at the start of the body (when read, or
+    when the writes may not cover all of it) and copied back at the end (when written), and
+    every access in the body goes to the local buffer, its indices offset by the region's
+    start.
+
+    Before / after ``cache_accesses(A, "A_local", i)``::
+
+        for (int i = 0; i < 4; i++) {            for (int i = 0; i < 4; i++) {
+          for (int j = 0; j < 4; j++) {            for (int A_local_i1 = 0; A_local_i1 < 6; A_local_i1++) {
+            B[i, j] = A[i, j] + A[i, j + 2];         A_local[0, A_local_i1] = A[i, A_local_i1];
+          }                                        }
+        }                                          for (int j = 0; j < 4; j++) {
+                                                     B[i, j] = A_local[0, j] + A_local[0, j + 2];
+                                                   }
+                                                 }
+
+    The region comes from bounds inference as expressions of the loops enclosing and
+    including ``loop``; the local buffer's shape is the largest extent over those loops (a
+    constant when the extent is bounded by one; else an expression of the sizes, or the
+    whole dimension). It is an intermediate of the nest (allocated by prepare_for_codegen)
+    and is returned.
+
+    Legality: always preserves the result (a region copied back is first copied in unless
+    the writes provably cover it). Refused with ScheduleError for an invalid or already
+    used ``name``, a ``loop`` whose body does not access ``buf``, a vectorized ``loop``,
+    and a parallel or GPU-bound ``loop`` whose copy-back would write elements the
+    iteration did not (other iterations may be writing them).
+    """
+    try:
+        check_identifier(name, "cache buffer")
+    except ValueError as e:
+        raise ScheduleError(f"cache_accesses({buf.name}, {name!r}, {loop.name}): {e}") from None
+    if name in nest._used_names:
+        raise ScheduleError(f"cache_accesses({buf.name}, {name!r}, {loop.name}): the name {name!r} is already used "
+                            "by a buffer or loop of this nest; choose another")
+    f = loop.stmt
+    reads, writes = stmt_reads(f.body, buf), stmt_writes(f.body, buf)
+    if not (reads or writes):
+        raise ScheduleError(f"cannot cache {buf.name} in loop {loop.name}: its body does not access {buf.name}")
+    if f.kind == ForKind.VECTORIZED:
+        raise ScheduleError(f"cannot cache {buf.name} in loop {loop.name}: the loop is vectorized (its body must "
+                            "stay one vector statement); cache in an enclosing loop")
+    chain = next(iter(loop_path(nest.root, lambda s: s is f))) + [f]
+    outer = [g.var for g in chain]
+    ranges = {g.var: (g.start, g.stop) for g in chain}
+    bounds = access_bounds(f.body, buf, outer, outer_ranges=ranges)
+    if writes:
+        # filled first when a read may see an older value, or when the copy back would
+        # otherwise write elements the body does not
+        copy_in = (_exposed_reads(f.body, buf) if reads else False) or \
+            not writes_cover_box(f.body, buf, bounds, outer, outer_ranges=ranges)
+    else:
+        copy_in = True
+    if writes and copy_in and not reads and f.kind != ForKind.SERIAL:
+        raise ScheduleError(f"cannot cache {buf.name} in {f.kind} loop {loop.name}: its writes may not cover the "
+                            f"cached region, so copying it back could overwrite elements that other iterations "
+                            "write; cache in a serial loop")
+    sizes = _size_vars(nest)
+    shape = []
+    for b, dim in zip(bounds, buf.dims):
+        s = b.extent_bound
+        if isinstance(s, Expr) and any(id(v) not in sizes for v in free_vars([s])):
+            s = dim
+        shape.append(s)
+    local = Buffer(name, shape, buf.dtype)
+    mins = [b.min for b in bounds]
+    body = _RedirectStmt(buf, local, mins).visit(f.body)
+    stmts = list(body.stmts)
+    iv = f.var
+    if copy_in:
+        stmts.insert(0, _copy(nest, name, (local, lambda r: tuple(r)),
+                              (buf, lambda r: tuple(tidy(add(m, x)) for m, x in zip(mins, r))), bounds, iv))
+    if writes:
+        stmts.append(_copy(nest, name, (buf, lambda r: tuple(tidy(add(m, x)) for m, x in zip(mins, r))),
+                           (local, lambda r: tuple(r)), bounds, iv))
+    new_f = f.replace(body=Block(tuple(stmts)))
+    nest.root = replace_loop(nest.root, f.var, lambda _: new_f)
+    nest.add_buffer(local)
+    return local

@@ -1,0 +1,331 @@
+"""Splitting loops: split_with_tail, split_with_mask, tile, slice_head, slice_tail, normalize.
+
+Every function takes the nest and resolved ``Loop`` handles, builds the new tree and
+assigns ``nest.root``; it raises ``ScheduleError`` before assigning anything when refused.
+
+Splitting a loop only renumbers its iterations (their order is unchanged), so
+split_with_tail, split_with_mask, slice_head, slice_tail and normalize are always legal.
+``tile`` also interchanges loops and is checked by the dependence analysis.
+
+>>> from te import Buffer, Compute
+>>> from loopnest import LoopNest
+>>> A = Buffer("A", (20,), "float32")
+>>> B = Compute("B", (20,), lambda i: A[i] * 2.0)
+>>> nest = LoopNest([B])
+>>> outer, inner, tail = nest.split_with_tail(nest.get_loops_for(B)[0], 8)
+>>> print(nest)
+for (int i_outer = 0; i_outer < 2; i_outer++) {
+  for (int i_inner = 0; i_inner < 8; i_inner++) {
+    B[i_outer * 8 + i_inner] = A[i_outer * 8 + i_inner] * 2.0f;
+  }
+}
+for (int i_tail = 0; i_tail < 4; i_tail++) {
+  B[i_tail + 16] = A[i_tail + 16] * 2.0f;
+}
+"""
+from __future__ import annotations
+
+from te.expr import And, Expr, IntImm, LT, Max, Min, Var
+
+from ..errors import ScheduleError
+from ..stmt import Block, Cond, For, ForKind
+from ._rewrite import (add, clone_fresh, const_int, floordiv_c, floormod_c, free_vars, mul,
+                       replace_loop, sub, substitute_stmt, tidy)
+
+__all__ = ["split_with_tail", "split_with_mask", "tile", "slice_head", "slice_tail", "normalize"]
+
+
+def _check_factor(factor, op: str, loop) -> int:
+    if isinstance(factor, bool) or not isinstance(factor, int) and not hasattr(factor, "__index__"):
+        raise ScheduleError(f"{op}({loop.name}, {factor!r}): the factor must be a positive int, "
+                            f"got {type(factor).__name__}")
+    factor = int(factor)
+    if factor < 1:
+        raise ScheduleError(f"{op}({loop.name}, {factor}): the factor must be >= 1")
+    return factor
+
+
+def _loop(nest, var: Var):
+    from ..nest import Loop
+    return Loop(nest, var)
+
+
+def _extent(f: For) -> Expr:
+    return tidy(sub(f.stop, f.start))
+
+
+def _new_var(nest, base: str, like: Var) -> Var:
+    return Var(nest.fresh_name(base), like.dtype)
+
+
+def split_with_tail(nest, loop, factor: int):
+    """Split ``loop`` into ``outer`` x ``inner`` (``factor`` iterations) and a ``tail`` loop for
+    the remaining ``extent % factor`` iterations.
+
+    Before / after ``split_with_tail(i, 8)`` on a loop of 20 iterations::
+
+        for (int i = 0; i < 20; i++) {        for (int i_outer = 0; i_outer < 2; i_outer++) {
+          B[i] = A[i] * 2.0f;                   for (int i_inner = 0; i_inner < 8; i_inner++) {
+        }                                         B[i_outer * 8 + i_inner] = A[i_outer * 8 + i_inner] * 2.0f;
+                                                }
+                                              }
+                                              for (int i_tail = 0; i_tail < 4; i_tail++) {
+                                                B[i_tail + 16] = A[i_tail + 16] * 2.0f;
+                                              }
+
+    Returns ``(outer, inner, tail)``; ``tail`` is None when ``factor`` divides a constant
+    extent. With a symbolic extent ``N`` the outer loop runs ``floordiv(N, factor)`` times
+    and (for ``factor > 1``) a tail loop of ``floormod(N, factor)`` iterations always exists. The loop ``loop``
+    itself disappears (its handle becomes stale); the new loops are serial. Always legal
+    (iterations keep their order); ScheduleError for a factor that is not an int >= 1.
+    """
+    factor = _check_factor(factor, "split_with_tail", loop)
+    f = loop.stmt
+    v = f.var
+    ext = _extent(f)
+    e = const_int(ext)
+    outer = _new_var(nest, f"{v.name}_outer", v)
+    inner = _new_var(nest, f"{v.name}_inner", v)
+    if e is not None:
+        n_outer: Expr = IntImm(e // factor, v.dtype)
+        n_tail: Expr | None = IntImm(e % factor, v.dtype) if e % factor else None
+    else:
+        n_outer = floordiv_c(ext, factor)
+        n_tail = floormod_c(ext, factor) if factor > 1 else None
+    index = tidy(add(add(mul(outer, factor), inner), f.start))
+    body = substitute_stmt(f.body, {v: index})
+    main = For(outer, IntImm(0, v.dtype), n_outer,
+               Block((For(inner, IntImm(0, v.dtype), IntImm(factor, v.dtype), body),)))
+    new = [main]
+    tail = None
+    if n_tail is not None:
+        tail = _new_var(nest, f"{v.name}_tail", v)
+        offset = tidy(add(mul(n_outer, factor), f.start))
+        tail_body = clone_fresh(f.body, nest.fresh_name, {v: tidy(add(tail, offset))})
+        new.append(For(tail, IntImm(0, v.dtype), n_tail, tail_body))
+    nest.root = replace_loop(nest.root, v, lambda _: new)
+    return _loop(nest, outer), _loop(nest, inner), (_loop(nest, tail) if tail is not None else None)
+
+
+def _mask_parts(f: For, factor: int):
+    """(outer trip count, guard needed?) of a masked split of ``f`` by ``factor``."""
+    ext = _extent(f)
+    e = const_int(ext)
+    if e is not None:
+        return IntImm(-(-e // factor), f.var.dtype), e % factor != 0, ext
+    return floordiv_c(add(ext, factor - 1), factor), factor > 1, ext
+
+
+def split_with_mask(nest, loop, factor: int):
+    """Split ``loop`` into ``outer`` (``ceil(extent / factor)`` iterations) x ``inner``
+    (``factor``), guarding the body with ``if (outer * factor + inner < extent)`` unless
+    ``factor`` divides a constant extent.
+
+    Before / after ``split_with_mask(i, 8)`` on a loop of 20 iterations::
+
+        for (int i = 0; i < 20; i++) {        for (int i_outer = 0; i_outer < 3; i_outer++) {
+          B[i] = A[i] * 2.0f;                   for (int i_inner = 0; i_inner < 8; i_inner++) {
+        }                                         if (i_outer * 8 + i_inner < 20) {
+                                                    B[i_outer * 8 + i_inner] = A[i_outer * 8 + i_inner] * 2.0f;
+                                                  }
+                                                }
+                                              }
+
+    Returns ``(outer, inner)``; ``loop``'s handle becomes stale. Always legal.
+    """
+    factor = _check_factor(factor, "split_with_mask", loop)
+    f = loop.stmt
+    v = f.var
+    n_outer, guarded, ext = _mask_parts(f, factor)
+    outer = _new_var(nest, f"{v.name}_outer", v)
+    inner = _new_var(nest, f"{v.name}_inner", v)
+    rel = tidy(add(mul(outer, factor), inner))
+    body = substitute_stmt(f.body, {v: tidy(add(rel, f.start))})
+    if guarded:
+        body = Block((Cond(LT(rel, ext), body),))
+    main = For(outer, IntImm(0, v.dtype), n_outer,
+               Block((For(inner, IntImm(0, v.dtype), IntImm(factor, v.dtype), body),)))
+    nest.root = replace_loop(nest.root, v, lambda _: main)
+    return _loop(nest, outer), _loop(nest, inner)
+
+
+def _check_tile_legal(nest, x, y) -> None:
+    """Tiling runs the iterations of the band (x, y) tile by tile. With lexicographically
+    positive distances (dx, dy), a reversed pair must have dx > 0 and dy < 0, exactly the
+    pairs that forbid interchanging x and y: so tiling is legal when interchange is."""
+    from ..analysis.legality import check_reorder
+    try:
+        check_reorder(nest, [x, y], [1, 0])
+    except ScheduleError as e:
+        msg = str(e)
+        prefix = f"cannot reorder loops ({x.name}, {y.name}) to ({y.name}, {x.name}): "
+        detail = msg[len(prefix):] if msg.startswith(prefix) else msg
+        detail = detail.split("; ")[0]
+        raise ScheduleError(f"cannot tile loops {x.name} and {y.name}: {detail}; in a tile, an iteration of "
+                            f"{y.name} would run before an iteration of an earlier {x.name} that it depends on") \
+            from None
+
+
+def tile(nest, x, y, x_factor: int, y_factor: int):
+    """Tile the perfectly nested loops ``x`` (outer) and ``y`` (its only statement) into
+    ``xo, yo, xi, yi`` (in that nest order), masking partial tiles with one guard.
+
+    Before / after ``tile(i, j, 4, 8)`` on a 10 x 16 nest::
+
+        for (int i = 0; i < 10; i++) {        for (int i_outer = 0; i_outer < 3; i_outer++) {
+          for (int j = 0; j < 16; j++) {        for (int j_outer = 0; j_outer < 2; j_outer++) {
+            C[i, j] = A[i, j] + 1.0f;             for (int i_inner = 0; i_inner < 4; i_inner++) {
+          }                                         for (int j_inner = 0; j_inner < 8; j_inner++) {
+        }                                             if (i_outer * 4 + i_inner < 10) {
+                                                        C[i_outer * 4 + i_inner, j_outer * 8 + j_inner] = ...;
+                                                      }
+                                                    }
+                                                  }
+                                                }
+                                              }
+
+    Legality: the iterations of ``x`` and ``y`` are visited in a new order (an interchange
+    of ``x_inner`` and ``y_outer``), so no dependence between two iterations may be reversed
+    (every carried dependence has non-negative distances along both ``x`` and ``y``). Refused
+    with ScheduleError when ``y`` is not the only statement in ``x``'s body, when ``y``'s
+    bounds depend on ``x``, or when a dependence forbids it.
+    """
+    xf = _check_factor(x_factor, "tile", x)
+    yf = _check_factor(y_factor, "tile", y)
+    fx, fy = x.stmt, y.stmt
+    if fx.var is fy.var:
+        raise ScheduleError(f"tile({x.name}, {y.name}): the two loops must be different")
+    if not (len(fx.body.stmts) == 1 and fx.body.stmts[0] is fy):
+        raise ScheduleError(f"tile({x.name}, {y.name}): {y.name} must be the only statement in the body of "
+                            f"{x.name} (a perfect nest, {x.name} outside {y.name})")
+    if any(v is fx.var for v in free_vars([fy.start, fy.stop])):
+        raise ScheduleError(f"tile({x.name}, {y.name}): the bounds of {y.name} depend on {x.name} "
+                            "(a non-rectangular nest cannot be tiled)")
+    vx, vy = fx.var, fy.var
+    nx, gx, ex = _mask_parts(fx, xf)
+    ny, gy, ey = _mask_parts(fy, yf)
+    xo = _new_var(nest, f"{vx.name}_outer", vx)
+    yo = _new_var(nest, f"{vy.name}_outer", vy)
+    xi = _new_var(nest, f"{vx.name}_inner", vx)
+    yi = _new_var(nest, f"{vy.name}_inner", vy)
+    rx = tidy(add(mul(xo, xf), xi))
+    ry = tidy(add(mul(yo, yf), yi))
+    body = substitute_stmt(fy.body, {vx: tidy(add(rx, fx.start)), vy: tidy(add(ry, fy.start))})
+    conds = ([LT(rx, ex)] if gx else []) + ([LT(ry, ey)] if gy else [])
+    if conds:
+        c = conds[0] if len(conds) == 1 else And(conds[0], conds[1])
+        body = Block((Cond(c, body),))
+    zero_x, zero_y = IntImm(0, vx.dtype), IntImm(0, vy.dtype)
+    new = For(xo, zero_x, nx, Block((
+        For(yo, zero_y, ny, Block((
+            For(xi, zero_x, IntImm(xf, vx.dtype), Block((
+                For(yi, zero_y, IntImm(yf, vy.dtype), body),))),))),)))
+    _check_tile_legal(nest, x, y)
+    nest.root = replace_loop(nest.root, vx, lambda _: new)
+    return _loop(nest, xo), _loop(nest, yo), _loop(nest, xi), _loop(nest, yi)
+
+
+def _piece_kind(f: For, extent: Expr) -> str:
+    if f.kind == ForKind.VECTORIZED and const_int(extent) is None:
+        return ForKind.SERIAL
+    return f.kind
+
+
+def _check_slice(nest, loop, factor, op):
+    factor = _check_factor(factor, op, loop)
+    f = loop.stmt
+    if f.kind in (ForKind.GPU_BLOCK, ForKind.GPU_THREAD):
+        raise ScheduleError(f"{op}({loop.name}, {factor}): {loop.name} is bound to a GPU index; slice it "
+                            "before binding")
+    return factor, f
+
+
+def slice_head(nest, loop, factor: int):
+    """Peel the first ``factor`` iterations of ``loop`` into a ``head`` loop before it.
+
+    Before / after ``slice_head(i, 2)``::
+
+        for (int i = 0; i < 10; i++) {        for (int i_head = 0; i_head < 2; i_head++) {
+          B[i] = A[i];                          B[i_head] = A[i_head];
+        }                                     }
+                                              for (int i = 2; i < 10; i++) {
+                                                B[i] = A[i];
+                                              }
+
+    Returns ``(head, tail)``: the tail is ``loop`` itself (its handle stays valid, as do the
+    handles of loops inside it; the head's inner loops are fresh copies). When ``factor``
+    covers a constant extent nothing changes and ``(loop, None)`` is returned. With a
+    symbolic extent the head stops at ``min(start + factor, stop)``. Always legal.
+    """
+    factor, f = _check_slice(nest, loop, factor, "slice_head")
+    v = f.var
+    ext = const_int(_extent(f))
+    if ext is not None and factor >= ext:
+        return loop, None
+    cut = tidy(add(f.start, factor))
+    if ext is None:
+        cut = tidy(Min(cut, f.stop))
+    hv = _new_var(nest, f"{v.name}_head", v)
+    head_body = clone_fresh(f.body, nest.fresh_name, {v: hv})
+    head = For(hv, f.start, cut, head_body, _piece_kind(f, IntImm(factor) if ext is not None else cut), f.axis)
+    tail = f.replace(start=cut)
+    if ext is None and f.kind == ForKind.VECTORIZED:
+        tail = tail.replace(kind=ForKind.SERIAL)
+    nest.root = replace_loop(nest.root, v, lambda _: [head, tail])
+    return _loop(nest, hv), loop
+
+
+def slice_tail(nest, loop, factor: int):
+    """Peel the last ``factor`` iterations of ``loop`` into a ``tail`` loop after it.
+
+    Before / after ``slice_tail(i, 2)``::
+
+        for (int i = 0; i < 10; i++) {        for (int i = 0; i < 8; i++) {
+          B[i] = A[i];                          B[i] = A[i];
+        }                                     }
+                                              for (int i_tail = 8; i_tail < 10; i_tail++) {
+                                                B[i_tail] = A[i_tail];
+                                              }
+
+    Returns ``(head, tail)``: the head is ``loop`` itself (its handle and its inner loops'
+    handles stay valid). When ``factor`` covers a constant extent nothing changes and
+    ``(None, loop)`` is returned. With a symbolic extent the tail starts at
+    ``max(stop - factor, start)``. Always legal.
+    """
+    factor, f = _check_slice(nest, loop, factor, "slice_tail")
+    v = f.var
+    ext = const_int(_extent(f))
+    if ext is not None and factor >= ext:
+        return None, loop
+    cut = tidy(sub(f.stop, factor))
+    if ext is None:
+        cut = tidy(Max(cut, f.start))
+    tv = _new_var(nest, f"{v.name}_tail", v)
+    tail_body = clone_fresh(f.body, nest.fresh_name, {v: tv})
+    tail = For(tv, cut, f.stop, tail_body, _piece_kind(f, IntImm(factor) if ext is not None else cut), f.axis)
+    head = f.replace(stop=cut)
+    if ext is None and f.kind == ForKind.VECTORIZED:
+        head = head.replace(kind=ForKind.SERIAL)
+    nest.root = replace_loop(nest.root, v, lambda _: [head, tail])
+    return loop, _loop(nest, tv)
+
+
+def normalize(nest, loop):
+    """Make ``loop`` start at 0, substituting ``var -> var + start`` in its body.
+
+    Before / after ``normalize(i)``::
+
+        for (int i = 2; i < 10; i++) {        for (int i = 0; i < 8; i++) {
+          B[i] = A[i];                          B[i + 2] = A[i + 2];
+        }                                     }
+
+    The loop keeps its variable (handles stay valid). Always legal.
+    """
+    f = loop.stmt
+    if const_int(f.start) == 0:
+        return loop
+    v = f.var
+    body = substitute_stmt(f.body, {v: tidy(add(v, f.start))})
+    new = f.replace(start=IntImm(0, v.dtype), stop=_extent(f), body=body)
+    nest.root = replace_loop(nest.root, v, lambda _: new)
+    return loop

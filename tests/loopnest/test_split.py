@@ -1,0 +1,347 @@
+"""split_with_tail, split_with_mask, tile, slice_head, slice_tail, normalize: golden text,
+semantic preservation on every CPU backend, refusals that leave the nest unchanged, stable
+handles and history replay."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from codegen import build
+from loopnest import LoopNest, ScheduleError
+from te import Buffer, Compute, Reduce, Sum, Var, float32, int32
+
+FIXTURE_OK = [HealthCheck.function_scoped_fixture]  # ``backend`` is a constant per test item
+SIZES = st.sampled_from([1, 2, 3, 5, 7, 8, 11, 13, 16])
+FACTORS = st.integers(1, 9)
+
+
+def run(nest, args, arrays, backend, sizes=()):
+    """Build ``nest`` for ``backend`` and call it on ``arrays`` (outputs last, modified in place)."""
+    opts = {"poison": True} if backend == "ireval" else {}
+    k = build(nest, args, target=backend, **opts)
+    k(*arrays, *sizes)
+    return arrays
+
+
+def elementwise(n=20):
+    A = Buffer("A", (n,), float32)
+    B = Compute("B", (n,), lambda i: A[i] * 2.0)
+    return A, B
+
+
+def grid(n=10, m=16):
+    A = Buffer("A", (n, m), float32)
+    C = Compute("C", (n, m), lambda i, j: A[i, j] + 1.0)
+    return A, C
+
+
+def unchanged(nest, f):
+    """Assert that ``f()`` raises ScheduleError and leaves ``nest`` exactly as it was."""
+    text, hist = str(nest), list(nest.history)
+    with pytest.raises(ScheduleError) as info:
+        f()
+    assert str(nest) == text and nest.history == hist
+    return str(info.value)
+
+
+def roundtrip(nest, outputs):
+    again = LoopNest(outputs).replay(nest.history_json())
+    assert str(again) == str(nest)
+
+
+# ------------------------------------------------------------------------------------
+# golden text (the docstrings' before / after)
+# ------------------------------------------------------------------------------------
+def test_split_with_tail_golden():
+    A, B = elementwise(20)
+    nest = LoopNest([B])
+    outer, inner, tail = nest.split_with_tail(nest.get_loops_for(B)[0], 8)
+    assert (outer.name, inner.name, tail.name) == ("i_outer", "i_inner", "i_tail")
+    assert str(nest) == """\
+for (int i_outer = 0; i_outer < 2; i_outer++) {
+  for (int i_inner = 0; i_inner < 8; i_inner++) {
+    B[i_outer * 8 + i_inner] = A[i_outer * 8 + i_inner] * 2.0f;
+  }
+}
+for (int i_tail = 0; i_tail < 4; i_tail++) {
+  B[i_tail + 16] = A[i_tail + 16] * 2.0f;
+}"""
+    roundtrip(nest, [B])
+
+
+def test_split_with_tail_divisible_has_no_tail():
+    A, B = elementwise(16)
+    nest = LoopNest([B])
+    outer, inner, tail = nest.split_with_tail(nest.get_loops_for(B)[0], 4)
+    assert tail is None and outer.extent == 4 and inner.extent == 4
+
+
+def test_split_with_tail_symbolic_always_has_tail():
+    N = Var("N", int32)
+    A = Buffer("A", (N,), float32)
+    B = Compute("B", (N,), lambda i: A[i] + 1.0)
+    nest = LoopNest([B])
+    outer, inner, tail = nest.split_with_tail(nest.get_loops_for(B)[0], 4)
+    assert tail is not None
+    assert str(nest) == """\
+for (int i_outer = 0; i_outer < floordiv(N, 4); i_outer++) {
+  for (int i_inner = 0; i_inner < 4; i_inner++) {
+    B[i_outer * 4 + i_inner] = A[i_outer * 4 + i_inner] + 1.0f;
+  }
+}
+for (int i_tail = 0; i_tail < floormod(N, 4); i_tail++) {
+  B[i_tail + floordiv(N, 4) * 4] = A[i_tail + floordiv(N, 4) * 4] + 1.0f;
+}"""
+
+
+def test_split_with_mask_golden():
+    A, B = elementwise(20)
+    nest = LoopNest([B])
+    outer, inner = nest.split_with_mask(nest.get_loops_for(B)[0], 8)
+    assert str(nest) == """\
+for (int i_outer = 0; i_outer < 3; i_outer++) {
+  for (int i_inner = 0; i_inner < 8; i_inner++) {
+    if (i_outer * 8 + i_inner < 20) {
+      B[i_outer * 8 + i_inner] = A[i_outer * 8 + i_inner] * 2.0f;
+    }
+  }
+}"""
+    roundtrip(nest, [B])
+
+
+def test_split_with_mask_divisible_has_no_guard():
+    A, B = elementwise(16)
+    nest = LoopNest([B])
+    nest.split_with_mask(nest.get_loops_for(B)[0], 8)
+    assert "if" not in str(nest)
+
+
+def test_split_of_inner_loop_keeps_outer_handle_and_tail_copies_get_fresh_loops():
+    A, C = grid(10, 16)
+    nest = LoopNest([C])
+    i, j = nest.get_loops_for(C)
+    nest.split_with_tail(i, 4)
+    assert not i.exists()
+    assert j.exists() and j.extent == 16  # the main body keeps j; the tail copy gets j_1
+    names = [l.name for l in nest.get_all_loops()]
+    assert names == ["i_outer", "i_inner", "j", "i_tail", "j_1"]
+    with pytest.raises(ScheduleError, match="no longer exists"):
+        nest.split_with_tail(i, 2)
+    nest.split_with_mask(j, 5)  # the handle still works
+    roundtrip(nest, [C])
+
+
+def test_tile_golden():
+    A, C = grid(10, 16)
+    nest = LoopNest([C])
+    i, j = nest.get_loops_for(C)
+    xo, yo, xi, yi = nest.tile(i, j, 4, 8)
+    assert [l.name for l in (xo, yo, xi, yi)] == ["i_outer", "j_outer", "i_inner", "j_inner"]
+    assert str(nest) == """\
+for (int i_outer = 0; i_outer < 3; i_outer++) {
+  for (int j_outer = 0; j_outer < 2; j_outer++) {
+    for (int i_inner = 0; i_inner < 4; i_inner++) {
+      for (int j_inner = 0; j_inner < 8; j_inner++) {
+        if (i_outer * 4 + i_inner < 10) {
+          C[i_outer * 4 + i_inner, j_outer * 8 + j_inner] = A[i_outer * 4 + i_inner, j_outer * 8 + j_inner] + 1.0f;
+        }
+      }
+    }
+  }
+}"""
+    assert [l.name for l in nest.get_all_loops()] == ["i_outer", "j_outer", "i_inner", "j_inner"]
+    roundtrip(nest, [C])
+
+
+def test_slice_head_golden():
+    A = Buffer("A", (10,), float32)
+    B = Compute("B", (10,), lambda i: A[i])
+    nest = LoopNest([B])
+    i, = nest.get_loops_for(B)
+    head, tail = nest.slice_head(i, 2)
+    assert tail == i and head.name == "i_head"
+    assert str(nest) == """\
+for (int i_head = 0; i_head < 2; i_head++) {
+  B[i_head] = A[i_head];
+}
+for (int i = 2; i < 10; i++) {
+  B[i] = A[i];
+}"""
+    roundtrip(nest, [B])
+
+
+def test_slice_tail_golden():
+    A = Buffer("A", (10,), float32)
+    B = Compute("B", (10,), lambda i: A[i])
+    nest = LoopNest([B])
+    i, = nest.get_loops_for(B)
+    head, tail = nest.slice_tail(i, 2)
+    assert head == i and tail.name == "i_tail"
+    assert str(nest) == """\
+for (int i = 0; i < 8; i++) {
+  B[i] = A[i];
+}
+for (int i_tail = 8; i_tail < 10; i_tail++) {
+  B[i_tail] = A[i_tail];
+}"""
+    roundtrip(nest, [B])
+
+
+def test_slice_covering_the_whole_loop_changes_nothing():
+    A = Buffer("A", (4,), float32)
+    B = Compute("B", (4,), lambda i: A[i])
+    nest = LoopNest([B])
+    i, = nest.get_loops_for(B)
+    before = str(nest)
+    assert nest.slice_head(i, 4) == (i, None)
+    assert nest.slice_tail(i, 9) == (None, i)
+    assert str(nest) == before
+
+
+def test_normalize_golden():
+    A = Buffer("A", (10,), float32)
+    B = Compute("B", (10,), lambda i: A[i])
+    nest = LoopNest([B])
+    i, = nest.get_loops_for(B)
+    nest.slice_head(i, 2)
+    assert nest.normalize(i) == i
+    assert str(nest) == """\
+for (int i_head = 0; i_head < 2; i_head++) {
+  B[i_head] = A[i_head];
+}
+for (int i = 0; i < 8; i++) {
+  B[i + 2] = A[i + 2];
+}"""
+    roundtrip(nest, [B])
+    before = str(nest)
+    nest.normalize(i)  # already normalized: no change
+    assert str(nest) == before
+
+
+# ------------------------------------------------------------------------------------
+# refusals leave the nest unchanged
+# ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("factor", [0, -3, 2.5, True, "4"])
+def test_bad_factors_are_refused(factor):
+    A, B = elementwise(20)
+    nest = LoopNest([B])
+    i, = nest.get_loops_for(B)
+    for op in (nest.split_with_tail, nest.split_with_mask, nest.slice_head, nest.slice_tail):
+        unchanged(nest, lambda: op(i, factor))
+    A2, C = grid(4, 4)
+    n2 = LoopNest([C])
+    x, y = n2.get_loops_for(C)
+    unchanged(n2, lambda: n2.tile(x, y, factor, 2))
+    unchanged(n2, lambda: n2.tile(x, y, 2, factor))
+
+
+def test_tile_of_non_nested_loops_is_refused():
+    A, C = grid(4, 4)
+    nest = LoopNest([C])
+    i, j = nest.get_loops_for(C)
+    msg = unchanged(nest, lambda: nest.tile(j, i, 2, 2))
+    assert "i must be the only statement in the body of j" in msg
+    msg = unchanged(nest, lambda: nest.tile(i, i, 2, 2))
+    assert "must be different" in msg
+
+
+def test_tile_of_two_reduction_loops_is_refused():
+    # C[i] accumulates over (k, l): tiling reorders the accumulation across k and l, which
+    # the dependence analysis forbids (it changes the order of the writes to C[i]).
+    A = Buffer("A", (4, 6, 6), float32)
+    C = Reduce("C", (4,), Sum(), lambda i, k, l: A[i, k, l], (6, 6))
+    nest = LoopNest([C])
+    i, k, l = nest.get_loops_for(C)
+    msg = unchanged(nest, lambda: nest.tile(k, l, 2, 3))
+    assert msg.startswith("cannot tile loops k and l") and "C[i]" in msg
+
+
+def test_tile_of_an_imperfect_nest_is_refused():
+    A = Buffer("A", (5, 7), float32)
+    C = Reduce("C", (5,), Sum(), lambda i, k: A[i, k], (7,))
+    nest = LoopNest([C])
+    i, k = nest.get_loops_for(C)
+    # i and k are not perfectly nested (C[i] = 0 sits between them): refused
+    unchanged(nest, lambda: nest.tile(i, k, 2, 2))
+
+
+# ------------------------------------------------------------------------------------
+# semantic preservation
+# ------------------------------------------------------------------------------------
+@settings(max_examples=12, deadline=None, suppress_health_check=FIXTURE_OK)
+@given(n=SIZES, f=FACTORS, op=st.sampled_from(["tail", "mask", "head", "tailslice"]))
+def test_split_family_preserves_values_1d(backend, n, f, op):
+    A, B = elementwise(n)
+    nest = LoopNest([B])
+    i, = nest.get_loops_for(B)
+    {"tail": nest.split_with_tail, "mask": nest.split_with_mask,
+     "head": nest.slice_head, "tailslice": nest.slice_tail}[op](i, f)
+    for l in nest.get_all_loops():
+        nest.normalize(l)
+    a = np.random.default_rng(n * 31 + f).standard_normal(n).astype(np.float32)
+    b = np.zeros(n, np.float32)
+    run(nest, [A, B], [a, b], backend)
+    np.testing.assert_allclose(b, a * 2.0, rtol=1e-6)
+    roundtrip(nest, [B])
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=FIXTURE_OK)
+@given(n=SIZES, m=SIZES, fx=FACTORS, fy=FACTORS, symbolic=st.booleans())
+def test_tile_and_splits_preserve_values_2d(backend, n, m, fx, fy, symbolic):
+    N = Var("N", int32) if symbolic else n
+    A = Buffer("A", (N, m), float32)
+    C = Compute("C", (N, m), lambda i, j: A[i, j] * 3.0 - 1.0)
+    nest = LoopNest([C])
+    i, j = nest.get_loops_for(C)
+    nest.tile(i, j, fx, fy)
+    inner = nest.get_all_loops()[-1]
+    nest.split_with_tail(inner, 2)
+    a = np.random.default_rng(n + m).standard_normal((n, m)).astype(np.float32)
+    c = np.zeros((n, m), np.float32)
+    args = [A, C] + ([N] if symbolic else [])
+    run(nest, args, [a, c], backend, sizes=[n] if symbolic else [])
+    np.testing.assert_allclose(c, a * 3.0 - 1.0, rtol=1e-6)
+    roundtrip(nest, [C])
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=FIXTURE_OK)
+@given(n=SIZES, f=FACTORS, g=FACTORS)
+def test_symbolic_split_and_slices_preserve_values(backend, n, f, g):
+    N = Var("N", int32)
+    A = Buffer("A", (N,), float32)
+    B = Compute("B", (N,), lambda i: A[i] + 0.5)
+    nest = LoopNest([B])
+    i, = nest.get_loops_for(B)
+    head, rest = nest.slice_head(i, f)
+    nest.slice_tail(rest, g)
+    outer, inner, tail = nest.split_with_tail(rest, 3)
+    nest.split_with_mask(head, 2)
+    a = np.arange(n, dtype=np.float32)
+    b = np.zeros(n, np.float32)
+    run(nest, [A, B, N], [a, b], backend, sizes=[n])
+    np.testing.assert_allclose(b, a + 0.5)
+
+
+def test_split_of_reduction_loop_preserves_values(backend):
+    A = Buffer("A", (3, 13), float32)
+    C = Reduce("C", (3,), Sum(), lambda i, k: A[i, k], (13,))
+    nest = LoopNest([C])
+    i, k = nest.get_loops_for(C)
+    nest.split_with_tail(k, 4)
+    nest.split_with_mask(i, 2)
+    a = np.random.default_rng(0).standard_normal((3, 13)).astype(np.float32)
+    c = np.zeros(3, np.float32)
+    run(nest, [A, C], [a, c], backend)
+    np.testing.assert_allclose(c, a.astype(np.float64).sum(1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("module", ["loopnest.transforms.split", "loopnest.transforms.inline",
+                                    "loopnest.transforms.compute_at", "loopnest.transforms.cache",
+                                    "loopnest.transforms.rfactor", "loopnest.transforms.dead_stores",
+                                    "loopnest.transforms._rewrite", "loopnest.analysis.bounds"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
