@@ -196,12 +196,24 @@ class FloatImm(Expr):
         value = float(value)
         if math.isfinite(value) and abs(value) > dtype.max_value():
             raise TypeError(f"float constant {value} is out of range for {dtype} (max {dtype.max_value()})")
-        self.value = value
+        self.value = _round_to(value, dtype)
         self.dtype = dtype
 
     @classmethod
     def _rebuild(cls, vals, old):
         return FloatImm(vals["value"], old.dtype)
+
+
+def _round_to(value: float, dtype: Dtype) -> float:
+    """``value`` rounded to the nearest value representable in float ``dtype``."""
+    if dtype.kind == "float" and dtype.bits == 64:
+        return value
+    if dtype.kind == "float" and dtype.bits == 32:
+        return float(np.float32(value))
+    from .lowprec import convert
+    name = {"float": "float16", "bfloat": "bfloat16"}.get(dtype.kind, dtype.kind)
+    stored = convert(np.array([value], np.float64), "float64", name)
+    return float(convert(stored, name, "float64")[0])
 
 
 def const(value: Any, dtype: Any) -> Expr:

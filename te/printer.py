@@ -7,6 +7,10 @@
 """
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from . import expr as E
 
 _PREC = {E.Or: 1, E.And: 2, E.EQ: 3, E.NE: 3, E.LT: 3, E.LE: 3, E.GT: 3, E.GE: 3,
@@ -26,6 +30,7 @@ def _float_str(v: float) -> str:
 def expr_to_str(e: E.Expr, prec: int = 0) -> str:
     """Print ``e``; parenthesise when the surrounding operator binds tighter than ``prec``."""
     t = type(e)
+    s: str
     if t is E.Var:
         return e.name
     if t is E.IntImm:
@@ -35,13 +40,14 @@ def expr_to_str(e: E.Expr, prec: int = 0) -> str:
             return str(e.value) if e.value >= 0 or prec == 0 else f"({e.value})"
         return f"{e.dtype.name}({e.value})"
     if t is E.FloatImm:
-        s = _float_str(e.value)
+        v = e.value
         if e.dtype.name == "float32":
-            s = s + "f"
-            return s if not s.startswith("-") or prec == 0 else f"({s})"
-        if e.dtype.name == "float64":
-            return s if not s.startswith("-") or prec == 0 else f"({s})"
-        return f"{e.dtype.name}({s})"
+            s = (_float_str(v) if not math.isfinite(v) else repr(float(str(np.float32(v))))) + "f"
+        else:
+            s = _float_str(v)
+        if e.dtype.name not in ("float32", "float64"):
+            return f"{e.dtype.name}({s})"
+        return s if not s.startswith("-") or prec == 0 else f"({s})"
     if t in _PREC:
         p = _PREC[t]
         # left-associative: the right operand needs parens at equal precedence
