@@ -1,0 +1,140 @@
+"""The entry points: ``autotune`` a computation, ``apply_best`` a stored schedule.
+
+>>> import numpy as np, tempfile, os
+>>> from te import Buffer, Compute
+>>> from loopnest import LoopNest
+>>> A = Buffer("A", (64,), "float32")
+>>> B = Compute("B", (64,), lambda i: A[i] * 2.0)
+>>> db = os.path.join(tempfile.mkdtemp(), "records.db")
+>>> kernel, record = autotune([B], [A, B], target="ireval", trials=3, db=db, progress=False)  # doctest: +SKIP
+>>> nest = apply_best(LoopNest([B]), db, target="ireval")   # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+from typing import Any, Callable, Mapping, Sequence
+
+from te.tensor import Tensor
+
+from .database import Database, Record
+from .device import device_fingerprint
+from .errors import TuneError
+from .executor import LocalExecutor
+from .runner import MeasureOptions, Runner
+from .space import ScheduleSpace
+from .task import Task, workload_key
+from .tuner import Tuner, TuneResult
+
+__all__ = ["autotune", "apply_best", "open_db", "tune_task"]
+
+
+def open_db(db: str | os.PathLike | Database | None) -> Database:
+    """A Database from a path (created if missing), an open Database, or None (in memory)."""
+    if isinstance(db, Database):
+        return db
+    return Database(":memory:" if db is None else db)
+
+
+def _make_executor(executor: Any) -> tuple[cf.Executor, bool]:
+    if executor is None or executor == "local":
+        return LocalExecutor(max_workers=1), True
+    if executor == "ray":
+        from .ray_executor import RayExecutor
+        return RayExecutor(), True
+    if isinstance(executor, cf.Executor):
+        return executor, False
+    raise ValueError(f"executor must be None, 'local', 'ray' or a concurrent.futures.Executor, got {executor!r}")
+
+
+def tune_task(task: Task, space: ScheduleSpace, trials: int, db: Database, strategy: Any = "model",
+              build_timeout: float | None = 60.0, run_timeout: float | None = 30.0, executor: Any = None,
+              options: MeasureOptions | None = None, seed: int = 0, progress: bool = True,
+              batch_size: int | None = None, on_record: Callable[[Record], None] | None = None,
+              label: str = "") -> TuneResult:
+    """Tune a prepared Task (the lower-level form of ``autotune``, without the final build)."""
+    ex, own = _make_executor(executor)
+    runner = Runner(ex, build_timeout=build_timeout, run_timeout=run_timeout)
+    try:
+        tuner = Tuner(task, space, db, strategy=strategy, runner=runner,
+                      options=options or MeasureOptions(target=task.target), seed=seed, progress=progress,
+                      batch_size=batch_size, on_record=on_record, label=label)
+        return tuner.tune(trials)
+    finally:
+        if own:
+            ex.shutdown()
+
+
+def autotune(outputs: Sequence[Tensor] | Tensor, args: Sequence[Any], target: str = "llvm", trials: int = 20,
+             db: str | os.PathLike | Database | None = None, space: Any = None, strategy: Any = "model",
+             timeout: float | None = None, *, sizes: Mapping[str, int] | None = None,
+             inputs: Mapping[str, Any] | None = None, reference: Any = None, seed: int = 0,
+             build_timeout: float | None = None, run_timeout: float | None = None, executor: Any = None,
+             repeats: int = 5, warmup: int = 1, min_repeat_s: float = 0.01, build_options: dict | None = None,
+             progress: bool = True, return_result: bool = False):
+    """Tune the schedule of ``outputs`` and return ``(kernel, record)``: the best kernel, built
+    for ``target``, and its database record.
+
+    ``space`` is None (the automatic space, ``auto_space``), a ``ScheduleSpace``, or a
+    schedule function ``fn(cfg, nest)``. ``strategy`` is "model" (default), "evolutionary",
+    "random", "grid" or a Strategy. ``timeout`` limits building and running each candidate
+    (``build_timeout`` / ``run_timeout`` set them apart; defaults 60 s and 30 s). ``sizes``
+    gives concrete values to size variables; ``inputs`` and ``reference`` fix the data and
+    the expected outputs (see ``Task``). Every candidate is recorded in ``db`` (a path, a
+    Database, or None for memory only); running again with the same ``db`` resumes.
+    ``return_result=True`` returns ``(kernel, record, TuneResult)``.
+
+    >>> # kernel, record = autotune([C], [A, B, C], trials=50, db="matmul.db")
+    """
+    from .auto import auto_space
+    if isinstance(outputs, Tensor):
+        outputs = [outputs]
+    outputs = list(outputs)
+    database = open_db(db)
+    task = Task(outputs, args, sizes=sizes, inputs=inputs, reference=reference, target=target, seed=seed)
+    if space is None:
+        space = auto_space(outputs, target=target)
+    elif callable(space) and not isinstance(space, ScheduleSpace):
+        space = ScheduleSpace(space, outputs)
+    if not isinstance(space, ScheduleSpace):
+        raise TypeError(f"space must be None, a ScheduleSpace or a schedule function, got {space!r}")
+    options = MeasureOptions(target=target, warmup=warmup, repeats=repeats, min_repeat_s=min_repeat_s,
+                             build_options=dict(build_options or {}))
+    bt = build_timeout if build_timeout is not None else (timeout if timeout is not None else 60.0)
+    rt = run_timeout if run_timeout is not None else (timeout if timeout is not None else 30.0)
+    result = tune_task(task, space, trials, database, strategy=strategy, build_timeout=bt, run_timeout=rt,
+                       executor=executor, options=options, seed=seed, progress=progress)
+    best = database.best(task.key, target, device_fingerprint(target)[0]) or result.best
+    if best is None:
+        raise TuneError(f"no candidate of {[t.name for t in outputs]} built and ran correctly in {trials} trials; "
+                        f"failures: {result.errors()}; first error: "
+                        f"{next((r.error for r in result.records if r.error), 'none')}")
+    from codegen import build
+    from loopnest import LoopNest
+    nest = LoopNest(outputs).replay(best.trace)
+    kernel = build(nest, task.args, target=target, **dict(build_options or {}))
+    if return_result:
+        return kernel, best, result
+    return kernel, best
+
+
+def apply_best(nest, db: str | os.PathLike | Database, target: str = "llvm", device: str | None = None,
+               sizes: Mapping[str, int] | None = None):
+    """Replay the best stored schedule of this computation onto ``nest`` (a fresh LoopNest);
+    returns ``nest``, or None when the database has no successful record for it.
+
+    The computation is recognised by its workload key (``sizes`` must match the ones it was
+    tuned at when it has size variables); ``device`` defaults to this machine's fingerprint
+    for ``target`` (``"any"`` accepts records from every device).
+    """
+    if nest.history:
+        raise ValueError(f"apply_best needs a fresh nest; this one already has {len(nest.history)} transforms "
+                         "applied (make a new LoopNest of the same outputs)")
+    database = open_db(db)
+    key = workload_key(nest.outputs, sizes)
+    dev = None if device == "any" else (device or device_fingerprint(target)[0])
+    best = database.best(key, target, dev)
+    if best is None:
+        return None
+    nest.replay(best.trace)
+    return nest

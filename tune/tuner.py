@@ -1,0 +1,246 @@
+"""The tuning loop: propose points, schedule them, measure what is new, remember everything.
+
+Each trial: the strategy proposes a point; the space schedules a fresh nest with it (in
+this process: cheap, no compilation); a schedule that raises is recorded as
+``InvalidSchedule`` and does not use up a trial; a schedule already in the database (same
+workload, target, device and trace) reuses its stored result, so a run that was killed
+resumes where it stopped; the rest are measured in worker processes. The unscheduled
+nest is always measured first, as the baseline and the fallback.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .database import Database, Record, trace_key
+from .device import device_fingerprint, library_versions
+from .errors import ErrorKind
+from .features import FEATURE_COUNT, nest_features
+from .progress import Progress
+from .runner import MeasureOptions, MeasureResult, Runner
+from .space import Point, ScheduleSpace
+from .strategies import Strategy, make_strategy
+from .task import Task
+
+__all__ = ["Tuner", "TuneResult", "Prepared"]
+
+
+class ScheduleTimeout(Exception):
+    """Scheduling a point (in the tuner process) took longer than ``prepare_timeout``."""
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None):
+    """Raise ScheduleTimeout after ``seconds`` (main thread on POSIX only; elsewhere no limit)."""
+    if not seconds or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise ScheduleTimeout(f"scheduling took longer than {seconds} s")
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+@dataclass
+class Prepared:
+    """A point scheduled in the tuner process: its trace and features, or why it is illegal."""
+
+    point: Point | None
+    values: dict
+    trace: str | None
+    features: np.ndarray | None
+    error: str | None = None
+
+    @property
+    def valid(self) -> bool:
+        return self.trace is not None
+
+
+@dataclass
+class TuneResult:
+    """What a tuning run did: its records (one per trial, in order) and the best one."""
+
+    records: list[Record] = field(default_factory=list)
+    best: Record | None = None
+    measured: int = 0     # candidates measured in this run
+    reused: int = 0       # candidates whose result came from the database
+    invalid: int = 0      # points whose schedule raised (not counted as trials)
+
+    @property
+    def costs(self) -> list[float]:
+        """Per-trial median seconds (``inf`` for failures), for ``plot_tuning_curve``."""
+        return [r.cost for r in self.records]
+
+    def errors(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.records:
+            if r.error_kind:
+                out[r.error_kind] = out.get(r.error_kind, 0) + 1
+        return out
+
+
+class Tuner:
+    """Tunes one ``Task`` over one ``ScheduleSpace``.
+
+    >>> # Tuner(task, space, db=Database("r.db"), strategy="model").tune(trials=50)
+    """
+
+    def __init__(self, task: Task, space: ScheduleSpace, db: Database | None = None,
+                 strategy: str | Strategy = "model", runner: Runner | None = None,
+                 options: MeasureOptions | None = None, seed: int = 0, batch_size: int | None = None,
+                 progress: bool | Progress = True, include_baseline: bool = True,
+                 on_record: Callable[[Record], None] | None = None, label: str = "",
+                 prepare_timeout: float | None = 20.0):
+        self.task = task
+        self.prepare_timeout = prepare_timeout
+        self.space = space
+        self.db = db if db is not None else Database(":memory:")
+        self.options = options or MeasureOptions(target=task.target)
+        self.target = self.options.target
+        self.device, self.device_desc = device_fingerprint(self.target)
+        self.runner = runner
+        self.seed = seed
+        self.batch_size = batch_size
+        self.progress = progress
+        self.include_baseline = include_baseline
+        self.on_record = on_record
+        self.label = label or ",".join(task.output_names)
+        self.run_id = uuid.uuid4().hex[:12]
+        self._prepared: dict[Point, Prepared] = {}
+        opts = {"featurize": self.featurize} if strategy == "model" else {}
+        self.strategy = make_strategy(strategy, space, seed=seed, **opts)
+
+    # -- scheduling in this process -----------------------------------------------------
+    def prepare(self, point: Point) -> Prepared:
+        """Schedule ``point`` on a fresh nest (cached): its trace and features, or its error."""
+        p = self._prepared.get(point)
+        if p is not None:
+            return p
+        values = self.space.values(point)
+        try:
+            with _time_limit(self.prepare_timeout):
+                nest = self.space.apply(point)
+            trace = json.dumps(nest.history)
+        except Exception as e:   # ScheduleError, or a transform that is not available
+            p = Prepared(point, values, None, None, f"{type(e).__name__}: {e}")
+        else:
+            try:
+                feats = nest_features(nest, self.task.sizes)
+            except Exception:    # features only guide the search: an odd nest still gets measured
+                feats = np.full(FEATURE_COUNT, np.nan)
+            p = Prepared(point, values, trace, feats)
+        self._prepared[point] = p
+        return p
+
+    def featurize(self, points: Sequence[Point]) -> np.ndarray:
+        """Features of the scheduled nests of ``points`` (a NaN row for an illegal schedule)."""
+        rows = []
+        for pt in points:
+            p = self.prepare(tuple(pt))
+            rows.append(p.features if p.valid else np.full(FEATURE_COUNT, np.nan))
+        return np.asarray(rows).reshape(len(rows), FEATURE_COUNT)
+
+    # -- records --------------------------------------------------------------------------
+    def _record(self, prep: Prepared, res: MeasureResult | None, error_kind: str | None = None,
+                error: str | None = None) -> Record:
+        stats = res.stats if res is not None and res.ok else None
+        kind = error_kind or (res.error_kind if res is not None else None)
+        return Record(
+            workload_key=self.task.key, workload=self.label, target=self.target, device=self.device,
+            device_desc=self.device_desc, versions=library_versions(), point=prep.values,
+            trace=prep.trace if prep.trace is not None else "[]",
+            median=stats.median if stats else None, mean=stats.mean if stats else None,
+            std=stats.std if stats else None, min=stats.min if stats else None, max=stats.max if stats else None,
+            number=stats.number if stats else 0, costs=list(stats.costs) if stats else [],
+            build_s=res.build_s if res is not None else 0.0, run_s=res.run_s if res is not None else 0.0,
+            error_kind=kind, error=error if error is not None else (res.error if res is not None else None),
+            run_id=self.run_id)
+
+    # -- the loop ---------------------------------------------------------------------------
+    def tune(self, trials: int) -> TuneResult:
+        """Run ``trials`` trials (database hits included) and return what happened."""
+        result = TuneResult()
+        own_runner = self.runner is None
+        runner = self.runner or Runner()
+        ref = None
+        bar = self.progress if isinstance(self.progress, Progress) else Progress(
+            trials, label=f"tuning {self.label}", enabled=bool(self.progress))
+        seen_traces: dict[str, Record] = {}
+        try:
+            pending: list[Prepared] = []
+            if self.include_baseline and trials > 0:
+                pending.append(Prepared(None, {"baseline": True}, "[]", None))
+            invalid_budget = max(100, 20 * trials)
+            while len(result.records) < trials:
+                room = trials - len(result.records) - len(pending)
+                if room > 0:
+                    batch = max(1, self.batch_size or min(room, 8))
+                    pts = self.strategy.propose(min(batch, room))
+                    if not pts and not pending:
+                        break
+                    for pt in pts:
+                        prep = self.prepare(pt)
+                        if prep.valid:
+                            pending.append(prep)
+                            continue
+                        result.invalid += 1
+                        self.db.add(self._record(prep, None, ErrorKind.INVALID_SCHEDULE, prep.error))
+                        self.strategy.update([pt], [float("inf")])
+                    if result.invalid > invalid_budget:
+                        break
+                    if not pending:
+                        continue
+                todo: list[Prepared] = []
+                for prep in pending:
+                    key = trace_key(prep.trace)
+                    stored = seen_traces.get(key) or self.db.get(self.task.key, self.target, self.device, key)
+                    if stored is not None:
+                        result.reused += 1
+                        self._finish(result, prep, stored, bar)
+                    else:
+                        todo.append(prep)
+                pending = []
+                if todo:
+                    if ref is None:
+                        ref = self.task.save()
+                    measured = runner.run(ref, [p.trace for p in todo], self.options)
+                    for prep, res in zip(todo, measured):
+                        rec = self._record(prep, res)
+                        self.db.add(rec)
+                        seen_traces[rec.trace_key] = rec
+                        result.measured += 1
+                        self._finish(result, prep, rec, bar)
+        finally:
+            bar.close()
+            if own_runner:
+                runner.close()
+            if ref is not None and ref.path:
+                import os
+                try:
+                    os.unlink(ref.path)
+                except OSError:
+                    pass
+        ok = [r for r in result.records if r.ok]
+        result.best = min(ok, key=lambda r: r.median) if ok else None
+        return result
+
+    def _finish(self, result: TuneResult, prep: Prepared, rec: Record, bar: Progress) -> None:
+        result.records.append(rec)
+        if prep.point is not None:
+            self.strategy.update([prep.point], [rec.cost])
+        bar.update(best=rec.median if rec.ok else None, error=not rec.ok)
+        if self.on_record is not None:
+            self.on_record(rec)
