@@ -1,7 +1,9 @@
 """The Ray executor on a local Ray instance: only where Ray is installed (the optional
 ``distributed`` extra); skipped otherwise."""
 import math
+import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +26,11 @@ def sleep_long():
 
 @pytest.fixture(scope="module")
 def ex():
-    e = RayExecutor(init_kwargs={"num_cpus": 2, "include_dashboard": False, "log_to_driver": False})
+    # Ray workers import functions by module name: put this directory and the project on their path
+    here = Path(__file__).resolve().parent
+    path = os.pathsep.join([str(here), str(here.parents[1]), os.environ.get("PYTHONPATH", "")])
+    e = RayExecutor(init_kwargs={"num_cpus": 2, "include_dashboard": False, "log_to_driver": False,
+                                 "runtime_env": {"env_vars": {"PYTHONPATH": path}}})
     yield e
     e.shutdown()
 
