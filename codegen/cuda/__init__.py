@@ -1,0 +1,59 @@
+"""CUDA backend: CUDA C from GPU-bound loop nests, compiled with nvcc, launched with PyCUDA.
+
+>>> from te import Buffer, Compute
+>>> from loopnest import LoopNest
+>>> from codegen import build
+>>> A = Buffer("A", (1024,), "float32")
+>>> B = Compute("B", (1024,), lambda i: A[i] * 2.0)
+>>> nest = LoopNest([B])
+>>> i, = nest.get_loops_for(B)
+>>> bo, bi = nest.split_with_mask(i, 128)
+>>> _ = nest.set_gpu_block_index(bo, 0), nest.set_gpu_thread_index(bi, 0)
+>>> k = build(nest, [A, B], target="cuda")               # no GPU needed to build
+>>> k.launch_dims()
+[('k0_B', (8, 1, 1), (128, 1, 1))]
+>>> "blockIdx.x" in k.source and "threadIdx.x" in k.source
+True
+
+* ``emit``: the prepared nest -> CUDA C (kernels, grid/block sizes, shared memory, barriers).
+* ``compile``: nvcc -> cubin / PTX, and the ``ptxas -v`` report (no GPU needed).
+* ``launch``: PyCUDA launches (imported lazily; calling without a GPU raises RuntimeError).
+* ``examples``: GPU schedules used by the tests and benchmarks.
+* ``emulate``: runs the generated CUDA C on CPU threads (g++), a testing aid without a GPU.
+
+Building needs neither a GPU nor PyCUDA.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..kernel import BuildError, Param
+from .compile import CompileError, nvcc_available, ptxas_report
+from .emit import CudaModuleSpec, KernelSpec, emit_cuda
+from .kernel import CudaKernel
+from .launch import CudaLaunchError
+
+__all__ = ["build_cuda", "CudaKernel", "CudaLaunchError", "CompileError", "emit_cuda", "nvcc_available",
+           "ptxas_report", "CudaModuleSpec", "KernelSpec"]
+
+_OPTIONS = ("fast_math", "arch", "sync", "name", "max_threads_per_block", "max_shared_bytes")
+
+
+def build_cuda(nest, params: Sequence[Param], **options) -> CudaKernel:
+    """A :class:`CudaKernel` for the prepared ``nest`` with arguments ``params``.
+
+    Options: ``fast_math`` (fast intrinsics and ``--use_fast_math``; default False),
+    ``arch`` (e.g. ``"sm_90"``; default: the device's at launch), ``sync`` (default True),
+    ``name`` (kernel name; default from the outputs), ``max_threads_per_block`` (default
+    1024) and ``max_shared_bytes`` (default 48 KiB): a nest over those limits is refused
+    with a BuildError here, before anything runs.
+    """
+    unknown = sorted(set(options) - set(_OPTIONS))
+    if unknown:
+        raise BuildError(f"unknown option(s) for target 'cuda': {unknown}; known: {list(_OPTIONS)}")
+    name = options.get("name") or "_".join(t.name for t in getattr(nest, "outputs", [])) or "kernel"
+    fast_math = bool(options.get("fast_math", False))
+    emit_opts = {k: options[k] for k in ("max_threads_per_block", "max_shared_bytes") if k in options}
+    module = emit_cuda(nest, params, name, fast_math=fast_math, **emit_opts)
+    return CudaKernel(name, list(params), nest.root, module, fast_math=fast_math, arch=options.get("arch"),
+                      sync=options.get("sync", True))

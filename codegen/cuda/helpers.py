@@ -1,0 +1,210 @@
+"""Device helper functions the CUDA emitter puts in front of the kernels it generates.
+
+Each helper is a small ``__device__ __forceinline__`` function that gives one spec
+operation its exact meaning on the GPU (wrapping integer arithmetic, floor division,
+saturating float -> int casts, NaN-propagating min/max, low-precision rounding).
+Only the helpers a module uses are emitted, after the ones they depend on.
+
+>>> h = HelperSet()
+>>> h.need("tc_floordiv")
+'tc_floordiv'
+>>> "tc_floordiv" in h.source()
+True
+
+Names all start with ``tc_``; user names reaching the source are prefixed with ``v_``,
+``b_`` or ``k``, so the two never collide.
+"""
+from __future__ import annotations
+
+__all__ = ["HelperSet", "HELPERS", "LOWP_INFO"]
+
+# name -> (dependencies, source)
+HELPERS: dict[str, tuple[tuple[str, ...], str]] = {}
+
+
+def _h(name: str, src: str, deps: tuple[str, ...] = ()) -> None:
+    HELPERS[name] = (deps, src.strip("\n"))
+
+
+_h("tc_wrap", r"""
+// Two's complement wrapping arithmetic: signed overflow is undefined in C++, so the
+// arithmetic is done on the unsigned type U and converted back (modular on CUDA).
+template <typename T, typename U> __device__ __forceinline__ T tc_add(T a, T b) { return (T)((U)a + (U)b); }
+template <typename T, typename U> __device__ __forceinline__ T tc_sub(T a, T b) { return (T)((U)a - (U)b); }
+template <typename T, typename U> __device__ __forceinline__ T tc_mul(T a, T b) { return (T)((U)a * (U)b); }
+""")
+
+_h("tc_div", r"""
+// C division/remainder; INT_MIN / -1 wraps to INT_MIN (remainder 0) instead of trapping.
+template <typename T, typename U> __device__ __forceinline__ T tc_div(T a, T b) {
+  return b == (T)-1 ? (T)((U)0 - (U)a) : (T)(a / b);
+}
+template <typename T> __device__ __forceinline__ T tc_mod(T a, T b) { return b == (T)-1 ? (T)0 : (T)(a % b); }
+""")
+
+_h("tc_floordiv", r"""
+// Floor division and remainder for signed integers (rounding toward minus infinity).
+template <typename T> __device__ __forceinline__ T tc_floordiv(T a, T b) {
+  T q = a / b, r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? (T)(q - 1) : q;
+}
+template <typename T> __device__ __forceinline__ T tc_floormod(T a, T b) {
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
+}
+""")
+
+_h("tc_floormodf", r"""
+// Float floor remainder: fmod with the sign of the divisor.
+__device__ __forceinline__ float tc_floormodf(float a, float b) {
+  float r = fmodf(a, b);
+  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+}
+__device__ __forceinline__ double tc_floormodf(double a, double b) {
+  double r = fmod(a, b);
+  return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+}
+""")
+
+_h("tc_minmax", r"""
+// Integer min/max, and float min/max that propagate NaN (like numpy.minimum/maximum).
+template <typename T> __device__ __forceinline__ T tc_min(T a, T b) { return b < a ? b : a; }
+template <typename T> __device__ __forceinline__ T tc_max(T a, T b) { return b > a ? b : a; }
+__device__ __forceinline__ float tc_fmin(float a, float b) { return (a < b || a != a) ? a : b; }
+__device__ __forceinline__ float tc_fmax(float a, float b) { return (a > b || a != a) ? a : b; }
+__device__ __forceinline__ double tc_fmin(double a, double b) { return (a < b || a != a) ? a : b; }
+__device__ __forceinline__ double tc_fmax(double a, double b) { return (a > b || a != a) ? a : b; }
+""")
+
+_h("tc_abs", r"""
+// |x| for signed integers; the minimum value wraps to itself.
+template <typename T, typename U> __device__ __forceinline__ T tc_abs(T a) { return a < 0 ? (T)((U)0 - (U)a) : a; }
+""")
+
+_h("tc_f2i", r"""
+// Float -> integer: truncate toward zero, saturate out-of-range values, NaN -> 0
+// (the semantics of te.lowprec.float_to_int). lo and hi_excl are -2^(b-1) / 2^(b-1)
+// (0 / 2^b unsigned), exact in float and double, so no conversion is out of range.
+template <typename I, typename F> __device__ __forceinline__ I tc_f2i(F x, F lo, F hi_excl, I imin, I imax) {
+  return x != x ? (I)0 : (x < lo ? imin : (x >= hi_excl ? imax : (I)x));
+}
+""")
+
+_h("tc_sigmoid", r"""
+__device__ __forceinline__ float tc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ double tc_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+__device__ __forceinline__ float tc_sigmoid_fast(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
+""")
+
+_h("tc_f16", r"""
+// float16: stored as __half, computed in float; every result is rounded to nearest-even.
+__device__ __forceinline__ float tc_f16_ld(__half x) { return __half2float(x); }
+__device__ __forceinline__ __half tc_f16_st(float x) { return __float2half_rn(x); }
+__device__ __forceinline__ float tc_rnd_f16(float x) { return __half2float(__float2half_rn(x)); }
+__device__ __forceinline__ float tc_rndd_f16(double x) { return __half2float(__double2half(x)); }
+__device__ __forceinline__ float tc_rndll_f16(long long x) { return __half2float(__ll2half_rn(x)); }
+__device__ __forceinline__ float tc_rndull_f16(unsigned long long x) { return __half2float(__ull2half_rn(x)); }
+""")
+
+_h("tc_bf16", r"""
+// bfloat16: stored as __nv_bfloat16, computed in float; results rounded to nearest-even.
+__device__ __forceinline__ float tc_bf16_ld(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ __nv_bfloat16 tc_bf16_st(float x) { return __float2bfloat16_rn(x); }
+__device__ __forceinline__ float tc_rnd_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
+__device__ __forceinline__ float tc_rndd_bf16(double x) { return __bfloat162float(__double2bfloat16(x)); }
+__device__ __forceinline__ float tc_rndll_bf16(long long x) { return __bfloat162float(__ll2bfloat16_rn(x)); }
+__device__ __forceinline__ float tc_rndull_bf16(unsigned long long x) { return __bfloat162float(__ull2bfloat16_rn(x)); }
+""")
+
+_h("tc_tf32", r"""
+// tf32: stored as float with the low 13 mantissa bits zero; rounded to nearest-even by
+// bit manipulation (cvt.rna.tf32 would round ties away). NaN stays a quiet NaN.
+__device__ __forceinline__ float tc_tf32_ld(float x) { return x; }
+__device__ __forceinline__ float tc_rnd_tf32(float x) {
+  unsigned u = __float_as_uint(x);
+  if ((u & 0x7f800000u) == 0x7f800000u)
+    return (u & 0x007fffffu) ? __uint_as_float((u | 0x00400000u) & 0xffffe000u) : x;
+  u += 0x0fffu + ((u >> 13) & 1u);
+  return __uint_as_float(u & 0xffffe000u);
+}
+__device__ __forceinline__ float tc_tf32_st(float x) { return tc_rnd_tf32(x); }
+__device__ __forceinline__ float tc_rndd_tf32(double x) {
+  // round once from the double: keep 10 of its 52 mantissa bits (normal float range);
+  // below the float32 normal range the value goes through float first.
+  if (!(fabs(x) >= 1.1754943508222875e-38) || fabs(x) > 3.5e38) return tc_rnd_tf32((float)x);
+  unsigned long long u = (unsigned long long)__double_as_longlong(x);
+  u += 0x1ffffffffffull + ((u >> 42) & 1ull);
+  return (float)__longlong_as_double((long long)(u & ~0x3ffffffffffull));
+}
+__device__ __forceinline__ float tc_rndll_tf32(long long x) { return tc_rndd_tf32((double)x); }
+__device__ __forceinline__ float tc_rndull_tf32(unsigned long long x) { return tc_rndd_tf32((double)x); }
+""")
+
+for _k, _interp, _nanfix in (("e4m3", "__NV_E4M3", "0x7e"), ("e5m2", "__NV_E5M2", None)):
+    _nan = (f"x != x ? (__nv_fp8_storage_t){_nanfix} : " if _nanfix else "")
+    _h(f"tc_{_k}", rf"""
+// float8 {_k}: stored as one byte, computed in float; conversions saturate to the largest
+// finite value{' and NaN becomes +448 (e4m3 has no NaN)' if _nanfix else ''}.
+__device__ __forceinline__ float tc_{_k}_ld(__nv_fp8_storage_t x) {{
+  return __half2float(__half(__nv_cvt_fp8_to_halfraw(x, {_interp})));
+}}
+__device__ __forceinline__ __nv_fp8_storage_t tc_{_k}_st(float x) {{
+  return {_nan}__nv_cvt_float_to_fp8(x, __NV_SATFINITE, {_interp});
+}}
+__device__ __forceinline__ __nv_fp8_storage_t tc_{_k}_std(double x) {{
+  return {_nan}__nv_cvt_double_to_fp8(x, __NV_SATFINITE, {_interp});
+}}
+__device__ __forceinline__ float tc_rnd_{_k}(float x) {{ return tc_{_k}_ld(tc_{_k}_st(x)); }}
+__device__ __forceinline__ float tc_rndd_{_k}(double x) {{ return tc_{_k}_ld(tc_{_k}_std(x)); }}
+__device__ __forceinline__ float tc_rndll_{_k}(long long x) {{ return tc_rndd_{_k}((double)x); }}
+__device__ __forceinline__ float tc_rndull_{_k}(unsigned long long x) {{ return tc_rndd_{_k}((double)x); }}
+""")
+
+#: low-precision kind -> (helper, short name, header, storage C type)
+LOWP_INFO: dict[str, tuple[str, str, str | None, str]] = {
+    "float16": ("tc_f16", "f16", "cuda_fp16.h", "__half"),
+    "bfloat16": ("tc_bf16", "bf16", "cuda_bf16.h", "__nv_bfloat16"),
+    "tf32": ("tc_tf32", "tf32", None, "float"),
+    "float8_e4m3": ("tc_e4m3", "e4m3", "cuda_fp8.h", "__nv_fp8_storage_t"),
+    "float8_e5m2": ("tc_e5m2", "e5m2", "cuda_fp8.h", "__nv_fp8_storage_t"),
+}
+
+
+class HelperSet:
+    """The helpers (and headers) one CUDA module needs, in first-request order."""
+
+    def __init__(self):
+        self._names: list[str] = []
+        self._headers: list[str] = []
+
+    def need(self, name: str) -> str:
+        """Request helper ``name`` (and its dependencies); returns ``name``."""
+        if name not in HELPERS:
+            raise KeyError(f"unknown CUDA helper {name!r}")
+        if name not in self._names:
+            for d in HELPERS[name][0]:
+                self.need(d)
+            self._names.append(name)
+        return name
+
+    def header(self, h: str) -> None:
+        """Request ``#include <h>``."""
+        if h not in self._headers:
+            self._headers.append(h)
+
+    @property
+    def headers(self) -> list[str]:
+        return list(self._headers)
+
+    def snapshot(self) -> tuple[int, int]:
+        return len(self._names), len(self._headers)
+
+    def source(self) -> str:
+        """The ``#include`` lines and helper definitions, ready to precede the kernels."""
+        lines = [f"#include <{h}>" for h in self._headers]
+        if lines:
+            lines.append("")
+        for n in self._names:
+            lines.append(HELPERS[n][1])
+            lines.append("")
+        return "\n".join(lines)

@@ -1,0 +1,323 @@
+"""Launching generated CUDA kernels through PyCUDA.
+
+PyCUDA is imported lazily, on the first launch, so the package (emission, nvcc compiles)
+works without it. Modules are compiled to cubin with nvcc for the device's architecture
+and cached by (source hash, architecture, options, device).
+
+Arguments: numpy arrays are copied to the device before the kernels run and the buffers the
+kernels write are copied back afterwards; device arrays (a PyCUDA ``GPUArray``, or any
+object with ``__cuda_array_interface__`` such as CuPy arrays and PyTorch CUDA tensors)
+are passed by pointer, without copies. Intermediates allocated at the top level of the
+nest are device allocations made for the duration of the call.
+
+Errors: no driver / no device raises ``RuntimeError``; a grid or block the device cannot
+run, or more shared memory than it has, raises ``ValueError`` before anything is launched;
+a failing launch raises :class:`CudaLaunchError` naming the kernel. With ``sync=True``
+(the default) the launcher synchronises after each kernel, so an asynchronous fault is
+reported against the kernel that caused it.
+"""
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..kernel import KernelArgumentError, eval_int_expr
+from .compile import compile_cubin, source_hash
+from .emit import AXES, CudaModuleSpec, KernelSpec
+
+__all__ = ["CudaLaunchError", "DeviceArray", "as_device_array", "get_driver", "device_info", "Launcher",
+           "memory_bytes"]
+
+
+class CudaLaunchError(RuntimeError):
+    """A kernel launch (or the work it started) failed; the message names the kernel."""
+
+
+_NO_DRIVER = ("no CUDA device/driver is available ({why}); kernel.source holds the CUDA C and "
+              "kernel.compile() checks it with nvcc, but running it needs an NVIDIA GPU and PyCUDA "
+              "(pip install pycuda)")
+
+_STATE: dict[str, Any] = {}
+_LOCK = threading.Lock()
+
+
+def get_driver():
+    """``pycuda.driver`` with a current context (the device's primary context, shared with
+    CuPy and PyTorch). Raises RuntimeError when PyCUDA, the driver or a device is missing."""
+    with _LOCK:
+        if "drv" in _STATE:
+            return _STATE["drv"]
+        try:
+            import pycuda.driver as drv
+        except Exception as exc:  # ImportError, or OSError/ImportError for a missing libcuda
+            raise RuntimeError(_NO_DRIVER.format(why=f"import pycuda.driver failed: {exc}")) from exc
+        try:
+            drv.init()
+            if drv.Device.count() == 0:
+                raise RuntimeError(_NO_DRIVER.format(why="the driver reports no device"))
+            if drv.Context.get_current() is None:
+                try:
+                    import pycuda.autoprimaryctx  # noqa: F401  (retains and pushes the primary context)
+                except ImportError:  # pragma: no cover - old PyCUDA
+                    import pycuda.autoinit  # noqa: F401
+        except RuntimeError:
+            raise
+        except Exception as exc:
+            raise RuntimeError(_NO_DRIVER.format(why=f"CUDA initialisation failed: {exc}")) from exc
+        _STATE["drv"] = drv
+        return drv
+
+
+def device_info() -> dict:
+    """Architecture and limits of the current device (``arch``, ``max_threads_per_block``,
+    ``max_shared_bytes``, ``max_block_dims``, ``max_grid_dims``, ``name``, ``bus_id``)."""
+    with _LOCK:
+        info = _STATE.get("info")
+    if info is not None:
+        return info
+    drv = get_driver()
+    dev = drv.Context.get_device()
+    A = drv.device_attribute
+    major, minor = dev.compute_capability()
+    info = {
+        "arch": f"sm_{major}{minor}",
+        "name": dev.name(),
+        "bus_id": dev.pci_bus_id(),
+        "max_threads_per_block": dev.get_attribute(A.MAX_THREADS_PER_BLOCK),
+        "max_shared_bytes": dev.get_attribute(A.MAX_SHARED_MEMORY_PER_BLOCK),
+        "max_block_dims": (dev.get_attribute(A.MAX_BLOCK_DIM_X), dev.get_attribute(A.MAX_BLOCK_DIM_Y),
+                           dev.get_attribute(A.MAX_BLOCK_DIM_Z)),
+        "max_grid_dims": (dev.get_attribute(A.MAX_GRID_DIM_X), dev.get_attribute(A.MAX_GRID_DIM_Y),
+                          dev.get_attribute(A.MAX_GRID_DIM_Z)),
+    }
+    with _LOCK:
+        _STATE["info"] = info
+    return info
+
+
+# ------------------------------------------------------------------------------------
+# device arrays
+# ------------------------------------------------------------------------------------
+@dataclass
+class DeviceArray:
+    """A device buffer passed without copies: pointer, shape, numpy dtype and strides
+    (bytes, None when C-contiguous); ``obj`` keeps the owner alive during the call."""
+
+    ptr: int
+    shape: tuple
+    dtype: np.dtype
+    strides: tuple | None
+    obj: Any
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    def c_contiguous(self) -> bool:
+        if self.strides is None or self.size <= 1:
+            return True
+        want, acc = [], self.itemsize
+        for n in reversed(self.shape):
+            want.append(acc)
+            acc *= n
+        return all(s == w for s, w, n in zip(self.strides, reversed(want), self.shape) if n > 1)
+
+
+def as_device_array(a: Any) -> DeviceArray | None:
+    """Describe a device array (``__cuda_array_interface__`` or a PyCUDA GPUArray), or
+    None when ``a`` is not one."""
+    cai = getattr(a, "__cuda_array_interface__", None)
+    if cai is not None:
+        ptr = int(cai["data"][0] or 0)
+        typestr = cai["typestr"]
+        try:
+            dt = np.dtype(typestr)
+        except TypeError:
+            dt = np.dtype(f"V{int(typestr[2:])}")
+        strides = cai.get("strides")
+        return DeviceArray(ptr, tuple(int(x) for x in cai["shape"]), dt,
+                           tuple(int(s) for s in strides) if strides else None, a)
+    gpudata = getattr(a, "gpudata", None)
+    if gpudata is not None and hasattr(a, "shape") and hasattr(a, "dtype"):
+        strides = getattr(a, "strides", None)
+        return DeviceArray(int(gpudata), tuple(a.shape), np.dtype(a.dtype),
+                           tuple(strides) if strides is not None else None, a)
+    return None
+
+
+def dtype_matches(have: np.dtype, want: np.dtype) -> bool:
+    """Device arrays of ml_dtypes types (bfloat16, float8) come as raw ``V2``/``V1``
+    (or unsigned) type strings: accept any of those of the same width."""
+    if have == want:
+        return True
+    if want.kind == "V" or want.char in "EG" or want.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        return have.itemsize == want.itemsize and have.kind in "Vu"
+    return False
+
+
+# ------------------------------------------------------------------------------------
+# launching
+# ------------------------------------------------------------------------------------
+_MODULES: dict[tuple, Any] = {}
+
+
+class Launcher:
+    """Runs the kernels of one CUDA module (see the module docstring)."""
+
+    def __init__(self, module: CudaModuleSpec, buffer_params, *, fast_math: bool = False,
+                 arch: str | None = None, sync: bool = True, name: str = "kernel"):
+        self.module = module
+        self.buffer_params = list(buffer_params)
+        self.fast_math = fast_math
+        self.arch = arch
+        self.sync = sync
+        self.name = name
+        self._functions: dict[tuple, list] = {}
+        written = set()
+        for k in module.kernels:
+            for a in k.args:
+                if a.kind == "param" and a.written:
+                    written.add(a.index)
+        self.written_params = written
+
+    def functions(self):
+        """The loaded PyCUDA functions, compiling and loading the module on first use."""
+        drv = get_driver()
+        info = device_info()
+        arch = self.arch or info["arch"]
+        key = (source_hash(self.module.source), arch, self.fast_math, info["bus_id"])
+        fns = self._functions.get(key)
+        if fns is not None:
+            return fns, info
+        mod = _MODULES.get(key)
+        if mod is None:
+            cubin = compile_cubin(self.module.source, arch, fast_math=self.fast_math)
+            try:
+                mod = drv.module_from_buffer(cubin)
+            except drv.Error as exc:
+                raise CudaLaunchError(f"loading the CUDA module of {self.name} ({arch}) failed: {exc}") from exc
+            _MODULES[key] = mod
+        fns = [mod.get_function(k.name) for k in self.module.kernels]
+        self._functions[key] = fns
+        return fns, info
+
+    def _check_dims(self, k: KernelSpec, fn, grid, block, info, drv) -> None:
+        threads = math.prod(block)
+        limit = info["max_threads_per_block"]
+        try:
+            limit = min(limit, fn.get_attribute(drv.function_attribute.MAX_THREADS_PER_BLOCK))
+        except Exception:  # pragma: no cover - attribute query unsupported
+            pass
+        if threads > limit:
+            raise ValueError(f"kernel {k.name} of {self.name}: block {block} has {threads} threads, more than "
+                             f"the {limit} this kernel can run per block on {info['name']}")
+        for a in range(3):
+            if block[a] > info["max_block_dims"][a]:
+                raise ValueError(f"kernel {k.name} of {self.name}: {block[a]} threads on axis {AXES[a]} exceed "
+                                 f"the device limit {info['max_block_dims'][a]}")
+            if grid[a] > info["max_grid_dims"][a]:
+                raise ValueError(f"kernel {k.name} of {self.name}: {grid[a]} blocks on axis {AXES[a]} exceed "
+                                 f"the device limit {info['max_grid_dims'][a]}")
+        if k.shared_bytes > info["max_shared_bytes"]:
+            raise ValueError(f"kernel {k.name} of {self.name} uses {k.shared_bytes} bytes of shared memory, "
+                             f"more than the device's {info['max_shared_bytes']}")
+
+    def run(self, arrays: list, sizes: dict) -> None:
+        """Launch every kernel in order with the bound ``arrays`` and ``sizes``."""
+        drv = get_driver()
+        fns, info = self.functions()
+        dims = []
+        for k, fn in zip(self.module.kernels, fns):
+            grid, block = k.dims(sizes)
+            self._check_dims(k, fn, grid, block, info, drv)
+            dims.append((grid, block))
+        allocations = []
+        try:
+            ptrs: list[int] = []
+            copy_back = []
+            for idx, a in enumerate(arrays):
+                if isinstance(a, np.ndarray):
+                    host = memory_bytes(a)
+                    mem = drv.mem_alloc(max(host.nbytes, 1))
+                    allocations.append(mem)
+                    if host.nbytes:
+                        drv.memcpy_htod(mem, host)
+                    ptrs.append(int(mem))
+                    if idx in self.written_params and host.nbytes:
+                        copy_back.append((host, mem))
+                else:
+                    ptrs.append(a.ptr)
+            scratch = []
+            for b in self.module.scratch:
+                n = math.prod(eval_int_expr(d, sizes) for d in b.dims) if b.dims else 1
+                mem = drv.mem_alloc(max(n * b.dtype.itemsize, 1))
+                allocations.append(mem)
+                scratch.append(int(mem))
+            for k, fn, (grid, block) in zip(self.module.kernels, fns, dims):
+                if 0 in grid or 0 in block:
+                    continue  # an empty loop: nothing to run
+                args = []
+                for a in k.args:
+                    if a.kind == "param":
+                        args.append(np.uintp(ptrs[a.index]))
+                    elif a.kind == "scratch":
+                        args.append(np.uintp(scratch[a.index]))
+                    else:
+                        v = sizes.get(id(a.var))
+                        if v is None:
+                            raise KernelArgumentError(f"size {a.var.name} of {self.name} is not bound")
+                        args.append(a.var.dtype.numpy.type(v))
+                try:
+                    fn(*args, grid=grid, block=block)
+                    if self.sync:
+                        drv.Context.synchronize()
+                except drv.Error as exc:
+                    raise CudaLaunchError(f"CUDA kernel {k.name} of {self.name} (grid {grid}, block {block}) "
+                                          f"failed: {exc}") from exc
+            try:
+                for host, mem in copy_back:
+                    drv.memcpy_dtoh(host, mem)
+            except drv.Error as exc:
+                raise CudaLaunchError(f"copying the results of {self.name} back from the device failed "
+                                      f"(a kernel may have faulted): {exc}") from exc
+        finally:
+            for m in allocations:
+                try:
+                    m.free()
+                except Exception:  # pragma: no cover - context already gone
+                    pass
+
+
+def memory_bytes(a: np.ndarray) -> np.ndarray:
+    """A writable uint8 view of the memory an array occupies, in memory order -- what a
+    kernel indexes, also for a buffer whose layout is not row-major (a column-major or
+    padded array). ml_dtypes arrays do not export buffers, hence views, not memoryviews.
+
+    >>> memory_bytes(np.arange(4, dtype=np.int16).reshape(2, 2).T).view(np.int16).tolist()
+    [0, 1, 2, 3]
+    """
+    if a.size == 0:
+        return np.zeros(0, np.uint8)
+    if a.flags.c_contiguous:
+        return a.reshape(-1).view(np.uint8)
+    if a.flags.f_contiguous:
+        return a.T.reshape(-1).view(np.uint8)
+    if any(st < 0 for st in a.strides):
+        raise ValueError(f"arrays with negative strides cannot be passed to a CUDA kernel (strides {a.strides})")
+    span = sum((n - 1) * st for n, st in zip(a.shape, a.strides)) + a.itemsize
+    if span % a.itemsize:
+        raise ValueError(f"array strides {a.strides} are not multiples of the item size {a.itemsize}")
+    flat = np.lib.stride_tricks.as_strided(a, shape=(span // a.itemsize,), strides=(a.itemsize,))
+    return flat.view(np.uint8)
