@@ -1,0 +1,34 @@
+"""The LLVM CPU backend: prepared loop nests -> LLVM IR (llvmlite) -> host machine code.
+
+``build(nest, args, target="llvm", **options)`` calls ``build_llvm``; the kernel it returns
+is called like every other kernel. Options: ``fast_math`` (default False),
+``parallel_runtime`` ("gomp", "threads" or "serial"; default gomp when libgomp is installed,
+or ``TE_LLVM_PARALLEL_RUNTIME``), ``opt_level`` (0-3, default 3), ``cache`` (in-memory
+compile cache, default True), ``cache_dir`` (on-disk object cache, also
+``TE_LLVM_CACHE_DIR``), ``noalias`` (default: assume distinct arrays, checked per call with a
+fallback variant for overlapping ones), ``name`` (kernel name). ``set_num_threads(n)`` sets
+the threads of parallel loops; ``cache_stats()`` / ``clear_cache()`` inspect the compile cache.
+
+>>> import numpy as np
+>>> from te import Buffer, Compute
+>>> from loopnest import LoopNest
+>>> from codegen import build
+>>> A = Buffer("A", (8,), "float32")
+>>> B = Compute("B", (8,), lambda i: A[i] * 2.0)
+>>> k = build(LoopNest([B]), [A, B], target="llvm")
+>>> b = np.zeros(8, np.float32); k(np.arange(8, dtype=np.float32), b); b[:3].tolist()
+[0.0, 2.0, 4.0]
+>>> "fmul float" in k.source
+True
+
+Modules: ``emit`` (statements and expressions -> ``llvmlite.ir``), ``lowp`` (bfloat16 / tf32
+/ float8 conversions in integer IR), ``types``, ``outline`` (captures of parallel bodies),
+``mathfns`` (inline vectorisable float32 exp), ``jit`` (target machine, O3 pipeline, MCJIT,
+caches), ``runtime`` (parallel loops),
+``cache_key`` (structural keys), ``build`` (``build_llvm`` and ``LLVMKernel``).
+"""
+from .build import LLVMKernel, build_llvm
+from .jit import cache_stats, clear_cache
+from .runtime import get_num_threads, set_num_threads
+
+__all__ = ["build_llvm", "LLVMKernel", "cache_stats", "clear_cache", "set_num_threads", "get_num_threads"]

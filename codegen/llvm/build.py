@@ -1,0 +1,335 @@
+"""``build_llvm``: a prepared loop nest -> a JIT-compiled ``LLVMKernel``.
+
+>>> import numpy as np
+>>> from te import Buffer, Compute
+>>> from loopnest import LoopNest
+>>> from codegen.kernel import make_params
+>>> A = Buffer("A", (4,), "float32")
+>>> B = Compute("B", (4,), lambda i: A[i] * 2.0 + 1.0)
+>>> nest = LoopNest([B]).prepare_for_codegen()
+>>> k = build_llvm(nest, make_params(nest, [A, B]))
+>>> b = np.empty(4, np.float32); k(np.arange(4, dtype=np.float32), b); b.tolist()
+[1.0, 3.0, 5.0, 7.0]
+>>> k.source.splitlines()[0]
+'; ModuleID = "te_B"'
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Any, Sequence
+
+import numpy as np
+
+from te.expr import IntImm, Var
+from te.tensor import Buffer, Tensor
+from loopnest.stmt import For, ForKind, Stmt, Store, iter_stmts
+
+from ..kernel import BuildError, Kernel, Param, sanitize_name
+from . import jit
+from .cache_key import stmt_key
+from .emit import ALIASED, RUNTIMES, EmitOptions, emit_module
+from .outline import free_vars_and_buffers
+
+__all__ = ["build_llvm", "LLVMKernel"]
+
+_CTYPES = {"int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+           "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32,
+           "uint64": ctypes.c_uint64, "bool": ctypes.c_bool}
+
+
+class LLVMKernel(Kernel):
+    """A kernel compiled to host machine code through LLVM.
+
+    ``source`` is the readable LLVM IR before optimisation, ``optimized_source`` the IR after
+    the O3 pipeline (None when the object code came from the disk cache without it).
+    ``symbol`` is the name of the kernel function in the IR.
+
+    Calls with positional numpy arrays of the right dtype, rank and shape (the common case)
+    take a fast path that checks exactly what ``Kernel.bind`` checks in a few attribute
+    reads; anything else (keywords, sizes, other array types, and every error) goes through
+    ``Kernel.bind``, so the messages are the same.
+    """
+
+    target = "llvm"
+
+    def __init__(self, name: str, params: list[Param], stmt, source: str, optimized_source: str | None,
+                 compiled: jit.Compiled, symbol: str, scalar_vars: Sequence[Var], fast_math: bool,
+                 parallel_runtime: str, pyobject_entry: bool):
+        super().__init__(name, params, stmt, source)
+        self.optimized_source = optimized_source
+        self.symbol = symbol
+        self.fast_math = fast_math
+        self.parallel_runtime = parallel_runtime
+        self.scalar_vars = list(scalar_vars)
+        self._compiled = compiled  # keeps the JIT engine (and the code) alive
+        scalar_ct = [_CTYPES[v.dtype.name] for v in scalar_vars]
+        nbuf = len(self._buffer_params)
+        self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * nbuf + scalar_ct))(compiled.address)
+        self._pyfunc = None
+        if pyobject_entry and compiled.py_address:
+            self._pyfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.py_object] * nbuf + scalar_ct))(
+                compiled.py_address)
+        self._scalar_ids = [id(v) for v in scalar_vars]
+        self._size_max = [int(v.dtype.max_value()) for v in scalar_vars]
+        self._safe: LLVMKernel | None = None
+        self._build_safe = lambda: self  # replaced by build_llvm when the kernel assumes no aliasing
+        written = {id(x.buffer) for x in iter_stmts(stmt) if isinstance(x, Store)}
+        self._written = [id(p.buffer) in written for p in self._buffer_params]
+        self._fast = self._fast_plan()
+
+    def _fast_plan(self):
+        """Per buffer param: (numpy dtype, ndim, ((axis, const), ...), ((axis, slot), ...)), or
+        None when some param needs the general binding (layouts, derived dimensions)."""
+        if not self._buffer_params:
+            return None
+        slots: dict[int, int] = {}
+        plan = []
+        written_ids = {id(p.buffer) for p, w in zip(self._buffer_params, self._written) if w}
+        for p in self._buffer_params:
+            buf = p.buffer
+            if buf.layout is not None:
+                return None
+            consts, vars_ = [], []
+            for k, d in enumerate(buf.dims):
+                if isinstance(d, IntImm):
+                    consts.append((k, d.value))
+                elif isinstance(d, Var):
+                    vars_.append((k, slots.setdefault(id(d), len(slots))))
+                else:
+                    return None
+            plan.append((buf.dtype.numpy, buf.ndim, tuple(consts), tuple(vars_), id(buf) in written_ids))
+        var_slot = {vid: s for vid, s in slots.items()}
+        scalar_slots = []
+        for v in self.scalar_vars:
+            if id(v) not in var_slot:
+                return None  # a size that must be passed explicitly
+            scalar_slots.append(var_slot[id(v)])
+        self._n_slots = len(slots)
+        self._scalar_slots = scalar_slots
+        return tuple(plan)
+
+    def __call__(self, *args, **kwargs):
+        plan = self._fast
+        if plan is not None and not kwargs and len(args) == len(plan):
+            vals = [None] * self._n_slots
+            ok = True
+            for a, (dt, ndim, consts, vars_, written) in zip(args, plan):
+                if type(a) is not np.ndarray or (a.dtype is not dt and a.dtype != dt) or a.ndim != ndim:
+                    ok = False
+                    break
+                flags = a.flags
+                if not flags.c_contiguous or (written and not flags.writeable):
+                    ok = False
+                    break
+                shape = a.shape
+                for k, c in consts:
+                    if shape[k] != c:
+                        ok = False
+                for k, slot in vars_:
+                    v = vals[slot]
+                    if v is None:
+                        vals[slot] = shape[k]
+                    elif v != shape[k]:
+                        ok = False
+                if not ok:
+                    break
+            if ok:
+                sizes = [vals[s] for s in self._scalar_slots]
+                for v, hi in zip(sizes, self._size_max):
+                    if v > hi:
+                        ok = False   # the general path reports it
+            if ok:
+                if self._pyfunc is not None:
+                    rc = self._pyfunc(*args, *sizes)
+                else:
+                    rc = self._cfunc(*[a.__array_interface__["data"][0] for a in args], *sizes)
+                if rc:
+                    if rc == ALIASED:
+                        self._aliased_variant()(*args)
+                        return
+                    self._alloc_failed()
+                return
+        arrays, sizes = self.bind(args, kwargs)
+        self._launch(arrays, sizes)
+
+    def _launch(self, arrays: list, sizes: dict) -> None:
+        for p, a, w in zip(self._buffer_params, arrays, self._written):
+            if w and not a.flags.writeable:
+                raise ValueError(f"argument {p.name} of {self.name} is written by the kernel but the array "
+                                 "is read-only")
+        scalars = [sizes[k] for k in self._scalar_ids]
+        for v, var, hi in zip(scalars, self.scalar_vars, self._size_max):
+            if not var.dtype.min_value() <= v <= hi:
+                raise ValueError(f"size {var.name} = {v} of {self.name} does not fit its dtype {var.dtype}")
+        if self._pyfunc is not None and all(type(a) is np.ndarray for a in arrays):
+            rc = self._pyfunc(*arrays, *scalars)
+        else:
+            rc = self._cfunc(*[a.__array_interface__["data"][0] for a in arrays], *scalars)
+        if rc:
+            if rc == ALIASED:
+                self._aliased_variant()._launch(arrays, sizes)
+                return
+            self._alloc_failed()
+
+    def _aliased_variant(self) -> "LLVMKernel":
+        """The same kernel compiled without ``noalias`` (built on the first call whose arrays
+        overlap in memory; compiled code assumes distinct arguments otherwise)."""
+        if self._safe is None:
+            self._safe = self._build_safe()
+        return self._safe
+
+    def _alloc_failed(self):
+        raise MemoryError(f"kernel {self.name}: a heap allocation for an intermediate buffer failed")
+
+
+_DATA_OFFSET: list = []
+
+
+def _array_data_offset() -> int | None:
+    """The byte offset of the data pointer in a numpy array object (PyArrayObject.data),
+    verified on several arrays; None when it cannot be established (then kernels read
+    ``__array_interface__`` per call instead)."""
+    if not _DATA_OFFSET:
+        found = None
+        try:
+            import sys
+            if sys.implementation.name == "cpython":
+                samples = [np.zeros(3, np.float32), np.ones((2, 5), np.int8), np.zeros(0, np.float64),
+                           np.zeros((), np.int64), np.arange(10)[2:]]
+                for off in range(8, 80, 8):
+                    if all(ctypes.c_void_p.from_address(id(a) + off).value == a.__array_interface__["data"][0]
+                           for a in samples):
+                        found = off
+                        break
+        except Exception:  # pragma: no cover - be conservative: fall back to the slow path
+            found = None
+        _DATA_OFFSET.append(found)
+    return _DATA_OFFSET[0]
+
+
+def _kernel_name(nest, params: Sequence[Param]) -> str:
+    outs = getattr(nest, "outputs", None) or []
+    names = [o.name for o in outs] or [p.name for p in params if p.is_buffer][-1:] or ["kernel"]
+    return sanitize_name("_".join(names))
+
+
+def _has_parallel(root) -> bool:
+    return any(isinstance(s, For) and s.kind == ForKind.PARALLEL for s in iter_stmts(root))
+
+
+def _scalar_vars(root, params: Sequence[Param], name: str) -> list[Var]:
+    """The kernel's scalar arguments: the Var params in order, then every other free variable
+    of ``root``, which must be a dimension of a buffer parameter (bound from its shape)."""
+    buffer_params = [p for p in params if p.is_buffer]
+    free_vars, free_bufs = free_vars_and_buffers(root)
+    param_bufs = {id(p.buffer) for p in buffer_params}
+    for b in free_bufs:
+        if id(b) not in param_bufs:
+            raise BuildError(f"kernel {name}: buffer {b.name} is accessed but is neither a parameter nor "
+                             "allocated in the nest (was the nest prepared with prepare_for_codegen()?)")
+    out = [p.var for p in params if not p.is_buffer]
+    have = {id(v) for v in out}
+    shape_vars = {id(d): d for p in buffer_params for d in p.buffer.dims if isinstance(d, Var)}
+    for v in free_vars:
+        if id(v) in have:
+            continue
+        if id(v) not in shape_vars:
+            raise BuildError(f"kernel {name}: variable {v.name} is used but is neither a parameter nor a "
+                             "dimension of a buffer parameter; add it to build's argument list")
+        out.append(v)
+        have.add(id(v))
+    for v in out:
+        if v.dtype.name not in _CTYPES or v.dtype.lanes != 1:
+            raise BuildError(f"kernel {name}: scalar parameter {v.name} has dtype {v.dtype}; the llvm target "
+                             "takes integer scalars only")
+    return out
+
+
+def _check_half_support(source: str, name: str) -> None:
+    h = jit.host_info()
+    if " half" in source and h["triple"].startswith(("x86_64", "i386", "i686")) and "+f16c" not in h["features"]:
+        raise BuildError(f"kernel {name} uses float16, which needs the F16C instructions this CPU "
+                         f"({h['cpu']}) lacks on the llvm target")
+
+
+def build_llvm(nest, params: list[Param], fast_math: bool = False, *, parallel_runtime: str | None = None,
+               opt_level: int = 3, cache: bool = True, cache_dir: Any = None, name: str | None = None,
+               noalias: bool | None = None) -> LLVMKernel:
+    """Compile a prepared nest (anything with ``.root`` and ``.outputs``) to an ``LLVMKernel``.
+
+    ``fast_math`` puts LLVM's ``fast`` flags on float operations (reassociation, no NaN/Inf
+    guarantees); off by default. ``parallel_runtime`` is "gomp", "threads" or "serial"
+    (default: ``runtime.default_runtime()``). ``opt_level`` is LLVM's 0-3. ``cache=False``
+    skips the in-memory compile cache; ``cache_dir`` (or ``TE_LLVM_CACHE_DIR``) enables the
+    on-disk object cache. ``name`` overrides the kernel name (default: the output names).
+
+    ``noalias`` (default: on when every buffer argument is a plain row-major buffer) compiles
+    the kernel assuming its array arguments do not overlap, which lets LLVM keep values in
+    registers and skip run-time alias checks; the kernel checks that assumption on every call
+    (a few comparisons of address ranges) and runs a variant compiled with ``noalias=False``
+    when a written array overlaps another one, so aliasing arguments stay correct.
+    """
+    from . import runtime
+    from .emit import RESERVED_SYMBOLS
+    root = getattr(nest, "root", None)
+    if not isinstance(root, Stmt):
+        raise BuildError(f"build_llvm needs a prepared LoopNest (with a root statement), got {nest!r}")
+    name = sanitize_name(name) if name else _kernel_name(nest, params)
+    symbol = f"te_{name}"
+    if symbol in RESERVED_SYMBOLS:
+        symbol += "_kernel"
+    if not isinstance(fast_math, bool):
+        raise BuildError(f"fast_math must be a bool, got {fast_math!r}")
+    if opt_level not in (0, 1, 2, 3):
+        raise BuildError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+    if parallel_runtime is not None and parallel_runtime not in RUNTIMES:
+        raise BuildError(f"unknown parallel_runtime {parallel_runtime!r}; expected one of {RUNTIMES}")
+    rt = "serial"
+    if _has_parallel(root):
+        rt = parallel_runtime or runtime.default_runtime()
+        if rt not in RUNTIMES:
+            raise BuildError(f"unknown parallel runtime {rt!r} (from TE_LLVM_PARALLEL_RUNTIME); "
+                             f"expected one of {RUNTIMES}")
+        runtime.ensure_runtime(rt)
+    buffer_params = [p for p in params if p.is_buffer]
+    scalar_vars = _scalar_vars(root, params, name)
+    plain = all(type(p.buffer) in (Buffer, Tensor) and p.buffer.layout is None for p in buffer_params)
+    if noalias is None:
+        noalias = plain
+    elif noalias and not plain:
+        raise BuildError(f"kernel {name}: noalias=True needs plain row-major buffer arguments (a buffer with a "
+                         "layout or a view may span memory its shape does not describe)")
+    noalias = bool(noalias) and len(buffer_params) > 1
+    key = None
+    hit = None
+    if cache:
+        key = (stmt_key(root, [p.buffer for p in buffer_params], scalar_vars), symbol, fast_math, rt, opt_level,
+               noalias)
+        hit = jit.lookup(key)
+    if hit is not None:
+        source, compiled = hit
+    else:
+        try:
+            h = jit.host_info()
+            opts = EmitOptions(fast_math=fast_math, parallel_runtime=rt, array_data_offset=_array_data_offset(),
+                               triple=h["triple"], data_layout=jit.data_layout(), noalias=noalias)
+            module = emit_module(symbol, root, buffer_params, scalar_vars, opts)
+        except BuildError as exc:
+            raise BuildError(f"kernel {name}: {exc}") from None
+        except (TypeError, ValueError, KeyError, AttributeError, AssertionError) as exc:
+            # an IR shape the emitter does not handle: report it as a build failure, not a crash
+            raise BuildError(f"kernel {name}: the LLVM backend could not emit IR for this nest: "
+                             f"{type(exc).__name__}: {exc}") from exc
+        source = str(module)
+        _check_half_support(source, name)
+        compiled = jit.compile_ir(source, symbol, name, opt=opt_level, cache_dir=cache_dir,
+                                  py_symbol=symbol + "_py" if opts.array_data_offset is not None else None)
+        if key is not None:
+            jit.remember(key, (source, compiled))
+    kernel = LLVMKernel(name, list(params), root, source, compiled.optimized_ir, compiled, symbol, scalar_vars,
+                        fast_math, rt, pyobject_entry=True)
+    kernel.noalias = noalias
+    if noalias:
+        kernel._build_safe = lambda: build_llvm(nest, params, fast_math, parallel_runtime=rt, opt_level=opt_level,
+                                                cache=cache, cache_dir=cache_dir, name=name, noalias=False)
+    return kernel

@@ -1,0 +1,72 @@
+"""Vectorisable math functions emitted inline as LLVM IR.
+
+LLVM lowers ``llvm.exp.v8f32`` to eight scalar ``expf`` calls (llvmlite cannot point LLVM's
+vectoriser at a vector math library), which makes ``exp``-heavy kernels (softmax, sigmoid)
+several times slower than vectorised libraries. ``exp_f32`` computes float32 ``exp`` with
+plain arithmetic instead, so the loop vectoriser (and explicit vector code) runs it 8 lanes
+at a time; its error is within 1 ulp of the correctly rounded result over the whole
+float32 range (checked against float64 in the tests), subnormal results and the
+overflow/underflow limits included, and NaN/Inf follow IEEE (``exp(-inf) = 0``).
+
+Method (Cephes ``expf``): ``n = round(x / ln 2)``, ``r = x - n ln 2`` in two steps (exact
+high part), ``exp(r)`` by a degree-7 polynomial, then the result is scaled by ``2**n`` in
+two multiplications by powers of two (so results that are subnormal round only once).
+
+>>> from llvmlite import ir
+>>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
+>>> b = ir.IRBuilder(f.append_basic_block())
+>>> _ = b.ret(exp_f32(b, f.args[0], lambda name, args: b.call(_intrinsic(m, name, args[0].type), args)))
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from llvmlite import ir
+
+from .types import I32, intrinsic_suffix, splat_const
+
+__all__ = ["exp_f32"]
+
+_LOG2E = 1.44269504088896341
+_LN2_HI = 0.693359375           # exact in float32 (few mantissa bits): n * _LN2_HI is exact
+_LN2_LO = -2.12194440e-4
+_POLY = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+         5.0000001201e-1)
+_X_MAX = 89.0                   # exp(89) overflows float32
+_X_MIN = -104.0                 # exp(-104) rounds to 0
+
+
+def _intrinsic(m: ir.Module, name: str, t: ir.Type) -> ir.Function:
+    full = f"{name}.{intrinsic_suffix(t)}"
+    fn = m.globals.get(full)
+    return fn if fn is not None else ir.Function(m, ir.FunctionType(t, [t]), full)
+
+
+def exp_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value]) -> ir.Value:
+    """``exp(x)`` for a float32 (or ``<n x float>``) value ``x``; ``call(name, args)`` emits a
+    call of the unary LLVM intrinsic ``name`` (``llvm.roundeven``)."""
+    t = x.type
+    it = ir.VectorType(I32, t.count) if isinstance(t, ir.VectorType) else I32
+
+    def c(v):
+        return splat_const(t, v)
+    isnan = b.fcmp_unordered("uno", x, x)
+    xc = b.select(b.fcmp_ordered(">", x, c(_X_MAX)), c(_X_MAX), x)
+    xc = b.select(b.fcmp_ordered("<", xc, c(_X_MIN)), c(_X_MIN), xc)
+    xc = b.select(isnan, c(0.0), xc)
+    nf = call("llvm.roundeven", [b.fmul(xc, c(_LOG2E))])
+    r = b.fsub(xc, b.fmul(nf, c(_LN2_HI)))
+    r = b.fsub(r, b.fmul(nf, c(_LN2_LO)))
+    z = b.fmul(r, r)
+    p = c(_POLY[0])
+    for k in _POLY[1:]:
+        p = b.fadd(b.fmul(p, r), c(k))
+    y = b.fadd(b.fadd(b.fmul(p, z), r), c(1.0))
+    n = b.fptosi(nf, it)                       # in [-150, 129]
+    n1 = b.ashr(n, splat_const(it, 1))
+    n2 = b.sub(n, n1)                          # both in [-75, 65]: 2**n1, 2**n2 are normal floats
+
+    def pow2(k):
+        return b.bitcast(b.shl(b.add(k, splat_const(it, 127)), splat_const(it, 23)), t)
+    out = b.fmul(b.fmul(y, pow2(n1)), pow2(n2))
+    return b.select(isnan, x, out)

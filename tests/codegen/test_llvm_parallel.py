@@ -1,0 +1,230 @@
+"""Parallel loops on the LLVM backend: every runtime gives the serial result, every time.
+
+Loops are marked parallel by rewriting the For kinds of a prepared nest (the legality
+checks of ``nest.parallelize`` are the transforms' business; here the loops are legal by
+construction). Each kernel runs many times to catch races.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import te
+from codegen import build
+from codegen.llvm import get_num_threads, set_num_threads
+from codegen.llvm.runtime import gomp_available
+from loopnest import LoopNest
+from loopnest.stmt import Allocate, Block, For, ForKind, Free, StmtMutator, Store
+from te import Buffer, Compute, Load, Reduce, Sum, Var, cast, float32, int32
+
+RUNTIMES = ["threads"] + (["gomp"] if gomp_available() else [])
+REPEATS = 30
+
+
+@pytest.fixture(params=RUNTIMES)
+def runtime(request):
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _two_threads_at_least():
+    set_num_threads(max(2, get_num_threads()))   # exercise the threaded path even on one core
+    yield
+    set_num_threads(None)
+
+
+class Parallel(StmtMutator):
+    def __init__(self, names):
+        self.names = set(names)
+
+    def visit_For(self, s):
+        s2 = self.generic(s)
+        return s2.replace(kind=ForKind.PARALLEL) if s.var.name in self.names else s2
+
+
+class HandNest:
+    prepared = True
+
+    def __init__(self, root, inputs, outputs, intermediates=()):
+        self.root = root if isinstance(root, Block) else Block((root,))
+        self.inputs, self.outputs, self.intermediates = list(inputs), list(outputs), list(intermediates)
+
+
+def parallel_nest(outputs, names):
+    nest = LoopNest(outputs).prepare_for_codegen()
+    nest.root = Parallel(names).visit(nest.root)
+    return nest
+
+
+def test_parallel_elementwise(runtime):
+    N = Var("N")
+    A = Buffer("A", (N,), float32)
+    B = Compute("B", (N,), lambda i: A[i] * 2.0 + cast(i, float32))
+    k = build(parallel_nest([B], ["i"]), [A, B], target="llvm", parallel_runtime=runtime)
+    assert k.parallel_runtime == runtime
+    for n in (0, 1, 2, 3, 1001):
+        a = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        want = a * 2 + np.arange(n, dtype=np.float32)
+        for _ in range(REPEATS if n > 3 else 3):
+            b = np.full(n, np.nan, np.float32)
+            k(a, b)
+            assert np.array_equal(b, want)
+
+
+def test_parallel_rows_around_a_serial_reduction(runtime):
+    N = Var("N")
+    A = Buffer("A", (N, 300), float32)
+    C = Reduce("C", (N,), Sum(), lambda i, k: A[i, k] * A[i, k], (300,))
+    k = build(parallel_nest([C], ["i"]), [A, C], target="llvm", parallel_runtime=runtime)
+    kref = build(LoopNest([C]), [A, C], target="llvm")
+    a = np.random.default_rng(0).standard_normal((257, 300)).astype(np.float32)
+    want = np.zeros(257, np.float32)
+    kref(a, want)                                  # same summation order, serially
+    assert np.allclose(want, (a.astype(np.float64) ** 2).sum(1), rtol=1e-5)
+    for _ in range(REPEATS):
+        c = np.zeros(257, np.float32)
+        k(a, c)
+        assert np.array_equal(c, want)
+
+
+def test_nested_parallel_loops(runtime):
+    A = Buffer("A", (37, 41), int32)
+    B = Compute("B", (37, 41), lambda i, j: A[i, j] * 3 + i * 100 + j)
+    C = Reduce("C", (37,), Sum(), lambda i, k: B[i, k], (41,))
+    k = build(parallel_nest([B, C], ["i", "j", "i_1"]), [A, B, C], target="llvm", parallel_runtime=runtime)
+    a = np.arange(37 * 41, dtype=np.int32).reshape(37, 41)
+    want_b = a * 3 + np.arange(37)[:, None] * 100 + np.arange(41)
+    for _ in range(REPEATS):
+        b = np.zeros((37, 41), np.int32)
+        c = np.zeros(37, np.int32)
+        k(a, b, c)
+        assert np.array_equal(b, want_b) and np.array_equal(c, want_b.sum(1))
+
+
+@pytest.mark.parametrize("width", [64, 20000])   # stack (alloca) and heap (malloc) scratch
+def test_parallel_body_with_its_own_intermediate(runtime, width):
+    rows = 24
+    A = Buffer("A", (rows, width), float32)
+    B = Buffer("B", (rows, width), float32)
+    T = Buffer("T", (width,), float32)
+    i, j, j2 = Var("i"), Var("j"), Var("j2")
+    root = For(i, 0, rows, Block([
+        Allocate(T),
+        For(j, 0, width, Block([Store(T, (j,), Load(A, (i * width + j,)) * 2.0)])),
+        For(j2, 0, width, Block([Store(B, (i * width + j2,), Load(T, (j2,)) + Load(T, (width - 1 - j2,)))])),
+        Free(T)]), kind=ForKind.PARALLEL)
+    nest = HandNest(root, [A], [B], [T])
+    k = build(nest, [A, B], target="llvm", parallel_runtime=runtime)
+    assert ("malloc" in k.source) == (width * 4 > 64 * 1024)
+    a = np.random.default_rng(1).standard_normal((rows, width)).astype(np.float32)
+    want = a * 2 + (a * 2)[:, ::-1]
+    for _ in range(REPEATS // 3):
+        b = np.zeros((rows, width), np.float32)
+        k(a, b)
+        assert np.array_equal(b, want)
+
+
+def test_parallel_loop_inside_a_serial_loop_with_symbolic_bounds(runtime):
+    N, M = Var("N"), Var("M")
+    A = Buffer("A", (N, M), float32)
+    B = Compute("B", (N, M), lambda i, j: te.exp(A[i, j]) - 1.0)
+    k = build(parallel_nest([B], ["j"]), [A, B], target="llvm", parallel_runtime=runtime)
+    kr = build(LoopNest([B]), [A, B], target="llvm")
+    for n, m in ((3, 1), (2, 5), (6, 333)):
+        a = np.random.default_rng(m).standard_normal((n, m)).astype(np.float32)
+        want = np.zeros((n, m), np.float32)
+        kr(a, want)
+        for _ in range(5):
+            b = np.zeros((n, m), np.float32)
+            k(a, b)
+            assert np.array_equal(b, want)
+
+
+def test_one_thread_gives_the_same_result(runtime):
+    A = Buffer("A", (500,), float32)
+    B = Compute("B", (500,), lambda i: te.sqrt(A[i]) + 1.0)
+    k = build(parallel_nest([B], ["i"]), [A, B], target="llvm", parallel_runtime=runtime)
+    a = np.arange(500, dtype=np.float32)
+    outs = []
+    for n in (1, 2, 3):
+        set_num_threads(n)
+        assert get_num_threads() == n
+        b = np.zeros(500, np.float32)
+        k(a, b)
+        outs.append(b)
+    assert all(np.array_equal(outs[0], o) for o in outs) and np.array_equal(outs[0], np.sqrt(a) + 1)
+
+
+def test_serial_runtime_and_source_shape():
+    A = Buffer("A", (64,), float32)
+    B = Compute("B", (64,), lambda i: A[i] + 1.0)
+    nest = parallel_nest([B], ["i"])
+    ks = build(nest, [A, B], target="llvm", parallel_runtime="serial")
+    assert "_par" not in ks.source
+    kt = build(nest, [A, B], target="llvm", parallel_runtime="threads")
+    assert "te_llvm_parallel_for" in kt.source and "internal" in kt.source
+    if gomp_available():
+        kg = build(nest, [A, B], target="llvm", parallel_runtime="gomp")
+        assert "GOMP_parallel" in kg.source
+    a = np.arange(64, dtype=np.float32)
+    for k in (ks, kt):
+        b = np.zeros(64, np.float32)
+        k(a, b)
+        assert np.array_equal(b, a + 1)
+
+
+@pytest.mark.skipif(not gomp_available() or not hasattr(os, "fork"), reason="needs libgomp and fork")
+def test_gomp_kernels_keep_working_in_a_forked_child():
+    # libgomp hangs in a child forked after it ran; the kernels switch to the thread pool there
+    script = textwrap.dedent("""
+        import os, sys, numpy as np
+        from loopnest import LoopNest
+        from loopnest.stmt import ForKind, StmtMutator
+        from te import Buffer, Compute, float32
+        from codegen import build
+        class P(StmtMutator):
+            def visit_For(self, s):
+                return self.generic(s).replace(kind=ForKind.PARALLEL)
+        A = Buffer("A", (1000,), float32); B = Compute("B", (1000,), lambda i: A[i] * 2.0)
+        nest = LoopNest([B]).prepare_for_codegen(); nest.root = P().visit(nest.root)
+        k = build(nest, [A, B], target="llvm", parallel_runtime="gomp")
+        a = np.arange(1000, dtype=np.float32); b = np.zeros(1000, np.float32); k(a, b)
+        pid = os.fork()
+        if pid == 0:
+            c = np.zeros(1000, np.float32); k(a, c)
+            os._exit(0 if np.array_equal(c, a * 2) else 3)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+    """)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root, TE_LLVM_PARALLEL_RUNTIME="", OMP_NUM_THREADS="2")
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert "child 0" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_concurrent_callers_from_python_threads(runtime):
+    import threading
+    A = Buffer("A", (4000,), float32)
+    B = Compute("B", (4000,), lambda i: A[i] * 3.0 - 1.0)
+    k = build(parallel_nest([B], ["i"]), [A, B], target="llvm", parallel_runtime=runtime)
+    a = np.arange(4000, dtype=np.float32)
+    want = a * 3 - 1
+    errors = []
+
+    def worker():
+        for _ in range(REPEATS):
+            b = np.zeros(4000, np.float32)
+            k(a, b)
+            if not np.array_equal(b, want):
+                errors.append(b)
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
