@@ -19,6 +19,11 @@ Every other backend is checked against IREval, so it implements the semantics of
 * intrinsics use numpy in the dtype's precision (``sigmoid = 1/(1+exp(-x))``,
   ``rsqrt = 1/sqrt(x)``, ``round`` = half to even, integer ``abs`` wraps at INT_MIN); ``erf`` is
   ``math.erf`` in float64 (numpy has no erf; scipy is not a core dependency) rounded to the dtype;
+* a buffer of vector elements (dtype ``float32x4``) is an array with a trailing lanes axis;
+  ``A[i]`` reads a whole vector, ``A[ramp(i, 1, k)]`` reads ``k`` of them (``4 * k`` lanes);
+* casts and loads keep NaN payloads bit-exactly as the LLVM backend does: loading bfloat16 /
+  float8 reads a NaN's sign and payload (ml_dtypes would canonicalise it), a store writes
+  them back unchanged, and a float -> float conversion returns a quiet NaN;
 * every load and store is bounds checked against its buffer (flat element offsets):
   ``IndexError`` names the buffer, the offset and the access, never a numpy negative-index
   wrap-around; reading a buffer outside its Allocate/Free raises ``RuntimeError``;
@@ -117,11 +122,52 @@ def _rounder(dt: Dtype) -> Callable[[Any], Any] | None:
     fmt = _lp_name(dt)
 
     def rnd(x):
-        r = _lp_convert(np.asarray(x, np.float32), "float32", fmt)
-        if r.dtype != np.float32:
-            r = r.astype(np.float32)
-        return _scalar(r)
+        return _scalar(_widen_storage(_lp_convert(np.asarray(x, np.float32), "float32", fmt), fmt))
     return rnd
+
+
+#: NaN-carrying storage formats whose numpy conversions (ml_dtypes) drop NaN payloads:
+#: format -> (exponent bits, mantissa bits, unsigned storage dtype)
+_NAN_FORMATS = {"bfloat16": (8, 7, np.uint16), "float8_e5m2": (5, 2, np.uint8),
+                "float8_e4m3": (4, 3, np.uint8)}
+
+
+def _widen_storage(v, fmt: str):
+    """Storage values of float format ``fmt`` -> their float32 register values, bit-exact:
+    a NaN keeps its sign and payload (and stays signalling if it was), as the LLVM
+    backend's integer decode does (ml_dtypes' own conversion returns a canonical NaN).
+    The e4m3 patterns 0x7F/0xFF read as NaN with payload 0b111."""
+    a = np.asarray(v)
+    r = a.astype(np.float32)
+    layout = _NAN_FORMATS.get(fmt)
+    if layout is None:
+        return r
+    nan = np.isnan(r)
+    if nan.any():
+        e, m, ut = layout
+        src = a.view(ut).astype(np.uint32)
+        bits = ((src >> (e + m)) << 31) | 0x7F800000 | ((src & ((1 << m) - 1)) << (23 - m))
+        r = np.where(nan, bits.astype(np.uint32).view(np.float32), r)
+    return r
+
+
+def _nan_storage_bits(v: np.ndarray, fmt: str) -> np.ndarray:
+    """Storage bits of the NaN register values ``v`` (float32) of ``fmt`` (bfloat16 / e5m2):
+    sign and leading payload kept, not quietened (a stored value is already of the format)."""
+    e, m, ut = _NAN_FORMATS[fmt]
+    b = np.asarray(v, np.float32).view(np.uint32)
+    man = (b & 0x7FFFFF) >> (23 - m)
+    man = np.where(man == 0, 1 << (m - 1), man)
+    return (((b >> 31) << (e + m)) | (((1 << e) - 1) << m) | man).astype(ut)
+
+
+def _quiet(x):
+    """``x`` (float32) with its NaNs quietened (a float -> float conversion quiets, as IEEE says)."""
+    a = np.asarray(x, np.float32)
+    nan = np.isnan(a)
+    if nan.any():
+        a = np.where(nan, (a.view(np.uint32) | np.uint32(0x400000)).view(np.float32), a)
+    return _scalar(a)
 
 
 def _const_value(dt: Dtype, value) -> Any:
@@ -131,7 +177,8 @@ def _const_value(dt: Dtype, value) -> Any:
     if dt.is_integer:
         return dt.numpy.type(int(value))
     if dt.is_lowp_float:
-        return np.float32(_scalar(_lp_convert(np.asarray(float(value)), "float64", _lp_name(dt))))
+        fmt = _lp_name(dt)
+        return np.float32(_scalar(_widen_storage(_lp_convert(np.asarray(float(value)), "float64", fmt), fmt)))
     return dt.numpy.type(float(value))
 
 
@@ -172,7 +219,7 @@ def _cast_fn(src: Dtype, dst: Dtype) -> Callable[[Any], Any]:
         fmt = _lp_name(dst)
         if src.bits < 64:
             return lambda x: _scalar(_lp_convert(np.asarray(x, np.float64), "float64", fmt)
-                                     .astype(np.float32))
+                                     .astype(np.float32))       # integers: no NaN to keep
         odd = np.vectorize(lambda v: _int_to_f64_round_odd(int(v)), otypes=[np.float64])
         return lambda x: _scalar(_lp_convert(np.asarray(odd(x), np.float64), "float64", fmt)
                                  .astype(np.float32))
@@ -195,10 +242,12 @@ def _cast_fn(src: Dtype, dst: Dtype) -> Callable[[Any], Any]:
     # float -> float
     snp = _internal_np(src)
     if not dst.is_lowp_float:
+        if src.is_lowp_float and dnp == np.float32:   # the register already holds the value
+            return _quiet
         return lambda x: x.astype(dnp)           # widening is exact; float64 -> float32 rounds once
     sfmt = "float64" if snp == np.float64 else "float32"
     dfmt = _lp_name(dst)
-    return lambda x: _scalar(_lp_convert(np.asarray(x, snp), sfmt, dfmt).astype(np.float32))
+    return lambda x: _scalar(_widen_storage(_lp_convert(np.asarray(x, snp), sfmt, dfmt), dfmt))
 
 
 # ------------------------------------------------------------------------------------
@@ -389,8 +438,6 @@ class _Compiler:
         return s
 
     def buf_slot(self, buf) -> int:
-        if buf.dtype.lanes != 1:
-            raise BuildError(f"IREval does not support vector-typed buffers ({buf.name} is {buf.dtype})")
         old = self.buffers.get(buf.name)
         if old is not None and old is not buf and old.dtype != buf.dtype:
             raise BuildError(f"two buffers named {buf.name} with dtypes {old.dtype} and {buf.dtype}")
@@ -582,6 +629,9 @@ class _Compiler:
         fi = self.expr(_flat_idx(e.indices))
         name, where = buf.name, str(e)
         lowp = buf.dtype.is_lowp_float and buf.dtype.kind != "tf32"
+        fmt = _lp_name(buf.dtype) if lowp else None
+        if buf.dtype.lanes > 1:
+            return self._vector_load(bs, fi, name, where, e.indices[-1].dtype.lanes if e.indices else 1, fmt)
 
         def load(fr):
             arr = fr[bs]
@@ -593,10 +643,34 @@ class _Compiler:
                 if i.size and (i.min() < 0 or i.max() >= n):
                     raise _oob("load from", name, i, n, where)
                 v = arr[i]
-                return v.astype(np.float32) if lowp else v
+                return _widen_storage(v, fmt) if lowp else v
             if i < 0 or i >= n:
                 raise _oob("load from", name, i, n, where)
-            return np.float32(arr[i]) if lowp else arr[i]
+            return _scalar(_widen_storage(arr[i], fmt)) if lowp else arr[i]
+        return load
+
+    @staticmethod
+    def _vector_load(bs: int, fi: Fn, name: str, where: str, idx_lanes: int, fmt: str | None) -> Fn:
+        """A load from a buffer of vector elements (a 2-D ``(n, lanes)`` array in the frame):
+        the value has the lanes as its last axis; a vector index of ``k`` lanes reads ``k``
+        consecutive-in-register elements, ``k * lanes`` lanes in all."""
+        def load(fr):
+            arr = fr[bs]
+            i = fi(fr)
+            if arr is None:
+                raise _unallocated(name)
+            n = arr.shape[0]
+            if type(i) is np.ndarray:
+                if i.size and (i.min() < 0 or i.max() >= n):
+                    raise _oob("load from", name, i, n, where)
+                v = arr[i]
+                if idx_lanes > 1:
+                    v = v.reshape(i.shape[:-1] + (-1,))
+            else:
+                if i < 0 or i >= n:
+                    raise _oob("load from", name, i, n, where)
+                v = arr[i].copy()
+            return _widen_storage(v, fmt) if fmt is not None else v
         return load
 
     def e_Let(self, e: E.Let) -> Fn:
@@ -698,6 +772,10 @@ class _Compiler:
         fv = self.expr(s.value)
         name = buf.name
         where = f"{name}[{', '.join(str(i) for i in s.indices)}] = ..."
+        nan_fmt = _lp_name(buf.dtype) if buf.dtype.kind in ("bfloat", "float8_e5m2") else None
+        lanes = buf.dtype.lanes
+        idx_lanes = s.indices[-1].dtype.lanes if s.indices else 1
+        lane_ar = np.arange(lanes)
 
         def store(fr):
             arr = fr[bs]
@@ -711,7 +789,17 @@ class _Compiler:
                     raise _oob("store to", name, i, n, where)
             elif i < 0 or i >= n:
                 raise _oob("store to", name, i, n, where)
+            if lanes > 1 and idx_lanes > 1:     # k vector elements: (..., k * lanes) -> (..., k, lanes)
+                v = np.asarray(v)
+                v = v.reshape(v.shape[:-1] + (idx_lanes, lanes))
             arr[i] = v
+            if nan_fmt is not None:      # ml_dtypes stores a canonical NaN: keep the payload
+                nan = np.isnan(v)
+                if np.any(nan):
+                    vb, nb = np.broadcast_arrays(np.asarray(v, np.float32), nan)
+                    flat = np.asarray(i)[..., None] * lanes + lane_ar if lanes > 1 else i
+                    ib = np.broadcast_to(flat, vb.shape)
+                    arr.reshape(-1).view(_NAN_FORMATS[nan_fmt][2])[ib[nb]] = _nan_storage_bits(vb[nb], nan_fmt)
         return store
 
     def s_Cond(self, s: Cond) -> Fn:
@@ -772,8 +860,12 @@ class _Compiler:
                     n *= v
                 return n
 
+        lanes = buf.dtype.lanes
+
         def allocate(fr):
             n = size_fn(fr)
+            if lanes > 1:
+                n = (n, lanes)
             if not poison:
                 fr[bs] = np.zeros(n, npdt)
             elif buf.dtype.is_float:
@@ -781,7 +873,7 @@ class _Compiler:
             elif buf.dtype.is_bool:
                 fr[bs] = np.ones(n, npdt)
             else:
-                fr[bs] = np.full(n * npdt.itemsize, 0xCD, np.uint8).view(npdt)
+                fr[bs] = np.full(np.prod(n) * npdt.itemsize, 0xCD, np.uint8).view(npdt).reshape(n)
         return allocate
 
     def s_Free(self, s: Free) -> Fn:
@@ -1198,11 +1290,15 @@ def _reduction_plan(c: _Compiler, body: Block, stores, loads, chain_ids):
 # the kernel
 # ------------------------------------------------------------------------------------
 def _flat_view(a: np.ndarray, buf) -> np.ndarray:
-    """A 1-D view of the memory of ``a`` indexed by flat element offsets."""
+    """A 1-D view of the memory of ``a`` indexed by flat element offsets; for a buffer of
+    vector elements a 2-D ``(elements, lanes)`` view (the array's last axis is the lanes)."""
+    lanes = buf.dtype.lanes
     if buf.layout is None:
-        return a.reshape(-1)
+        return a.reshape(-1) if lanes == 1 else a.reshape(-1, lanes)
     n = int(buf.layout.cosize) if a.size else 0
-    return np.lib.stride_tricks.as_strided(a, shape=(n,), strides=(a.itemsize,))
+    if lanes == 1:
+        return np.lib.stride_tricks.as_strided(a, shape=(n,), strides=(a.itemsize,))
+    return np.lib.stride_tricks.as_strided(a, shape=(n, lanes), strides=(a.itemsize * lanes, a.itemsize))
 
 
 class IREvalKernel(Kernel):
@@ -1341,11 +1437,14 @@ def evaluate(e: E.Expr, bindings: Mapping[E.Var, Any] | None = None,
         bufs.append((name, np.ascontiguousarray(arr).reshape(-1)))
     names = {n for n, _ in bufs}
 
+    lanes_of: dict[str, int] = {}
+
     def reg(n):
         if isinstance(n, E.Load):
             if n.buffer.name not in names:
                 raise ValueError(f"evaluate: buffer {n.buffer.name} is loaded but not given in buffers")
             comp.buf_slot(n.buffer)
+            lanes_of[n.buffer.name] = n.buffer.dtype.lanes
     E.walk(e, reg)
     f = comp.expr(e)
     fr: list = [None] * comp.nslots
@@ -1354,7 +1453,8 @@ def evaluate(e: E.Expr, bindings: Mapping[E.Var, Any] | None = None,
         fr[s] = val
     for name, arr in bufs:
         if name in comp.buf_slots:
-            fr[comp.buf_slots[name]] = arr
+            lanes = lanes_of.get(name, 1)
+            fr[comp.buf_slots[name]] = arr if lanes == 1 else arr.reshape(-1, lanes)
     with np.errstate(all="ignore"):
         r = f(fr)
     dt = e.dtype

@@ -14,6 +14,9 @@
 
 Arguments are checked before any memory is touched: a missing argument, a wrong rank,
 shape or dtype, or a non-contiguous array raises ``TypeError`` / ``ValueError`` naming it.
+
+A buffer of vector elements (dtype ``float32x4``, shape ``(n,)``) takes a numpy array of the
+element type with the lanes as a trailing axis: shape ``(n, 4)``, dtype float32.
 """
 from __future__ import annotations
 
@@ -245,7 +248,13 @@ class Kernel:
         if a.dtype != want_dt:
             raise KernelArgumentError(f"argument {p.name} of {self.name} has dtype {a.dtype}, expected "
                                       f"{buf.dtype} ({want_dt})")
-        if a.ndim != buf.ndim:
+        lanes = buf.dtype.lanes
+        if lanes > 1:   # vector elements: the lanes are a trailing axis of the array
+            if a.ndim != buf.ndim + 1 or a.shape[-1] != lanes:
+                raise ValueError(f"argument {p.name} of {self.name} has shape {a.shape}, expected rank "
+                                 f"{buf.ndim + 1} with shape {buf.shape + (lanes,)}: a buffer of {buf.dtype} "
+                                 f"elements is an array of {buf.dtype.element} with a last axis of {lanes} lanes")
+        elif a.ndim != buf.ndim:
             raise ValueError(f"argument {p.name} of {self.name} has rank {a.ndim} (shape {a.shape}), "
                              f"expected rank {buf.ndim} (shape {buf.shape})")
         for k, d in enumerate(buf.dims):
@@ -267,11 +276,14 @@ class Kernel:
                 raise ValueError(f"argument {p.name} of {self.name} must be C-contiguous (row-major); "
                                  "use np.ascontiguousarray")
             return
+        lanes = p.buffer.dtype.lanes
         try:
-            want = layout.numpy_strides(a.itemsize)
+            want = layout.numpy_strides(a.itemsize * lanes)
+            if lanes > 1:
+                want = tuple(want) + (a.itemsize,)
         except ValueError:
             # a hierarchical layout has no numpy strides: the array is its storage, in order
-            if not a.flags.c_contiguous or a.size < layout.cosize:
+            if not a.flags.c_contiguous or a.size < layout.cosize * lanes:
                 raise ValueError(f"argument {p.name} of {self.name} must be a C-contiguous array holding the "
                                  f"{layout.cosize} elements of its layout {layout}") from None
             return

@@ -194,6 +194,7 @@ def Compute(name: str, shape: Sequence[Any], fn: Callable[..., Any], dtype: Any 
     """Define a tensor by a function of its indices.
 
     ``dtype`` defaults to the body's dtype; when given and different, the body is cast.
+    A vector body (``float32x4``) makes a tensor of vector elements, one per index.
 
     >>> A = Buffer("A", (4,), "float32")
     >>> B = Compute("B", (4,), lambda i: A[i] * 2.0)
@@ -207,8 +208,8 @@ def Compute(name: str, shape: Sequence[Any], fn: Callable[..., Any], dtype: Any 
     args = [Var(n, int32) for n in names]
     body = _call_body(fn, args, name)
     dt = as_dtype(dtype) if dtype is not None else body.dtype
-    if body.dtype.is_vector:
-        raise TypeError(f"the body of {name} is a vector ({body.dtype}); Compute bodies are scalar")
+    if body.dtype.is_vector and dt.is_scalar:   # a vector body makes a tensor of vector elements
+        dt = dt.with_lanes(body.dtype.lanes)
     if body.dtype != dt:
         body = Cast(dt, body)
     return Tensor(name, shape, dt, args, body)

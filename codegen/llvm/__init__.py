@@ -2,8 +2,8 @@
 
 ``build(nest, args, target="llvm", **options)`` calls ``build_llvm``; the kernel it returns
 is called like every other kernel. Options: ``fast_math`` (default False),
-``parallel_runtime`` ("gomp", "threads" or "serial"; default gomp when libgomp is installed,
-or ``TE_LLVM_PARALLEL_RUNTIME``), ``opt_level`` (0-3, default 3), ``cache`` (in-memory
+``parallel_runtime`` ("pool", "gomp", "threads" or "serial"; default: the native pool on
+Linux x86-64/AArch64, else gomp when libgomp is installed, or ``TE_LLVM_PARALLEL_RUNTIME``), ``opt_level`` (0-3, default 3), ``cache`` (in-memory
 compile cache, default True), ``cache_dir`` (on-disk object cache, also
 ``TE_LLVM_CACHE_DIR``), ``noalias`` (default: assume distinct arrays, checked per call with a
 fallback variant for overlapping ones), ``name`` (kernel name). ``set_num_threads(n)`` sets
@@ -24,7 +24,7 @@ True
 Modules: ``emit`` (statements and expressions -> ``llvmlite.ir``), ``lowp`` (bfloat16 / tf32
 / float8 conversions in integer IR), ``types``, ``outline`` (captures of parallel bodies),
 ``mathfns`` (inline vectorisable float32 exp), ``jit`` (target machine, O3 pipeline, MCJIT,
-caches), ``runtime`` (parallel loops),
+caches), ``runtime`` (parallel loops), ``pool`` (the native thread pool),
 ``cache_key`` (structural keys), ``build`` (``build_llvm`` and ``LLVMKernel``).
 """
 from .build import LLVMKernel, build_llvm

@@ -97,7 +97,11 @@ class LLVMKernel(Kernel):
                     vars_.append((k, slots.setdefault(id(d), len(slots))))
                 else:
                     return None
-            plan.append((buf.dtype.numpy, buf.ndim, tuple(consts), tuple(vars_), id(buf) in written_ids))
+            ndim = buf.ndim
+            if buf.dtype.lanes > 1:   # vector elements: the lanes are the array's last axis
+                consts.append((ndim, buf.dtype.lanes))
+                ndim += 1
+            plan.append((buf.dtype.numpy, ndim, tuple(consts), tuple(vars_), id(buf) in written_ids))
         var_slot = {vid: s for vid, s in slots.items()}
         scalar_slots = []
         for v in self.scalar_vars:
@@ -258,7 +262,7 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, parallel_r
     """Compile a prepared nest (anything with ``.root`` and ``.outputs``) to an ``LLVMKernel``.
 
     ``fast_math`` puts LLVM's ``fast`` flags on float operations (reassociation, no NaN/Inf
-    guarantees); off by default. ``parallel_runtime`` is "gomp", "threads" or "serial"
+    guarantees); off by default. ``parallel_runtime`` is "pool", "gomp", "threads" or "serial"
     (default: ``runtime.default_runtime()``). ``opt_level`` is LLVM's 0-3. ``cache=False``
     skips the in-memory compile cache; ``cache_dir`` (or ``TE_LLVM_CACHE_DIR``) enables the
     on-disk object cache. ``name`` overrides the kernel name (default: the output names).

@@ -21,6 +21,10 @@ array objects instead of data pointers. Semantics follow the TIR spec and the in
   tf32 and float8 values live in float32 registers, rounded to their format (nearest
   even, see ``lowp``) after each operation; bool is ``i1`` in registers, ``i8`` in memory.
 * ``Min``/``Max`` on floats propagate NaN (``llvm.minimum``/``llvm.maximum``, like numpy).
+* a buffer of vector elements (``float32x4``) is stored as consecutive scalars: ``A[i]`` is a
+  ``<4 x float>`` load from scalar ``4 * i``; a Ramp index of ``k`` lanes reads ``4 * k``.
+* casts: a float -> float conversion returns a quiet NaN keeping the sign and leading payload
+  (as ``te.lowprec.convert``); loads and stores copy NaNs bit-exactly.
 * intrinsics are LLVM intrinsics (``llvm.sqrt``, ``llvm.floor``, ``llvm.roundeven``...), libm
   (``tanhf``, ``erff``), or inline arithmetic: float32 ``exp`` (and ``sigmoid``) use
   ``mathfns.exp_f32`` (within 1 ulp), which vectorises; ``rsqrt`` is ``1 / sqrt``.
@@ -35,9 +39,10 @@ Loops: serial loops are counted loops on an i64 induction variable; ``unrolled``
 a constant extent of at most ``UNROLL_LIMIT`` are copied, others get
 ``llvm.loop.unroll.count``; loops still ``vectorized`` after preparation get
 ``llvm.loop.vectorize.enable``; ``parallel`` loops are outlined into
-``void body(i64 lo, i64 hi, ptr ctx)`` and run through ``runtime`` (libgomp or a thread
-pool); a parallel loop inside a parallel body runs serially. Allocations of a constant
-size up to ``STACK_LIMIT`` bytes are ``alloca``s in the entry block of the function
+``void body(i64 lo, i64 hi, ptr ctx)`` and run through ``runtime`` (the native ``pool``,
+libgomp or a Python thread pool); a parallel loop inside a parallel body runs serially.
+Allocations of a constant size up to ``STACK_LIMIT`` bytes are ``alloca``s in the entry
+block of the function
 (per thread inside a parallel body), others ``malloc``/``free``.
 
 Every user name that reaches the IR goes through ``sanitize_name``.
@@ -74,21 +79,23 @@ UNROLL_LIMIT = 64          # unrolled loops up to this constant extent are copie
 UNROLL_COUNT = 8           # llvm.loop.unroll.count for longer / symbolic unrolled loops
 STACK_LIMIT = 64 * 1024    # bytes: larger (or symbolic) allocations use malloc
 STACK_BUDGET = 256 * 1024  # bytes of allocas per function before falling back to malloc
-RUNTIMES = ("gomp", "threads", "serial")
+RUNTIMES = ("pool", "gomp", "threads", "serial")
 
 NUM_THREADS_SYMBOL = "te_llvm_num_threads"
 FORKED_SYMBOL = "te_llvm_gomp_forked"    # nonzero in a child forked after libgomp ran: gomp is unusable
 PARALLEL_FOR_SYMBOL = "te_llvm_parallel_for"
+POOL_SYMBOL = "te_llvm_pool_parallel_for"     # the native pool of ``pool`` (runtime "pool")
 ALIASED = 2                              # kernel return code: arguments overlap, use the safe variant
-RESERVED_SYMBOLS = frozenset({NUM_THREADS_SYMBOL, FORKED_SYMBOL, PARALLEL_FOR_SYMBOL})
+RESERVED_SYMBOLS = frozenset({NUM_THREADS_SYMBOL, FORKED_SYMBOL, PARALLEL_FOR_SYMBOL, POOL_SYMBOL})
 
 
 @dataclass(frozen=True)
 class EmitOptions:
     """Code generation choices.
 
-    ``parallel_runtime``: "gomp" (GOMP_parallel), "threads" (the Python thread pool of
-    ``runtime``) or "serial" (parallel loops run as serial loops).
+    ``parallel_runtime``: "pool" (the native thread pool of ``pool``), "gomp" (GOMP_parallel),
+    "threads" (the Python thread pool of ``runtime``) or "serial" (parallel loops run as
+    serial loops).
     """
 
     fast_math: bool = False
@@ -381,12 +388,12 @@ class _Emitter:
 
     def s_Allocate(self, st: _Fn, s: Allocate):
         buf = s.buffer
-        elem = storage_type(buf.dtype)
+        elem = scalar_storage_type(buf.dtype)      # vector elements are stored as consecutive scalars
         itemsize = buf.dtype.itemsize * buf.dtype.lanes
         n = buf.static_size()
         name = sanitize_name(buf.name)
         if n is not None and n * itemsize <= STACK_LIMIT and st.stack_bytes + n * itemsize <= STACK_BUDGET:
-            p = st.alloca(ir.ArrayType(elem, max(n, 1)), name=name, align=64)
+            p = st.alloca(ir.ArrayType(elem, max(n * buf.dtype.lanes, 1)), name=name, align=64)
             st.stack_bytes += n * itemsize
             st.bufs[id(buf)] = p
             return
@@ -522,6 +529,9 @@ class _Emitter:
         b.position_at_end(launch_bb)
         if self.opts.parallel_runtime == "gomp":
             self.call_gomp(st, body_fn, lo, hi, ctx, nthr)
+        elif self.opts.parallel_runtime == "pool":
+            pool_for = self.declare(POOL_SYMBOL, VOID, [PTR, I64, I64, PTR, I32])
+            b.call(pool_for, [body_fn, lo, hi, ctx, nthr])
         else:
             pf = self.declare(PARALLEL_FOR_SYMBOL, VOID, [PTR, I64, I64, PTR])
             b.call(pf, [body_fn, lo, hi, ctx])
@@ -644,11 +654,18 @@ class _Emitter:
     # ------------------------------------------------------------------------------------
     # memory
     # ------------------------------------------------------------------------------------
-    def pointer(self, st: _Fn, buf, idx64: ir.Value) -> ir.Value:
+    def pointer(self, st: _Fn, buf, idx64: ir.Value, component: int = 0) -> ir.Value:
+        """The address of element ``idx64`` of ``buf`` (of lane ``component`` of it, for a buffer of
+        vector elements, which are stored as ``lanes`` consecutive scalars)."""
         base = st.bufs.get(id(buf))
         if base is None:
             raise BuildError(f"buffer {buf.name} is accessed but has no storage here (not a parameter and not "
                              "allocated by an Allocate in scope)")
+        lanes = buf.dtype.lanes
+        if lanes > 1:
+            idx64 = st.b.mul(idx64, ir.Constant(I64, lanes), flags=("nsw",))
+            if component:
+                idx64 = st.b.add(idx64, ir.Constant(I64, component), flags=("nsw",))
         return st.b.gep(base, [idx64], inbounds=True, source_etype=scalar_storage_type(buf.dtype))
 
     def to_storage(self, st: _Fn, dt: Dtype, v: ir.Value) -> ir.Value:
@@ -674,8 +691,7 @@ class _Emitter:
             raise BuildError(f"load of {buf.name} has {len(e.indices)} indices; the LLVM backend needs a prepared "
                              "nest (one flat index per access): call nest.prepare_for_codegen()")
         if buf.dtype.lanes != 1:
-            raise BuildError(f"buffer {buf.name} has vector dtype {buf.dtype}; the llvm target supports scalar "
-                             "buffer elements only")
+            return self.vector_element_load(st, e, lane)
         idx = e.indices[0]
         b = st.b
         edt = buf.dtype
@@ -701,10 +717,57 @@ class _Emitter:
             out = b.insert_element(out, b.load(p, typ=st_t, align=align), ir.Constant(I32, k))
         return self.from_storage(st, vdt, out)
 
+    def vector_element_load(self, st: _Fn, e: E.Load, lane) -> ir.Value:
+        """A load from a buffer of vector elements (``float32x4``): ``<lanes x T>`` read from the
+        scalars ``lanes * i ...``; a vector index of ``k`` lanes reads ``k * lanes`` lanes."""
+        buf = e.buffer
+        b = st.b
+        edt = buf.dtype
+        lanes = edt.lanes
+        st_t = scalar_storage_type(edt)
+        align = max(1, edt.itemsize)
+        idx = e.indices[0]
+        k = idx.dtype.lanes
+        if lane is not None:                      # one lane of the loaded vector
+            kk, comp = divmod(lane, lanes)
+            p = self.pointer(st, buf, self.index(st, idx, kk if k > 1 else None), comp)
+            return self.from_storage(st, edt.element, b.load(p, typ=st_t, align=align))
+        vdt = edt.with_lanes(k * lanes)
+        ramp = _ramp_parts(idx) if k > 1 else (idx, 1)
+        if ramp is not None and ramp[1] == 1:     # contiguous
+            p = self.pointer(st, buf, self.index(st, ramp[0]))
+            return self.from_storage(st, vdt, b.load(p, typ=storage_type(vdt), align=align))
+        ivec = self.index(st, idx)
+        out = ir.Constant(storage_type(vdt), ir.Undefined)
+        for j in range(k):
+            ij = b.extract_element(ivec, ir.Constant(I32, j))
+            for c in range(lanes):
+                v = b.load(self.pointer(st, buf, ij, c), typ=st_t, align=align)
+                out = b.insert_element(out, v, ir.Constant(I32, j * lanes + c))
+        return self.from_storage(st, vdt, out)
+
+    def vector_element_store(self, st: _Fn, buf, idx: Expr, sv: ir.Value):
+        """Store the storage-typed value ``sv`` to a buffer of vector elements (see
+        ``vector_element_load``)."""
+        b = st.b
+        align = max(1, buf.dtype.itemsize)
+        lanes = buf.dtype.lanes
+        k = idx.dtype.lanes
+        ramp = _ramp_parts(idx) if k > 1 else (idx, 1)
+        if ramp is not None and ramp[1] == 1:
+            b.store(sv, self.pointer(st, buf, self.index(st, ramp[0])), align=align)
+            return
+        ivec = self.index(st, idx)
+        for j in range(k):
+            ij = b.extract_element(ivec, ir.Constant(I32, j))
+            for c in range(lanes):
+                b.store(b.extract_element(sv, ir.Constant(I32, j * lanes + c)), self.pointer(st, buf, ij, c),
+                        align=align)
+
     def store(self, st: _Fn, buf, idx: Expr, value: ir.Value, vdt: Dtype):
         if buf.dtype.lanes != 1:
-            raise BuildError(f"buffer {buf.name} has vector dtype {buf.dtype}; the llvm target supports scalar "
-                             "buffer elements only")
+            self.vector_element_store(st, buf, idx, self.to_storage(st, vdt, value))
+            return
         b = st.b
         align = max(1, buf.dtype.itemsize)
         sv = self.to_storage(st, vdt, value)
@@ -1129,7 +1192,12 @@ class _Emitter:
         if dst.kind == "float" and dst.bits == 64:
             return w if w.type == f64t else b.fpext(w, f64t)
         if dst.kind == "float" and dst.bits == 32:
-            return w if w.type == f32t else b.fptrunc(w, f32t)
+            if w.type != f32t:
+                return b.fptrunc(w, f32t)
+            # the register already holds the value; a conversion quietens a NaN (as fpext does)
+            bits = b.bitcast(w, _int_like(w.type))
+            quiet = b.bitcast(b.or_(bits, splat_const(bits.type, 0x400000)), w.type)
+            return b.select(b.fcmp_unordered("uno", w, w), quiet, w)
         return self.narrow_float(st, dst, w, f64t)
 
     def int64_to_f64_round_odd(self, st: _Fn, src: Dtype, v: ir.Value, x: ir.Value) -> ir.Value:
@@ -1174,6 +1242,13 @@ class _Emitter:
         if dst.kind == "float" and dst.bits == 16:
             return b.fptrunc(w, value_type(dst))
         return lowp.round_to(b, w, lowp.format_name(dst))
+
+
+def _int_like(t: ir.Type) -> ir.Type:
+    """The integer (vector) type of the same width as float (vector) type ``t``."""
+    if isinstance(t, ir.VectorType):
+        return ir.VectorType(_int_like(t.element), t.count)
+    return I64 if t == F64 else I32
 
 
 def _is_i1(t: ir.Type) -> bool:

@@ -108,8 +108,9 @@ def round_to(b: ir.IRBuilder, x: ir.Value, fmt: str) -> ir.Value:
 def encode(b: ir.IRBuilder, x: ir.Value, fmt: str, store: bool = False) -> ir.Value:
     """The storage bits (i16 / i8, or float32 for tf32) of float32 ``x`` rounded to ``fmt``.
 
-    ``store=True`` writes a register value to memory the way the interpreter's numpy
-    assignment (ml_dtypes) does: exact for values of the format (what registers hold), and
+    ``store=True`` writes a register value to memory the way the interpreter does: exact
+    for values of the format (what registers hold; a NaN keeps its payload and is not
+    quietened, so a copy is bit-exact), and
     for the specials that can reach a store unrounded (a loaded Inf/NaN passed through
     min/max): float8 does not saturate, e5m2 keeps Inf, e4m3 writes its NaN pattern for
     NaN, Inf and overflow.
@@ -119,6 +120,11 @@ def encode(b: ir.IRBuilder, x: ir.Value, fmt: str, store: bool = False) -> ir.Va
         return round_to(b, x, fmt)
     if fmt == "bfloat16":
         bits = b.bitcast(round_to(b, x, fmt), _ity(x))
+        if store:  # a NaN of the format is stored as it is (a signalling NaN stays signalling)
+            raw = b.bitcast(x, _ity(x))
+            keep = b.and_(b.fcmp_unordered("uno", x, x),
+                          b.icmp_unsigned("!=", b.and_(raw, _c(raw, 0x007F0000)), _c(raw, 0)))
+            bits = b.select(keep, raw, bits)
         return b.trunc(b.lshr(bits, _c(bits, 16)), _ity(x, 16))
     e, m = f.exp_bits, f.man_bits
     bits = b.bitcast(x, _ity(x))
@@ -148,7 +154,11 @@ def encode(b: ir.IRBuilder, x: ir.Value, fmt: str, store: bool = False) -> ir.Va
     mag = b.select(over, _c(a, f.max_bits if saturate else f.inf_bits), mag)
     if f.ieee:
         payload = b.lshr(b.and_(a, _c(a, 0x007FFFFF)), _c(a, 23 - m))
-        nan_mag = b.or_(payload, _c(a, f.inf_bits | (1 << (m - 1))))
+        if store:  # a NaN of the format is stored as it is (quietened only if its payload is lost)
+            quiet = b.select(b.icmp_unsigned("==", payload, _c(a, 0)), _c(a, 1 << (m - 1)), _c(a, 0))
+            nan_mag = b.or_(b.or_(payload, quiet), _c(a, f.inf_bits))
+        else:
+            nan_mag = b.or_(payload, _c(a, f.inf_bits | (1 << (m - 1))))
         out = b.or_(sign, b.select(is_nan, nan_mag, mag))
     else:  # e4m3 has no NaN: NaN -> +max
         out = b.select(is_nan, _c(a, f.max_bits), b.or_(sign, mag))
@@ -176,7 +186,8 @@ def decode(b: ir.IRBuilder, raw: ir.Value, fmt: str) -> ir.Value:
     normal = b.or_(b.shl(b.add(ex, _c(i32, 127 - f.bias)), _c(i32, 23)), b.shl(man, _c(i32, 23 - m)))
     sub = b.fmul(b.uitofp(man, _fty(raw)), _c(_fty(raw), float(2.0 ** (1 - f.bias - m))))
     mag = b.select(b.icmp_unsigned("==", ex, _c(i32, 0)), b.bitcast(sub, i32), normal)
-    nan_bits = b.or_(b.shl(man, _c(i32, 23 - m)), _c(i32, 0x7FC00000))
+    # a NaN keeps its payload and stays signalling if it was (a cast quietens it, a copy does not)
+    nan_bits = b.or_(b.shl(man, _c(i32, 23 - m)), _c(i32, 0x7F800000))
     all_ones = b.icmp_unsigned("==", ex, _c(i32, (1 << e) - 1))
     if f.ieee:
         special = b.select(b.icmp_unsigned("==", man, _c(i32, 0)), _c(i32, 0x7F800000), nan_bits)

@@ -1,11 +1,17 @@
 """The parallel-loop runtime of LLVM kernels.
 
 A parallel loop is outlined into ``void body(i64 lo, i64 hi, ptr ctx)``; the kernel then
-hands ``[start, stop)`` to one of two runtimes:
+hands ``[start, stop)`` to one of three runtimes:
 
-* ``"gomp"`` (default when libgomp is installed): the kernel calls ``GOMP_parallel`` with a
-  trampoline that gives each OpenMP thread one static chunk. Everything stays in native
-  code; the team size is ``get_num_threads()``.
+* ``"pool"`` (default on Linux x86-64 / AArch64): a native thread pool JIT-compiled from
+  LLVM IR (``pool``): the caller and the workers claim chunks from an atomic counter, and
+  the caller waits only for chunks already claimed, never for a worker the OS has not
+  scheduled yet, so a parallel loop costs microseconds even on a loaded machine.
+* ``"gomp"`` (the default where the pool is unavailable and libgomp is installed): the
+  kernel calls ``GOMP_parallel`` with a trampoline through which the OpenMP threads claim
+  chunks. Everything stays in native code; the team size is ``get_num_threads()``. Its
+  closing barrier waits for every team thread, which costs about a scheduler time slice
+  (~1 ms) per loop when the machine has more runnable threads than cores.
 * ``"threads"``: the kernel calls back into Python (``te_llvm_parallel_for``), which splits
   the range into ``get_num_threads()`` chunks and runs them on a pool of Python threads
   through ctypes (ctypes releases the GIL during the foreign call). Slower to start
@@ -14,7 +20,8 @@ hands ``[start, stop)`` to one of two runtimes:
 libgomp is not fork-safe: a child forked after a parallel region ran hangs in its next
 one. So gomp kernels check a flag that this module sets in forked children
 (``os.register_at_fork``) and then use the ``"threads"`` runtime instead, and new builds in
-such a child default to ``"threads"``.
+such a child default to ``"threads"`` (or ``"pool"``). The pool forgets its workers in a
+forked child and starts new ones there.
 
 >>> set_num_threads(2); get_num_threads()
 2
@@ -30,7 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import llvmlite.binding as llvm
 
-__all__ = ["set_num_threads", "get_num_threads", "default_runtime", "ensure_runtime", "gomp_available"]
+__all__ = ["set_num_threads", "get_num_threads", "default_runtime", "ensure_runtime", "gomp_available",
+           "pool_available"]
 
 _NUM_THREADS = ctypes.c_int32(0)   # read by generated code through te_llvm_num_threads
 _GOMP_FORKED = ctypes.c_int32(0)   # set in a child forked after libgomp ran (te_llvm_gomp_forked)
@@ -97,12 +105,21 @@ def _load_gomp():
     return _state["gomp"] or None
 
 
+def pool_available() -> bool:
+    """True when the native ``pool`` runtime can run here (Linux, x86-64 or AArch64)."""
+    from . import pool
+    return pool.available()
+
+
 def default_runtime() -> str:
-    """The runtime new kernels use: ``TE_LLVM_PARALLEL_RUNTIME`` if set, else "gomp" when
-    available (and the process was not forked after using it), else "threads"."""
+    """The runtime new kernels use: ``TE_LLVM_PARALLEL_RUNTIME`` if set, else "pool" where
+    it runs, else "gomp" when available (and the process was not forked after using it),
+    else "threads"."""
     env = os.environ.get("TE_LLVM_PARALLEL_RUNTIME", "").strip()
     if env:
         return env
+    if pool_available():
+        return "pool"
     if not _state["forked"] and gomp_available():
         return "gomp"
     return "threads"
@@ -156,6 +173,18 @@ def ensure_runtime(runtime: str) -> None:
             llvm.add_symbol(FORKED_SYMBOL, ctypes.addressof(_GOMP_FORKED))
             llvm.add_symbol(PARALLEL_FOR_SYMBOL, ctypes.cast(_PFOR_CB, ctypes.c_void_p).value)
             _state["threads_installed"] = True
+    if runtime == "pool":
+        from . import pool
+        with _lock:
+            if _state.get("pool") is None:
+                try:
+                    pool.install()
+                except RuntimeError as exc:
+                    from ..kernel import BuildError
+                    raise BuildError(f"parallel_runtime='pool' is unavailable: {exc}; "
+                                     "use parallel_runtime='gomp' or 'threads'") from None
+                pool.set_default_threads(_default_threads())
+                _state["pool"] = pool
     if runtime == "gomp":
         if _load_gomp() is None:
             from ..kernel import BuildError
@@ -171,6 +200,8 @@ def _after_fork_in_child():
         _GOMP_FORKED.value = 1   # compiled gomp kernels switch to the thread pool
     _pool, _pool_size = None, 0
     _lock = threading.Lock()
+    if _state.get("pool") is not None:
+        _state["pool"].reset_after_fork()   # its workers did not survive the fork
 
 
 if hasattr(os, "register_at_fork"):

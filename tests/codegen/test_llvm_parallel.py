@@ -17,12 +17,12 @@ import pytest
 import te
 from codegen import build
 from codegen.llvm import get_num_threads, set_num_threads
-from codegen.llvm.runtime import gomp_available
+from codegen.llvm.runtime import gomp_available, pool_available
 from loopnest import LoopNest
 from loopnest.stmt import Allocate, Block, For, ForKind, Free, StmtMutator, Store
 from te import Buffer, Compute, Load, Reduce, Sum, Var, cast, float32, int32
 
-RUNTIMES = ["threads"] + (["gomp"] if gomp_available() else [])
+RUNTIMES = ["threads"] + (["gomp"] if gomp_available() else []) + (["pool"] if pool_available() else [])
 REPEATS = 30
 
 
@@ -228,3 +228,56 @@ def test_concurrent_callers_from_python_threads(runtime):
     for t in threads:
         t.join()
     assert not errors
+
+
+@pytest.mark.skipif(not pool_available(), reason="the native pool needs Linux on x86-64 or AArch64")
+def test_pool_many_short_loops_with_changing_team_sizes():
+    # back-to-back jobs of every size, with the team growing and shrinking between them:
+    # a worker claiming a chunk of a finished job, or missing one, shows as a wrong sum
+    N = Var("N")
+    A = Buffer("A", (N, 8), int32)
+    C = Reduce("C", (N,), Sum(), lambda i, k: A[i, k] * (k + 1), (8,))
+    k = build(parallel_nest([C], ["i"]), [A, C], target="llvm", parallel_runtime="pool")
+    assert "te_llvm_pool_parallel_for" in k.source
+    rng = np.random.default_rng(3)
+    for rep in range(300):
+        set_num_threads(1 + rep % 4)
+        n = int(rng.integers(0, 70))
+        a = rng.integers(-100, 100, (n, 8)).astype(np.int32)
+        c = np.full(n, -7, np.int32)
+        k(a, c)
+        assert np.array_equal(c, (a * np.arange(1, 9)).sum(1)), rep
+
+
+@pytest.mark.skipif(not pool_available() or not hasattr(os, "fork"), reason="needs the pool and fork")
+def test_pool_kernels_keep_working_in_a_forked_child():
+    # the pool's workers do not survive fork: the child starts its own
+    script = textwrap.dedent("""
+        import os, sys, numpy as np
+        from loopnest import LoopNest
+        from loopnest.stmt import ForKind, StmtMutator
+        from te import Buffer, Compute, float32
+        from codegen import build
+        from codegen.llvm import set_num_threads
+        class P(StmtMutator):
+            def visit_For(self, s):
+                return self.generic(s).replace(kind=ForKind.PARALLEL)
+        set_num_threads(2)
+        A = Buffer("A", (1000,), float32); B = Compute("B", (1000,), lambda i: A[i] * 2.0)
+        nest = LoopNest([B]).prepare_for_codegen(); nest.root = P().visit(nest.root)
+        k = build(nest, [A, B], target="llvm", parallel_runtime="pool")
+        a = np.arange(1000, dtype=np.float32); b = np.zeros(1000, np.float32); k(a, b)
+        pid = os.fork()
+        if pid == 0:
+            ok = True
+            for _ in range(50):
+                c = np.zeros(1000, np.float32); k(a, c)
+                ok = ok and np.array_equal(c, a * 2)
+            os._exit(0 if ok else 3)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+    """)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=root, TE_LLVM_PARALLEL_RUNTIME="")
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert "child 0" in proc.stdout, proc.stdout + proc.stderr
