@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
+import time
 from typing import Any, Callable, Mapping, Sequence
 
 from te.tensor import Tensor
@@ -51,15 +52,16 @@ def tune_task(task: Task, space: ScheduleSpace, trials: int, db: Database, strat
               build_timeout: float | None = 60.0, run_timeout: float | None = 30.0, executor: Any = None,
               options: MeasureOptions | None = None, seed: int = 0, progress: bool = True,
               batch_size: int | None = None, on_record: Callable[[Record], None] | None = None,
-              label: str = "") -> TuneResult:
-    """Tune a prepared Task (the lower-level form of ``autotune``, without the final build)."""
+              label: str = "", time_budget_s: float | None = None) -> TuneResult:
+    """Tune a prepared Task (the lower-level form of ``autotune``, without the final build);
+    ``time_budget_s`` stops the search after that many seconds even if ``trials`` are not done."""
     ex, own = _make_executor(executor)
     runner = Runner(ex, build_timeout=build_timeout, run_timeout=run_timeout)
     try:
         tuner = Tuner(task, space, db, strategy=strategy, runner=runner,
                       options=options or MeasureOptions(target=task.target), seed=seed, progress=progress,
                       batch_size=batch_size, on_record=on_record, label=label)
-        return tuner.tune(trials)
+        return tuner.tune(trials, time_budget_s=time_budget_s)
     finally:
         if own:
             ex.shutdown()
@@ -71,7 +73,7 @@ def autotune(outputs: Sequence[Tensor] | Tensor, args: Sequence[Any], target: st
              inputs: Mapping[str, Any] | None = None, reference: Any = None, seed: int = 0,
              build_timeout: float | None = None, run_timeout: float | None = None, executor: Any = None,
              repeats: int = 5, warmup: int = 1, min_repeat_s: float = 0.01, build_options: dict | None = None,
-             progress: bool = True, return_result: bool = False):
+             progress: bool = True, return_result: bool = False, time_budget_s: float | None = None):
     """Tune the schedule of ``outputs`` and return ``(kernel, record)``: the best kernel, built
     for ``target``, and its database record.
 
@@ -82,11 +84,14 @@ def autotune(outputs: Sequence[Tensor] | Tensor, args: Sequence[Any], target: st
     gives concrete values to size variables; ``inputs`` and ``reference`` fix the data and
     the expected outputs (see ``Task``). Every candidate is recorded in ``db`` (a path, a
     Database, or None for memory only); running again with the same ``db`` resumes.
-    ``return_result=True`` returns ``(kernel, record, TuneResult)``.
+    ``time_budget_s`` ends the search after that many seconds from this call (counting the
+    reference computation), whichever of it and ``trials`` comes first; the final build
+    comes after. ``return_result=True`` returns ``(kernel, record, TuneResult)``.
 
     >>> # kernel, record = autotune([C], [A, B, C], trials=50, db="matmul.db")
     """
     from .auto import auto_space
+    started = time.monotonic()
     if isinstance(outputs, Tensor):
         outputs = [outputs]
     outputs = list(outputs)
@@ -103,7 +108,9 @@ def autotune(outputs: Sequence[Tensor] | Tensor, args: Sequence[Any], target: st
     bt = build_timeout if build_timeout is not None else (timeout if timeout is not None else 60.0)
     rt = run_timeout if run_timeout is not None else (timeout if timeout is not None else 30.0)
     result = tune_task(task, space, trials, database, strategy=strategy, build_timeout=bt, run_timeout=rt,
-                       executor=executor, options=options, seed=seed, progress=progress)
+                       executor=executor, options=options, seed=seed, progress=progress,
+                       time_budget_s=None if time_budget_s is None else
+                       time_budget_s - (time.monotonic() - started))
     best = database.best(task.key, target, device_fingerprint(target)[0]) or result.best
     if best is None:
         raise TuneError(f"no candidate of {[t.name for t in outputs]} built and ran correctly in {trials} trials; "

@@ -13,6 +13,7 @@ import contextlib
 import json
 import signal
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -78,6 +79,7 @@ class TuneResult:
     measured: int = 0     # candidates measured in this run
     reused: int = 0       # candidates whose result came from the database
     invalid: int = 0      # points whose schedule raised (not counted as trials)
+    out_of_time: bool = False   # stopped by ``time_budget_s`` before ``trials`` were done
 
     @property
     def costs(self) -> list[float]:
@@ -170,9 +172,21 @@ class Tuner:
             run_id=self.run_id)
 
     # -- the loop ---------------------------------------------------------------------------
-    def tune(self, trials: int) -> TuneResult:
-        """Run ``trials`` trials (database hits included) and return what happened."""
+    def tune(self, trials: int, time_budget_s: float | None = None) -> TuneResult:
+        """Run ``trials`` trials (database hits included) and return what happened.
+
+        With ``time_budget_s`` the run also stops once that many seconds have passed: no
+        new candidate starts after the deadline (candidates are then measured a few at a
+        time, as many as the executor runs at once, so the overrun is at most one
+        candidate's build and run time limits).
+        """
         result = TuneResult()
+        deadline = None if time_budget_s is None else time.monotonic() + max(0.0, time_budget_s)
+
+        def out_of_time() -> bool:
+            if deadline is not None and time.monotonic() >= deadline:
+                result.out_of_time = True
+            return result.out_of_time
         own_runner = self.runner is None
         runner = self.runner or Runner()
         ref = None
@@ -184,7 +198,7 @@ class Tuner:
             if self.include_baseline and trials > 0:
                 pending.append(Prepared(None, {"baseline": True}, "[]", None))
             invalid_budget = max(100, 20 * trials)
-            while len(result.records) < trials:
+            while len(result.records) < trials and not out_of_time():
                 room = trials - len(result.records) - len(pending)
                 if room > 0:
                     batch = max(1, self.batch_size or min(room, 8))
@@ -213,11 +227,17 @@ class Tuner:
                     else:
                         todo.append(prep)
                 pending = []
-                if todo:
-                    if ref is None:
-                        ref = self.task.save()
-                    measured = runner.run(ref, [p.trace for p in todo], self.options)
-                    for prep, res in zip(todo, measured):
+                if todo and ref is None:
+                    ref = self.task.save()
+                step = max(1, len(todo))
+                if deadline is not None:
+                    step = max(1, getattr(runner.executor, "max_workers", 1) or 1)
+                for start in range(0, len(todo), step):
+                    if start and out_of_time():
+                        break
+                    chunk = todo[start:start + step]
+                    measured = runner.run(ref, [p.trace for p in chunk], self.options)
+                    for prep, res in zip(chunk, measured):
                         rec = self._record(prep, res)
                         self.db.add(rec)
                         seen_traces[rec.trace_key] = rec
