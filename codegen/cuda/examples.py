@@ -18,7 +18,9 @@ Schedules built with transforms: :func:`elementwise`, :func:`elementwise_2d` (``
 :func:`lowp_elementwise`, :func:`integer_ops`, :func:`float_to_int`, :func:`math_ops`. Built by hand (statement
 trees, the shared-memory idioms the transforms will produce): :func:`softmax_block` (one block
 per row, partial results in shared memory), :func:`matmul_tiled` (shared-memory tiles) and
-:func:`matmul_register_tiled` (shared-memory tiles, a register micro-tile per thread).
+:func:`matmul_register_tiled` (shared-memory tiles, a register micro-tile per thread; its
+statement tree comes from :func:`register_tiled_matmul`, which ``bench.gpu_schedules`` also
+uses for the benchmark matmul).
 """
 from __future__ import annotations
 
@@ -29,11 +31,12 @@ import numpy as np
 
 from te import (Buffer, Compute, Max, Reduce, Sum, Var, cast, exp, floordiv, floormod, float32, int32,
                 maximum, select)
-from te.expr import FloatImm
+from te.expr import FloatImm, IntImm
 from loopnest import LoopNest
 from loopnest.stmt import Block, For, ForKind, Store
 
 __all__ = ["Example", "elementwise", "elementwise_2d", "elementwise_tail", "softmax_rows", "softmax_block", "matmul_tiled", "matmul_register_tiled",
+           "register_tiled_matmul",
            "lowp_elementwise", "integer_ops", "float_to_int", "math_ops", "ALL_EXAMPLES"]
 
 
@@ -247,30 +250,65 @@ def matmul_tiled(M: int = 64, N: int = 48, K: int = 80, tile: int = 16, dtype="f
     return Example(f"matmul_tiled_{A.dtype}", nest, [A, B, C], make, rtol=1e-4, atol=1e-4)
 
 
-def matmul_register_tiled(M: int = 128, N: int = 128, K: int = 64, BM: int = 64, BN: int = 64, BK: int = 8,
-                          TM: int = 4, TN: int = 4) -> Example:
-    """``C = A @ B`` (float32) with register tiling: a block of (BM/TM) x (BN/TN) threads
-    computes a BM x BN tile of C, each thread a TM x TN micro-tile whose accumulators
-    (``acc[ty, tx, i, j]``, allocated at block level) the CUDA backend keeps in registers.
-    For each K step of BK, the block copies an A tile (stored transposed) and a B tile
-    into shared memory, every thread copying its share with a short serial loop."""
+def register_tiled_matmul(A, B, C, BM: int = 64, BN: int = 64, BK: int = 8, TM: int = 4, TN: int = 4,
+                          interleave: bool = False):
+    """The statement tree of ``C = A @ B`` with shared-memory tiles and a register micro-tile
+    per thread, for buffers ``A`` (M x K), ``B`` (K x N) and ``C`` (M x N, float32); returns
+    ``(root, [As, Bs, acc])`` -- the tree and the buffers it allocates, for
+    ``nest.add_buffer``. Inputs of a low-precision type are converted to float32 as they are
+    used; the sums are float32.
+
+    A block of (BM/TM) x (BN/TN) threads computes a BM x BN tile of C, each thread a TM x TN
+    micro-tile whose accumulators (``acc[ty, tx, i, j]``, allocated at block level) the CUDA
+    backend keeps in registers. For each K step of BK, the block copies an A tile (stored
+    transposed, ``As[k, m]``) and a B tile into shared memory, every thread copying its share
+    with a short serial loop; the inner product then runs over the tiles with the loop over
+    the BK steps outside the thread loops (the same code per thread, and IREval batches the
+    threads) and its first step peeled, so the barrier after the copies sits before it
+    rather than in every step: two barriers per K step.
+    With ``interleave`` (TM and TN multiples of 4) a thread's rows are ``ty*4 + {0..3}``
+    plus multiples of ``4 * BM/TM`` (columns likewise), so a warp's 128-bit shared loads
+    read consecutive addresses without bank conflicts and its stores of C are contiguous.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> A = Buffer("A", (64, 16), "float32"); B = Buffer("B", (16, 64), "float32")
+    >>> C = Reduce("C", (64, 64), Sum(), lambda i, j, k: A[i, k] * B[k, j], (16,))
+    >>> root, bufs = register_tiled_matmul(A, B, C)
+    >>> [(b.name, b.shape) for b in bufs]
+    [('As', (8, 64)), ('Bs', (8, 64)), ('acc', (16, 16, 4, 4))]
+    """
+    M, K = (int(d) for d in A.shape)
+    N = int(B.shape[1])
+    if int(B.shape[0]) != K or tuple(int(d) for d in C.shape) != (M, N):
+        raise ValueError(f"matmul shapes do not match: A {A.shape}, B {B.shape}, C {C.shape}")
     if M % BM or N % BN or K % BK:
-        raise ValueError("matmul_register_tiled needs M, N, K to be multiples of BM, BN, BK")
+        raise ValueError(f"register_tiled_matmul needs M, N, K ({M}, {N}, {K}) to be multiples of BM, BN, BK "
+                         f"({BM}, {BN}, {BK})")
+    if BM % TM or BN % TN:
+        raise ValueError(f"the micro-tile {TM} x {TN} must divide the block tile {BM} x {BN}")
+    if interleave and (TM % 4 or TN % 4):
+        raise ValueError(f"interleave needs TM and TN to be multiples of 4, got {TM} x {TN}")
     TY, TX = BM // TM, BN // TN
     nthreads = TY * TX
     if (BM * BK) % nthreads or (BK * BN) % nthreads:
         raise ValueError("the tiles must split evenly over the threads")
-    A = Buffer("A", (M, K), float32)
-    B = Buffer("B", (K, N), float32)
-    C = Reduce("C", (M, N), Sum(), lambda i, j, k: A[i, k] * B[k, j], (K,))
-    As = Buffer("As", (BK, BM), float32)
-    Bs = Buffer("Bs", (BK, BN), float32)
+    As = Buffer("As", (BK, BM), A.dtype)
+    Bs = Buffer("Bs", (BK, BN), B.dtype)
     acc = Buffer("acc", (TY, TX, TM, TN), float32)
     by, bx, ko = Var("by"), Var("bx"), Var("ko")
     counter = iter(range(1000))
 
     def fresh(base):
         return Var(f"{base}{next(counter)}")
+
+    def f32(x):
+        return x if x.dtype == float32 else cast(x, float32)
+
+    def row(ty, i):
+        return floordiv(i, 4) * (TY * 4) + ty * 4 + floormod(i, 4) if interleave else ty * TM + i
+
+    def col(tx, j):
+        return floordiv(j, 4) * (TX * 4) + tx * 4 + floormod(j, 4) if interleave else tx * TN + j
 
     def threads(body_fn):
         ty, tx = fresh("ty"), fresh("tx")
@@ -291,22 +329,41 @@ def matmul_register_tiled(M: int = 128, N: int = 128, K: int = 64, BM: int = 64,
         Store(As, (floormod(l, BK), floordiv(l, BK)), A[by * BM + floordiv(l, BK), ko * BK + floormod(l, BK)])]))
     load_b = threads(lambda ty, tx: copy(ty, tx, BK * BN // nthreads, lambda l: [
         Store(Bs, (floordiv(l, BN), floormod(l, BN)), B[ko * BK + floordiv(l, BN), bx * BN + floormod(l, BN)])]))
+
+    def step(k):
+        return threads(lambda ty, tx: [micro(lambda i, j: [Store(
+            acc, (ty, tx, i, j), acc[ty, tx, i, j] + f32(As[k, row(ty, i)]) * f32(Bs[k, col(tx, j)]))])])
+    # the first k step on its own: the barrier after the copies goes before it, not into the loop
     kk = Var("kk")
-    compute = threads(lambda ty, tx: [For(kk, 0, BK, Block([micro(lambda i, j: [Store(
-        acc, (ty, tx, i, j), acc[ty, tx, i, j] + As[kk, ty * TM + i] * Bs[kk, tx * TN + j])])]), ForKind.UNROLLED)])
+    compute = [step(IntImm(0, int32)), For(kk, 1, BK, Block([step(kk)]), ForKind.UNROLLED)]
     write = threads(lambda ty, tx: [micro(lambda i, j: [
-        Store(C, (by * BM + ty * TM + i, bx * BN + tx * TN + j), acc[ty, tx, i, j])])])
-    kloop = For(ko, 0, K // BK, Block([load_a, load_b, compute]))
+        Store(C, (by * BM + row(ty, i), bx * BN + col(tx, j)), acc[ty, tx, i, j])])])
+    kloop = For(ko, 0, K // BK, Block([load_a, load_b, *compute]))
     root = For(by, 0, M // BM, Block([For(bx, 0, N // BN, Block([init, kloop, write]), ForKind.GPU_BLOCK, 0)]),
                ForKind.GPU_BLOCK, 1)
-    nest = _hand_nest([C], root, [As, Bs, acc])
+    return Block((root,)), [As, Bs, acc]
+
+
+def matmul_register_tiled(M: int = 128, N: int = 128, K: int = 64, BM: int = 64, BN: int = 64, BK: int = 8,
+                          TM: int = 4, TN: int = 4, interleave: bool = False, dtype="float32") -> Example:
+    """``C = A @ B`` (float32 sums) with register tiling (:func:`register_tiled_matmul`): a
+    block of (BM/TM) x (BN/TN) threads computes a BM x BN tile of C, each thread a TM x TN
+    micro-tile kept in registers; A and B tiles of depth BK go through shared memory.
+    ``dtype`` is the input type (float32, or float16/bfloat16 converted as used)."""
+    A = Buffer("A", (M, K), dtype)
+    B = Buffer("B", (K, N), dtype)
+    C = Reduce("C", (M, N), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (K,))
+    root, scratch = register_tiled_matmul(A, B, C, BM, BN, BK, TM, TN, interleave)
+    nest = _hand_nest([C], root, scratch)
+    npdt = A.dtype.numpy
 
     def make(rng):
-        a = rng.standard_normal((M, K)).astype(np.float32)
-        b = rng.standard_normal((K, N)).astype(np.float32)
+        a = rng.standard_normal((M, K)).astype(npdt)
+        b = rng.standard_normal((K, N)).astype(npdt)
         return ({"A": a, "B": b, "C": np.zeros((M, N), np.float32)},
                 {"C": a.astype(np.float64) @ b.astype(np.float64)})
-    return Example("matmul_regtile_float32", nest, [A, B, C], make, rtol=1e-4, atol=1e-4)
+    suffix = "_interleaved" if interleave else ""
+    return Example(f"matmul_regtile_{A.dtype}{suffix}", nest, [A, B, C], make, rtol=1e-4, atol=1e-4)
 
 
 def lowp_elementwise(dtype="float16", n: int = 777, threads: int = 64) -> Example:

@@ -1,0 +1,394 @@
+"""GPU schedules for every benchmark workload of ``bench.kernels.WORKLOADS``.
+
+Each schedule takes the workload's ``LoopNest`` and ``Spec`` (like the CPU hand schedules)
+and binds it to the GPU with the public transforms -- ``split_with_mask``, ``tile``,
+``reorder``, ``fuse``, ``compute_at``, ``rfactor``, ``cache_accesses`` (shared-memory rows
+and tiles, per-thread register accumulators), ``set_gpu_block_index`` /
+``set_gpu_thread_index`` -- except the matmul, whose register-tiled shared-memory schedule
+is the statement tree of :func:`codegen.cuda.examples.register_tiled_matmul` (the transforms
+lay out a cached accumulator like the tensor, ``[BM, BN]``, which the CUDA backend cannot
+keep in registers once each thread owns a 2-D micro-tile).
+
+>>> from bench.kernels import WORKLOADS
+>>> spec = WORKLOADS["row_sum"].make((8, 1024))
+>>> nest = gpu_nest("row_sum", spec)
+>>> from codegen import build
+>>> build(nest, spec.args, target="cuda").launch_dims()
+[('k0_S', (8, 1, 1), (256, 1, 1))]
+
+``GPU_SCHEDULES`` maps each workload name to its schedule; ``TEST_SIZES`` gives sizes small
+enough for the interpreter (IREval runs GPU axes as serial loops). A schedule adapts its
+tile and thread counts to the size it is given (the sizes must be positive; the matmul
+needs multiples of its block tile).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from codegen.cuda.examples import register_tiled_matmul
+from loopnest import LoopNest
+from loopnest.nest import Loop
+from te import Buffer, Reduce, Sum, cast, float32
+
+from .kernels import WORKLOADS, Spec
+
+__all__ = ["GPU_SCHEDULES", "TEST_SIZES", "gpu_nest", "thread_strided", "block_reduce", "matmul_config",
+           "elementwise_gpu", "softmax_gpu", "layernorm_gpu", "row_sum_gpu", "transpose_gpu", "matmul_gpu",
+           "conv2d_gpu", "make_matmul_lowp"]
+
+
+# ---------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------
+def _tensor(nest: LoopNest, name: str):
+    for t in nest.tensors:
+        if t.name == name:
+            return t
+    raise KeyError(f"the nest has no tensor named {name!r}; it has {[t.name for t in nest.tensors]}")
+
+
+def _loop_named(nest: LoopNest, name: str) -> Loop:
+    for l in nest.get_all_loops():
+        if l.name == name:
+            return l
+    raise KeyError(f"no loop named {name!r}; loops: {[l.name for l in nest.get_all_loops()]}")
+
+
+def _pow2_at_most(n: int, cap: int) -> int:
+    p = 1
+    while p * 2 <= min(n, cap):
+        p *= 2
+    return p
+
+
+def _divisor_at_most(n: int, cap: int) -> int:
+    return max(d for d in range(1, min(n, cap) + 1) if n % d == 0)
+
+
+def thread_strided(nest: LoopNest, loop, threads: int, unroll: bool = True) -> Loop:
+    """Spread ``loop`` over ``threads`` threads of threadIdx.x, each taking every
+    ``threads``-th iteration (``i = o * threads + t``), so a warp touches consecutive
+    elements (coalesced global accesses, conflict-free shared ones). Returns the thread loop.
+
+    >>> from te import Buffer, Compute
+    >>> A = Buffer("A", (1024,), "float32"); B = Compute("B", (1024,), lambda i: A[i] + 1.0)
+    >>> nest = LoopNest([B]); t = thread_strided(nest, nest.get_loops_for(B)[0], 256)
+    >>> print(nest)                                   # unroll expands the 4 iterations
+    gpu_thread.x for (int i_inner = 0; i_inner < 256; i_inner++) {
+      B[i_inner] = A[i_inner] + 1.0f;
+      B[i_inner + 256] = A[i_inner + 256] + 1.0f;
+      B[i_inner + 512] = A[i_inner + 512] + 1.0f;
+      B[i_inner + 768] = A[i_inner + 768] + 1.0f;
+    }
+    """
+    outer, inner = nest.split_with_mask(loop, threads)
+    nest.reorder([outer, inner], [1, 0])
+    nest.set_gpu_thread_index(inner, 0)
+    if unroll and isinstance(outer.extent, int) and outer.extent <= 8:
+        nest.unroll(outer)
+    return inner
+
+
+def _reduce_level(nest: LoopNest, t, k, threads: int):
+    """One level of a block reduction of ``t`` over loop ``k``: ``rfactor`` into one partial
+    per thread (thread ``p`` combines iterations ``p, p + threads, ...``), the partial kept
+    in a register while it accumulates. Returns (partial buffer, the final combining loop)."""
+    ko, ki = nest.split_with_mask(k, threads)
+    rf = nest.rfactor(t, ki)
+    init = _loop_named(nest, ki.name + "_rf")
+    nest.reorder([ko, ki], [1, 0])
+    fused = nest.fuse([init, ki])
+    nest.set_gpu_thread_index(fused, 0)
+    nest.cache_accesses(rf, rf.name + "_reg", fused)      # per thread: one element, a register
+    final = nest.get_loops_for(t)[-1]
+    return rf, final
+
+
+def block_reduce(nest: LoopNest, t, threads: int, second: int = 32) -> list:
+    """Reduce ``t`` (one value per row, the row loop bound to a block) over its innermost
+    reduction loop with ``threads`` threads: each thread combines a strided slice in a
+    register (``rfactor`` + ``cache_accesses``), then ``second`` threads combine those
+    partials, then one thread combines the last ``second`` -- a three-level tree through
+    shared memory (the CUDA backend has no warp shuffles). Returns the partial buffers,
+    which the caller caches in shared memory at the row loop."""
+    k = nest.get_loops_for(t)[-1]
+    rf1, final = _reduce_level(nest, t, k, threads)
+    out = [rf1]
+    if second and threads >= 4 * second:
+        rf2, _ = _reduce_level(nest, t, final, second)
+        out.append(rf2)
+    return out
+
+
+def _cache_rows(nest: LoopNest, bufs, row_loop) -> None:
+    """One row of each intermediate in shared memory (the copy-backs to the full-size
+    intermediates are dead and removed)."""
+    for b in bufs:
+        nest.cache_accesses(b, b.name + "_sh", row_loop)
+    nest.eliminate_dead_stores()
+
+
+def _row_threads(n: int, cap: int = 256) -> int:
+    """Threads per row: a power of two, at most ``cap``, about four columns per thread."""
+    return max(32, _pow2_at_most(max(n // 4, 1), cap))
+
+
+# ---------------------------------------------------------------------------------------
+# schedules
+# ---------------------------------------------------------------------------------------
+def elementwise_gpu(nest: LoopNest, spec: Spec, threads: int = 256, per_thread: int = 4) -> None:
+    """``Y = max(A*2 + B, 0) * C - 1``: blocks of 256 threads, each thread 4 elements.
+
+    Memory-bound (16 bytes per element, 5 flops): the aim is copy bandwidth. Element
+    ``b*1024 + e*256 + t`` goes to thread ``t`` of block ``b``, so each of a thread's 4
+    (unrolled, independent) loads of an array is a fully coalesced 1 KiB warp access and four
+    are in flight per thread -- enough memory parallelism to saturate HBM without a huge grid;
+    256 threads give full occupancy with few registers. A partial last block is masked."""
+    (Y,) = spec.outputs
+    (i,) = nest.get_loops_for(Y)
+    bo, rest = nest.split_with_mask(i, threads * per_thread)
+    nest.set_gpu_block_index(bo, 0)
+    thread_strided(nest, rest, threads)
+
+
+def softmax_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
+    """Row softmax, one block per row, the row kept in shared memory.
+
+    One kernel: ``compute_at`` brings ``mx``, ``e`` and ``s`` into the row loop (bound to
+    blockIdx.x); the row of X is copied once into shared memory (``cache_accesses``) with
+    coalesced loads, ``exp(x - max)`` is stored in a shared row too, and both reductions are
+    three-level trees (256 register partials -> 32 -> 1, :func:`block_reduce`). Global
+    traffic is the minimum, one read and one write per element; every loop over the row is
+    thread-strided so each warp touches 32 consecutive floats. Two rows of floats live in
+    shared memory, so rows up to about 6000 columns fit the 48 KiB a block may use."""
+    (Y,) = spec.outputs
+    mx, e, s = _tensor(nest, "mx"), _tensor(nest, "e"), _tensor(nest, "s")
+    X = spec.args[0]
+    n = int(X.shape[1])
+    T = threads or _row_threads(n)
+    i, _ = nest.get_loops_for(Y)
+    for t in (s, e, mx):
+        nest.compute_at(t, i)
+    nest.set_gpu_block_index(i, 0)
+    nest.cache_accesses(X, "X_sh", i)
+    thread_strided(nest, _loop_named(nest, "X_sh_i1"), T)
+    parts = block_reduce(nest, mx, T) + block_reduce(nest, s, T)
+    thread_strided(nest, nest.get_loops_for(e)[-1], T)
+    thread_strided(nest, nest.get_loops_for(Y)[-1], T)
+    _cache_rows(nest, [e, mx, s] + parts, i)
+
+
+def layernorm_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
+    """Layer norm over rows, one block per row, the row kept in shared memory.
+
+    Same shape as :func:`softmax_gpu`: the row of X is read from global memory once into
+    shared memory; ``mean`` and ``var`` are block reductions (register partials, then a
+    shared-memory tree); the output loop is thread-strided (coalesced loads of G and Bb and
+    stores of Y). Two passes over the shared row keep the variance exact (no E[x^2]-E[x]^2
+    cancellation)."""
+    (Y,) = spec.outputs
+    mean, var = _tensor(nest, "mean"), _tensor(nest, "var")
+    X = spec.args[0]
+    n = int(X.shape[1])
+    T = threads or _row_threads(n)
+    i, _ = nest.get_loops_for(Y)
+    nest.compute_at(var, i)
+    nest.compute_at(mean, i)
+    nest.set_gpu_block_index(i, 0)
+    nest.cache_accesses(X, "X_sh", i)
+    thread_strided(nest, _loop_named(nest, "X_sh_i1"), T)
+    parts = block_reduce(nest, mean, T) + block_reduce(nest, var, T)
+    thread_strided(nest, nest.get_loops_for(Y)[-1], T)
+    _cache_rows(nest, [mean, var] + parts, i)
+
+
+def row_sum_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
+    """Row sums, one block per row: each of 256 threads sums a strided slice of the row in a
+    register straight from global memory (coalesced; no shared copy of the row is needed
+    since every element is read once), then the partials are combined in shared memory
+    (256 -> 32 -> 1) and one thread stores the row's sum."""
+    (S,) = spec.outputs
+    A = spec.args[0]
+    n = int(A.shape[1])
+    T = threads or _row_threads(n)
+    i, _ = nest.get_loops_for(S)
+    nest.set_gpu_block_index(i, 0)
+    parts = block_reduce(nest, S, T)
+    nest.cache_accesses(S, "S_sh", i)
+    _cache_rows(nest, parts, i)
+
+
+def transpose_gpu(nest: LoopNest, spec: Spec, tile: int = 32, rows: int = 8) -> None:
+    """``T[i, j] = A[j, i]`` in 32 x 32 tiles, one block of 32 x 8 threads per tile, each
+    thread 4 rows of the tile 8 apart (``tile``, then the tile's rows split over threadIdx.y).
+
+    Stores are coalesced (threadIdx.x runs along T's rows); each warp's loads read one
+    float from 32 rows of A, but the tile's 32 rows x 128 bytes stay in L1 while the block's
+    other warps use the rest of each sector, so DRAM sees each byte once. A shared-memory
+    tile would make both sides coalesced, but its column reads are 32-way bank conflicts
+    without a padded row (which ``cache_accesses`` cannot lay out), costing more than the
+    L1 reuse they save."""
+    (T,) = spec.outputs
+    i, j = nest.get_loops_for(T)
+    io, jo, ii, ji = nest.tile(i, j, tile, tile)
+    nest.set_gpu_block_index(io, 1)
+    nest.set_gpu_block_index(jo, 0)
+    ro, ri = nest.split_with_mask(ii, rows)
+    nest.reorder([ro, ri, ji], [1, 2, 0])
+    nest.set_gpu_thread_index(ri, 1)
+    nest.set_gpu_thread_index(ji, 0)
+    nest.unroll(ro)
+
+
+def matmul_config(m: int, n: int, k: int) -> dict:
+    """Tile sizes for an ``m x k @ k x n`` matmul: 128 x 128 block tiles with 8 x 8
+    accumulators per thread when the problem has at least 64 such tiles, else 64 x 64 with
+    4 x 4 per thread, else 32 x 32 with 2 x 2 (16 x 16 threads in each case); k-tiles of 8.
+
+    >>> matmul_config(4096, 4096, 4096)
+    {'BM': 128, 'BN': 128, 'BK': 8, 'TM': 8, 'TN': 8}
+    >>> matmul_config(256, 256, 256)["BM"]
+    64
+    """
+    for bm, tm in ((128, 8), (64, 4), (32, 2)):
+        if m % bm or n % bm:
+            continue
+        if bm == 128 and (m // bm) * (n // bm) < 64:
+            continue
+        bk = 8 if k % 8 == 0 else _divisor_at_most(k, 8)
+        return {"BM": bm, "BN": bm, "BK": bk, "TM": tm, "TN": tm}
+    raise ValueError(f"matmul_gpu needs M and N to be multiples of 32, got {m} x {n}")
+
+
+def matmul_gpu(nest: LoopNest, spec: Spec, **config) -> None:
+    """``C = A @ B``: shared-memory tiles of A and B plus a register micro-tile per thread
+    (:func:`codegen.cuda.examples.register_tiled_matmul`, tiles from :func:`matmul_config`;
+    keyword arguments override them).
+
+    A block of 16 x 16 threads computes a 128 x 128 tile of C (64 x 64 on small problems),
+    each thread an 8 x 8 block of float32 accumulators in registers. Per k-tile of 8 the
+    block copies 128 x 8 of A (stored transposed) and 8 x 128 of B into shared memory, then
+    for each k every thread reads 8 + 8 floats (four 128-bit shared loads) for 64 FMAs: that
+    arithmetic intensity leaves the FMA units, not shared-memory bandwidth, as the limit.
+    The micro-tile is interleaved (rows ``ty*4 + {0..3}`` and ``64 + ty*4 + {0..3}``,
+    columns likewise) so a warp's 128-bit loads read consecutive addresses, free of bank
+    conflicts. About 105 registers per thread: two blocks (16 warps) per SM hide the
+    global-load latency at each k-tile. float16 inputs stay float16 in shared memory (half
+    the traffic) and are converted to float32 as they are used."""
+    (C,) = spec.outputs
+    A, B = spec.args[0], spec.args[1]
+    m, k = (int(d) for d in A.shape)
+    n = int(B.shape[1])
+    cfg = dict(matmul_config(m, n, k), **config)
+    cfg.setdefault("interleave", cfg["TM"] % 4 == 0 and cfg["TN"] % 4 == 0)
+    root, scratch = register_tiled_matmul(A, B, C, **cfg)
+    for b in scratch:
+        nest.add_buffer(b)
+    nest.root = root
+    nest.verify()
+
+
+def conv2d_gpu(nest: LoopNest, spec: Spec) -> None:
+    """3x3 convolution (padding 1): one block per (image, output channel, band of rows), one
+    thread per output pixel, its sum in a register.
+
+    The input-channel loop ``ci`` moves outside the thread loops (the accumulator is a
+    ``cache_accesses`` copy of the block's output tile, one register per thread). For each
+    ``ci`` the block computes the padded input window it needs, (rows + 2) x (cols + 2), into
+    shared memory (``compute_at`` of the padding tensor P, then ``cache_accesses``): each
+    input value comes from global memory about once per block instead of 9 times, the
+    padding test runs once per element, and the 3x3 taps (unrolled) read shared memory;
+    the weights are block-uniform loads (one broadcast transaction per warp). The band
+    covers whole rows (width up to 64, else a divisor) so no thread is masked, and at most
+    256 threads."""
+    (Y,) = spec.outputs
+    P = _tensor(nest, "P")
+    b, co, y, x = nest.get_loops_for(Y)[:4]
+    h, w = int(Y.shape[2]), int(Y.shape[3])
+    tx = _divisor_at_most(w, 64)
+    ty = _divisor_at_most(h, max(1, 256 // tx))
+    yo, xo, yi, xi = nest.tile(y, x, ty, tx)
+    band = nest.flatten([yo, xo])
+    nest.distribute(xi)
+    nest.distribute(yi)                       # init, then update, each over the tile
+    uy, ux, ci, ry, rx = nest.get_loops_for(Y)[-5:]
+    nest.reorder([uy, ux, ci], [2, 0, 1])     # ci outside the pixels of the tile
+    nest.compute_at(P, ci)
+    blocks = []
+    for loop, axis in ((b, 2), (co, 1), (band, 0)):
+        if loop.extent == 1:
+            nest.unroll(loop)                 # a unit loop goes (its index becomes 0)
+        else:
+            blocks.append((loop, axis))
+    for loop, axis in blocks:
+        nest.set_gpu_block_index(loop, axis)
+    anchor = blocks[-1][0] if blocks else None
+    if anchor is None:
+        raise ValueError("conv2d_gpu needs more than one output tile (some loop of extent > 1 for the grid)")
+    nest.cache_accesses(Y, "acc", anchor)
+    window = nest.cache_accesses(P, "P_sh", ci)
+    nest.eliminate_dead_stores()
+    for ly, lx in ((yi, xi), (uy, ux), tuple(nest.get_loops_for(Y)[-2:])):
+        nest.set_gpu_thread_index(ly, 1)
+        nest.set_gpu_thread_index(lx, 0)
+    nest.unroll(rx)
+    nest.unroll(ry)
+    py, px = nest.get_loops_for(window)[-2:]
+    pyo, pxo, pyi, pxi = nest.tile(py, px, ty, tx)
+    nest.reorder([pyo, pxo, pyi, pxi], [2, 3, 0, 1])   # thread loops outermost: one barrier
+    nest.set_gpu_thread_index(pyi, 1)
+    nest.set_gpu_thread_index(pxi, 0)
+
+
+def make_matmul_lowp(n: int, dtype: str = "float16") -> Spec:
+    """The matmul workload with ``dtype`` inputs (float16 or bfloat16) and float32 sums and
+    output -- the GPU benchmark's low-precision matmul (scheduled by :func:`matmul_gpu`).
+
+    >>> spec = make_matmul_lowp(64)
+    >>> spec.inputs["A"].dtype, spec.out_shapes
+    (dtype('float16'), {'C': (64, 64)})
+    """
+    A = Buffer("A", (n, n), dtype)
+    B = Buffer("B", (n, n), dtype)
+    C = Reduce("C", (n, n), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (n,))
+    r = np.random.default_rng(0)
+    npdt = A.dtype.numpy
+    d = {"A": r.standard_normal((n, n)).astype(npdt), "B": r.standard_normal((n, n)).astype(npdt)}
+    return Spec(f"n={n} {A.dtype}", [C], [A, B, C], d, {"C": (n, n)},
+                lambda x: {"C": x["A"].astype(np.float64) @ x["B"].astype(np.float64)},
+                lambda x: x["A"].astype(np.float32) @ x["B"].astype(np.float32), None,
+                flops=2 * n ** 3, bytes=(2 * A.dtype.itemsize + 4) * n * n, tol=1e-3)
+
+
+GPU_SCHEDULES: dict[str, Callable[[LoopNest, Spec], None]] = {
+    "elementwise": elementwise_gpu,
+    "softmax": softmax_gpu,
+    "layernorm": layernorm_gpu,
+    "row_sum": row_sum_gpu,
+    "transpose": transpose_gpu,
+    "matmul": matmul_gpu,
+    "conv2d": conv2d_gpu,
+}
+
+#: sizes at which the GPU-bound nests run on IREval in well under a second each
+TEST_SIZES: dict[str, object] = {
+    "elementwise": 3000,
+    "softmax": (4, 512),
+    "layernorm": (4, 512),
+    "row_sum": (4, 512),
+    "transpose": (40, 72),
+    "matmul": 64,
+    "conv2d": (1, 4, 8, 12, 4),
+}
+
+
+def gpu_nest(name: str, spec: Spec, **params) -> LoopNest:
+    """A fresh LoopNest of ``spec`` (workload ``name``) with its GPU schedule applied."""
+    nest = LoopNest(spec.outputs)
+    GPU_SCHEDULES[name](nest, spec, **params)
+    return nest
+
+
+assert set(GPU_SCHEDULES) == set(WORKLOADS), "every benchmark workload needs a GPU schedule"

@@ -1,0 +1,429 @@
+"""The GPU schedules of the benchmark kernels, checked on every CI run without a GPU.
+
+For every workload of ``bench.kernels.WORKLOADS`` (plus the 128 x 128-tile and float16
+matmuls the GPU benchmark times):
+
+1. the CUDA C compiles with nvcc for sm_80 and sm_90 (one nvcc run per kernel covering both
+   architectures, runs in parallel), and ptxas's registers / shared memory are within limits
+   (no spills; the matmul small enough for two 256-thread blocks per SM) -- at the test sizes
+   and at the benchmark's own sizes;
+2. the GPU-bound nest runs on IREval (GPU axes as serial loops) and agrees with the
+   workload's numpy float64 reference;
+3. for the matmul and the softmax, the generated CUDA C itself runs on CPU threads
+   (``codegen.cuda.emulate``) and agrees too.
+
+And ``bench.gpu``'s harness runs end to end on a fake backend backed by that emulation.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from bench import gpu as bench_gpu
+from bench.gpu_schedules import (GPU_SCHEDULES, TEST_SIZES, gpu_nest, make_matmul_lowp, matmul_config,
+                                 thread_strided)
+from bench.kernels import WORKLOADS
+from codegen import build
+from codegen.cuda import nvcc_available
+from codegen.cuda.emulate import host_compiler, run_on_host
+
+HAVE_NVCC = nvcc_available()
+HAVE_EMU = HAVE_NVCC and host_compiler() is not None    # the emulation needs the CUDA headers
+ARCHS = ("sm_80", "sm_90")
+requires_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found")
+requires_emu = pytest.mark.skipif(not HAVE_EMU, reason="g++ or the CUDA headers not found")
+
+BIG128 = {"BM": 128, "BN": 128, "BK": 8, "TM": 8, "TN": 8}
+
+# case -> (workload, spec factory, schedule parameters)
+CASES = {name: (name, functools.partial(WORKLOADS[name].make, TEST_SIZES[name]), {}) for name in GPU_SCHEDULES}
+CASES.update({
+    "matmul_tile128": ("matmul", functools.partial(WORKLOADS["matmul"].make, 128), BIG128),
+    "matmul_float16": ("matmul", functools.partial(make_matmul_lowp, 128), BIG128),
+    "softmax_ragged": ("softmax", functools.partial(WORKLOADS["softmax"].make, (3, 300)), {}),
+    "conv2d_batch2": ("conv2d", functools.partial(WORKLOADS["conv2d"].make, (2, 3, 5, 7, 2)), {}),
+})
+# the kernels bench/gpu.py times, at its sizes (the other workloads' full sizes change only
+# constants of the test-size kernels)
+FULL = {
+    "elementwise_full": ("elementwise", functools.partial(WORKLOADS["elementwise"].make, 1 << 24), {}),
+    "softmax_full": ("softmax", functools.partial(WORKLOADS["softmax"].make, (4096, 1024)), {}),
+    "matmul_4096": ("matmul", functools.partial(WORKLOADS["matmul"].make, 4096), {}),
+    "matmul_float16_4096": ("matmul", functools.partial(make_matmul_lowp, 4096), {}),
+}
+ALL = {**CASES, **FULL}
+# compiled with nvcc: all but the 128-tile matmuls at 128, which differ from the 4096 ones only in K
+COMPILED = sorted(set(ALL) - {"matmul_tile128", "matmul_float16"})
+
+
+@functools.lru_cache(maxsize=None)
+def _case(case: str):
+    """(spec, scheduled nest, CUDA kernel) of a case, built once per session."""
+    name, make, params = ALL[case]
+    spec = make()
+    nest = gpu_nest(name, spec, **params)
+    return spec, nest, build(nest, spec.args, target="cuda")
+
+
+@functools.lru_cache(maxsize=None)
+def _reports() -> dict:
+    """ptxas reports of every case for both architectures, one nvcc run each, in parallel."""
+    kernels = {c: _case(c)[2] for c in COMPILED}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        futs = {c: pool.submit(k.compile, list(ARCHS)) for c, k in kernels.items()}
+        return {c: f.result() for c, f in futs.items()}
+
+
+def _outputs(spec) -> dict:
+    return {k: np.zeros(shape, np.float32) for k, shape in spec.out_shapes.items()}
+
+
+def _check(spec, outs, what):
+    for k, want in spec.reference(spec.inputs).items():
+        got = outs[k].astype(np.float64)
+        err = float(np.max(np.abs(got - want))) / max(1.0, float(np.max(np.abs(want))))
+        assert err <= spec.tol, f"{what}: {k} differs from numpy by {err:.3g} (tolerance {spec.tol})"
+
+
+def test_every_workload_has_a_gpu_schedule_and_a_test_size():
+    assert set(GPU_SCHEDULES) == set(WORKLOADS) == set(TEST_SIZES)
+
+
+# ------------------------------------------------------------------------------------
+# 2. IREval
+# ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_gpu_bound_nest_agrees_with_numpy_on_ireval(case):
+    spec, nest, kernel = _case(case)
+    assert all(ks.bound for ks in kernel.kernels), "every kernel must be bound to blocks/threads"
+    outs = _outputs(spec)
+    build(nest, spec.args, target="ireval")(**spec.inputs, **outs)
+    _check(spec, outs, f"{case} on IREval")
+
+
+# ------------------------------------------------------------------------------------
+# 1. nvcc for sm_80 and sm_90, resources from ptxas
+# ------------------------------------------------------------------------------------
+@requires_nvcc
+@pytest.mark.parametrize("case", COMPILED)
+def test_cuda_compiles_for_sm80_and_sm90_within_resource_limits(case, record_property):
+    spec, nest, kernel = _case(case)
+    reports = _reports()[case]
+    for arch in ARCHS:
+        rep = reports[arch]
+        assert set(rep["kernels"]) == {ks.name for ks in kernel.kernels}, rep["log"]
+        for ks in kernel.kernels:
+            info = rep["kernels"][ks.name]
+            # in the JUnit report (--junitxml): registers and static shared memory per kernel
+            record_property(f"{arch}:{ks.name}", f"{info['registers']} registers, {info['shared_bytes']} B shared")
+            threads = ks.static_threads
+            assert threads and threads <= 1024
+            assert 0 < info["registers"] <= 255
+            assert info["registers"] * threads <= 65536, f"{case}: one block does not fit the register file"
+            assert info["spill_stores"] == 0 and info["spill_loads"] == 0, f"{case} spills on {arch}"
+            assert info["stack_bytes"] == 0
+            n_shared = kernel.source.count("__shared__")
+            assert abs(info["shared_bytes"] - ks.shared_bytes) < 16 * max(1, n_shared)
+            assert info["shared_bytes"] <= 48 * 1024
+            if ALL[case][0] == "matmul":
+                # two 256-thread blocks per SM: 128 registers per thread at most
+                assert info["registers"] <= 128, f"{case} uses {info['registers']} registers on {arch}"
+
+
+# ------------------------------------------------------------------------------------
+# the shapes that make the schedules fast (checked on the emitted CUDA C)
+# ------------------------------------------------------------------------------------
+def test_elementwise_256_threads_each_four_coalesced_elements():
+    _, _, k = _case("elementwise_full")
+    assert k.launch_dims() == [("k0_Y", ((1 << 24) // 1024, 1, 1), (256, 1, 1))]
+    src = k.source
+    assert src.count("b_Y[") == 4 and "+ 768)]" in src          # strides of 256 elements
+    assert "if (" not in src.split("k0_Y(")[1]                   # a multiple of 1024: no mask
+
+
+def test_row_kernels_are_one_block_per_row_with_the_row_in_shared_memory():
+    spec, _, k = _case("softmax_full")
+    assert k.launch_dims() == [("k0_Y", (4096, 1, 1), (256, 1, 1))]
+    src = k.source
+    assert "__shared__ __align__(16) float b_X_sh[1024];" in src
+    assert src.count("b_X[") == 4 and src.count("b_Y[") == 4    # X read once, Y written once
+    # register partials, then 32 partials, then one thread; for the max and for the sum
+    assert len(re.findall(r"float b_\w+_rf_reg\[1\];", src)) == 2
+    assert len(re.findall(r"float b_\w+_rf_1_reg\[1\];", src)) == 2
+    assert src.count("if ((int)threadIdx.x < 32) {") == 2 and src.count("if (threadIdx.x == 0) {") == 2
+    _, _, ln = _case("layernorm")
+    assert "__shared__ __align__(16) float b_X_sh[512];" in ln.source and ln.source.count("b_X[") == 4
+
+
+def test_row_sum_partials_accumulate_in_registers():
+    _, _, k = _case("row_sum")
+    src = k.source
+    assert k.launch_dims() == [("k0_S", (4, 1, 1), (128, 1, 1))]
+    assert "float b_S_rf_reg[1];" in src and "b_S[v_i] = b_S_sh[0];" in src
+
+
+def test_matmul_keeps_an_8x8_micro_tile_in_registers_with_two_barriers_per_k_tile():
+    _, _, k = _case("matmul_4096")
+    src = k.source
+    assert k.launch_dims() == [("k0_C", (32, 32, 1), (16, 16, 1))]
+    assert "float b_acc[64];" in src and "__shared__ __align__(16) float b_acc" not in src
+    assert k.kernels[0].shared_bytes == 2 * 8 * 128 * 4
+    kloop = src[src.index("for (int v_ko"):]
+    assert kloop.count("__syncthreads();") == 2 and src.count("__syncthreads();") == 2
+    assert "for (int v_kk = 1; v_kk < 8; ++v_kk)" in kloop    # no barrier inside the k steps
+
+
+@requires_nvcc
+def test_matmul_shared_loads_are_128_bit():
+    from codegen.cuda.compile import compile_ptx
+    ptx = compile_ptx(_case("matmul_tile128")[2].source, "sm_90")
+    assert len(re.findall(r"ld\.shared\.v4\.f32", ptx)) == 8 * 4    # 8 k steps x (2 of A + 2 of B)
+    assert not re.search(r"ld\.shared\.f32", ptx)
+
+
+def test_float16_matmul_stages_halves_and_sums_in_float32():
+    _, _, k = _case("matmul_float16_4096")
+    src = k.source
+    assert "__shared__ __align__(16) __half b_As[1024];" in src and "float b_acc[64];" in src
+    assert "const __half* __restrict__ b_A" in src and "float* __restrict__ b_C" in src
+
+
+def test_transpose_stores_are_coalesced():
+    _, _, k = _case("transpose")                 # A is 40 x 72, T is 72 x 40
+    assert k.launch_dims() == [("k0_T", (2, 3, 1), (32, 8, 1))]
+    # threadIdx.x (v_j_inner) runs along T's rows: unit stride in the store index
+    assert re.search(r"b_T\[\(+v_i_outer \* 1280\) \+ \(v_i_inner_inner \* 40\)\) \+ \(v_j_outer \* 32\)\) "
+                     r"\+ v_j_inner\)", k.source)
+
+
+def test_conv2d_stages_the_padded_window_in_shared_memory():
+    _, _, k = _case("conv2d")                    # 1 x 4 x 8 x 12 -> 4 channels
+    assert k.launch_dims() == [("k0_Y", (1, 4, 1), (12, 8, 1))]
+    assert "__shared__ __align__(16) float b_P_sh[140];" in k.source      # (8 + 2) x (12 + 2)
+    assert "float b_acc[1];" in k.source
+    ci_loop = k.source[k.source.index("for (int v_ci"):]
+    assert ci_loop.count("__syncthreads();") == 2                 # window written, window read
+
+
+def test_thread_strided_spreads_a_loop_over_threads():
+    from te import Buffer, Compute
+    from loopnest import LoopNest
+    A = Buffer("A", (1000,), "float32")
+    B = Compute("B", (1000,), lambda i: A[i] + 1.0)
+    nest = LoopNest([B])
+    t = thread_strided(nest, nest.get_loops_for(B)[0], 256)
+    assert t.kind == "gpu_thread" and t.extent == 256
+    a = np.arange(1000, dtype=np.float32)
+    b = np.zeros_like(a)
+    build(nest, [A, B], target="ireval")(a, b)
+    np.testing.assert_array_equal(b, a + 1)
+
+
+def test_matmul_config_picks_tiles_by_problem_size():
+    assert matmul_config(4096, 4096, 4096) == BIG128
+    assert matmul_config(512, 512, 512)["BM"] == 64            # 16 tiles of 128 would idle most SMs
+    assert matmul_config(96, 96, 12) == {"BM": 32, "BN": 32, "BK": 6, "TM": 2, "TN": 2}
+    with pytest.raises(ValueError, match="multiples of 32"):
+        matmul_config(100, 64, 64)
+
+
+# ------------------------------------------------------------------------------------
+# 3. the generated CUDA C on CPU threads
+# ------------------------------------------------------------------------------------
+@requires_emu
+@pytest.mark.parametrize("case", ["matmul", "matmul_tile128", "softmax"])
+def test_generated_cuda_runs_on_host_emulation(case):
+    spec, _, kernel = _case(case)
+    outs = _outputs(spec)
+    run_on_host(kernel, **spec.inputs, **outs)
+    _check(spec, outs, f"{case} (emulated CUDA C)")
+
+
+# ------------------------------------------------------------------------------------
+# bench.gpu's harness on a fake backend (numpy arrays, kernels run by the emulation)
+# ------------------------------------------------------------------------------------
+class _EmulatedBackend(bench_gpu.Backend):
+    name = "host-emulation"
+
+    def device_info(self):
+        return {"name": "CPU emulation", "arch": "sm_90", "launcher": self.name}
+
+    def arch(self):
+        return "sm_90"
+
+    def to_device(self, a):
+        return np.array(a, copy=True)
+
+    def empty(self, shape, dtype):
+        return np.zeros(shape, dtype)
+
+    def to_host(self, d):
+        return np.array(d, copy=True)
+
+    def copy(self, dst, src):
+        dst[...] = src
+
+    def load(self, kernel, arrays):
+        return lambda: run_on_host(kernel, **arrays)
+
+    def time(self, fn, repeats=10):
+        fn()
+        return bench_gpu.GpuTiming(1e-3, 1e-3, 1)
+
+
+@requires_emu
+def test_bench_gpu_entries_run_and_report_on_an_emulated_device(tmp_path):
+    # the sizes of the IREval cases: the emulation reuses their compiled kernels
+    sizes = {"device_copy": 1 << 12, "elementwise": TEST_SIZES["elementwise"], "matmul_float32": 64,
+             "matmul_float16": 64, "softmax": TEST_SIZES["softmax"]}
+    rows = bench_gpu.run(_EmulatedBackend(), sizes, repeats=1, keep=True, log=lambda s: None)
+    by = {r["name"]: r for r in rows}
+    assert [r["name"] for r in rows] == bench_gpu.ENTRIES
+    assert all("error" not in r and r["correct"] for r in rows), [r.get("error") for r in rows]
+    spec = WORKLOADS["elementwise"].make(TEST_SIZES["elementwise"])
+    np.testing.assert_allclose(by["elementwise"]["output"], spec.reference(spec.inputs)["Y"], rtol=1e-5, atol=1e-6)
+    assert by["elementwise"]["gbs"] == pytest.approx(spec.bytes / 1e-3 / 1e9)
+    assert by["elementwise"]["ratio"] == pytest.approx(by["elementwise"]["gbs"] / by["device_copy"]["gbs"])
+    spec = WORKLOADS["matmul"].make(64)
+    np.testing.assert_allclose(by["matmul_float32"]["output"], spec.inputs["A"].astype(np.float64) @ spec.inputs["B"],
+                               rtol=1e-4, atol=1e-4)
+    assert by["matmul_float32"]["tflops"] == pytest.approx(2 * 64 ** 3 / 1e-3 / 1e12)
+    for r in rows:   # no CuPy / PyTorch here: no peers, so the aims cannot be judged
+        if r["name"] in bench_gpu.AIMS and r.get("ratio") is None:
+            assert r["aim_met"] is None
+    table = bench_gpu.format_table(rows, {"name": "CPU emulation", "arch": "sm_90", "launcher": "emu"})
+    assert "matmul_float16" in table and "ERROR" not in table
+    json.dumps(bench_gpu._jsonable(rows), default=str)
+
+
+def test_bench_gpu_entry_errors_are_reported_not_raised():
+    class Broken(_EmulatedBackend):
+        def load(self, kernel, arrays):
+            raise RuntimeError("launch failed")
+    rows = bench_gpu.run(Broken(), {"elementwise": 1024, "device_copy": 1024}, only=["elementwise"],
+                         repeats=1, log=lambda s: None)
+    assert rows[0]["error"] == "RuntimeError: launch failed"
+    assert "ERROR RuntimeError: launch failed" in bench_gpu.format_table(rows, {})
+
+
+def test_bench_gpu_exits_cleanly_without_a_gpu(capsys, tmp_path):
+    try:
+        bench_gpu.find_backend()
+    except bench_gpu.NoGPU:
+        pass
+    else:
+        pytest.skip("a GPU is available here")
+    assert bench_gpu.main(["--out", str(tmp_path)]) == 0
+    assert "Nothing to benchmark" in capsys.readouterr().out
+    assert not (tmp_path / "gpu.json").exists()
+
+
+# ------------------------------------------------------------------------------------
+# bench.gpu's CuPy backend on a fake ``cupy`` whose device memory is host memory and whose
+# kernel launches run the generated CUDA C in the host emulation
+# ------------------------------------------------------------------------------------
+class _FakeCupyArray:
+    def __init__(self, a: np.ndarray):
+        self.a = np.ascontiguousarray(a)
+        self.shape, self.dtype, self.nbytes = self.a.shape, self.a.dtype, self.a.nbytes
+        self.data = type("Ptr", (), {"ptr": self.a.ctypes.data})()
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"data": (self.a.ctypes.data, False), "shape": self.a.shape, "typestr": self.a.dtype.str,
+                "strides": None, "version": 3}
+
+
+def _fake_cupy(kernels: dict, launches: list):
+    """A module with the parts of CuPy bench.gpu uses; ``kernels`` maps a source-hash
+    prefix (the cubin file name) to the CudaKernel whose emulation runs its launches."""
+    import ctypes
+    import types
+    from codegen.cuda import emulate
+
+    cp = types.ModuleType("cupy")
+    cp.__version__ = "fake"
+    cp.uint8 = np.uint8
+    cp.asarray = lambda a: _FakeCupyArray(np.array(a, copy=True))
+    cp.empty = lambda shape, dtype: _FakeCupyArray(np.zeros(shape, dtype))
+    cp.asnumpy = lambda d: d.a.copy()
+
+    def matmul(x, y, out=None):
+        r = (x.a.astype(np.float32) @ y.a.astype(np.float32)).astype(x.dtype)
+        if out is None:
+            return _FakeCupyArray(r)
+        out.a[...] = r
+        return out
+    cp.matmul = matmul
+
+    class Event:
+        def record(self):
+            pass
+
+        def synchronize(self):
+            pass
+
+    class RawModule:
+        def __init__(self, path):
+            self.kernel = kernels[os.path.basename(path).split("_")[0]]
+            self.lib = ctypes.CDLL(emulate._build(self.kernel))
+
+        def get_function(self, name):
+            fn = getattr(self.lib, f"tc_launch_{name}")
+
+            def launch(grid, block, args):
+                launches.append((name, grid, block))
+                vals = [a.a.ctypes.data if isinstance(a, _FakeCupyArray) else int(a) for a in args]
+                fn((ctypes.c_longlong * len(vals))(*vals), (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block))
+            return launch
+
+    runtime = types.SimpleNamespace(
+        getDeviceCount=lambda: 1, memcpyDeviceToDevice=3,
+        getDeviceProperties=lambda i: {"name": b"Fake H100", "multiProcessorCount": 132, "totalGlobalMem": 1 << 36},
+        memcpyAsync=lambda dst, src, n, kind, stream: ctypes.memmove(dst, src, n))
+    cp.cuda = types.SimpleNamespace(
+        runtime=runtime, Event=Event, get_elapsed_time=lambda s, e: 0.5,
+        Device=lambda: types.SimpleNamespace(id=0, compute_capability="90"),
+        get_current_stream=lambda: types.SimpleNamespace(ptr=0))
+    cp.RawModule = RawModule
+    return cp
+
+
+@requires_emu
+def test_bench_gpu_cupy_backend_on_a_fake_cupy(monkeypatch):
+    import sys
+    from codegen.cuda.compile import source_hash
+    kernels, launches = {}, []
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(kernels, launches))
+    real_build = bench_gpu.build
+
+    def build_and_register(nest, args, target):
+        k = real_build(nest, args, target=target)
+        kernels[source_hash(k.source)[:24]] = k
+        return k
+    monkeypatch.setattr(bench_gpu, "build", build_and_register)
+    be = bench_gpu.find_backend()
+    assert isinstance(be, bench_gpu.CupyBackend)
+    assert be.device_info()["name"] == "Fake H100" and be.arch() == "sm_90"
+    sizes = {"device_copy": 1 << 12, "elementwise": TEST_SIZES["elementwise"], "matmul_float32": 64,
+             "matmul_float16": 64, "softmax": TEST_SIZES["softmax"]}
+    rows = bench_gpu.run(be, sizes, repeats=2, keep=True, log=lambda s: None)
+    by = {r["name"]: r for r in rows}
+    assert all("error" not in r and r["correct"] for r in rows), [r.get("error") for r in rows]
+    assert ("k0_C", (1, 1, 1), (16, 16, 1)) in launches and ("k0_Y", (3, 1, 1), (256, 1, 1)) in launches
+    # every event pair reads 0.5 ms: one call "takes" 0.5 ms, so samples batch 4 calls
+    assert all(r["time_s"] == pytest.approx(0.5e-3 / 4) for r in rows)
+    # the matmul peer is "cuBLAS" through the fake CuPy, with the same product
+    assert by["matmul_float32"]["peer"].startswith("cuBLAS via CuPy")
+    assert by["matmul_float32"]["ratio"] == pytest.approx(1.0)
+    assert by["matmul_float32"]["peer_max_rel_err"] < 1e-5
+    # the fake has no cupy.exp: a failing peer is reported, our result still counts
+    assert by["softmax"]["peer"].startswith("peer_softmax failed: AttributeError") and by["softmax"]["ratio"] is None
+    spec = WORKLOADS["softmax"].make(TEST_SIZES["softmax"])
+    np.testing.assert_allclose(by["softmax"]["output"], spec.reference(spec.inputs)["Y"], rtol=1e-5, atol=1e-7)
