@@ -383,8 +383,13 @@ def _project(region, d: int):
 
 
 def _hull(s):
+    # isl's exact convex hull can take exponential time on unions of many pieces (a tiled
+    # convolution's padded window); a union of few pieces gets the exact hull, others the
+    # cheaper simple hull, which is still a safe over-approximation of the region.
     try:
-        return isl.Set.from_basic_set(s.convex_hull())
+        if s.n_basic_set() <= 4:
+            return isl.Set.from_basic_set(s.convex_hull())
+        return isl.Set.from_basic_set(s.simple_hull())
     except isl.Error:
         return s
 
