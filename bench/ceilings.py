@@ -1,4 +1,5 @@
-"""Machine ceilings measured in the same run: memory copy bandwidth and numpy BLAS GFLOP/s.
+"""Machine ceilings measured in the same run: memory copy bandwidth and numpy BLAS GFLOP/s
+(best of several samples, like the kernels' times).
 
 >>> bw = copy_bandwidth_gbs(1 << 20)
 >>> bw > 0
@@ -19,16 +20,16 @@ def copy_bandwidth_gbs(n_bytes: int = 256 << 20) -> float:
     n = n_bytes // 4
     src = np.ones(n, np.float32)
     dst = np.empty_like(src)
-    t = time_call(lambda: np.copyto(dst, src), repeats=5, warmup=1)
-    return 2 * src.nbytes / t.median / 1e9
+    t = time_call(lambda: np.copyto(dst, src), repeats=7, warmup=1)
+    return 2 * src.nbytes / t.best / 1e9
 
 
 def blas_gflops(n: int = 1024) -> float:
     """numpy (BLAS) float32 matmul GFLOP/s at n x n x n."""
     a = np.random.default_rng(0).standard_normal((n, n)).astype(np.float32)
     b = np.random.default_rng(1).standard_normal((n, n)).astype(np.float32)
-    t = time_call(lambda: a @ b, repeats=5, warmup=1)
-    return 2 * n ** 3 / t.median / 1e9
+    t = time_call(lambda: a @ b, repeats=7, warmup=1)
+    return 2 * n ** 3 / t.best / 1e9
 
 
 def machine_info() -> dict:

@@ -44,6 +44,8 @@ class Workload:
     full: list
     hand_schedule: Callable[[LoopNest, Spec], None]
     default_schedule: Callable[[LoopNest, Spec], None] = field(default=lambda nest, spec: None)
+    #: sizes at which the default schedule is not run (a call would take minutes)
+    skip_default: Callable[[Any], bool] = field(default=lambda size: False)
 
 
 def _rng(seed=0):
@@ -75,6 +77,41 @@ def parallel_outer_vector_inner(nest: LoopNest, t, lanes: int = 8) -> None:
         nest.vectorize(vi)
 
 
+def _tensors(nest: LoopNest) -> dict:
+    return {t.name: t for t in nest.tensors}
+
+
+def fuse_rows(nest: LoopNest, out, producers) -> None:
+    """``compute_at`` each producer (consumers first) at the outermost loop of ``out``, so
+    one iteration of that loop computes everything its row needs."""
+    for t in producers:
+        nest.compute_at(t, nest.get_loops_for(out)[0])
+
+
+def vector_row_reduction(nest: LoopNest, t, row, lanes: int = 8) -> None:
+    """Vectorize the innermost reduction loop of ``t`` (inside loop ``row``): split it by
+    ``lanes``, ``rfactor`` at the inner part so ``lanes`` partial results accumulate side by
+    side (a reassociation of the reduction, which rfactor makes legal for Sum/Max), keep the
+    partials in a row-local buffer (``cache_accesses``) and vectorize their accumulation.
+    Leaves the reduction as it is when the extent is not a multiple of ``lanes``."""
+    k = nest.get_loops_for(t)[-1]
+    if not isinstance(k.extent, int) or k.extent % lanes or k.extent <= lanes:
+        return
+    _, ki, _ = nest.split_with_tail(k, lanes)
+    rf = nest.rfactor(t, ki)
+    nest.cache_accesses(rf, rf.name + "_row", row)
+    nest.vectorize(ki)
+
+
+def vectorize_innermost(nest: LoopNest, t, lanes: int = 8) -> None:
+    """Split the innermost loop of ``t`` by ``lanes`` and vectorize the inner part."""
+    inner = nest.get_loops_for(t)[-1]
+    if not isinstance(inner.extent, int) or inner.extent < lanes:
+        return
+    _, vi, _ = nest.split_with_tail(inner, lanes)
+    nest.vectorize(vi)
+
+
 # ---------------------------------------------------------------------------------------
 # workloads
 # ---------------------------------------------------------------------------------------
@@ -102,6 +139,8 @@ def make_elementwise(n: int) -> Spec:
 
 
 def hand_elementwise(nest: LoopNest, spec: Spec) -> None:
+    """Blocks of 4096 elements in parallel, each 16 lanes wide (two AVX vectors per
+    statement); the output, never read back, gets streaming stores at full size (codegen)."""
     (Y,) = spec.outputs
     (i,) = nest.get_loops_for(Y)
     outer, inner, _ = nest.split_with_tail(i, 4096)
@@ -137,17 +176,22 @@ def make_softmax(shape) -> Spec:
                 flops=5 * m * n, bytes=8 * m * n, tol=1e-5)
 
 
-def hand_softmax(nest: LoopNest, spec: Spec) -> None:
+def hand_softmax(nest: LoopNest, spec: Spec, lanes: int = 8, reduce_lanes: int = 32) -> None:
+    """One parallel pass per row: the row max, the exponentials (kept in a row-sized local
+    buffer, computed once), their sum and the scaled output are all computed inside the row
+    loop; both row reductions accumulate ``reduce_lanes`` partial results in vector
+    registers (rfactor), the element-wise loops run ``lanes`` wide; rows run in parallel."""
     (Y,) = spec.outputs
-    for t in nest.tensors:
-        if t in nest.intermediates and not t.is_reduction:
-            nest.compute_inline(t)
-    for t in nest.tensors:
-        if nest.buffers.get(t.name) is t and t.name in ("mx", "s", "Y"):
-            try:
-                parallel_outer_vector_inner(nest, t)
-            except ScheduleError:
-                pass
+    t = _tensors(nest)
+    fuse_rows(nest, Y, [t["s"], t["e"], t["mx"]])
+    row = nest.get_loops_for(Y)[0]
+    vector_row_reduction(nest, t["mx"], row, reduce_lanes)
+    vector_row_reduction(nest, t["s"], row, reduce_lanes)
+    nest.cache_accesses(t["e"], "e_row", row)
+    nest.eliminate_dead_stores()
+    vectorize_innermost(nest, t["e"].name + "_row", lanes)
+    vectorize_innermost(nest, Y, lanes)
+    nest.parallelize(nest.get_loops_for(Y)[0])
 
 
 def make_layernorm(shape) -> Spec:
@@ -182,12 +226,19 @@ def make_layernorm(shape) -> Spec:
                 flops=8 * m * n, bytes=8 * m * n, tol=2e-4)
 
 
-def hand_layernorm(nest: LoopNest, spec: Spec) -> None:
-    for t in [t for t in nest.tensors if t.name in ("mean", "var", "Y")]:
-        try:
-            parallel_outer_vector_inner(nest, t)
-        except ScheduleError:
-            pass
+def hand_layernorm(nest: LoopNest, spec: Spec, lanes: int = 8, reduce_lanes: int = 32) -> None:
+    """One parallel pass per row: mean and variance computed inside the row loop, each
+    accumulating ``reduce_lanes`` partial sums in vector registers (rfactor), then the
+    normalized row, ``lanes`` wide; rows run in parallel."""
+    (Y,) = spec.outputs
+    t = _tensors(nest)
+    fuse_rows(nest, Y, [t["var"], t["mean"]])
+    row = nest.get_loops_for(Y)[0]
+    vector_row_reduction(nest, t["mean"], row, reduce_lanes)
+    vector_row_reduction(nest, t["var"], row, reduce_lanes)
+    nest.eliminate_dead_stores()
+    vectorize_innermost(nest, Y, lanes)
+    nest.parallelize(nest.get_loops_for(Y)[0])
 
 
 def make_row_sum(shape) -> Spec:
@@ -201,10 +252,14 @@ def make_row_sum(shape) -> Spec:
                 flops=m * n, bytes=4 * m * n, tol=1e-3)
 
 
-def hand_row_sum(nest: LoopNest, spec: Spec) -> None:
+def hand_row_sum(nest: LoopNest, spec: Spec, reduce_lanes: int = 32) -> None:
+    """Rows in parallel; each row's sum accumulates ``reduce_lanes`` partial sums in vector
+    registers (rfactor over the lanes), reduced at the end of the row."""
     (S,) = spec.outputs
-    i, k = nest.get_loops_for(S)
-    nest.parallelize(i)
+    i = nest.get_loops_for(S)[0]
+    vector_row_reduction(nest, S, i, reduce_lanes)
+    nest.eliminate_dead_stores()
+    nest.parallelize(nest.get_loops_for(S)[0])
 
 
 def make_transpose(shape) -> Spec:
@@ -218,10 +273,15 @@ def make_transpose(shape) -> Spec:
                 flops=0, bytes=8 * m * n, tol=0)
 
 
-def hand_transpose(nest: LoopNest, spec: Spec) -> None:
+def hand_transpose(nest: LoopNest, spec: Spec, tile: int = 32, lanes: int = 8) -> None:
+    """32 x 32 tiles (both arrays' tiles stay in L1), tile rows in parallel; the output is
+    written ``lanes`` contiguous elements at a time (the input side is gathered)."""
     (T,) = spec.outputs
     i, j = nest.get_loops_for(T)
-    io, jo, ii, ji = nest.tile(i, j, 32, 32)
+    io, jo, ii, ji = nest.tile(i, j, tile, tile)
+    if isinstance(ji.extent, int) and ji.extent % lanes == 0 and spec.out_shapes["T"][1] % tile == 0:
+        _, vi, _ = nest.split_with_tail(ji, lanes)
+        nest.vectorize(vi)
     nest.parallelize(io)
 
 
@@ -239,8 +299,8 @@ def make_matmul(n: int) -> Spec:
 
 
 def hand_matmul(nest: LoopNest, spec: Spec) -> None:
-    """Register-blocked matmul: init and update distributed, the update tiled
-    (i: 4 rows x j: 32 columns, k outside the tile), j vectorized, i-tiles parallel."""
+    """Register-blocked matmul (``schedules.matmul_schedule``): 6 x 16 tiles of C in
+    registers, k in slices of 256 with the B panel packed, column panels in parallel."""
     from bench.schedules import matmul_schedule
     matmul_schedule(nest, spec.outputs[0])
 
@@ -290,6 +350,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("layernorm", make_layernorm, [(512, 1024)], [(4096, 1024)], hand_layernorm),
     Workload("row_sum", make_row_sum, [(1024, 1024)], [(4096, 4096)], hand_row_sum),
     Workload("transpose", make_transpose, [(1024, 1024)], [(4096, 4096)], hand_transpose),
-    Workload("matmul", make_matmul, [256, 512], [256, 512, 1024, 2048], hand_matmul),
+    Workload("matmul", make_matmul, [256, 512], [256, 512, 1024, 2048], hand_matmul,
+             skip_default=lambda n: n > 1024),     # the unscheduled 2048 matmul takes ~2 minutes a call
     Workload("conv2d", make_conv2d, [(1, 16, 28, 28, 16)], [(1, 64, 56, 56, 64)], hand_conv2d),
 ]}

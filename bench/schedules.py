@@ -21,41 +21,100 @@ def separate_init(nest: LoopNest, t) -> list:
     return nest.get_loops_for(t)
 
 
-def matmul_schedule(nest: LoopNest, C, rows: int = 4, cols: int = 32, parallel: bool = True) -> None:
-    """A register-blocked matmul: a ``rows`` x ``cols`` tile of C accumulates in a local buffer
-    (kept in vector registers) while k runs over the whole reduction; the tile's rows are
-    unrolled and its columns vectorized; row tiles run in parallel.
+def _buffer(nest: LoopNest, name: str):
+    return next(b for b in list(nest.inputs) + list(nest.buffers.values()) if b.name == name)
 
-        for io, jo:                       (io parallel)
-          C_local[rows, cols] = C[...]
-          for k:
-            unrolled for ii: vectorized for ji:
-              C_local[ii, ji] += A[io*rows + ii, k] * B[k, jo*cols + ji]
-          C[...] = C_local
+
+def matmul_schedule(nest: LoopNest, C, rows: int = 6, cols: int = 16, kc: int = 256, pack_b: bool = True,
+                    parallel: bool = True) -> None:
+    """A register-blocked matmul in the style of BLIS micro-kernels: a ``rows`` x ``cols``
+    tile of C (6 x 16 floats: 12 of the 16 AVX registers) accumulates in a local buffer that
+    LLVM keeps in registers while k runs over a ``kc``-deep slice of the reduction; the
+    ``kc`` x ``cols`` panel of B that the slice needs is first copied to a contiguous buffer
+    (``cache_accesses``: it stays in L1 while every row tile uses it); the tile's rows are
+    unrolled and its columns vectorized; the column panels run in parallel. Rows left over
+    when ``rows`` does not divide the size get a vectorized loop of their own.
+
+        parallel for jo:                          (columns jo*16 .. jo*16+15)
+          for ko:                                 (k slice ko*kc .. ko*kc+kc-1)
+            B_pack[kc, cols] = B[slice, panel]
+            for io:
+              C_local[rows, cols] = C[...]
+              for ki:
+                unrolled for ii: vectorized for ji:
+                  C_local[ii, ji] += A[io*rows + ii, ko*kc + ki] * B_pack[ki, ji]
+              C[...] = C_local
+        for i_tail: for k: vectorized for j: C[i, j] += A[i, k] * B[k, j]
     """
     i, j, k = separate_init(nest, C)
-    io, jo, ii, ji = nest.tile(i, j, rows, cols)
-    loops = nest.get_loops_for(C)              # io, jo, ii, ji, k
-    order = [loops.index(x) for x in (io, jo, k, ii, ji)]
-    nest.reorder(loops, order)
-    nest.cache_accesses(C, "C_local", jo)
+    io, ii, itail = nest.split_with_tail(i, rows)
+    if itail is not None:
+        tj, tk = nest.get_inner_loops(itail)
+        nest.reorder([itail, tj, tk], [0, 2, 1])
+        _, tji, _ = nest.split_with_tail(tj, 8)
+        nest.vectorize(tji)
+    if isinstance(j.extent, int):
+        while cols > 8 and j.extent % cols:
+            cols //= 2                      # 16 -> 8 columns when 16 does not divide the width
+    if not isinstance(j.extent, int) or j.extent % cols:
+        raise ValueError(f"matmul_schedule: the column count {j.extent} is not a multiple of {cols}")
+    jo, ji, _ = nest.split_with_tail(j, cols)
+    if kc and isinstance(k.extent, int) and k.extent > kc and k.extent % kc == 0:
+        ko, ki, _ = nest.split_with_tail(k, kc)
+        nest.reorder([io, ii, jo, ji, ko, ki], [2, 4, 0, 5, 1, 3])     # jo, ko, io, ki, ii, ji
+        row_tile, panel = io, ko
+    else:
+        nest.reorder([io, ii, jo, ji, k], [2, 0, 4, 1, 3])             # jo, io, k, ii, ji
+        row_tile, panel = io, jo
+    nest.cache_accesses(C, "C_local", row_tile)
+    if pack_b:
+        nest.cache_accesses(_buffer(nest, "B"), "B_pack", panel)
     nest.vectorize(ji)
     nest.unroll(ii)
     if parallel:
-        nest.parallelize(io)
+        nest.parallelize(jo)
 
 
-def conv2d_schedule(nest: LoopNest, Y, cols: int = 8) -> None:
-    """Direct convolution: padding computed per input channel plane, output rows in parallel,
-    the innermost output columns vectorized."""
-    for t in list(nest.tensors):
-        if t.name == "P":
-            nest.compute_inline(t)
-    loops = separate_init(nest, Y)                 # b, co, y, x, ci, ry, rx
-    b, co, y, x, ci, ry, rx = loops
-    xo, xi, _ = nest.split_with_tail(x, cols)
-    loops = nest.get_loops_for(Y)                  # b, co, y, xo, xi, ci, ry, rx
-    order = [loops.index(v) for v in (b, co, y, xo, ci, ry, rx, xi)]
-    nest.reorder(loops, order)
+def conv2d_schedule(nest: LoopNest, Y, co_tile: int = 8, cols: int = 8, parallel: bool = True) -> None:
+    """Direct convolution with register blocking: the zero-padded input is materialized
+    once (so the convolution's loads need no bounds tests and vectorize), then a tile of
+    ``co_tile`` output channels x ``cols`` output columns accumulates in registers while
+    the reduction (input channel, filter row, filter column) runs; the tile's channels are
+    unrolled and its columns vectorized; channel tiles run in parallel. Columns left over
+    when ``cols`` does not divide the width get their own (vectorized) loop.
+
+        for b, co_o:                             (co_o parallel)
+          for y, xo:
+            Y_local[co_tile, cols] = Y[...]
+            for ci, ry, rx:
+              unrolled for co_i: vectorized for xi:
+                Y_local[co_i, xi] += P[b, ci, y + ry, xo*cols + xi + rx] * W[co_o*co_tile + co_i, ci, ry, rx]
+            Y[...] = Y_local
+    """
+    P = next((t for t in nest.tensors if t.name == "P"), None)
+    b, co, y, x, ci, ry, rx = separate_init(nest, Y)
+    if P is not None and parallel:
+        nest.parallelize(nest.get_loops_for(P)[1])          # input channels of the padding copy
+    if not isinstance(co.extent, int) or co.extent % co_tile:
+        co_tile = 1
+    coo, coi, _ = nest.split_with_tail(co, co_tile)
+    xo, xi, xtail = nest.split_with_tail(x, cols)
+    if xtail is not None:
+        # the leftover columns: x_tail, ci, ry, rx -> ci, ry, rx, x_tail with x_tail vectorized
+        tl = [xtail] + nest.get_inner_loops(xtail)
+        nest.reorder(tl, [1, 2, 3, 0])
+        nest.vectorize(xtail)
+        # give the main columns loops of their own, apart from the tail's (legal: they
+        # write different columns)
+        y = nest.distribute(y)[0]
+        coi = nest.distribute(coi)[0]
+        coo, coo_tail = nest.distribute(coo)[:2]
+        if parallel:
+            nest.parallelize(coo_tail)
+    nest.reorder([coo, coi, y, xo, xi, ci, ry, rx], [0, 2, 3, 5, 6, 7, 1, 4])  # coo, y, xo, ci, ry, rx, coi, xi
+    nest.cache_accesses(Y, "Y_local", xo)
     nest.vectorize(xi)
-    nest.parallelize(co)
+    if co_tile > 1:
+        nest.unroll(coi)
+    if parallel:
+        nest.parallelize(coo)

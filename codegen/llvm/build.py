@@ -186,6 +186,34 @@ class LLVMKernel(Kernel):
         raise MemoryError(f"kernel {self.name}: a heap allocation for an intermediate buffer failed")
 
 
+_STREAMING: list = []
+
+
+def streaming_store_bytes() -> int:
+    """Outputs of at least this many bytes (that the kernel never reads) get streaming stores
+    (``EmitOptions.nontemporal_min_bytes``): half the last-level cache of this machine (from
+    ``/sys``; 16 MiB when unknown). ``TE_LLVM_STREAMING_STORES=0`` turns them off; another
+    integer sets the threshold in bytes."""
+    if not _STREAMING:
+        import os
+        env = os.environ.get("TE_LLVM_STREAMING_STORES", "").strip()
+        if env.isdigit():
+            _STREAMING.append(int(env))
+        else:
+            llc = 0
+            base = "/sys/devices/system/cpu/cpu0/cache"
+            try:
+                for d in os.listdir(base):
+                    with open(os.path.join(base, d, "size")) as f:
+                        text = f.read().strip()
+                    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+                    llc = max(llc, int(text.rstrip("KMG")) * mult)
+            except (OSError, ValueError):
+                llc = 0
+            _STREAMING.append(llc // 2 if llc >= (1 << 20) else 16 << 20)
+    return _STREAMING[0]
+
+
 _DATA_OFFSET: list = []
 
 
@@ -304,11 +332,12 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, parallel_r
         raise BuildError(f"kernel {name}: noalias=True needs plain row-major buffer arguments (a buffer with a "
                          "layout or a view may span memory its shape does not describe)")
     noalias = bool(noalias) and len(buffer_params) > 1
+    nt_bytes = streaming_store_bytes() if plain else 0
     key = None
     hit = None
     if cache:
         key = (stmt_key(root, [p.buffer for p in buffer_params], scalar_vars), symbol, fast_math, rt, opt_level,
-               noalias)
+               noalias, nt_bytes)
         hit = jit.lookup(key)
     if hit is not None:
         source, compiled = hit
@@ -316,7 +345,8 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, parallel_r
         try:
             h = jit.host_info()
             opts = EmitOptions(fast_math=fast_math, parallel_runtime=rt, array_data_offset=_array_data_offset(),
-                               triple=h["triple"], data_layout=jit.data_layout(), noalias=noalias)
+                               triple=h["triple"], data_layout=jit.data_layout(), noalias=noalias,
+                               nontemporal_min_bytes=nt_bytes, cpu_features=h["features"])
             module = emit_module(symbol, root, buffer_params, scalar_vars, opts)
         except BuildError as exc:
             raise BuildError(f"kernel {name}: {exc}") from None

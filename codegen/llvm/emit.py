@@ -42,8 +42,14 @@ a constant extent of at most ``UNROLL_LIMIT`` are copied, others get
 ``void body(i64 lo, i64 hi, ptr ctx)`` and run through ``runtime`` (the native ``pool``,
 libgomp or a Python thread pool); a parallel loop inside a parallel body runs serially.
 Allocations of a constant size up to ``STACK_LIMIT`` bytes are ``alloca``s in the entry
-block of the function
-(per thread inside a parallel body), others ``malloc``/``free``.
+block of the function (per thread inside a parallel body), others ``malloc``/``free``.
+
+Streaming stores: a contiguous vector store to an output argument that the kernel never
+reads, of a constant size of at least ``EmitOptions.nontemporal_min_bytes`` (half the
+last-level cache, see ``build.streaming_store_bytes``), carries ``!nontemporal``: the data
+goes to memory without first reading each cache line, a third less traffic for streaming
+kernels. Those stores are weakly ordered, so every function using them ends with a store
+fence (``sfence``) before returning or finishing its part of a parallel loop.
 
 Every user name that reaches the IR goes through ``sanitize_name``.
 
@@ -66,7 +72,7 @@ from llvmlite import ir
 from te import expr as E
 from te.dtypes import Dtype
 from te.expr import Expr, IntImm, Var
-from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store, iter_stmts
+from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store, iter_stmts, stmt_exprs
 
 from ..kernel import BuildError, Param, sanitize_name
 from . import lowp, mathfns
@@ -108,6 +114,12 @@ class EmitOptions:
     #: mark buffer arguments ``noalias`` (better loops), behind a run-time overlap check that
     #: returns ``ALIASED`` so the caller can fall back to a variant built with ``noalias=False``
     noalias: bool = False
+    #: streaming stores: contiguous vector stores to an output the kernel never reads go
+    #: around the caches (``!nontemporal``) when that output has at least this many bytes
+    #: and all the arguments together at least twice as many (0: never); see ``streaming_outputs``
+    nontemporal_min_bytes: int = 0
+    #: the target CPU's LLVM feature string (``+avx2,+fma,...``): inline math uses FMA when present
+    cpu_features: str = ""
 
 
 def emit_module(symbol: str, root: Stmt, buffer_params: Sequence[Param], scalar_vars: Sequence[Var],
@@ -211,6 +223,9 @@ class _Emitter:
         self.scalar_vars = list(scalar_vars)
         self._n_outlined = 0
         self._funcs: dict[str, ir.Function] = {}
+        self.nt_bufs: frozenset = frozenset()   # streaming-store outputs (set by run)
+        #: the target has fused multiply-add instructions (inline math uses them)
+        self.has_fma = options.triple.startswith(("aarch64", "arm64")) or "+fma" in options.cpu_features.split(",")
 
     # ------------------------------------------------------------------------------------
     # module-level helpers
@@ -242,6 +257,7 @@ class _Emitter:
     # entry point
     # ------------------------------------------------------------------------------------
     def run(self, root: Stmt) -> ir.Module:
+        self.nt_bufs = streaming_outputs(root, self.buffer_params, self.opts.nontemporal_min_bytes)
         args = [PTR] * len(self.buffer_params) + [value_type(v.dtype) for v in self.scalar_vars]
         fnty = ir.FunctionType(I32, args)
         noalias = self.opts.noalias
@@ -262,6 +278,7 @@ class _Emitter:
         if not st.b.block.is_terminated:
             for bid, p in list(st.heap.items()):  # defensive: free what an unmatched Allocate left
                 self.free_heap(st, bid)
+            self.store_fence(st)
             st.b.ret(ir.Constant(I32, 0))
         st.finish()
         entry = self.emit_alias_check(fn, root) if noalias else fn
@@ -571,6 +588,7 @@ class _Emitter:
         self.counted_loop(sub, lo, hi, sanitize_name(s.var.name), body, None)
         for bid in list(sub.heap):
             self.free_heap(sub, bid)
+        self.store_fence(sub)
         sub.b.ret_void()
         sub.finish()
 
@@ -764,6 +782,16 @@ class _Emitter:
                 b.store(b.extract_element(sv, ir.Constant(I32, j * lanes + c)), self.pointer(st, buf, ij, c),
                         align=align)
 
+    def store_fence(self, st: _Fn) -> None:
+        """Order this function's streaming stores before whatever follows its return (they are
+        weakly ordered: another thread, or the caller, must see them once the loop is done)."""
+        if not self.nt_bufs:
+            return
+        if self.opts.triple.startswith(("x86_64", "i386", "i686")):
+            st.b.call(self.declare("llvm.x86.sse.sfence", VOID, []), [])
+        else:
+            st.b.fence("seq_cst")
+
     def store(self, st: _Fn, buf, idx: Expr, value: ir.Value, vdt: Dtype):
         if buf.dtype.lanes != 1:
             self.vector_element_store(st, buf, idx, self.to_storage(st, vdt, value))
@@ -776,7 +804,9 @@ class _Emitter:
             return
         ramp = _ramp_parts(idx)
         if ramp is not None and ramp[1] == 1:
-            b.store(sv, self.pointer(st, buf, self.index(st, ramp[0])), align=align)
+            inst = b.store(sv, self.pointer(st, buf, self.index(st, ramp[0])), align=align)
+            if id(buf) in self.nt_bufs:
+                inst.set_metadata("nontemporal", self.module.add_metadata([ir.Constant(I32, 1)]))
             return
         ivec = self.index(st, idx)
         for k in range(idx.dtype.lanes):
@@ -1096,7 +1126,7 @@ class _Emitter:
         """float32 exp inline (vectorisable, see ``mathfns``); float64 through ``llvm.exp``."""
         et = x.type.element if isinstance(x.type, ir.VectorType) else x.type
         if et == F32:
-            return mathfns.exp_f32(st.b, x, lambda name, args: self.fcall(st, name, args))
+            return mathfns.exp_f32(st.b, x, lambda name, args: self.fcall(st, name, args), fused=self.has_fma)
         return self.fcall(st, "llvm.exp", [x])
 
     def libm(self, st: _Fn, base: str, x: ir.Value) -> ir.Value:
@@ -1249,6 +1279,37 @@ def _int_like(t: ir.Type) -> ir.Type:
     if isinstance(t, ir.VectorType):
         return ir.VectorType(_int_like(t.element), t.count)
     return I64 if t == F64 else I32
+
+
+def streaming_outputs(root: Stmt, buffer_params: Sequence[Param], min_bytes: int) -> frozenset:
+    """The ids of the buffer parameters whose contiguous vector stores should be streaming
+    (non-temporal) stores: outputs the kernel writes but never reads, of a constant size of
+    at least ``min_bytes``, in a kernel whose constant-size arguments add up to at least
+    ``2 * min_bytes``. Such an output is too large to be still in cache when anything reads
+    it, so writing around the caches saves reading each line before it is written (a third
+    of the memory traffic of a copy). Empty when ``min_bytes`` is 0."""
+    if min_bytes <= 0:
+        return frozenset()
+    read: set[int] = set()
+
+    def note(n):
+        if isinstance(n, E.Load):
+            read.add(id(n.buffer))
+    for s in iter_stmts(root):
+        for e in stmt_exprs(s):
+            E.walk(e, note)
+    written = {id(s.buffer) for s in iter_stmts(root) if isinstance(s, Store)}
+    sizes = {}
+    for p in buffer_params:
+        buf = p.buffer
+        if all(isinstance(d, IntImm) for d in buf.dims):
+            n = buf.dtype.itemsize * buf.dtype.lanes
+            for d in buf.dims:
+                n *= d.value
+            sizes[id(buf)] = n
+    if sum(sizes.values()) < 2 * min_bytes:
+        return frozenset()
+    return frozenset(b for b, n in sizes.items() if n >= min_bytes and b in written and b not in read)
 
 
 def _is_i1(t: ir.Type) -> bool:

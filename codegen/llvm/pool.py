@@ -11,11 +11,13 @@ development machine under load: a 64-iteration parallel loop took 0.5-1 ms with 
 pool, and about 5 us with this pool.
 
 How it works. ``te_llvm_pool_parallel_for(body, lo, hi, ctx, nthreads)`` publishes a job
-(body, ctx, [lo, hi), a chunk size giving about ``CHUNKS_PER_THREAD`` chunks per thread) in
-global variables, then the calling thread and the workers claim chunks from one atomic
-counter until none is left. The caller never waits for a worker that has not started:
-it waits only for chunks already claimed to finish (``remaining`` reaches 0). So a worker
-that wakes late finds nothing to do, and the loop costs what its chunks cost.
+(body, ctx, [lo, hi)) in global variables, then the calling thread and the workers claim
+chunks from one atomic counter until none is left. Chunks are guided: each claim takes
+``1 / (GUIDED_FACTOR * threads)`` of the iterations still unclaimed, so the first chunks are
+large (few claims, contiguous data) and the last ones small (threads finish together).
+The caller never waits for a worker that has not started: it waits only for chunks
+already claimed to finish (``remaining`` reaches 0). So a worker that wakes late finds
+less (or nothing) to do, and the loop costs what its chunks cost.
 
 * The claim counter is ``generation << 40 | next offset``; a claim is a compare-and-swap
   from the value read before reading the job fields, so a worker that read the fields of an
@@ -41,12 +43,12 @@ import sys
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-__all__ = ["available", "install", "ENTRY_SYMBOL", "CHUNKS_PER_THREAD", "SPIN_CYCLES", "reset_after_fork",
-           "set_default_threads"]
+__all__ = ["available", "install", "ENTRY_SYMBOL", "GUIDED_FACTOR", "SPIN_CYCLES", "reset_after_fork",
+           "set_default_threads", "set_spin_cycles"]
 
 ENTRY_SYMBOL = "te_llvm_pool_parallel_for"
-#: chunks per thread: more balances uneven or late threads, fewer keeps each thread's data contiguous
-CHUNKS_PER_THREAD = 4
+#: a claim takes 1 / (GUIDED_FACTOR * threads) of the unclaimed iterations (at least one)
+GUIDED_FACTOR = 2
 #: time-stamp-counter cycles a worker spins waiting for the next job before it sleeps (~0.1 ms)
 SPIN_CYCLES = 300_000
 
@@ -87,9 +89,9 @@ class _Gen:
         for name, t, init, align in (
                 ("claim", I64, 0, 64), ("remaining", I64, 0, 64), ("gen", I32, 0, 64), ("sleepers", I32, 0, 4),
                 ("busy", I32, 0, 64), ("started", I32, 0, 4), ("default_threads", I32, 1, 4),
-                ("spin", I64, SPIN_CYCLES, 8), ("chunks_per_thread", I64, CHUNKS_PER_THREAD, 8),
+                ("spin", I64, SPIN_CYCLES, 8), ("guided_factor", I64, GUIDED_FACTOR, 8),
                 ("fn", PTR, None, 64), ("ctx", PTR, None, 8), ("start", I64, 0, 8), ("n", I64, 0, 8),
-                ("chunk", I64, 1, 8), ("active", I32, 0, 4)):
+                ("divisor", I64, 1, 8), ("active", I32, 0, 4)):
             gv = ir.GlobalVariable(m, t, f"te_llvm_pool_{name}")
             gv.initializer = ir.Constant(t, init) if t is not PTR else ir.Constant(t, None)
             gv.align = align
@@ -138,7 +140,7 @@ class _Gen:
         c = self.ld(b, "claim", "acquire")
         off = b.and_(c, ir.Constant(I64, _OFF_MASK), name="off")
         n = self.ld(b, "n")
-        chunk = self.ld(b, "chunk")
+        divisor = self.ld(b, "divisor")
         body = self.ld(b, "fn")
         ctx = self.ld(b, "ctx")
         start = self.ld(b, "start")
@@ -148,6 +150,8 @@ class _Gen:
         has_work = b.icmp_signed("<", off, n)
         b.cbranch(b.and_(joins, has_work), claim_bb, out)
         b.position_at_end(claim_bb)
+        left = b.sub(n, off)
+        chunk = b.udiv(b.add(left, b.sub(divisor, ir.Constant(I64, 1))), divisor, name="chunk")   # >= 1
         pair = b.cmpxchg(self.g["claim"], c, b.add(c, chunk), "acq_rel", "acquire")
         ok = b.extract_value(pair, 1)
         b.cbranch(ok, run, top)
@@ -216,6 +220,8 @@ class _Gen:
         dflt = self.ld(b, "default_threads")
         nthr = b.select(b.icmp_signed("<=", nthr, ir.Constant(I32, 0)), dflt, nthr, name="nthreads")
         few = b.or_(b.icmp_signed("<=", nthr, ir.Constant(I32, 1)), b.icmp_signed("<=", n, ir.Constant(I64, 1)))
+        # the claim counter holds offsets below 2**40: longer loops (never seen) run serially
+        few = b.or_(few, b.icmp_unsigned(">=", n, ir.Constant(I64, 1 << (_GEN_SHIFT - 1))))
         b.cbranch(few, bb["serial"], bb["try"])
 
         b.position_at_end(bb["serial"])
@@ -245,13 +251,13 @@ class _Gen:
         b.position_at_end(bb["publish"])
         started = self.ld(b, "started")
         active = b.select(b.icmp_signed("<", started, want), started, want, name="active")
-        parts = b.mul(b.zext(b.add(active, ir.Constant(I32, 1)), I64), self.ld(b, "chunks_per_thread"))
-        chunk = b.sdiv(b.add(n, b.sub(parts, ir.Constant(I64, 1))), parts, name="chunk")
+        divisor = b.mul(b.zext(b.add(active, ir.Constant(I32, 1)), I64), self.ld(b, "guided_factor"),
+                        name="divisor")
         self.st(b, "fn", body)
         self.st(b, "ctx", ctx)
         self.st(b, "start", lo)
         self.st(b, "n", n)
-        self.st(b, "chunk", chunk)
+        self.st(b, "divisor", divisor)
         self.st(b, "active", active)
         self.st(b, "remaining", n, "seq_cst")
         old = self.ld(b, "claim", "seq_cst")
@@ -323,16 +329,23 @@ def install() -> int:
     libc = ctypes.CDLL(None)
     for sym in ("syscall", "sched_yield", "pthread_create", "pthread_detach"):
         llvm.add_symbol(sym, ctypes.cast(getattr(libc, sym), ctypes.c_void_p).value)
-    mod = _Gen(h["triple"], jit.data_layout()).module()
-    compiled = jit.compile_ir(str(mod), ENTRY_SYMBOL, "te_llvm_pool", opt=2)
-    engine = compiled.engine
-    _state["engine"] = compiled
-    _state["address"] = compiled.address
+    text = str(_Gen(h["triple"], jit.data_layout()).module())
+    # compiled here rather than through jit.compile_ir: the runtime is not a kernel (no
+    # compile-cache entry, no disk cache, not counted in jit.cache_stats())
+    with jit._lock:
+        mod = llvm.parse_assembly(text)
+        mod.verify()
+        jit._optimize(mod, 2)
+        engine = llvm.create_mcjit_compiler(mod, jit._target_machine(2))
+        engine.finalize_object()
+    address = engine.get_function_address(ENTRY_SYMBOL)
+    _state["engine"] = engine
+    _state["address"] = address
     _state["globals"] = {name: engine.get_global_value_address(f"te_llvm_pool_{name}")
                          for name in ("busy", "started", "sleepers", "remaining", "default_threads", "spin",
-                                      "chunks_per_thread")}
-    llvm.add_symbol(ENTRY_SYMBOL, compiled.address)
-    return compiled.address
+                                      "guided_factor")}
+    llvm.add_symbol(ENTRY_SYMBOL, address)
+    return address
 
 
 def _global(name: str, ctype):

@@ -1,0 +1,73 @@
+"""The CPU benchmark suite (``python -m bench``): every hand schedule is legal and computes
+the right values at awkward small sizes (tails everywhere), and a short run of the suite
+writes its table, JSON and plot with the aims evaluated."""
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("codegen.llvm")
+
+from bench import __main__ as bench_main  # noqa: E402
+from bench.harness import time_interleaved  # noqa: E402
+from bench.kernels import WORKLOADS  # noqa: E402
+from codegen import build  # noqa: E402
+from loopnest import LoopNest  # noqa: E402
+
+SMALL = {
+    "elementwise": [1000, 4096 * 2 + 17],
+    "softmax": [(5, 96), (3, 100)],
+    "layernorm": [(6, 64), (2, 72)],
+    "row_sum": [(3, 128), (4, 40)],
+    "transpose": [(64, 96), (40, 72)],
+    "matmul": [16, 40, 64, 96],
+    "conv2d": [(1, 8, 12, 12, 8), (1, 3, 10, 9, 5)],
+}
+
+
+def test_every_workload_has_small_sizes_here():
+    assert set(SMALL) == set(WORKLOADS)
+
+
+@pytest.mark.parametrize("name,size", [(n, s) for n, sizes in SMALL.items() for s in sizes])
+def test_hand_schedule_is_correct(name, size):
+    w = WORKLOADS[name]
+    spec = w.make(size)
+    nest = LoopNest(spec.outputs)
+    w.hand_schedule(nest, spec)
+    kernel = build(nest, spec.args, target="llvm")
+    outs = {k: np.full(s, np.nan, np.float32) for k, s in spec.out_shapes.items()}
+    arrays = dict(spec.inputs, **outs)
+    kernel(*[arrays[b.name] for b in spec.args])
+    for k, want in spec.reference(spec.inputs).items():
+        scale = max(1.0, float(np.abs(want).max()))
+        assert np.abs(outs[k] - want).max() / scale <= spec.tol, (name, size, k)
+
+
+def test_interleaved_timing_counts_every_round():
+    calls = {"a": 0, "b": 0}
+
+    def a():
+        calls["a"] += 1
+
+    def b():
+        calls["b"] += 1
+    t = time_interleaved({"a": a, "b": b}, rounds=4)
+    assert t["a"].repeats == t["b"].repeats == 4 and calls["a"] > 4 and calls["b"] > 4
+    assert 0 < t["a"].best <= t["a"].median
+
+
+def test_short_suite_run_writes_results(tmp_path):
+    assert bench_main.main(["--only", "layernorm", "row_sum", "--rounds", "1", "--out", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "results.json").read_text())
+    rows = {r["kernel"]: r for r in report["rows"]}
+    assert set(rows) == {"layernorm", "row_sum"}
+    for r in rows.values():
+        assert r["hand"]["correct"] and r["default"]["correct"] and r["hand"]["time_s"] > 0
+    text = (tmp_path / "results.txt").read_text()
+    assert "aims (issue 4)" in text and "layernorm" in text
+    aims = {a["aim"]: a for a in report["aims"]}
+    assert any(k.startswith("layernorm speed") for k in aims) or report["rows"][0].get("torch_s") is None
+    assert "compile time, elementwise (median, s)" in aims
+    cc = report["extras"]["compile_and_call"]
+    assert aims["compile time, elementwise (median, s)"]["value"] == cc["compile_median_s"]
