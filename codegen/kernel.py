@@ -257,17 +257,23 @@ class Kernel:
         elif a.ndim != buf.ndim:
             raise ValueError(f"argument {p.name} of {self.name} has rank {a.ndim} (shape {a.shape}), "
                              f"expected rank {buf.ndim} (shape {buf.shape})")
-        for k, d in enumerate(buf.dims):
-            if isinstance(d, IntImm) and a.shape[k] != d.value:
-                raise ValueError(f"argument {p.name} of {self.name} has shape {a.shape}, expected "
-                                 f"{buf.shape} (dimension {k} differs)")
-            if isinstance(d, Var):
-                old = sizes.setdefault(id(d), a.shape[k])
-                if old != a.shape[k]:
-                    raise ValueError(f"argument {p.name} of {self.name}: dimension {k} ({d.name}) is "
-                                     f"{a.shape[k]} but {d.name} = {old} from another argument")
+        self._bind_shape(p, tuple(a.shape), sizes)
         self._check_strides(p, a)
         return a
+
+    def _bind_shape(self, p: Param, shape: tuple, sizes: dict) -> None:
+        """Check ``shape`` against the constant dims of ``p``'s buffer and bind its size Vars
+        (consistently across arguments) into ``sizes``."""
+        buf = p.buffer
+        for k, d in enumerate(buf.dims):
+            if isinstance(d, IntImm) and shape[k] != d.value:
+                raise ValueError(f"argument {p.name} of {self.name} has shape {shape}, expected "
+                                 f"{buf.shape} (dimension {k} differs)")
+            if isinstance(d, Var):
+                old = sizes.setdefault(id(d), shape[k])
+                if old != shape[k]:
+                    raise ValueError(f"argument {p.name} of {self.name}: dimension {k} ({d.name}) is "
+                                     f"{shape[k]} but {d.name} = {old} from another argument")
 
     def _check_strides(self, p: Param, a: np.ndarray) -> None:
         layout = p.buffer.layout

@@ -97,16 +97,7 @@ class CudaKernel(Kernel):
         if d.ndim != buf.ndim:
             raise ValueError(f"argument {p.name} of {self.name} has rank {d.ndim} (shape {d.shape}), expected "
                              f"rank {buf.ndim} (shape {buf.shape})")
-        from te.expr import IntImm, Var
-        for k, dim in enumerate(buf.dims):
-            if isinstance(dim, IntImm) and d.shape[k] != dim.value:
-                raise ValueError(f"argument {p.name} of {self.name} has shape {d.shape}, expected {buf.shape} "
-                                 f"(dimension {k} differs)")
-            if isinstance(dim, Var):
-                old = sizes.setdefault(id(dim), d.shape[k])
-                if old != d.shape[k]:
-                    raise ValueError(f"argument {p.name} of {self.name}: dimension {k} ({dim.name}) is "
-                                     f"{d.shape[k]} but {dim.name} = {old} from another argument")
+        self._bind_shape(p, tuple(d.shape), sizes)
         if buf.layout is None and not d.c_contiguous():
             raise ValueError(f"argument {p.name} of {self.name} must be C-contiguous (row-major); its strides "
                              f"are {d.strides}")
