@@ -39,7 +39,8 @@ Threads and barriers
     headers do not depend on thread indices -- ``__syncthreads()`` is placed between two
     statements that touch the same shared or global buffer (one of them writing); in a
     serial loop the check includes the previous iteration (loop-carried reuse of a shared
-    tile). Where threads diverge (a guarded thread loop, thread-dependent control flow),
+    tile), and data written before the loop and read in it gets its barrier before the loop
+    (once) unless the body needs one on every iteration anyway. Where threads diverge (a guarded thread loop, thread-dependent control flow),
     statements that would need a barrier are refused with a BuildError.
 
 Semantics (the spec's, exactly)
@@ -1044,20 +1045,47 @@ class CudaEmitter:
         head = self._header_accesses(head_exprs)
         pending = _merge(self._barrier_if(pending, head), head)
         if isinstance(s, For):
-            # loop-carried: iteration n+1 starts with what iteration n left pending
-            p0 = pending
-            mark = self._mark()
-            end1 = self._s_For_shell(s, ctx, lambda b: self._uniform(b, dict(p0), ctx))
-            self._reset(mark)
-            start_state = _merge(p0, end1)
-            end2 = self._s_For_shell(s, ctx, lambda b: self._uniform(b, dict(start_state), ctx))
-            return _merge(p0, end2)
+            return self._uniform_for(s, pending, ctx)
         if isinstance(s, Cond):
             p = dict(pending)
             r1, r2 = self._s_Cond_shell(s, lambda b: self._uniform(b, dict(p), ctx))
             return _merge(r1, r2 if r2 is not None else p)
         p = dict(pending)
         return self._s_Let_shell(s, lambda b: self._uniform(b, dict(p), ctx))
+
+    def _uniform_for(self, s: For, pending: dict, ctx: _Ctx) -> dict:
+        """A serial loop around thread-bound loops, in uniform code.
+
+        When what is pending before the loop conflicts with the body, one barrier before
+        the loop (run once) replaces the one the body would otherwise get on every
+        iteration -- unless the body needs as many barriers anyway for the accesses its
+        iterations exchange, in which case the loop is left as it is."""
+        if _conflict(pending, self._accesses(s.body)) is None:
+            return self._serial_loop(s, pending, ctx)
+        mark = self._mark()
+        self._serial_loop(s, pending, ctx)
+        inside = self._barriers_since(mark)
+        self._reset(mark)
+        self.emit("__syncthreads();")
+        end = self._serial_loop(s, {}, ctx)
+        if self._barriers_since(mark) - 1 < inside:
+            return end
+        self._reset(mark)
+        return self._serial_loop(s, pending, ctx)
+
+    def _serial_loop(self, s: For, pending: dict, ctx: _Ctx) -> dict:
+        """Emit the serial loop ``s``, its body starting with ``pending``; returns the
+        accesses left pending after it (the body may run zero times)."""
+        # loop-carried: iteration n+1 starts with what iteration n left pending
+        mark = self._mark()
+        end1 = self._s_For_shell(s, ctx, lambda b: self._uniform(b, dict(pending), ctx))
+        self._reset(mark)
+        start_state = _merge(pending, end1)
+        end2 = self._s_For_shell(s, ctx, lambda b: self._uniform(b, dict(start_state), ctx))
+        return _merge(pending, end2)
+
+    def _barriers_since(self, mark) -> int:
+        return sum(1 for line in self.lines[mark[0]:] if line.strip() == "__syncthreads();")
 
     def _barrier_if(self, pending: dict, acc: dict) -> dict:
         if self.kinfo.thread_axes and _conflict(pending, acc) is not None:

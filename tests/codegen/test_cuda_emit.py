@@ -476,6 +476,76 @@ def test_buffer_shared_by_nested_thread_loops_gets_a_slice_per_outer_thread_and_
         np.testing.assert_array_equal(y, a[:, ::-1])
 
 
+def _shared_then_serial_loop_nest(accumulate: bool):
+    """Per block b: S = row b of A (thread loop); then a serial loop k around a thread loop
+    reading S. With ``accumulate`` the k loop adds S[(t + k) % 32] into a per-thread register
+    and Y is stored after the loop (nothing the iterations exchange); otherwise every
+    iteration stores its own row of Y2 (a buffer the iterations all write)."""
+    A = Buffer("A", (4, 32), float32)
+    Y = Compute("Y", (4, 32), lambda b, t: A[b, t])
+    Y2 = Compute("Y2", (4, 8, 32), lambda b, k, t: A[b, t])
+    S, acc = Buffer("S", (32,), float32), Buffer("acc", (32,), float32)
+    b, t0, t1, k, t2, t3 = (Var(n) for n in ("b", "t0", "t1", "k", "t2", "t3"))
+
+    def threads(t, *body):
+        return For(t, 0, 32, Block(list(body)), ForKind.GPU_THREAD, 0)
+    fill = threads(t1, Store(S, (t1,), A[b, t1]))
+    if accumulate:
+        stmts = [threads(t0, Store(acc, (t0,), FloatImm(0.0, float32))), fill,
+                 For(k, 0, 8, Block([threads(t2, Store(acc, (t2,), acc[t2] + S[(t2 + k) % 32]))])),
+                 threads(t3, Store(Y, (b, t3), acc[t3]))]
+        out = Y
+    else:
+        stmts = [fill, For(k, 0, 8, Block([threads(t2, Store(Y2, (b, k, t2), S[31 - t2] * 2.0))]))]
+        out = Y2
+    nest = LoopNest([out])
+    nest.add_buffer(S)
+    nest.add_buffer(acc)
+    nest.root = Block((For(b, 0, 4, Block(stmts), ForKind.GPU_BLOCK, 0),))
+    return A, out, nest
+
+
+def test_barrier_for_data_written_before_a_serial_loop_is_placed_before_the_loop():
+    """S is filled before the serial k loop and only read inside it: one barrier before the
+    loop, none inside it (where it would run on every iteration)."""
+    A, Y, nest = _shared_then_serial_loop_nest(accumulate=True)
+    k = build(nest, [A, Y], target="cuda")
+    src = k.source
+    loop = src.index("for (int v_k = 0;")
+    assert src.count("__syncthreads();") == 1
+    assert src.index("b_S[v_t1] = ") < src.index("__syncthreads();") < loop
+    a = np.random.default_rng(0).standard_normal((4, 32)).astype(np.float32)
+    ref = sum(np.roll(a.astype(np.float64), -s, axis=1) for s in range(8))
+    y = np.zeros_like(a)
+    build(nest, [A, Y], target="ireval")(a, y)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+    if HAVE_EMU:
+        y[:] = 0
+        run_on_host(k, a, y)
+        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+    if HAVE_NVCC:
+        assert k.compile(["sm_80"])["sm_80"]["kernels"]["k0_Y"]["barriers"] == 1
+
+
+def test_serial_loop_needing_a_barrier_per_iteration_gets_no_extra_one_before_it():
+    """Every iteration writes Y2, so the body keeps its barrier; it also covers S, filled
+    before the loop, and none is added before the loop."""
+    A, Y2, nest = _shared_then_serial_loop_nest(accumulate=False)
+    k = build(nest, [A, Y2], target="cuda")
+    src = k.source
+    loop = src.index("for (int v_k = 0;")
+    assert src.count("__syncthreads();") == 1 and src.index("__syncthreads();") > loop
+    a = np.random.default_rng(1).standard_normal((4, 32)).astype(np.float32)
+    ref = np.broadcast_to(2.0 * a[:, None, ::-1], (4, 8, 32))
+    y = np.zeros((4, 8, 32), np.float32)
+    build(nest, [A, Y2], target="ireval")(a, y)
+    np.testing.assert_allclose(y, ref, rtol=1e-6)
+    if HAVE_EMU:
+        y[:] = 0
+        run_on_host(k, a, y)
+        np.testing.assert_allclose(y, ref, rtol=1e-6)
+
+
 def test_refuses_data_exchange_where_a_barrier_would_be_divergent():
     A, Y, nest = _row_reverse_nest(True)
     with pytest.raises(BuildError, match=r"exchange data through buffer S .* __syncthreads\(\) there would be "
