@@ -24,7 +24,7 @@ from typing import Any, NoReturn, Sequence
 import islpy as isl
 
 from ..errors import ScheduleError
-from .dependences import (Dependence, buffers_carried_by, carried_by, dependences_in,
+from .dependences import (Dependence, _zero_prefix, buffers_carried_by, carried_by, dependences_in,
                           lex_negative_after, reorder_violations, value_flow)
 from .domains import analyze, const_int, loop_var_of
 
@@ -327,13 +327,21 @@ def check_fuse(nest: Any, loops: Sequence[Any]) -> None:
 
 def check_distribute(nest: Any, loop: Any) -> None:
     """Legal when no dependence goes from a statement of the body to an earlier statement
-    of the body (in a later iteration): distribution runs every iteration of each
-    statement before the next statement."""
+    of the body within one iteration of the loops enclosing ``loop`` (so in a later
+    iteration of ``loop``): distribution runs every iteration of each statement before the
+    next statement. Dependences carried by an enclosing loop are kept: every statement of
+    one of its iterations still runs before the next iteration."""
     an = analyze(nest)
     info = an.loop_info(loop)
     for d in dependences_in(nest, loop):
         a, b = info.child_of(d.src.instance), info.child_of(d.dst.instance)
-        if a > b:
+        if a > b and _within_outer_iteration(d, info.depth):
             refuse("distribute", [loop], dep=d, loop=loop,
                    reason=f"it goes from statement {a} of the body back to statement {b}: distributed, every "
                           f"iteration of statement {b} would run before statement {a}; keep them in one loop")
+
+
+def _within_outer_iteration(dep: Dependence, depth: int) -> bool:
+    """Whether some pair of ``dep`` has the same iteration of the ``depth`` outermost loops
+    (those enclosing the loop at ``depth``, which encloses both accesses)."""
+    return not _zero_prefix(dep.distance_set(depth), depth).is_empty()

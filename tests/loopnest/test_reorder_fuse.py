@@ -374,6 +374,52 @@ def test_distribute_refusals():
                    "run before statement 1; keep them in one loop")
 
 
+def _cached_pair_nest():
+    """i { j { T[i, j] = A[i, j] + 1; C[i, j] = T[i, j] * 2 } } (T computed at j)."""
+    A = Buffer("A", (5, 6), float32)
+    T = Compute("T", (5, 6), lambda i, j: A[i, j] + 1.0)
+    C = Compute("C", (5, 6), lambda i, j: T[i, j] * 2.0)
+    nest = LoopNest([C])
+    nest.compute_at(T, nest.get_loops_for(C)[1])
+    return nest, A, T, C
+
+
+def test_distribute_inner_loop_after_caching_at_the_outer_loop():
+    """T cached at i: T_local[0, j] is reused by every iteration of i, so C's read in one
+    iteration of i precedes T's write in the next -- a dependence from statement 1 of j's
+    body back to statement 0, carried by i only: distributing j keeps it."""
+    nest, A, T, C = _cached_pair_nest()
+    ref = nest.copy()
+    i, j = nest.get_loops_for(C)
+    nest.cache_accesses(T, "T_local", i)
+    first, second = nest.distribute(j)
+    assert str(nest).startswith("""\
+for (int i_1 = 0; i_1 < 5; i_1++) {
+  for (int j_1 = 0; j_1 < 6; j_1++) {
+    T_local[0, j_1] = A[i_1, j_1] + 1.0f;
+  }
+  for (int j_1_1 = 0; j_1_1 < 6; j_1_1++) {
+    C[i_1, j_1_1] = T_local[0, j_1_1] * 2.0f;
+  }""")
+    a = rand(5, 6)
+    want = run(ref, [A, C], [a, np.zeros((5, 6), np.float32)], "ireval")[1]
+    got = run(nest, [A, C], [a, np.zeros((5, 6), np.float32)], "ireval")[1]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, (a + 1) * 2, rtol=1e-6)
+    roundtrip(nest, [C])
+
+
+def test_distribute_inner_loop_still_refused_when_it_carries_the_dependence():
+    """T cached at j: one T_local element reused by every iteration of j (inside one
+    iteration of i), so distributing j would let T's writes overwrite it before C reads it."""
+    nest, A, T, C = _cached_pair_nest()
+    i, j = nest.get_loops_for(C)
+    nest.cache_accesses(T, "T_local", j)
+    msg = unchanged(nest, lambda: nest.distribute(j))
+    assert msg.startswith("cannot distribute loop j_1: ")
+    assert "carried by loop j_1" in msg and "back to statement 0" in msg
+
+
 def test_flatten_refusals():
     A, B = cube()
     nest = LoopNest([B])
