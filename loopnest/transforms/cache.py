@@ -60,14 +60,17 @@ class _RedirectStmt(StmtMutator):
                                                        any(a is not b for a, b in zip(idx, s.indices))) else s
 
 
-def _exposed_reads(body: Stmt, buf) -> bool:
+def _exposed_reads(body: Stmt, buf, ranges: dict) -> bool:
     """Whether some read of ``buf`` in ``body`` may see a value from before ``body`` (not
     written earlier in it): then the cache must be filled first. Exact for affine code
-    (isl value-based flow); unsure cases count as exposed."""
+    (isl value-based flow); unsure cases count as exposed. ``ranges`` ({Var: (start,
+    stop)}) bounds the enclosing loops' variables: with a loop of extent 1, a write
+    indexed by 0 covers a read indexed by that loop's variable."""
     import islpy as isl
     from ..analysis.domains import analyze
     try:
         an = analyze(body)
+        context = _loop_context(an, ranges)
         accs = an.accesses_of(buf)
         reads = [a for a in accs if not a.is_write]
         if not reads:
@@ -93,9 +96,28 @@ def _exposed_reads(body: Stmt, buf) -> bool:
                     may = may.union(um)
         info = isl.UnionAccessInfo.from_sink(sink).set_must_source(must).set_may_source(may)
         flow = info.set_schedule_map(sched).compute_flow()
-        return not flow.get_may_no_source().is_empty()
+        return not flow.get_may_no_source().intersect_params(context).is_empty()
     except Exception:  # the analysis could not model the body: be safe
         return True
+
+
+def _loop_context(an, ranges: dict):
+    """The isl parameter set ``start <= v < stop`` of the loop variables in ``ranges`` that
+    are parameters of the analysis ``an`` (bounds that are not affine in its parameters
+    are left out, which only makes more reads exposed)."""
+    import islpy as isl
+    from ..analysis.bounds import _affine
+    env = {id(v): name for name, v in an.params.items()}
+    cons = []
+    for v, (start, stop) in ranges.items():
+        if id(v) not in env:
+            continue
+        lo, hi = _affine(start, env), _affine(stop, env)
+        if lo is not None:
+            cons.append(f"{env[id(v)]} >= {lo}")
+        if hi is not None:
+            cons.append(f"{env[id(v)]} < {hi}")
+    return isl.Set(f"{an.param_decl()}{{ : {' and '.join(cons) or '0 = 0'} }}")
 
 
 def _size_vars(nest) -> set[int]:
@@ -169,7 +191,7 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
     if writes:
         # filled first when a read may see an older value, or when the copy back would
         # otherwise write elements the body does not
-        copy_in = (_exposed_reads(f.body, buf) if reads else False) or \
+        copy_in = (_exposed_reads(f.body, buf, ranges) if reads else False) or \
             not writes_cover_box(f.body, buf, bounds, outer, outer_ranges=ranges)
     else:
         copy_in = True

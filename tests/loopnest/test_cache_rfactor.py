@@ -145,6 +145,82 @@ def test_cache_preserves_values(backend, n, k, m, f, where, what):
     roundtrip(nest, [P])
 
 
+def test_cache_after_compute_at_over_a_unit_loop_needs_no_copy_in():
+    """compute_at over a loop of extent 1 writes B[0, ...] while C still reads B[i, ...]:
+    the writes cover the reads (i is 0), so the cache is not filled from B (which nothing
+    has written yet), and B itself becomes dead."""
+    A = Buffer("A", (1, 10), float32)
+    B = Compute("B", (1, 10), lambda i, j: A[i, j] * 2.0)
+    C = Compute("C", (1, 8), lambda i, j: B[i, j] + B[i, j + 2])
+    nest = LoopNest([C])
+    ref = nest.copy()
+    i, j = nest.get_loops_for(C)
+    nest.compute_at(B, i)
+    assert "B[0, j_2] = A[0, j_2] * 2.0f;" in str(nest) and "B[i_1, j_1]" in str(nest)
+    nest.cache_accesses(B, "B_row", i)
+    assert "= B[" not in str(nest)
+    assert nest.eliminate_dead_stores() == ["B"]
+    assert "B[" not in str(nest) and B not in nest.intermediates
+    a = np.random.default_rng(5).standard_normal((1, 10)).astype(np.float32)
+    want = run(ref, [A, C], [a, np.zeros((1, 8), np.float32)], "ireval")[1]
+    got = run(nest, [A, C], [a, np.zeros((1, 8), np.float32)], "ireval")[1]
+    np.testing.assert_array_equal(got, want)
+    roundtrip(nest, [C])
+
+
+def _unit_loop_nests():
+    """(name, outputs, inputs, prepare) with loops of extent 1: a unit dimension, or a split
+    by the whole extent (outer loop of extent 1, folded to 0 by simplify) or by more (a
+    guarded inner loop), each cached at every loop for every buffer below."""
+    def split(where, factor_of, mask):
+        def prep(nest, out):
+            loop = nest.get_loops_for(out)[where]
+            factor = factor_of(loop.extent)
+            (nest.split_with_mask if mask else nest.split_with_tail)(loop, factor)
+            nest.simplify()
+        return prep
+    out = []
+    for n, k, m in ((1, 3, 4), (4, 1, 3), (3, 2, 1)):
+        M, K, P = matmul(n, k, m)
+        out.append((f"matmul{n}x{k}x{m}", P, [M, K], lambda nest, o: None))
+    M, K, P = matmul(4, 3, 2)
+    out.append(("matmul_split_whole_i", P, [M, K], split(0, lambda e: e, False)))
+    out.append(("matmul_split_whole_r", P, [M, K], split(2, lambda e: e, True)))
+    out.append(("matmul_split_over_j", P, [M, K], split(1, lambda e: e + 1, True)))
+    A = Buffer("A", (1, 6), float32)
+    V = Buffer("V", (3, 1), float32)
+    B = Compute("B", (3, 4), lambda i, j: A[0, j] * V[i, 0] + A[0, j + 2])
+    out.append(("broadcast", B, [A, V], lambda nest, o: None))
+    X = Buffer("X", (3, 4), float32)
+    S = Reduce("S", (1, 4), Sum(), lambda z, j, i: X[i, j], (3,))
+    out.append(("unit_row_sum", S, [X], split(1, lambda e: e, False)))
+    return out
+
+
+@pytest.mark.parametrize("case", _unit_loop_nests(), ids=lambda c: c[0])
+def test_cache_around_unit_loops_preserves_values(case):
+    name, out, inputs, prepare = case
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(tuple(b.shape)).astype(np.float32) for b in inputs]
+    want = run(LoopNest([out]), inputs + [out], arrays + [np.zeros(tuple(out.shape), np.float32)], "ireval")[-1]
+    base = LoopNest([out])
+    prepare(base, out)
+    tried = 0
+    for li in range(len(base.get_all_loops())):
+        for bname in sorted(base.buffers):
+            nest = base.copy()
+            loop = nest.get_all_loops()[li]
+            try:
+                nest.cache_accesses(nest.buffers[bname], "cached", loop)
+            except ScheduleError:
+                continue
+            tried += 1
+            got = run(nest, inputs + [out], arrays + [np.zeros(tuple(out.shape), np.float32)], "ireval")[-1]
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{name}: cache {bname} at {loop.name}\n{nest}")
+    assert tried >= 3, tried
+
+
 def test_cache_with_symbolic_sizes(backend):
     N = Var("N", int32)
     A = Buffer("A", (N,), float32)
