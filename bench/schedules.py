@@ -75,20 +75,23 @@ def matmul_schedule(nest: LoopNest, C, rows: int = 6, cols: int = 16, kc: int = 
         nest.parallelize(jo)
 
 
-def conv2d_schedule(nest: LoopNest, Y, co_tile: int = 8, cols: int = 8, parallel: bool = True) -> None:
+def conv2d_schedule(nest: LoopNest, Y, co_tile: int = 4, y_tile: int = 2, cols: int = 8, parallel: bool = True) -> None:
     """Direct convolution with register blocking: the zero-padded input is materialized
     once (so the convolution's loads need no bounds tests and vectorize), then a tile of
-    ``co_tile`` output channels x ``cols`` output columns accumulates in registers while
-    the reduction (input channel, filter row, filter column) runs; the tile's channels are
-    unrolled and its columns vectorized; channel tiles run in parallel. Columns left over
-    when ``cols`` does not divide the width get their own (vectorized) loop.
+    ``co_tile`` output channels x ``y_tile`` output rows x ``cols`` output columns (4 x 2 x 8:
+    eight AVX registers) accumulates in registers while the reduction runs over the input
+    channels, with the 3 x 3 filter window unrolled (neighbouring rows share their input
+    loads); the tile's channels and rows are unrolled and its columns vectorized; channel
+    tiles run in parallel. Columns left over when ``cols`` does not divide the width get
+    their own (vectorized) loop; ``y_tile`` falls back to 1 when it does not divide the height.
 
         for b, co_o:                             (co_o parallel)
-          for y, xo:
-            Y_local[co_tile, cols] = Y[...]
-            for ci, ry, rx:
-              unrolled for co_i: vectorized for xi:
-                Y_local[co_i, xi] += P[b, ci, y + ry, xo*cols + xi + rx] * W[co_o*co_tile + co_i, ci, ry, rx]
+          for y_o, x_o:
+            Y_local[co_tile, y_tile, cols] = Y[...]
+            for ci:
+              unrolled for ry, rx, co_i, y_i: vectorized for x_i:
+                Y_local[co_i, y_i, x_i] += P[b, ci, y_o*y_tile + y_i + ry, x_o*cols + x_i + rx]
+                                           * W[co_o*co_tile + co_i, ci, ry, rx]
             Y[...] = Y_local
     """
     P = next((t for t in nest.tensors if t.name == "P"), None)
@@ -97,7 +100,10 @@ def conv2d_schedule(nest: LoopNest, Y, co_tile: int = 8, cols: int = 8, parallel
         nest.parallelize(nest.get_loops_for(P)[1])          # input channels of the padding copy
     if not isinstance(co.extent, int) or co.extent % co_tile:
         co_tile = 1
+    if not isinstance(y.extent, int) or y.extent % y_tile:
+        y_tile = 1
     coo, coi, _ = nest.split_with_tail(co, co_tile)
+    yo, yi, _ = nest.split_with_tail(y, y_tile)
     xo, xi, xtail = nest.split_with_tail(x, cols)
     if xtail is not None:
         # the leftover columns: x_tail, ci, ry, rx -> ci, ry, rx, x_tail with x_tail vectorized
@@ -106,15 +112,19 @@ def conv2d_schedule(nest: LoopNest, Y, co_tile: int = 8, cols: int = 8, parallel
         nest.vectorize(xtail)
         # give the main columns loops of their own, apart from the tail's (legal: they
         # write different columns)
-        y = nest.distribute(y)[0]
+        yi = nest.distribute(yi)[0]
+        yo = nest.distribute(yo)[0]
         coi = nest.distribute(coi)[0]
         coo, coo_tail = nest.distribute(coo)[:2]
         if parallel:
             nest.parallelize(coo_tail)
-    nest.reorder([coo, coi, y, xo, xi, ci, ry, rx], [0, 2, 3, 5, 6, 7, 1, 4])  # coo, y, xo, ci, ry, rx, coi, xi
+    loops = [coo, coi, yo, yi, xo, xi, ci, ry, rx]
+    order = [coo, yo, xo, ci, ry, rx, coi, yi, xi]
+    nest.reorder(loops, [loops.index(lp) for lp in order])
     nest.cache_accesses(Y, "Y_local", xo)
     nest.vectorize(xi)
-    if co_tile > 1:
-        nest.unroll(coi)
+    for lp in (yi, coi, rx, ry):
+        if lp.extent > 1:
+            nest.unroll(lp)
     if parallel:
         nest.parallelize(coo)

@@ -37,9 +37,9 @@ from .space import Config, ScheduleSpace, split_candidates
 
 __all__ = ["auto_space", "classify", "CONTRACTION_ORDERS"]
 
-# loop orders of a tiled contraction: X, Y = outer tile loops; x, y = inner tile loops;
-# K = outer part of the split reduction loop (with the other reduction loops); k = its inner part
-CONTRACTION_ORDERS = ("XYKkxy", "XYKxky", "XKYkxy", "XYxKky")
+# orders of the tile loops of a contraction: i = row tiles, j = vector (column) tiles,
+# K = reduction slices (with the reduction loops before the sliced one)
+CONTRACTION_ORDERS = ("jKi", "ijK", "Kji", "iKj")
 VECTOR_WIDTHS = (4, 8, 16)
 
 
@@ -102,17 +102,7 @@ class _Template:
             kind = self.kinds[t.name]
             dims = [_extent(d) for d in t.dims]
             if kind == "contraction":
-                red = [_extent(d) for d in t.reduce_dims]
-                kk = max(range(len(red)), key=lambda r: red[r] or 0)
-                k["tile_x"] = cfg.split(f"{t.name}.tile_x", None, _tiles(dims[-2], 64))
-                k["tile_y"] = cfg.split(f"{t.name}.tile_y", None, _tiles(dims[-1], 128))
-                k["tile_k"] = cfg.split(f"{t.name}.tile_k", None, _tiles(red[kk], 64))
-                k["order"] = cfg.choice(f"{t.name}.order", CONTRACTION_ORDERS)
-                k["vec"] = cfg.flag(f"{t.name}.vec")
-                k["unroll"] = cfg.flag(f"{t.name}.unroll")
-                k["par"] = cfg.flag(f"{t.name}.par")
-                k["cache"] = cfg.flag(f"{t.name}.cache")
-                k["kk"] = kk
+                k.update(self._contraction_knobs(cfg, t, dims))
             elif kind == "reduction":
                 red = [_extent(d) for d in t.reduce_dims]
                 k["unroll_k"] = cfg.choice(f"{t.name}.unroll_k", [0] + [f for f in (2, 4, 8) if (red[-1] or 8) >= f])
@@ -127,6 +117,135 @@ class _Template:
                                                                    w <= max(inner, 1) or len(dims) >= 2])
                     k["par"] = cfg.flag(f"{t.name}.par")
         return knobs
+
+    @staticmethod
+    def _leftover_columns(nest, spatial: list, j_rest, n_red: int):
+        """Give the columns left over by the vector tiles a nest of their own (the loops above
+        them distributed), with the reduction outside the leftover columns and those
+        vectorized. Returns the main nest's spatial loops and the leftover nest's outermost."""
+        spatial = list(spatial)
+        rest_top = j_rest
+        for n in range(len(spatial) - 2, -1, -1):
+            spatial[n], rest_top = nest.distribute(spatial[n])[:2]
+        chain = [nest.loop(rest_top)] + nest.get_inner_loops(rest_top)
+        ns = len(chain) - n_red
+        want = chain[:ns - 1] + chain[ns:] + [chain[ns - 1]]
+        nest.reorder(chain, [chain.index(lp) for lp in want])
+        nest.vectorize(chain[ns - 1])
+        return spatial, want[0]
+
+    @staticmethod
+    def _leftover_rows(nest, t: Tensor, k: dict, top, first, i_tail, n_red: int) -> None:
+        """Schedule the rows left over by the row tile like the main tile: one tile of vectors
+        per column tile, the reduction inside it, the leftover rows (and the third-last
+        dimension's tile) unrolled, accumulated in a local buffer; ``top`` is the outermost
+        loop of the leftover nest (``first`` or a loop around it)."""
+        chain = [nest.loop(first)] + nest.get_inner_loops(first)
+        pos_i = [lp.var for lp in chain].index(i_tail.var)
+        reg_outer, j_tile = chain[:pos_i + 1], chain[pos_i + 1]
+        j_inner = chain[pos_i + 2:len(chain) - n_red]
+        red = chain[len(chain) - n_red:]
+        want = [j_tile] + red + reg_outer + j_inner
+        nest.reorder(chain, [chain.index(lp) for lp in want])
+        if k["par"]:
+            top = j_tile if top is first else top
+            par = next((lp for lp in [nest.loop(top)] + nest.get_inner_loops(top) if lp.extent > 1), None)
+            if par is not None and par.var is not red[0].var:
+                nest.parallelize(par)
+        nest.cache_accesses(nest.buffer(t.name), f"{t.name}_rest", j_tile)
+        if k["vec_n"]:
+            nest.vectorize(j_inner[-1])
+        for lp in j_inner[:-1] + reg_outer:
+            if lp.extent > 1:
+                nest.unroll(lp)
+        if k["unroll_r"]:
+            for lp in red[len(red) - k["n_small_red"]:][::-1]:
+                nest.unroll(lp)
+
+    def _contraction_knobs(self, cfg: Config, t: Tensor, dims: list) -> dict[str, Any]:
+        """Knobs of the register-blocked contraction schedule.
+
+        The last output dimension is cut into tiles of ``vec_n`` native vectors (``lanes``
+        elements each), the second-last into tiles of ``reg_i`` rows (leftover rows get a
+        vectorized nest of their own) and, for three or more output dimensions, the
+        third-last into tiles of ``reg_o``; the largest reduction loop is cut into slices of
+        ``kc`` (0: not cut). The tile loops run in ``order`` (``i``: row tiles, ``j``: vector
+        tiles, ``K``: reduction slices), then the rest of the reduction, then the register
+        tile: its rows and vectors unrolled, its lanes vectorized, accumulated in a local
+        buffer (``cache_accesses``) that LLVM keeps in registers. ``pack`` copies the operand
+        that does not follow the rows into a contiguous buffer above the row tile loop,
+        ``unroll_r`` unrolls the small reduction loops, ``par`` parallelizes the outermost
+        tile loop that is not a reduction.
+        """
+        name = t.name
+        red = [_extent(d) for d in t.reduce_dims]
+        kk = max(range(len(red)), key=lambda r: red[r] or 0)
+        ns = len(dims)
+        lanes = max(1, 256 // t.dtype.bits) if t.dtype.is_float else 1
+        k: dict[str, Any] = {"kk": kk, "lanes": lanes, "reg_o": 1, "n_small_red": len(red) - kk - 1}
+        if ns >= 3:
+            k["reg_o"] = cfg.split(f"{name}.reg_o", None, [f for f in (1, 2, 4, 8) if dims[-3] and dims[-3] % f == 0])
+        k["reg_i"] = cfg.split(f"{name}.reg_i", None, [f for f in (1, 2, 3, 4, 6, 8) if f <= (dims[-2] or 8)])
+        width = dims[-1] or 1 << 20
+        vec_opts = [v for v in (1, 2, 3, 4) if lanes * v <= width] if lanes > 1 else []
+        k["vec_n"] = cfg.choice(f"{name}.vec_n", vec_opts or [0])
+        k["kc"] = cfg.choice(f"{name}.kc", [0] + [c for c in (64, 128, 256, 512)
+                                                         if red[kk] and red[kk] % c == 0 and c < red[kk]])
+        k["order"] = cfg.choice(f"{name}.order", CONTRACTION_ORDERS)
+        k["pack_buffer"] = self._pack_candidate(t)
+        k["pack"] = cfg.flag(f"{name}.pack") if k["pack_buffer"] else False
+        k["unroll_r"] = cfg.flag(f"{name}.unroll_r") if kk + 1 < len(red) else False
+        k["par"] = cfg.flag(f"{name}.par")
+        return k
+
+    def _pack_candidate(self, t: Tensor) -> str | None:
+        """The operand of ``t`` whose loads do not use the second-last output index (matmul's
+        B), if it is a buffer the nest keeps (an input or a tensor computed at the root)."""
+        row = t.args[-2]
+        loads: list[Load] = []
+        walk(t.body, lambda n: loads.append(n) if isinstance(n, Load) else None)
+        for ld in loads:
+            if not any(_uses(i, row) for i in ld.indices) and ld.buffer.name not in {p.name for p in self.placeable}:
+                return ld.buffer.name
+        return None
+
+    def seeds(self, space: ScheduleSpace) -> list[dict[str, Any]]:
+        """Starting points the strategies measure first: register tiles of 8 to 12 vector
+        accumulators (6 rows x 2 vectors with the column tiles outermost, as BLIS-style
+        matmul kernels; 4 x 2 x 1 and 4 x 3 x 1 over three dimensions with the row tiles
+        outermost, as direct convolutions), reduction slices of 256, the packed operand,
+        parallel outer loops, small reduction loops unrolled; elementwise tensors vectorized
+        and parallel. Values a knob does not offer are left out."""
+        def pick(name, *wanted):
+            if name not in space._by_name:
+                return {}
+            opts = space.knob(name).options
+            return next(({name: w} for w in wanted if w in opts), {})
+
+        common: dict[str, Any] = {}
+        for t in self.tensors:
+            n = t.name
+            if self.kinds[n] == "elementwise":
+                common.update(pick(f"{n}.vec", 8, 4))
+            common.update(pick(f"{n}.par", True))
+            common.update(pick(f"{n}.unroll_r", True))
+            common.update(pick(f"{n}.pack", True))
+        out = []
+        for reg_o, reg_i, vec_n, order in ((1, 6, 2, "jKi"), (4, 2, 1, "ijK"), (4, 3, 1, "ijK"), (1, 4, 2, "jKi"),
+                                           (2, 4, 1, "ijK")):
+            v = dict(common)
+            for t in self.tensors:
+                n = t.name
+                if self.kinds[n] != "contraction":
+                    continue
+                v.update(pick(f"{n}.reg_o", reg_o))
+                v.update(pick(f"{n}.reg_i", reg_i))
+                v.update(pick(f"{n}.vec_n", vec_n, 1))
+                v.update(pick(f"{n}.kc", 256, 512, 128, 0))
+                v.update(pick(f"{n}.order", order))
+            if v not in out:
+                out.append(v)
+        return out
 
     # -- the schedule -----------------------------------------------------------------------
     def __call__(self, cfg: Config, nest) -> None:
@@ -169,37 +288,94 @@ class _Template:
         return nest.get_loops_for(t)
 
     def _contraction(self, nest, t: Tensor, k: dict):
+        """The register-blocked schedule (see ``_contraction_knobs``); returns the outermost loop."""
+        from loopnest import ScheduleError
         loops = self._separate_init(nest, t)
         ns = len(t.args)
-        spatial, red = loops[:ns], loops[ns:]
-        xo, yo, xi, yi = nest.tile(spatial[-2], spatial[-1], k["tile_x"], k["tile_y"])
-        ko, ki, tail = nest.split_with_tail(red[k["kk"]], k["tile_k"])
-        if tail is not None:
-            from loopnest import ScheduleError
-            raise ScheduleError(f"tile_k {k['tile_k']} does not divide the reduction loop of {t.name}")
-        # reduction loops keep their relative order (reordering them would reassociate the sum)
+        spatial, red = list(loops[:ns]), list(loops[ns:])
         kk = k["kk"]
-        groups = {"X": [xo], "Y": [yo], "x": [xi], "y": [yi], "K": list(red[:kk]) + [ko],
-                  "k": [ki] + list(red[kk + 1:])}
-        current = nest.get_loops_for(t)
-        wanted = list(spatial[:-2]) + [l for ch in k["order"] for l in groups[ch]]
-        pos = {l.var: j for j, l in enumerate(current)}
-        perm = [pos[l.var] for l in wanted]
+        # 1. the vector dimension (last spatial): tiles of vec_n native vectors
+        lanes, vec_n = k["lanes"], k["vec_n"]
+        j_tile = j_vec = j_lane = None
+        rest_outer = None
+        if vec_n:
+            j_tile, jin, j_rest = nest.split_with_tail(spatial[-1], lanes * vec_n)
+            j_vec, j_lane, _ = nest.split_with_tail(jin, lanes)
+            if j_rest is not None:
+                spatial, rest_outer = self._leftover_columns(nest, spatial, j_rest, len(red))
+        else:
+            j_tile = spatial[-1]
+        # 2. the register tile of the third-last spatial dimension (divisors only)
+        o_tile = o_in = None
+        if ns >= 3 and k["reg_o"] > 1:
+            o_tile, o_in, _ = nest.split_with_tail(spatial[-3], k["reg_o"])
+        # 3. the reduction slice
+        if k["kc"]:
+            ko, ki, tail = nest.split_with_tail(red[kk], k["kc"])
+            if tail is not None:
+                raise ScheduleError(f"kc {k['kc']} does not divide the reduction loop of {t.name}")
+        else:
+            ko, ki = None, red[kk]
+        # 4. the register tile of the second-last spatial dimension; rows left over get a nest of
+        #    their own (vectorized, reduction outside the vector loops)
+        i_tile, i_in, i_tail = nest.split_with_tail(spatial[-2], k["reg_i"]) if k["reg_i"] > 1 \
+            else (spatial[-2], None, None)
+        outer_fixed = list(spatial[:-3]) + ([o_tile if o_tile is not None else spatial[-3]] if ns >= 3 else [])
+        tail_outer = None
+        if i_tail is not None:
+            # give the main rows and the leftover rows loops of their own (innermost first)
+            tail_first = tail_outer = i_tail
+            if o_in is not None:
+                o_in, tail_first = nest.distribute(o_in)[:2]
+                tail_outer = tail_first
+            for n in range(len(outer_fixed) - 1, -1, -1):
+                outer_fixed[n], tail_outer = nest.distribute(outer_fixed[n])[:2]
+            self._leftover_rows(nest, t, k, tail_outer, tail_first, i_tail, len(red) + (ko is not None))
+        # 5. the loop order: outer tile loops, inner reduction loops, the register tile
+        groups = {"i": [i_tile], "j": [j_tile], "K": list(red[:kk]) + ([ko] if ko is not None else [])}
+        order = [ch for ch in k["order"] if groups[ch]]
+        tile_outer = outer_fixed + [lp for ch in order for lp in groups[ch]]
+        inner_red = [ki] + list(red[kk + 1:])
+        reg = [lp for lp in (o_in, i_in, j_vec, j_lane) if lp is not None]
+        top = (outer_fixed + [lp for lp in (o_in, i_tile) if lp is not None])[0]
+        current = [nest.loop(top)] + nest.get_inner_loops(top)    # the main nest (not the leftover rows)
+        wanted = tile_outer + inner_red + reg
+        pos = {lp.var: n for n, lp in enumerate(current)}
+        perm = [pos[lp.var] for lp in wanted]
         if perm != list(range(len(perm))):
             nest.reorder(current, perm)
-        chain = nest.get_loops_for(t)
-        if k["cache"]:
-            first_red = next(j for j, l in enumerate(chain) if any(l.var is r.var for r in groups["K"] + groups["k"]))
-            if first_red > 0:
-                # the compute loops keep their handles (get_loops_for would now find the copy-out loops)
-                nest.cache_accesses(nest.buffer(t.name), f"{t.name}_local", chain[first_red - 1])
-        if k["vec"]:
-            nest.vectorize(chain[-1])
-        if k["unroll"] and len(chain) >= 2:
-            nest.unroll(chain[-2])
+        # 6. parallel loops first: the local buffers created below are then allocated inside
+        #    them (private to each iteration) and the legality check has less to analyse
         if k["par"]:
-            nest.parallelize(chain[0])
-        return chain[0]
+            par_loop = next((lp for lp in tile_outer if lp.extent > 1 and lp not in groups["K"]), None)
+            if par_loop is not None:
+                nest.parallelize(par_loop)
+            if rest_outer is not None:
+                chain = [nest.loop(rest_outer)] + nest.get_inner_loops(rest_outer)
+                rest_par = next((lp for lp in chain[:len(chain) - len(red) - 1] if lp.extent > 1), None)
+                if rest_par is not None:
+                    nest.parallelize(rest_par)
+        # 7. the local accumulator: one register tile, kept across the whole reduction when the
+        #    reduction slices run inside the tile loops
+        last = order[-1] if order else None
+        acc_at = tile_outer[-1] if last != "K" else tile_outer[-1 - len(groups["K"])]
+        if acc_at is not None:
+            nest.cache_accesses(nest.buffer(t.name), f"{t.name}_local", acc_at)
+        # 8. pack the operand that does not follow the row tile, above the row tile loop
+        if k["pack"] and k["pack_buffer"]:
+            pos_i = tile_outer.index(i_tile)
+            if pos_i > 0:
+                nest.cache_accesses(nest.buffer(k["pack_buffer"]), f"{k['pack_buffer']}_pack", tile_outer[pos_i - 1])
+        if j_lane is not None:
+            nest.vectorize(j_lane)
+        for lp in (j_vec, i_in, o_in):
+            if lp is not None and lp.extent > 1:
+                nest.unroll(lp)
+        if k["unroll_r"]:
+            for lp in inner_red[1:][::-1]:
+                nest.unroll(lp)
+        return tile_outer[0]
+        return outermost
 
     @staticmethod
     def _reduction(nest, t: Tensor, k: dict):
@@ -237,4 +413,6 @@ def auto_space(outputs: Sequence[Tensor] | Tensor, target: str = "llvm") -> Sche
         raise SpaceError("auto_space schedules for CPU targets (llvm, ireval); for cuda, write a schedule "
                          "function that binds GPU blocks and threads and pass it as space=")
     tmpl = _Template(list(outputs), target)
-    return ScheduleSpace(tmpl, list(outputs), name=tmpl.__name__)
+    space = ScheduleSpace(tmpl, list(outputs), name=tmpl.__name__)
+    space.set_seeds(tmpl.seeds(space))
+    return space

@@ -86,8 +86,26 @@ class Space:
     def __init__(self, knobs: Sequence[Knob] = ()):
         self.knobs: list[Knob] = []
         self._by_name: dict[str, int] = {}
+        #: points every strategy proposes first, in order (``set_seeds``)
+        self.seeds: list[Point] = []
         for k in knobs:
             self.add(k)
+
+    def set_seeds(self, seeds: Sequence[Mapping[str, Any] | Sequence[int]]) -> None:
+        """Points to measure before any search: knob-value dicts (missing knobs take their
+        first option) or points. Strategies propose them first, in order, skipping those
+        already measured (a resumed run does not measure them again).
+
+        >>> s = Space([Knob("a", "choice", (1, 2, 3)), Knob("b", "flag", (False, True))])
+        >>> s.set_seeds([{"a": 3, "b": True}]); s.seeds
+        [(2, 1)]
+        """
+        out: list[Point] = []
+        for sd in seeds:
+            p = self.point(sd) if isinstance(sd, Mapping) else self.check(sd)
+            if p not in out:
+                out.append(p)
+        self.seeds = out
 
     def add(self, knob: Knob) -> Knob:
         if knob.name in self._by_name:

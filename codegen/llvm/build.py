@@ -284,13 +284,17 @@ def _check_half_support(source: str, name: str) -> None:
                          f"({h['cpu']}) lacks on the llvm target")
 
 
-def build_llvm(nest, params: list[Param], fast_math: bool = False, *, parallel_runtime: str | None = None,
+def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contract: bool = True,
+               parallel_runtime: str | None = None,
                opt_level: int = 3, cache: bool = True, cache_dir: Any = None, name: str | None = None,
                noalias: bool | None = None) -> LLVMKernel:
     """Compile a prepared nest (anything with ``.root`` and ``.outputs``) to an ``LLVMKernel``.
 
     ``fast_math`` puts LLVM's ``fast`` flags on float operations (reassociation, no NaN/Inf
-    guarantees); off by default. ``parallel_runtime`` is "pool", "gomp", "threads" or "serial"
+    guarantees); off by default. ``fp_contract`` (default on) lets LLVM fuse a float multiply
+    with the add or subtract that consumes it into one FMA instruction (a single rounding, so
+    float results may differ from IREval in the last bits, as nvcc's default contraction does
+    on CUDA); ``fp_contract=False`` rounds every operation. ``parallel_runtime`` is "pool", "gomp", "threads" or "serial"
     (default: ``runtime.default_runtime()``). ``opt_level`` is LLVM's 0-3. ``cache=False``
     skips the in-memory compile cache; ``cache_dir`` (or ``TE_LLVM_CACHE_DIR``) enables the
     on-disk object cache. ``name`` overrides the kernel name (default: the output names).
@@ -312,6 +316,8 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, parallel_r
         symbol += "_kernel"
     if not isinstance(fast_math, bool):
         raise BuildError(f"fast_math must be a bool, got {fast_math!r}")
+    if not isinstance(fp_contract, bool):
+        raise BuildError(f"fp_contract must be a bool, got {fp_contract!r}")
     if opt_level not in (0, 1, 2, 3):
         raise BuildError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     if parallel_runtime is not None and parallel_runtime not in RUNTIMES:
@@ -336,15 +342,15 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, parallel_r
     key = None
     hit = None
     if cache:
-        key = (stmt_key(root, [p.buffer for p in buffer_params], scalar_vars), symbol, fast_math, rt, opt_level,
-               noalias, nt_bytes)
+        key = (stmt_key(root, [p.buffer for p in buffer_params], scalar_vars), symbol, fast_math, fp_contract, rt,
+               opt_level, noalias, nt_bytes)
         hit = jit.lookup(key)
     if hit is not None:
         source, compiled = hit
     else:
         try:
             h = jit.host_info()
-            opts = EmitOptions(fast_math=fast_math, parallel_runtime=rt, array_data_offset=_array_data_offset(),
+            opts = EmitOptions(fast_math=fast_math, fp_contract=fp_contract, parallel_runtime=rt, array_data_offset=_array_data_offset(),
                                triple=h["triple"], data_layout=jit.data_layout(), noalias=noalias,
                                nontemporal_min_bytes=nt_bytes, cpu_features=h["features"])
             module = emit_module(symbol, root, buffer_params, scalar_vars, opts)
@@ -364,6 +370,6 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, parallel_r
                         fast_math, rt, pyobject_entry=True)
     kernel.noalias = noalias
     if noalias:
-        kernel._build_safe = lambda: build_llvm(nest, params, fast_math, parallel_runtime=rt, opt_level=opt_level,
+        kernel._build_safe = lambda: build_llvm(nest, params, fast_math, fp_contract=fp_contract, parallel_runtime=rt, opt_level=opt_level,
                                                 cache=cache, cache_dir=cache_dir, name=name, noalias=False)
     return kernel

@@ -105,6 +105,9 @@ class EmitOptions:
     """
 
     fast_math: bool = False
+    #: let LLVM fuse a float multiply and the add or subtract that uses it into one FMA
+    #: (``contract`` flags; one rounding instead of two, as nvcc does by default)
+    fp_contract: bool = True
     parallel_runtime: str = "serial"
     #: when set, also emit ``@<symbol>_py`` taking the numpy array objects (PyObject*) and reading
     #: each array's data pointer at this byte offset (see ``build._array_data_offset``)
@@ -216,6 +219,7 @@ class _Emitter:
         self.symbol = symbol
         self.opts = options
         self.fast = ("fast",) if options.fast_math else ()
+        self.contract = ("contract",) if options.fp_contract and not options.fast_math else ()
         self.module = ir.Module(name=symbol)
         self.module.triple = options.triple
         self.module.data_layout = options.data_layout
@@ -1025,13 +1029,15 @@ class _Emitter:
             if cls in (E.FloorDiv, E.FloorMod):
                 return self.float_floor_div_mod(st, cls, dt, a, y)
 
+            fmc = fm + self.contract
+
             def op(x, z):
                 if cls is E.Add:
-                    return b.fadd(x, z, flags=fm)
+                    return b.fadd(x, z, flags=fmc)
                 if cls is E.Sub:
-                    return b.fsub(x, z, flags=fm)
+                    return b.fsub(x, z, flags=fmc)
                 if cls is E.Mul:
-                    return b.fmul(x, z, flags=fm)
+                    return b.fmul(x, z, flags=fmc)
                 if cls is E.Div:
                     return b.fdiv(x, z, flags=fm)
                 raise BuildError(f"{cls.__name__} is not defined on float operands")

@@ -42,7 +42,8 @@ def test_autotune_small_matmul_end_to_end(tmp_path):
     kernel(a, b, c)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
     db = Database(dbp)
-    assert db.count() >= 10
+    # one record per distinct schedule (points that give the same trace are measured once)
+    assert db.count() == len({r.trace for r in result.records}) >= 5
     # apply_best replays the stored schedule onto a fresh nest
     nest = apply_best(LoopNest(w.outputs), dbp, target=TARGET)
     assert nest is not None and nest.history == LoopNest(w.outputs).replay(record.trace).history

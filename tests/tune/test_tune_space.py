@@ -121,8 +121,10 @@ def test_auto_space_knobs_and_determinism():
     w = matmul(32, 32, 32)
     s1, s2 = auto_space(w.outputs), auto_space(w.outputs)
     names = [k.name for k in s1.knobs]
-    assert names == ["C.tile_x", "C.tile_y", "C.tile_k", "C.order", "C.vec", "C.unroll", "C.par", "C.cache"]
-    assert s1.dims == s2.dims and s1.knob("C.tile_x").options == (1, 2, 4, 8, 16, 32)
+    assert names == ["C.reg_i", "C.vec_n", "C.kc", "C.order", "C.pack", "C.par"]
+    assert s1.dims == s2.dims and s1.knob("C.reg_i").options == (1, 2, 3, 4, 6, 8)
+    assert s1.knob("C.vec_n").options == (1, 2, 3, 4) and s1.knob("C.kc").options == (0,)
+    assert s1.seeds == s2.seeds and s1.values(s1.seeds[0])["C.reg_i"] == 6
     sm = auto_space(softmax(8, 16).outputs)
     assert "E.place" in [k.name for k in sm.knobs]
     # the all-first-options point schedules nothing

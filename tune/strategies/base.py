@@ -40,8 +40,14 @@ class Strategy:
         return len(self.proposed) >= self.space.size
 
     def propose(self, n: int) -> list[Point]:
-        """Up to ``n`` new points (fewer when the space runs out)."""
-        out = self._propose(max(0, int(n)))
+        """Up to ``n`` new points (fewer when the space runs out): the space's seed points
+        not proposed yet first, then the strategy's own."""
+        n = max(0, int(n))
+        out = [p for p in getattr(self.space, "seeds", ()) if p not in self.proposed][:n]
+        for p in out:
+            self.proposed.add(p)
+        if len(out) < n:
+            out += self._propose(n - len(out))
         for p in out:
             self.proposed.add(p)
         return out
