@@ -119,10 +119,11 @@ class _Template:
         return knobs
 
     @staticmethod
-    def _leftover_columns(nest, spatial: list, j_rest, n_red: int):
+    def _leftover_columns(nest, t: Tensor, spatial: list, j_rest, n_red: int, par: bool) -> list:
         """Give the columns left over by the vector tiles a nest of their own (the loops above
-        them distributed), with the reduction outside the leftover columns and those
-        vectorized. Returns the main nest's spatial loops and the leftover nest's outermost."""
+        them distributed), with the reduction outside the leftover columns, those vectorized
+        and accumulated in a local buffer (registers); ``par`` parallelizes its outermost
+        loop of more than one iteration. Returns the main nest's spatial loops."""
         spatial = list(spatial)
         rest_top = j_rest
         for n in range(len(spatial) - 2, -1, -1):
@@ -132,7 +133,13 @@ class _Template:
         want = chain[:ns - 1] + chain[ns:] + [chain[ns - 1]]
         nest.reorder(chain, [chain.index(lp) for lp in want])
         nest.vectorize(chain[ns - 1])
-        return spatial, want[0]
+        if par:
+            outer = next((lp for lp in chain[:ns - 1] if lp.extent > 1), None)
+            if outer is not None:
+                nest.parallelize(outer)
+        if ns >= 2:
+            nest.cache_accesses(nest.buffer(t.name), f"{t.name}_cols", chain[ns - 2])
+        return spatial
 
     @staticmethod
     def _leftover_rows(nest, t: Tensor, k: dict, top, first, i_tail, n_red: int) -> None:
@@ -186,10 +193,12 @@ class _Template:
         if ns >= 3:
             k["reg_o"] = cfg.split(f"{name}.reg_o", None, [f for f in (1, 2, 4, 8) if dims[-3] and dims[-3] % f == 0])
         k["reg_i"] = cfg.split(f"{name}.reg_i", None, [f for f in (1, 2, 3, 4, 6, 8) if f <= (dims[-2] or 8)])
+        # tiles that divide the width; only when none does, tiles with leftover columns
         width = dims[-1] or 1 << 20
-        vec_opts = [v for v in (1, 2, 3, 4) if lanes * v <= width] if lanes > 1 else []
+        fits = [v for v in (1, 2, 3, 4) if lanes * v <= width] if lanes > 1 else []
+        vec_opts = [v for v in fits if width % (lanes * v) == 0] or fits
         k["vec_n"] = cfg.choice(f"{name}.vec_n", vec_opts or [0])
-        k["kc"] = cfg.choice(f"{name}.kc", [0] + [c for c in (64, 128, 256, 512)
+        k["kc"] = cfg.choice(f"{name}.kc", [0] + [c for c in (16, 32, 64, 128, 256, 512)
                                                          if red[kk] and red[kk] % c == 0 and c < red[kk]])
         k["order"] = cfg.choice(f"{name}.order", CONTRACTION_ORDERS)
         k["pack_buffer"] = self._pack_candidate(t)
@@ -212,8 +221,9 @@ class _Template:
     def seeds(self, space: ScheduleSpace) -> list[dict[str, Any]]:
         """Starting points the strategies measure first: register tiles of 8 to 12 vector
         accumulators (6 rows x 2 vectors with the column tiles outermost, as BLIS-style
-        matmul kernels; 4 x 2 x 1 and 4 x 3 x 1 over three dimensions with the row tiles
-        outermost, as direct convolutions), reduction slices of 256, the packed operand,
+        matmul kernels, with reduction slices of 256; 4 x 2 x 1 and 4 x 3 x 1 over three
+        dimensions with the row tiles outermost, as direct convolutions, with input-channel
+        slices of 16 that keep the input rows they read in L1), the packed operand,
         parallel outer loops, small reduction loops unrolled; elementwise tensors vectorized
         and parallel. Values a knob does not offer are left out."""
         def pick(name, *wanted):
@@ -231,8 +241,8 @@ class _Template:
             common.update(pick(f"{n}.unroll_r", True))
             common.update(pick(f"{n}.pack", True))
         out = []
-        for reg_o, reg_i, vec_n, order in ((1, 6, 2, "jKi"), (4, 2, 1, "ijK"), (4, 3, 1, "ijK"), (1, 4, 2, "jKi"),
-                                           (2, 4, 1, "ijK")):
+        for reg_o, reg_i, vec_n, order, kc in ((1, 6, 2, "jKi", 256), (4, 2, 1, "iKj", 16), (4, 2, 1, "ijK", 0),
+                                               (4, 3, 1, "iKj", 16), (1, 4, 2, "jKi", 256), (2, 4, 1, "ijK", 0)):
             v = dict(common)
             for t in self.tensors:
                 n = t.name
@@ -241,7 +251,7 @@ class _Template:
                 v.update(pick(f"{n}.reg_o", reg_o))
                 v.update(pick(f"{n}.reg_i", reg_i))
                 v.update(pick(f"{n}.vec_n", vec_n, 1))
-                v.update(pick(f"{n}.kc", 256, 512, 128, 0))
+                v.update(pick(f"{n}.kc", kc, 256, 0))
                 v.update(pick(f"{n}.order", order))
             if v not in out:
                 out.append(v)
@@ -297,12 +307,11 @@ class _Template:
         # 1. the vector dimension (last spatial): tiles of vec_n native vectors
         lanes, vec_n = k["lanes"], k["vec_n"]
         j_tile = j_vec = j_lane = None
-        rest_outer = None
         if vec_n:
             j_tile, jin, j_rest = nest.split_with_tail(spatial[-1], lanes * vec_n)
             j_vec, j_lane, _ = nest.split_with_tail(jin, lanes)
             if j_rest is not None:
-                spatial, rest_outer = self._leftover_columns(nest, spatial, j_rest, len(red))
+                spatial = self._leftover_columns(nest, t, spatial, j_rest, len(red), k["par"])
         else:
             j_tile = spatial[-1]
         # 2. the register tile of the third-last spatial dimension (divisors only)
@@ -350,11 +359,6 @@ class _Template:
             par_loop = next((lp for lp in tile_outer if lp.extent > 1 and lp not in groups["K"]), None)
             if par_loop is not None:
                 nest.parallelize(par_loop)
-            if rest_outer is not None:
-                chain = [nest.loop(rest_outer)] + nest.get_inner_loops(rest_outer)
-                rest_par = next((lp for lp in chain[:len(chain) - len(red) - 1] if lp.extent > 1), None)
-                if rest_par is not None:
-                    nest.parallelize(rest_par)
         # 7. the local accumulator: one register tile, kept across the whole reduction when the
         #    reduction slices run inside the tile loops
         last = order[-1] if order else None

@@ -218,15 +218,20 @@ class Tuner:
                     if not pending:
                         continue
                 todo: list[Prepared] = []
+                todo_keys: set[str] = set()
+                again: list[Prepared] = []      # same schedule as a candidate of this batch
                 for prep in pending:
                     key = trace_key(prep.trace)
                     stored = seen_traces.get(key) or self.db.get(self.task.key, self.target, self.device, key)
                     if stored is not None:
                         result.reused += 1
                         self._finish(result, prep, stored, bar)
+                    elif key in todo_keys:
+                        again.append(prep)
                     else:
+                        todo_keys.add(key)
                         todo.append(prep)
-                pending = []
+                pending = again        # measured once, with the first of them, then reused
                 if todo and ref is None:
                     ref = self.task.save()
                 step = max(1, len(todo))

@@ -1,7 +1,8 @@
 """The LLVM CPU backend: prepared loop nests -> LLVM IR (llvmlite) -> host machine code.
 
 ``build(nest, args, target="llvm", **options)`` calls ``build_llvm``; the kernel it returns
-is called like every other kernel. Options: ``fast_math`` (default False),
+is called like every other kernel. Options: ``fast_math`` (default False), ``fp_contract``
+(default True: a float multiply and the add using it may fuse into one FMA, one rounding),
 ``parallel_runtime`` ("pool", "gomp", "threads" or "serial"; default: the native pool on
 Linux x86-64/AArch64, else gomp when libgomp is installed, or ``TE_LLVM_PARALLEL_RUNTIME``), ``opt_level`` (0-3, default 3), ``cache`` (in-memory
 compile cache, default True), ``cache_dir`` (on-disk object cache, also
@@ -18,7 +19,7 @@ the threads of parallel loops; ``cache_stats()`` / ``clear_cache()`` inspect the
 >>> k = build(LoopNest([B]), [A, B], target="llvm")
 >>> b = np.zeros(8, np.float32); k(np.arange(8, dtype=np.float32), b); b[:3].tolist()
 [0.0, 2.0, 4.0]
->>> "fmul float" in k.source
+>>> "fmul contract float" in k.source
 True
 
 Modules: ``emit`` (statements and expressions -> ``llvmlite.ir``), ``lowp`` (bfloat16 / tf32

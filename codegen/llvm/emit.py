@@ -59,7 +59,7 @@ Every user name that reaches the IR goes through ``sanitize_name``.
 >>> nest = LoopNest([Compute("B", (4,), lambda i: A[i] + 1.0)]).prepare_for_codegen()
 >>> from codegen.kernel import make_params
 >>> mod = emit_module("te_B", nest.root, make_params(nest, [A, nest.outputs[0]]), [], EmitOptions())
->>> "fadd float" in str(mod)
+>>> "fadd contract float" in str(mod)
 True
 """
 from __future__ import annotations

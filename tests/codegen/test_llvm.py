@@ -308,6 +308,29 @@ def test_fast_math_flags_only_when_asked():
     assert np.array_equal(b1, a * 2 + 1) and np.array_equal(b2, b1)
 
 
+def test_fp_contract_fuses_multiply_add_into_one_rounding():
+    """By default a float multiply and the add that uses it may become one FMA (one rounding,
+    as nvcc does); ``fp_contract=False`` rounds the product first, as IREval does."""
+    A = Buffer("A", (8,), float32)
+    B = Buffer("B", (8,), float32)
+    C = Compute("C", (8,), lambda i: A[i] * A[i] - B[i])
+    fused = build(LoopNest([C]), [A, B, C], target="llvm")
+    plain = build(LoopNest([C]), [A, B, C], target="llvm", fp_contract=False)
+    assert "fmul contract" in fused.source and "contract" not in plain.source
+    # a = 1 + 2^-12: a*a = 1 + 2^-11 + 2^-24, whose last term float32 rounding drops
+    a = np.full(8, 1 + 2.0 ** -12, np.float32)
+    b = (a.astype(np.float64) ** 2).astype(np.float32)          # the rounded product
+    c1, c2, c3 = (np.zeros(8, np.float32) for _ in range(3))
+    fused(a, b, c1)
+    plain(a, b, c2)
+    build(LoopNest([C]), [A, B, C], target="ireval")(a, b, c3)
+    assert np.array_equal(c2, c3) and (c2 == 0).all()
+    if "+fma" in jit.host_info()["features"].split(","):
+        assert (c1 == np.float32(2.0 ** -24)).all()             # the exact residual: fused
+    with pytest.raises(BuildError, match="fp_contract"):
+        build(LoopNest([C]), [A, B, C], target="llvm", fp_contract="yes")
+
+
 # ------------------------------------------------------------------------------------
 # casts
 # ------------------------------------------------------------------------------------
@@ -670,7 +693,7 @@ def test_source_is_readable_llvm_ir():
     k = build(LoopNest([B]), [A, B], target="llvm")
     src = k.source
     assert re.search(r'define i32 @"te_B"\(ptr %"A", ptr %"B", i32 %"N"\)', src)
-    assert '"i_loop"' in src and '"j_loop"' in src and "fadd float" in src
+    assert '"i_loop"' in src and '"j_loop"' in src and "fadd contract float" in src
     assert k.optimized_source is not None and "define" in k.optimized_source
     assert k.target == "llvm" and k.name == "B"
 

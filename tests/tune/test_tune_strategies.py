@@ -95,3 +95,22 @@ def test_failures_are_never_best():
     s = RandomSearch(space2d(), seed=0)
     s.update([(0, 0, 0), (1, 1, 1)], [float("inf"), 5.0])
     assert s.best() == ((1, 1, 1), 5.0)
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+def test_seed_points_come_first_and_only_once(name):
+    space = space2d()
+    space.set_seeds([{"a": 11, "b": 4, "c": True}, {"a": 2}])
+    s = make_strategy(name, space, seed=0)
+    first = s.propose(1)
+    assert first == [space.point({"a": 11, "b": 4, "c": True})]
+    rest, _ = run(s, 30)
+    assert space.point({"a": 2}) == rest[0] and len(set(first + rest)) == len(first + rest)
+
+
+def test_seed_points_already_measured_are_skipped():
+    space = space2d()
+    space.set_seeds([{"a": 3}, {"a": 4}])
+    s = make_strategy("random", space, seed=0)
+    s.update([space.point({"a": 3})], [1.0])       # e.g. read back from the records of an earlier run
+    assert s.propose(1) == [space.point({"a": 4})]
