@@ -31,7 +31,9 @@ def _run(tmp_path, kernel: str) -> dict:
 
 
 def _check_report(report: dict, flops: float, tol: float) -> None:
-    assert report["trials"] == 6 and report["stopped_by"] == "trials" and report["measured"] == 6
+    # seed points that give the same schedule are measured once and counted as reused
+    assert report["trials"] == 6 and report["stopped_by"] == "trials"
+    assert report["measured"] + report["reused"] == 6 and report["measured"] >= 4
     assert report["budget"] == {"trials": 6, "minutes": 2.0, "search_s": 105.0}
     assert report["flops"] == flops
     curve = report["curve"]

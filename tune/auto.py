@@ -3,11 +3,15 @@
 ``auto_space(outputs)`` classifies every tensor of the nest:
 
 - **contraction** (a reduction with at least two output dimensions and an operand that
-  does not depend on the innermost one, e.g. matmul, conv2d): separate the initialisation
-  from the accumulation (``distribute``), ``tile`` the two innermost output loops, split
-  the largest reduction loop, choose a loop order among a few register/cache-blocking
-  orders, vectorize the innermost loop, unroll the one around it, parallelize the
-  outermost, and optionally accumulate in a local tile (``cache_accesses``);
+  does not depend on the innermost one, e.g. matmul, conv2d): a register-blocked
+  schedule. The initialisation is separated from the accumulation (``distribute``); a
+  register tile of rows x native vectors (x output channels, for three or more output
+  dimensions) accumulates in a local buffer that LLVM keeps in registers while the
+  reduction runs, the largest reduction loop optionally cut into slices; knobs choose the
+  tile sizes, the slice, the order of the tile loops, packing the operand that does not
+  follow the rows, unrolling the small reduction loops (a filter window) and
+  parallelizing; rows and columns left over by the tiles get nests of their own. Seed
+  points (``ScheduleSpace.seeds``) are measured first;
 - **reduction** (e.g. the row max and sum of softmax): parallelize the outer loop, split
   and unroll the reduction loop;
 - **elementwise**: optionally flatten the loops, split the innermost by a vector width
@@ -33,7 +37,7 @@ from te.expr import IntImm, Load, Var, walk
 from te.tensor import Tensor
 
 from .errors import SpaceError
-from .space import Config, ScheduleSpace, split_candidates
+from .space import Config, ScheduleSpace
 
 __all__ = ["auto_space", "classify", "CONTRACTION_ORDERS"]
 
@@ -64,11 +68,6 @@ def classify(t: Tensor) -> str:
         if len(loads) >= 2 and any(not any(_uses(i, last) for i in ld.indices) for ld in loads):
             return "contraction"
     return "reduction"
-
-
-def _tiles(extent: int | None, top: int) -> list[int]:
-    return split_candidates(extent if extent is not None else 1 << 20, max_factor=top, divisors_only=True) \
-        if extent is not None else [1, 2, 4, 8, 16, 32]
 
 
 class _Template:
@@ -117,57 +116,6 @@ class _Template:
                                                                    w <= max(inner, 1) or len(dims) >= 2])
                     k["par"] = cfg.flag(f"{t.name}.par")
         return knobs
-
-    @staticmethod
-    def _leftover_columns(nest, t: Tensor, spatial: list, j_rest, n_red: int, par: bool) -> list:
-        """Give the columns left over by the vector tiles a nest of their own (the loops above
-        them distributed), with the reduction outside the leftover columns, those vectorized
-        and accumulated in a local buffer (registers); ``par`` parallelizes its outermost
-        loop of more than one iteration. Returns the main nest's spatial loops."""
-        spatial = list(spatial)
-        rest_top = j_rest
-        for n in range(len(spatial) - 2, -1, -1):
-            spatial[n], rest_top = nest.distribute(spatial[n])[:2]
-        chain = [nest.loop(rest_top)] + nest.get_inner_loops(rest_top)
-        ns = len(chain) - n_red
-        want = chain[:ns - 1] + chain[ns:] + [chain[ns - 1]]
-        nest.reorder(chain, [chain.index(lp) for lp in want])
-        nest.vectorize(chain[ns - 1])
-        if par:
-            outer = next((lp for lp in chain[:ns - 1] if lp.extent > 1), None)
-            if outer is not None:
-                nest.parallelize(outer)
-        if ns >= 2:
-            nest.cache_accesses(nest.buffer(t.name), f"{t.name}_cols", chain[ns - 2])
-        return spatial
-
-    @staticmethod
-    def _leftover_rows(nest, t: Tensor, k: dict, top, first, i_tail, n_red: int) -> None:
-        """Schedule the rows left over by the row tile like the main tile: one tile of vectors
-        per column tile, the reduction inside it, the leftover rows (and the third-last
-        dimension's tile) unrolled, accumulated in a local buffer; ``top`` is the outermost
-        loop of the leftover nest (``first`` or a loop around it)."""
-        chain = [nest.loop(first)] + nest.get_inner_loops(first)
-        pos_i = [lp.var for lp in chain].index(i_tail.var)
-        reg_outer, j_tile = chain[:pos_i + 1], chain[pos_i + 1]
-        j_inner = chain[pos_i + 2:len(chain) - n_red]
-        red = chain[len(chain) - n_red:]
-        want = [j_tile] + red + reg_outer + j_inner
-        nest.reorder(chain, [chain.index(lp) for lp in want])
-        if k["par"]:
-            top = j_tile if top is first else top
-            par = next((lp for lp in [nest.loop(top)] + nest.get_inner_loops(top) if lp.extent > 1), None)
-            if par is not None and par.var is not red[0].var:
-                nest.parallelize(par)
-        nest.cache_accesses(nest.buffer(t.name), f"{t.name}_rest", j_tile)
-        if k["vec_n"]:
-            nest.vectorize(j_inner[-1])
-        for lp in j_inner[:-1] + reg_outer:
-            if lp.extent > 1:
-                nest.unroll(lp)
-        if k["unroll_r"]:
-            for lp in red[len(red) - k["n_small_red"]:][::-1]:
-                nest.unroll(lp)
 
     def _contraction_knobs(self, cfg: Config, t: Tensor, dims: list) -> dict[str, Any]:
         """Knobs of the register-blocked contraction schedule.
@@ -226,8 +174,10 @@ class _Template:
         slices of 16 that keep the input rows they read in L1), the packed operand,
         parallel outer loops, small reduction loops unrolled; elementwise tensors vectorized
         and parallel. Values a knob does not offer are left out."""
+        names = {kn.name for kn in space.knobs}
+
         def pick(name, *wanted):
-            if name not in space._by_name:
+            if name not in names:
                 return {}
             opts = space.knob(name).options
             return next(({name: w} for w in wanted if w in opts), {})
@@ -380,6 +330,57 @@ class _Template:
                 nest.unroll(lp)
         return tile_outer[0]
         return outermost
+
+    @staticmethod
+    def _leftover_columns(nest, t: Tensor, spatial: list, j_rest, n_red: int, par: bool) -> list:
+        """Give the columns left over by the vector tiles a nest of their own (the loops above
+        them distributed), with the reduction outside the leftover columns, those vectorized
+        and accumulated in a local buffer (registers); ``par`` parallelizes its outermost
+        loop of more than one iteration. Returns the main nest's spatial loops."""
+        spatial = list(spatial)
+        rest_top = j_rest
+        for n in range(len(spatial) - 2, -1, -1):
+            spatial[n], rest_top = nest.distribute(spatial[n])[:2]
+        chain = [nest.loop(rest_top)] + nest.get_inner_loops(rest_top)
+        ns = len(chain) - n_red
+        want = chain[:ns - 1] + chain[ns:] + [chain[ns - 1]]
+        nest.reorder(chain, [chain.index(lp) for lp in want])
+        nest.vectorize(chain[ns - 1])
+        if par:
+            outer = next((lp for lp in chain[:ns - 1] if lp.extent > 1), None)
+            if outer is not None:
+                nest.parallelize(outer)
+        if ns >= 2:
+            nest.cache_accesses(nest.buffer(t.name), f"{t.name}_cols", chain[ns - 2])
+        return spatial
+
+    @staticmethod
+    def _leftover_rows(nest, t: Tensor, k: dict, top, first, i_tail, n_red: int) -> None:
+        """Schedule the rows left over by the row tile like the main tile: one tile of vectors
+        per column tile, the reduction inside it, the leftover rows (and the third-last
+        dimension's tile) unrolled, accumulated in a local buffer; ``top`` is the outermost
+        loop of the leftover nest (``first`` or a loop around it)."""
+        chain = [nest.loop(first)] + nest.get_inner_loops(first)
+        pos_i = [lp.var for lp in chain].index(i_tail.var)
+        reg_outer, j_tile = chain[:pos_i + 1], chain[pos_i + 1]
+        j_inner = chain[pos_i + 2:len(chain) - n_red]
+        red = chain[len(chain) - n_red:]
+        want = [j_tile] + red + reg_outer + j_inner
+        nest.reorder(chain, [chain.index(lp) for lp in want])
+        if k["par"]:
+            top = j_tile if top is first else top
+            par = next((lp for lp in [nest.loop(top)] + nest.get_inner_loops(top) if lp.extent > 1), None)
+            if par is not None and par.var is not red[0].var:
+                nest.parallelize(par)
+        nest.cache_accesses(nest.buffer(t.name), f"{t.name}_rest", j_tile)
+        if k["vec_n"]:
+            nest.vectorize(j_inner[-1])
+        for lp in j_inner[:-1] + reg_outer:
+            if lp.extent > 1:
+                nest.unroll(lp)
+        if k["unroll_r"]:
+            for lp in red[len(red) - k["n_small_red"]:][::-1]:
+                nest.unroll(lp)
 
     @staticmethod
     def _reduction(nest, t: Tensor, k: dict):

@@ -294,8 +294,8 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
     guarantees); off by default. ``fp_contract`` (default on) lets LLVM fuse a float multiply
     with the add or subtract that consumes it into one FMA instruction (a single rounding, so
     float results may differ from IREval in the last bits, as nvcc's default contraction does
-    on CUDA); ``fp_contract=False`` rounds every operation. ``parallel_runtime`` is "pool", "gomp", "threads" or "serial"
-    (default: ``runtime.default_runtime()``). ``opt_level`` is LLVM's 0-3. ``cache=False``
+    on CUDA); ``fp_contract=False`` rounds every operation. ``parallel_runtime`` is "pool",
+    "gomp", "threads" or "serial" (default: ``runtime.default_runtime()``). ``opt_level`` is LLVM's 0-3. ``cache=False``
     skips the in-memory compile cache; ``cache_dir`` (or ``TE_LLVM_CACHE_DIR``) enables the
     on-disk object cache. ``name`` overrides the kernel name (default: the output names).
 
@@ -350,9 +350,10 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
     else:
         try:
             h = jit.host_info()
-            opts = EmitOptions(fast_math=fast_math, fp_contract=fp_contract, parallel_runtime=rt, array_data_offset=_array_data_offset(),
-                               triple=h["triple"], data_layout=jit.data_layout(), noalias=noalias,
-                               nontemporal_min_bytes=nt_bytes, cpu_features=h["features"])
+            opts = EmitOptions(fast_math=fast_math, fp_contract=fp_contract, parallel_runtime=rt,
+                               array_data_offset=_array_data_offset(), triple=h["triple"],
+                               data_layout=jit.data_layout(), noalias=noalias, nontemporal_min_bytes=nt_bytes,
+                               cpu_features=h["features"])
             module = emit_module(symbol, root, buffer_params, scalar_vars, opts)
         except BuildError as exc:
             raise BuildError(f"kernel {name}: {exc}") from None
@@ -370,6 +371,7 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
                         fast_math, rt, pyobject_entry=True)
     kernel.noalias = noalias
     if noalias:
-        kernel._build_safe = lambda: build_llvm(nest, params, fast_math, fp_contract=fp_contract, parallel_runtime=rt, opt_level=opt_level,
-                                                cache=cache, cache_dir=cache_dir, name=name, noalias=False)
+        kernel._build_safe = lambda: build_llvm(nest, params, fast_math, fp_contract=fp_contract, parallel_runtime=rt,
+                                                opt_level=opt_level, cache=cache, cache_dir=cache_dir, name=name,
+                                                noalias=False)
     return kernel

@@ -28,6 +28,8 @@ RNG = np.random.default_rng(7)
 def run(nest_or_tensors, args, inputs: dict, backend: str, **opts) -> dict:
     """Build for ``backend``, call with ``inputs`` and zeroed outputs; return outputs by name."""
     nest = nest_or_tensors if not isinstance(nest_or_tensors, list) else LoopNest(nest_or_tensors)
+    if backend == "llvm":
+        opts.setdefault("fp_contract", False)    # round every operation, as numpy does: exact checks
     k = build(nest, args, target=backend, **opts)
     arrays = {}
     for a in args:
