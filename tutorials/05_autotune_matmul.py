@@ -3,8 +3,9 @@
     python tutorials/05_autotune_matmul.py
 
 The story: we write C = A @ B as a reduction, ask ``tune.autotune`` to search the
-automatic schedule space (tile sizes, loop order, vectorize, unroll, parallelize, a local
-accumulator) for a few dozen trials, and get back the fastest kernel it measured, checked
+automatic schedule space (a register-blocked template: register tile sizes, reduction
+slices, tile loop order, a packed operand, parallel tiles; a few seed points first) for a
+few dozen trials, and get back the fastest kernel it measured, checked
 against numpy. Every candidate is stored in a SQLite database: running the script again
 re-measures nothing, and ``apply_best`` replays the winner onto a fresh loop nest. Then a
 hand-written search space shows the knob API (``cfg.split`` / ``cfg.choice`` / ``cfg.flag``).
@@ -79,7 +80,14 @@ _, again, result2 = autotune([C], [A, B, C], target=TARGET, trials=TRIALS, db=db
 print(f"\nsecond run: {result2.measured} measured, {result2.reused} from the database")
 assert result2.measured == 0 and again.trace == record.trace
 
-# 6. A hand-written space: a template with knobs, searched exhaustively.
+# 6. The automatic space, looked at: its knobs and the seed points measured first.
+from tune import auto_space
+space = auto_space([C])
+print("\n== the automatic space ==")
+print(space.describe())
+print("first seed:", space.values(space.seeds[0]))
+
+# 7. A hand-written space: a template with knobs, searched exhaustively.
 def schedule(cfg, nest):
     i, j, k = nest.get_loops_for(C)
     tj = cfg.split("tile_j", j, [4, 8, 16])
@@ -88,13 +96,19 @@ def schedule(cfg, nest):
     if vec:
         nest.vectorize(ji)          # a schedule that raises ScheduleError is recorded, never measured
 
+# A point you already believe in can go first: seeds are measured before the search.
+from tune.space import ScheduleSpace
+my_space = ScheduleSpace(schedule, [C])
+my_space.set_seeds([{"tile_j": 16, "vectorize": True}])
+
 # (autotune returns the database's best for this computation, whichever space found it;
 #  the TuneResult tells what this run found)
-_, _, res3 = autotune([C], [A, B, C], target=TARGET, trials=4, db=db, space=schedule, strategy="grid",
+_, _, res3 = autotune([C], [A, B, C], target=TARGET, trials=4, db=db, space=my_space, strategy="grid",
                       reference=reference, progress=False, return_result=True)
+assert res3.records[1].point == {"tile_j": 16, "vectorize": True}      # after the unscheduled baseline
 print(f"template space: best {res3.best.median * 1e6:.1f} us with {res3.best.point}; "
       f"{res3.invalid} illegal schedules skipped")
 
-# 7. The tuning curve (needs matplotlib; skipped with a message otherwise).
+# 8. The tuning curve (needs matplotlib; skipped with a message otherwise).
 plot_tuning_curve(result.costs, os.path.join(workdir, "curve.png"), flops=flops, title="matmul")
 print("OK")
