@@ -276,7 +276,7 @@ class _Template:
         else:
             ko, ki = None, red[kk]
         # 4. the register tile of the second-last spatial dimension; rows left over get a nest of
-        #    their own (vectorized, reduction outside the vector loops)
+        #    their own, register-blocked the same way (``_leftover_rows``)
         i_tile, i_in, i_tail = nest.split_with_tail(spatial[-2], k["reg_i"]) if k["reg_i"] > 1 \
             else (spatial[-2], None, None)
         outer_fixed = list(spatial[:-3]) + ([o_tile if o_tile is not None else spatial[-3]] if ns >= 3 else [])
@@ -313,8 +313,7 @@ class _Template:
         #    reduction slices run inside the tile loops
         last = order[-1] if order else None
         acc_at = tile_outer[-1] if last != "K" else tile_outer[-1 - len(groups["K"])]
-        if acc_at is not None:
-            nest.cache_accesses(nest.buffer(t.name), f"{t.name}_local", acc_at)
+        nest.cache_accesses(nest.buffer(t.name), f"{t.name}_local", acc_at)
         # 8. pack the operand that does not follow the row tile, above the row tile loop
         if k["pack"] and k["pack_buffer"]:
             pos_i = tile_outer.index(i_tile)
