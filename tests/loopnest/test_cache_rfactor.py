@@ -4,35 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
-from codegen import build
 from loopnest import LoopNest, ScheduleError
 from loopnest.stmt import Block, For, Store
+from nests import FIXTURE_OK, roundtrip, run
+from nests import unchanged_with_buffers as unchanged
 from te import Buffer, Compute, Max, Reduce, Sum, Var, float32, int32
 
-FIXTURE_OK = [HealthCheck.function_scoped_fixture]
 SIZES = st.sampled_from([1, 2, 3, 5, 7, 8, 13])
-
-
-def run(nest, args, arrays, backend, sizes=()):
-    opts = {"poison": True} if backend == "ireval" else {}
-    build(nest, args, target=backend, **opts)(*arrays, *sizes)
-    return arrays
-
-
-def unchanged(nest, f):
-    text, hist = str(nest), list(nest.history)
-    bufs, inter = dict(nest.buffers), list(nest.intermediates)
-    with pytest.raises(ScheduleError) as info:
-        f()
-    assert str(nest) == text and nest.history == hist
-    assert nest.buffers == bufs and nest.intermediates == inter
-    return str(info.value)
-
-
-def roundtrip(nest, outputs):
-    assert str(LoopNest(outputs).replay(nest.history_json())) == str(nest)
 
 
 def matmul(n=5, k=3, m=4):

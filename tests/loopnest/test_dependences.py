@@ -21,6 +21,7 @@ from loopnest.analysis.domains import analyze, const_int, provably_equal
 from loopnest.analysis.legality import (check_distribute, check_fuse, check_parallelize,
                                         check_reorder, check_vectorize, legal_parallel_loops)
 from loopnest.stmt import Block, Cond, For, Let, Store
+from nests import stencil_nest
 
 
 def _reduction():
@@ -40,17 +41,6 @@ def _prefix_sum(n=None):
     nest.root = Block([For(i, IntImm(1), N if isinstance(N, Var) else IntImm(N),
                            Block([Store(B, (i,), B[i - 1] + A[i])]))])
     return nest, A, B
-
-
-def _stencil():
-    """C[i, j] = C[i - 1, j + 1] + C[i, j - 1]: distances (1, -1) and (0, 1)."""
-    M = Buffer("M", (16, 16), float32)
-    C = Compute("C", (16, 16), lambda i, j: M[i, j])
-    nest = LoopNest([C])
-    a, b = (l.var for l in nest.get_loops_for(C))
-    nest.root = Block([For(a, IntImm(1), IntImm(15), Block([For(b, IntImm(1), IntImm(15), Block([
-        Store(C, (a, b), C[a - 1, b + 1] + C[a, b - 1])]))]))])
-    return nest, C
 
 
 # ------------------------------------------------------------------------------------
@@ -161,7 +151,7 @@ def test_prefix_sum_dependence():
 
 
 def test_stencil_distances():
-    nest, C = _stencil()
+    nest, C = stencil_nest()
     i, j = nest.get_all_loops()
     deps = compute_dependences(nest)
     assert sorted(d.directions() for d in deps) == [("<", ">"), ("=", "<")]
@@ -316,7 +306,7 @@ def test_private_intermediate_does_not_block_parallelism():
 
 
 def test_check_reorder_and_legal_orders():
-    nest, C = _stencil()
+    nest, C = stencil_nest()
     i, j = nest.get_all_loops()
     with pytest.raises(ScheduleError) as e:
         check_reorder(nest, [i, j], [1, 0])

@@ -4,41 +4,18 @@ unchanged (reductions, prefix sums, in-place updates), escape hatches in the his
 from __future__ import annotations
 
 import numpy as np
-import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
-from codegen import build
-from loopnest import LoopNest, ScheduleError
+from loopnest import LoopNest
 from loopnest.stmt import Block, Cond, For, ForKind, Let, Store, iter_stmts
 from loopnest.transforms.loop_kinds import lower_vectorized_loops
+from nests import FIXTURE_OK, float_source, roundtrip, run, unchanged
 from te import (Buffer, Compute, IntImm, Reduce, Sum, Var, exp, float32, if_then_else, int32,
                 select)
 
-FIXTURE_OK = [HealthCheck.function_scoped_fixture]
 SIZES = st.sampled_from([1, 2, 3, 5, 7, 8, 13, 16])
 RNG = np.random.default_rng(11)
-
-
-def run(nest, args, arrays, backend, sizes=()):
-    opts = {"poison": True} if backend == "ireval" else {}
-    build(nest, args, target=backend, **opts)(*arrays, *sizes)
-    return arrays
-
-
-def rand(*shape):
-    return RNG.uniform(-2, 2, shape).astype(np.float32)
-
-
-def unchanged(nest, f):
-    text, hist = str(nest), list(nest.history)
-    with pytest.raises(ScheduleError) as info:
-        f()
-    assert str(nest) == text and nest.history == hist
-    return str(info.value)
-
-
-def roundtrip(nest, outputs):
-    assert str(LoopNest(outputs).replay(nest.history_json())) == str(nest)
+rand = float_source(RNG)
 
 
 def reduction(n=4, m=8):

@@ -4,40 +4,15 @@ leave the nest unchanged, stable handles and history replay."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
-from codegen import build
-from loopnest import LoopNest, ScheduleError
+from loopnest import LoopNest
 from loopnest.stmt import Block, For, Store
-from te import Buffer, Compute, IntImm, Reduce, Sum, Var, float32
+from nests import FIXTURE_OK, float_source, roundtrip, run, stencil_nest, unchanged
+from te import Buffer, Compute, Reduce, Sum, Var, float32
 
-FIXTURE_OK = [HealthCheck.function_scoped_fixture]
 SIZES = st.sampled_from([1, 2, 3, 5, 7, 8, 13])
-RNG = np.random.default_rng(7)
-
-
-def run(nest, args, arrays, backend, sizes=()):
-    opts = {"poison": True} if backend == "ireval" else {}
-    build(nest, args, target=backend, **opts)(*arrays, *sizes)
-    return arrays
-
-
-def rand(*shape):
-    return RNG.uniform(-2, 2, shape).astype(np.float32)
-
-
-def unchanged(nest, f):
-    """``f()`` raises ScheduleError and leaves ``nest`` exactly as it was; returns the message."""
-    text, hist = str(nest), list(nest.history)
-    with pytest.raises(ScheduleError) as info:
-        f()
-    assert str(nest) == text and nest.history == hist
-    return str(info.value)
-
-
-def roundtrip(nest, outputs):
-    assert str(LoopNest(outputs).replay(nest.history_json())) == str(nest)
+rand = float_source(np.random.default_rng(7))
 
 
 def cube(n=4, m=8, p=2):
@@ -252,18 +227,8 @@ def test_fuse_legality_and_values(backend):
 # ------------------------------------------------------------------------------------
 # refusals: the nest is left exactly as it was
 # ------------------------------------------------------------------------------------
-def _stencil():
-    M = Buffer("M", (16, 16), float32)
-    C = Compute("C", (16, 16), lambda i, j: M[i, j])
-    nest = LoopNest([C])
-    a, b = (l.var for l in nest.get_loops_for(C))
-    nest.root = Block([For(a, IntImm(1), IntImm(15), Block([For(b, IntImm(1), IntImm(15), Block([
-        Store(C, (a, b), C[a - 1, b + 1] + C[a, b - 1])]))]))])
-    return nest, C
-
-
 def test_reorder_stencil_refused():
-    nest, C = _stencil()
+    nest, C = stencil_nest()
     i, j = nest.get_all_loops()
     msg = unchanged(nest, lambda: nest.reorder([i, j], [1, 0]))
     assert msg.startswith("cannot reorder loops (i, j) to (j, i): `C[i, j] = C[i - 1, j + 1] + C[i, j - 1]` "

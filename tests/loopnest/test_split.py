@@ -5,23 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
-from codegen import build
 from loopnest import LoopNest, ScheduleError
+from nests import FIXTURE_OK, roundtrip, run, unchanged
 from te import Buffer, Compute, Reduce, Sum, Var, float32, int32
 
-FIXTURE_OK = [HealthCheck.function_scoped_fixture]  # ``backend`` is a constant per test item
 SIZES = st.sampled_from([1, 2, 3, 5, 7, 8, 11, 13, 16])
 FACTORS = st.integers(1, 9)
-
-
-def run(nest, args, arrays, backend, sizes=()):
-    """Build ``nest`` for ``backend`` and call it on ``arrays`` (outputs last, modified in place)."""
-    opts = {"poison": True} if backend == "ireval" else {}
-    k = build(nest, args, target=backend, **opts)
-    k(*arrays, *sizes)
-    return arrays
 
 
 def elementwise(n=20):
@@ -34,20 +25,6 @@ def grid(n=10, m=16):
     A = Buffer("A", (n, m), float32)
     C = Compute("C", (n, m), lambda i, j: A[i, j] + 1.0)
     return A, C
-
-
-def unchanged(nest, f):
-    """Assert that ``f()`` raises ScheduleError and leaves ``nest`` exactly as it was."""
-    text, hist = str(nest), list(nest.history)
-    with pytest.raises(ScheduleError) as info:
-        f()
-    assert str(nest) == text and nest.history == hist
-    return str(info.value)
-
-
-def roundtrip(nest, outputs):
-    again = LoopNest(outputs).replay(nest.history_json())
-    assert str(again) == str(nest)
 
 
 # ------------------------------------------------------------------------------------
