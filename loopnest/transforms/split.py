@@ -240,6 +240,40 @@ def _check_slice(nest, loop, factor, op):
     return factor, f
 
 
+def _slice_cut(f: For, factor: int, ext, side: str) -> Expr:
+    """Where the peeled ``side`` ("head" or "tail") of ``f`` meets the rest: ``factor``
+    iterations from its start or its stop, clamped to the loop when the extent is symbolic."""
+    if side == "head":
+        cut = tidy(add(f.start, factor))
+        return cut if ext is not None else tidy(Min(cut, f.stop))
+    cut = tidy(sub(f.stop, factor))
+    return cut if ext is not None else tidy(Max(cut, f.start))
+
+
+def _slice(nest, loop, factor, side: str):
+    """slice_head (``side`` "head") or slice_tail ("tail"): peel ``factor`` iterations off
+    that end of ``loop`` into a fresh ``<var>_<side>`` loop; ``loop`` keeps the others.
+    Returns ``(head, tail)``, with ``None`` for the peeled side when nothing changes."""
+    factor, f = _check_slice(nest, loop, factor, f"slice_{side}")
+    v = f.var
+    ext = const_int(_extent(f))
+    if ext is not None and factor >= ext:
+        return (loop, None) if side == "head" else (None, loop)
+    cut = _slice_cut(f, factor, ext, side)
+    pv = _new_var(nest, f"{v.name}_{side}", v)
+    body = clone_fresh(f.body, nest.fresh_name, {v: pv})
+    kind = _piece_kind(f, IntImm(factor) if ext is not None else cut)
+    if side == "head":
+        piece, rest = For(pv, f.start, cut, body, kind, f.axis), f.replace(start=cut)
+    else:
+        piece, rest = For(pv, cut, f.stop, body, kind, f.axis), f.replace(stop=cut)
+    if ext is None and f.kind == ForKind.VECTORIZED:
+        rest = rest.replace(kind=ForKind.SERIAL)
+    pieces = [piece, rest] if side == "head" else [rest, piece]
+    nest.root = replace_loop(nest.root, v, lambda _: pieces)
+    return (_loop(nest, pv), loop) if side == "head" else (loop, _loop(nest, pv))
+
+
 def slice_head(nest, loop, factor: int):
     """Peel the first ``factor`` iterations of ``loop`` into a ``head`` loop before it.
 
@@ -257,22 +291,7 @@ def slice_head(nest, loop, factor: int):
     covers a constant extent nothing changes and ``(loop, None)`` is returned. With a
     symbolic extent the head stops at ``min(start + factor, stop)``. Always legal.
     """
-    factor, f = _check_slice(nest, loop, factor, "slice_head")
-    v = f.var
-    ext = const_int(_extent(f))
-    if ext is not None and factor >= ext:
-        return loop, None
-    cut = tidy(add(f.start, factor))
-    if ext is None:
-        cut = tidy(Min(cut, f.stop))
-    hv = _new_var(nest, f"{v.name}_head", v)
-    head_body = clone_fresh(f.body, nest.fresh_name, {v: hv})
-    head = For(hv, f.start, cut, head_body, _piece_kind(f, IntImm(factor) if ext is not None else cut), f.axis)
-    tail = f.replace(start=cut)
-    if ext is None and f.kind == ForKind.VECTORIZED:
-        tail = tail.replace(kind=ForKind.SERIAL)
-    nest.root = replace_loop(nest.root, v, lambda _: [head, tail])
-    return _loop(nest, hv), loop
+    return _slice(nest, loop, factor, "head")
 
 
 def slice_tail(nest, loop, factor: int):
@@ -292,22 +311,7 @@ def slice_tail(nest, loop, factor: int):
     ``(None, loop)`` is returned. With a symbolic extent the tail starts at
     ``max(stop - factor, start)``. Always legal.
     """
-    factor, f = _check_slice(nest, loop, factor, "slice_tail")
-    v = f.var
-    ext = const_int(_extent(f))
-    if ext is not None and factor >= ext:
-        return None, loop
-    cut = tidy(sub(f.stop, factor))
-    if ext is None:
-        cut = tidy(Max(cut, f.start))
-    tv = _new_var(nest, f"{v.name}_tail", v)
-    tail_body = clone_fresh(f.body, nest.fresh_name, {v: tv})
-    tail = For(tv, cut, f.stop, tail_body, _piece_kind(f, IntImm(factor) if ext is not None else cut), f.axis)
-    head = f.replace(stop=cut)
-    if ext is None and f.kind == ForKind.VECTORIZED:
-        head = head.replace(kind=ForKind.SERIAL)
-    nest.root = replace_loop(nest.root, v, lambda _: [head, tail])
-    return loop, _loop(nest, tv)
+    return _slice(nest, loop, factor, "tail")
 
 
 def normalize(nest, loop):
