@@ -391,6 +391,31 @@ def _unallocated(name: str):
                         f"Allocate or after its Free)")
 
 
+def _check_access(arr, i, kind: str, name: str, where: str) -> None:
+    """Raise unless buffer ``name`` is allocated (``arr`` is not None) and the flat element
+    index ``i`` (a scalar, or an array of a batch's indices) lies in ``[0, len(arr))``.
+    ``kind`` ("load from" / "store to") and ``where`` word the out-of-bounds error.
+
+    The serial (scalar-index) paths guard the call with an inline ``arr is None or not
+    0 <= i < len(arr)`` test, so an in-bounds scalar access costs no extra call; the helper
+    then only runs to raise.
+
+    >>> _check_access(np.zeros(3), np.array([0, 2]), "load from", "A", "A[i]")
+    >>> _check_access(np.zeros(3), 3, "store to", "A", "A[i] = ...")
+    Traceback (most recent call last):
+    ...
+    IndexError: IREval: out-of-bounds store to A: flat element index 3 is outside [0, 3) in `A[i] = ...`
+    """
+    if arr is None:
+        raise _unallocated(name)
+    n = arr.shape[0]
+    if type(i) is np.ndarray:
+        if i.size and (i.min() < 0 or i.max() >= n):
+            raise _oob(kind, name, i, n, where)
+    elif i < 0 or i >= n:
+        raise _oob(kind, name, i, n, where)
+
+
 def _restrict(fr: list, mask: np.ndarray, slots: Sequence[tuple[int, int]]) -> list:
     """The frame of the batch iterations selected by ``mask``."""
     sub = fr.copy()
@@ -453,16 +478,35 @@ class _Compiler:
                 for v in vars_ if id(v) in self.var_slots]
 
     # -- expressions --------------------------------------------------------------------
-    def expr(self, e: E.Expr) -> Fn:
-        f = self._expr_cache.get(id(e))
+    def _compiled(self, node, prefix: str, cache: dict[int, Fn], cannot: str) -> Fn:
+        """The closure of ``node``, built once by the method ``prefix + class name`` and cached
+        by the node's id (the node is kept alive, so the id stays unique). A class without
+        such a method is a ``BuildError`` worded by ``cannot``, a format string given the
+        class name as ``{kind}`` and the node as ``{node}``."""
+        f = cache.get(id(node))
         if f is None:
-            m = getattr(self, "e_" + type(e).__name__, None)
+            m = getattr(self, prefix + type(node).__name__, None)
             if m is None:
-                raise BuildError(f"IREval cannot evaluate {type(e).__name__} nodes (`{e}`)")
-            f = m(e)
-            self._expr_cache[id(e)] = f
-            self._keep.append(e)
+                raise BuildError(cannot.format(kind=type(node).__name__, node=node))
+            f = m(node)
+            cache[id(node)] = f
+            self._keep.append(node)
         return f
+
+    @staticmethod
+    def _let(fv: Fn, slot: int, fb: Fn) -> Fn:
+        """A let (expression or statement): ``slot`` holds ``fv``'s value while ``fb`` runs,
+        then its previous value again; returns what ``fb`` returns."""
+        def let(fr):
+            old = fr[slot]
+            fr[slot] = fv(fr)
+            r = fb(fr)
+            fr[slot] = old
+            return r
+        return let
+
+    def expr(self, e: E.Expr) -> Fn:
+        return self._compiled(e, "e_", self._expr_cache, "IREval cannot evaluate {kind} nodes (`{node}`)")
 
     def e_Var(self, e: E.Var) -> Fn:
         s = self.var_slots.get(id(e))
@@ -636,16 +680,12 @@ class _Compiler:
         def load(fr):
             arr = fr[bs]
             i = fi(fr)
-            if arr is None:
-                raise _unallocated(name)
-            n = arr.shape[0]
             if type(i) is np.ndarray:
-                if i.size and (i.min() < 0 or i.max() >= n):
-                    raise _oob("load from", name, i, n, where)
+                _check_access(arr, i, "load from", name, where)
                 v = arr[i]
                 return _widen_storage(v, fmt) if lowp else v
-            if i < 0 or i >= n:
-                raise _oob("load from", name, i, n, where)
+            if arr is None or not 0 <= i < arr.shape[0]:
+                _check_access(arr, i, "load from", name, where)
             return _scalar(_widen_storage(arr[i], fmt)) if lowp else arr[i]
         return load
 
@@ -657,34 +697,22 @@ class _Compiler:
         def load(fr):
             arr = fr[bs]
             i = fi(fr)
-            if arr is None:
-                raise _unallocated(name)
-            n = arr.shape[0]
             if type(i) is np.ndarray:
-                if i.size and (i.min() < 0 or i.max() >= n):
-                    raise _oob("load from", name, i, n, where)
+                _check_access(arr, i, "load from", name, where)
                 v = arr[i]
                 if idx_lanes > 1:
                     v = v.reshape(i.shape[:-1] + (-1,))
             else:
-                if i < 0 or i >= n:
-                    raise _oob("load from", name, i, n, where)
+                if arr is None or not 0 <= i < arr.shape[0]:
+                    _check_access(arr, i, "load from", name, where)
                 v = arr[i].copy()
             return _widen_storage(v, fmt) if fmt is not None else v
         return load
 
     def e_Let(self, e: E.Let) -> Fn:
         fv = self.expr(e.value)
-        s = self.bind_var(e.var)
-        fb = self.expr(e.body)
-
-        def let(fr):
-            old = fr[s]
-            fr[s] = fv(fr)
-            r = fb(fr)
-            fr[s] = old
-            return r
-        return let
+        slot = self.bind_var(e.var)
+        return self._let(fv, slot, self.expr(e.body))
 
     def e_Ramp(self, e: E.Ramp) -> Fn:
         fb, fs = self.expr(e.base), self.expr(e.stride)
@@ -743,15 +771,7 @@ class _Compiler:
 
     # -- statements ---------------------------------------------------------------------
     def stmt(self, s: Stmt) -> Fn:
-        f = self._stmt_cache.get(id(s))
-        if f is None:
-            m = getattr(self, "s_" + type(s).__name__, None)
-            if m is None:
-                raise BuildError(f"IREval cannot run {type(s).__name__} statements")
-            f = m(s)
-            self._stmt_cache[id(s)] = f
-            self._keep.append(s)
-        return f
+        return self._compiled(s, "s_", self._stmt_cache, "IREval cannot run {kind} statements")
 
     def s_Block(self, s: Block) -> Fn:
         fs = tuple(self.stmt(x) for x in s.stmts)
@@ -781,14 +801,8 @@ class _Compiler:
             arr = fr[bs]
             i = fi(fr)
             v = fv(fr)
-            if arr is None:
-                raise _unallocated(name)
-            n = arr.shape[0]
-            if type(i) is np.ndarray:
-                if i.size and (i.min() < 0 or i.max() >= n):
-                    raise _oob("store to", name, i, n, where)
-            elif i < 0 or i >= n:
-                raise _oob("store to", name, i, n, where)
+            if type(i) is np.ndarray or arr is None or not 0 <= i < arr.shape[0]:
+                _check_access(arr, i, "store to", name, where)
             if lanes > 1 and idx_lanes > 1:     # k vector elements: (..., k * lanes) -> (..., k, lanes)
                 v = np.asarray(v)
                 v = v.reshape(v.shape[:-1] + (idx_lanes, lanes))
@@ -830,14 +844,7 @@ class _Compiler:
     def s_Let(self, s: LetStmt) -> Fn:
         fv = self.expr(s.value)
         slot = self.bind_var(s.var)
-        fb = self.stmt(s.body)
-
-        def let(fr):
-            old = fr[slot]
-            fr[slot] = fv(fr)
-            fb(fr)
-            fr[slot] = old
-        return let
+        return self._let(fv, slot, self.stmt(s.body))
 
     def s_Allocate(self, s: Allocate) -> Fn:
         buf = s.buffer
