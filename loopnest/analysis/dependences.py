@@ -426,16 +426,28 @@ def buffers_carried_by(nest_or_root: Any, loop: Any) -> list:
     return [b for b, d in conflict_distances(nest_or_root, loop) if not _nonzero_at(_zero_prefix(d, c), c).is_empty()]
 
 
+def _lex_signed(s, seq: list, positive: bool):
+    """Vectors of ``s`` lexicographically positive (or, with ``positive=False``, negative)
+    when read in the dimension order ``seq``: those whose first nonzero coordinate in that
+    order is >= 1 (<= -1). Empty when ``seq`` is empty."""
+    ctx = s.get_ctx()
+    zero = isl.Val.int_from_si(ctx, 0)
+    bound = isl.Val.int_from_si(ctx, 1 if positive else -1)
+    out = None
+    t = s
+    for d in seq:
+        if positive:
+            piece = t.lower_bound_val(isl.dim_type.set, d, bound)
+        else:
+            piece = t.upper_bound_val(isl.dim_type.set, d, bound)
+        out = piece if out is None else out.union(piece)
+        t = t.fix_val(isl.dim_type.set, d, zero)
+    return out if out is not None else s.subtract(s)
+
+
 def _lex_positive(s, seq: list):
     """Vectors of ``s`` lexicographically positive when read in the dimension order ``seq``."""
-    ctx = s.get_ctx()
-    zero, one = isl.Val.int_from_si(ctx, 0), isl.Val.int_from_si(ctx, 1)
-    out = None
-    for d in seq:
-        piece = s.lower_bound_val(isl.dim_type.set, d, one)
-        out = piece if out is None else out.union(piece)
-        s = s.fix_val(isl.dim_type.set, d, zero)
-    return out if out is not None else s.subtract(s)
+    return _lex_signed(s, seq, positive=True)
 
 
 def reorder_violations(nest_or_root: Any, outer_loop: Any, band: list[int], order: list[int]) -> list:
@@ -450,15 +462,8 @@ def reorder_violations(nest_or_root: Any, outer_loop: Any, band: list[int], orde
     for buf, d in conflict_distances(nest_or_root, outer_loop, n):
         d = _zero_prefix(d, outer)
         bad = _lex_positive(d, list(range(outer, n)))
-        ctx = bad.get_ctx()
-        zero, minus1 = isl.Val.int_from_si(ctx, 0), isl.Val.int_from_si(ctx, -1)
-        neg = None
-        t = bad
-        for k in new_seq:
-            piece = t.upper_bound_val(isl.dim_type.set, k, minus1)
-            neg = piece if neg is None else neg.union(piece)
-            t = t.fix_val(isl.dim_type.set, k, zero)
-        if neg is not None and not neg.is_empty():
+        neg = _lex_signed(bad, new_seq, positive=False)
+        if not neg.is_empty():
             out.append((buf, neg))
     return out
 
@@ -484,15 +489,7 @@ def lex_negative_after(dep: Dependence, outer: int, band: list[int], order: list
     s = _zero_prefix(dep.distance_set(n), outer)
     pos = {d: k for k, d in enumerate(band)}
     new_seq = [order[pos[d]] if d in pos else d for d in range(outer, n)]
-    ctx = s.get_ctx()
-    zero, minus1 = isl.Val.int_from_si(ctx, 0), isl.Val.int_from_si(ctx, -1)
-    out = None
-    t = s
-    for d in new_seq:
-        piece = t.upper_bound_val(isl.dim_type.set, d, minus1)
-        out = piece if out is None else out.union(piece)
-        t = t.fix_val(isl.dim_type.set, d, zero)
-    return out if out is not None else s.subtract(s)
+    return _lex_signed(s, new_seq, positive=False)
 
 
 def value_flow(root: Any, buffer: Any):

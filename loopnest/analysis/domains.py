@@ -52,9 +52,128 @@ class _LetBinding:
 
 
 # ------------------------------------------------------------------------------------
+# what the two converters share
+# ------------------------------------------------------------------------------------
+class _ExprConverter:
+    """Base of ``_Converter`` (isl text) and ``_PwConverter`` (isl objects).
+
+    It holds what does not depend on the result type: the scoping of let-bound variables in
+    ``env``, the translation of bool expressions (``cond``), of binary operations
+    (``_binary``) and of casts, selects and lets (``_aff_common``),
+    written in terms of ``aff`` and of the primitives each subclass defines: ``_both``
+    (conjunction), ``_either`` (disjunction), ``_truth`` (the constant true / false),
+    ``_compare`` (a comparison) and ``_choose`` (a select of two values).
+    """
+
+    env: dict
+
+    def aff(self, e: E.Expr):
+        raise NotImplementedError
+
+    def _both(self, a, b):
+        raise NotImplementedError
+
+    def _either(self, a, b):
+        raise NotImplementedError
+
+    def _truth(self, value: bool):
+        raise NotImplementedError
+
+    def _compare(self, t: type, a, b):
+        raise NotImplementedError
+
+    def _choose(self, c, nc, a, b):
+        raise NotImplementedError
+
+    def _in_env(self, env: dict, fn, *args):
+        """``fn(*args)`` evaluated with ``self.env`` temporarily replaced by ``env``."""
+        saved, self.env = self.env, env
+        try:
+            return fn(*args)
+        finally:
+            self.env = saved
+
+    def _let_value(self, b: _LetBinding):
+        """The converted value of a let-bound variable, in the environment it was bound in."""
+        return self._in_env(b.env, self.aff, b.value)
+
+    def _under_let(self, e: E.Let, fn, *args):
+        """``fn(e.body, *args)`` with the variable of the Let expression ``e`` bound."""
+        env = dict(self.env)
+        env[id(e.var)] = _LetBinding(e.value, self.env)
+        return self._in_env(env, fn, e.body, *args)
+
+    def _binary(self, e: E.Expr, combine):
+        """``combine(a, b)`` of the converted operands of a binary expression (converted in
+        order), or None when either cannot be converted."""
+        a, b = self.aff(e.a), self.aff(e.b)
+        return None if a is None or b is None else combine(a, b)
+
+    def _aff_common(self, e: E.Expr):
+        """The integer expressions that convert alike in every converter: a Cast that keeps
+        the value, a Select / IfThenElse, a Let; None for anything else."""
+        t = type(e)
+        if t is E.Cast:
+            return self.aff(e.value) if _cast_keeps_value(e) else None
+        if t is E.Select or t is E.IfThenElse:
+            return self._select(e)
+        if t is E.Let:
+            return self._under_let(e, self.aff)
+        return None
+
+    def _select(self, e: E.Expr):
+        """A Select / IfThenElse: ``_choose(cond, not cond, true value, false value)`` with
+        each part converted exactly, or None when any of them cannot be."""
+        c = self.cond(e.cond, exact=True)
+        nc = self.cond(e.cond, negate=True, exact=True)
+        a, b = self.aff(e.t), self.aff(e.f)
+        if c is None or nc is None or a is None or b is None:
+            return None
+        return self._choose(c, nc, a, b)
+
+    def cond(self, e: E.Expr, negate: bool = False, exact: bool = False):
+        """The converted constraint of a bool expression (of its negation with ``negate``).
+
+        None means "no constraint": with ``exact=False`` a non-affine condition is
+        over-approximated by true; with ``exact=True`` None means "cannot express".
+        """
+        t = type(e)
+        if t is E.Not:
+            return self.cond(e.a, not negate, exact)
+        if t is E.And or t is E.Or:
+            conj = (t is E.And) != negate
+            a, b = self.cond(e.a, negate, exact), self.cond(e.b, negate, exact)
+            if conj:
+                if a is None or b is None:
+                    return None if exact else (a if b is None else b)
+                return self._both(a, b)
+            if a is None or b is None:
+                return None
+            return self._either(a, b)
+        if t is E.IntImm and e.dtype.is_bool:
+            return self._truth(bool(e.value) != negate)
+        if isinstance(e, E.CmpOp) and e.a.dtype.is_integer and not e.a.dtype.is_vector:
+            op = _NEGATED_CMP[t] if negate else t
+            return self._binary(e, lambda a, b: self._compare(op, a, b))
+        if t is E.Let:
+            return self._under_let(e, self.cond, negate, exact)
+        return None
+
+
+_NEGATED_CMP = {E.LT: E.GE, E.LE: E.GT, E.GT: E.LE, E.GE: E.LT, E.EQ: E.NE, E.NE: E.EQ}
+
+
+def _cast_keeps_value(e: E.Cast) -> bool:
+    """True when the integer Cast ``e`` never changes the value it converts (a widening to
+    the same signedness, or to a strictly wider type)."""
+    src, dst = e.value.dtype, e.dtype
+    return src.is_integer and src.bits <= dst.bits and (src.is_int == dst.is_int or src.bits < dst.bits)
+
+
+# ------------------------------------------------------------------------------------
 # expression -> isl text
 # ------------------------------------------------------------------------------------
-class _Converter:
+class _Converter(_ExprConverter):
     """Turn te integer expressions into isl quasi-affine text (None when not affine).
 
     ``env`` maps ``id(var)`` to the isl name of a loop dimension or to a ``_LetBinding``;
@@ -104,19 +223,13 @@ class _Converter:
             if b is _MISSING:
                 return self.param(e) if e.dtype.is_integer and not e.dtype.is_vector else None
             if isinstance(b, _LetBinding):
-                saved, self.env = self.env, b.env
-                try:
-                    return self.aff(b.value)
-                finally:
-                    self.env = saved
+                return self._let_value(b)
             return b
         if e.dtype.is_vector or not e.dtype.is_integer:
             return None
         if t is E.Add or t is E.Sub:
-            a, b = self.aff(e.a), self.aff(e.b)
-            if a is None or b is None:
-                return None
-            return f"({a} {'+' if t is E.Add else '-'} {b})"
+            sign = "+" if t is E.Add else "-"
+            return self._binary(e, lambda a, b: f"({a} {sign} {b})")
         if t is E.Mul:
             for c, x in ((e.a, e.b), (e.b, e.a)):
                 k = _const(c)
@@ -142,72 +255,28 @@ class _Converter:
                 return q if k > 0 else f"(-{q})"
             return f"({a} - {m}*{q})"
         if t is E.Min or t is E.Max:
-            a, b = self.aff(e.a), self.aff(e.b)
-            if a is None or b is None:
-                return None
-            return f"{'min' if t is E.Min else 'max'}({a}, {b})"
-        if t is E.Cast:
-            if e.value.dtype.is_integer and e.value.dtype.bits <= e.dtype.bits and (
-                    e.value.dtype.is_int == e.dtype.is_int or e.value.dtype.bits < e.dtype.bits):
-                return self.aff(e.value)
-            return None
-        if t is E.Select or t is E.IfThenElse:
-            c = self.cond(e.cond, exact=True)
-            nc = self.cond(e.cond, negate=True, exact=True)
-            a, b = self.aff(e.t), self.aff(e.f)
-            if c is None or nc is None or a is None or b is None:
-                return None
-            v = self._fresh()
-            self.defs.append(f"(({c} and {v} = {a}) or ({nc} and {v} = {b}))")
-            return v
-        if t is E.Let:
-            saved = self.env
-            self.env = dict(saved)
-            self.env[id(e.var)] = _LetBinding(e.value, saved)
-            try:
-                return self.aff(e.body)
-            finally:
-                self.env = saved
-        return None
+            fn = "min" if t is E.Min else "max"
+            return self._binary(e, lambda a, b: f"{fn}({a}, {b})")
+        return self._aff_common(e)
 
-    def cond(self, e: E.Expr, negate: bool = False, exact: bool = False) -> str | None:
-        """isl constraint text for a bool expression (auxiliary definitions go to ``defs``).
+    # ``cond`` (inherited) gives isl constraint text; auxiliary definitions go to ``defs``
+    def _both(self, a: str, b: str) -> str:
+        return f"({a} and {b})"
 
-        None means "no constraint": with ``exact=False`` a non-affine condition is
-        over-approximated by true; with ``exact=True`` None means "cannot express".
-        """
-        t = type(e)
-        if t is E.Not:
-            return self.cond(e.a, not negate, exact)
-        if t is E.And or t is E.Or:
-            conj = (t is E.And) != negate
-            a, b = self.cond(e.a, negate, exact), self.cond(e.b, negate, exact)
-            if conj:
-                if a is None or b is None:
-                    return None if exact else (a or b)
-                return f"({a} and {b})"
-            if a is None or b is None:
-                return None
-            return f"({a} or {b})"
-        if t is E.IntImm and e.dtype.is_bool:
-            return "(0 = 0)" if bool(e.value) != negate else "(1 = 0)"
-        if isinstance(e, E.CmpOp) and e.a.dtype.is_integer and not e.a.dtype.is_vector:
-            a, b = self.aff(e.a), self.aff(e.b)
-            if a is None or b is None:
-                return None
-            op = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "=", E.NE: "!="}[t]
-            if negate:
-                op = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "=": "!=", "!=": "="}[op]
-            return f"({a} {op} {b})"
-        if t is E.Let:
-            saved = self.env
-            self.env = dict(saved)
-            self.env[id(e.var)] = _LetBinding(e.value, saved)
-            try:
-                return self.cond(e.body, negate, exact)
-            finally:
-                self.env = saved
-        return None
+    def _either(self, a: str, b: str) -> str:
+        return f"({a} or {b})"
+
+    def _truth(self, value: bool) -> str:
+        return "(0 = 0)" if value else "(1 = 0)"
+
+    def _compare(self, t: type, a: str, b: str) -> str:
+        op = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "=", E.NE: "!="}[t]
+        return f"({a} {op} {b})"
+
+    def _choose(self, c: str, nc: str, a: str, b: str) -> str:
+        v = self._fresh()
+        self.defs.append(f"(({c} and {v} = {a}) or ({nc} and {v} = {b}))")
+        return v
 
 
 _MISSING = object()
@@ -650,7 +719,7 @@ class Analysis:
         return acc
 
 
-class _PwConverter:
+class _PwConverter(_ExprConverter):
     """te integer expressions to ``isl.PwAff`` on the iteration space of one depth (None when
     not quasi-affine); bool expressions to ``isl.Set``."""
 
@@ -673,19 +742,12 @@ class _PwConverter:
                 pos = self.an._param_pos.get(id(e))
                 return None if pos is None else self._var(isl.dim_type.param, pos)
             if isinstance(b, _LetBinding):
-                saved, self.env = self.env, b.env
-                try:
-                    return self.aff(b.value)
-                finally:
-                    self.env = saved
+                return self._let_value(b)
             return self._var(isl.dim_type.set, b)
         if e.dtype.is_vector or not e.dtype.is_integer:
             return None
         if t is E.Add or t is E.Sub:
-            a, b = self.aff(e.a), self.aff(e.b)
-            if a is None or b is None:
-                return None
-            return a.add(b) if t is E.Add else a.sub(b)
+            return self._binary(e, lambda a, b: a.add(b) if t is E.Add else a.sub(b))
         if t is E.Mul:
             for c, x in ((e.a, e.b), (e.b, e.a)):
                 k = _const(c)
@@ -706,69 +768,26 @@ class _PwConverter:
             kc = self.an.const(self.depth, k)
             return a.tdiv_q(kc) if t is E.Div else a.tdiv_r(kc)
         if t is E.Min or t is E.Max:
-            a, b = self.aff(e.a), self.aff(e.b)
-            if a is None or b is None:
-                return None
-            return a.min(b) if t is E.Min else a.max(b)
-        if t is E.Cast:
-            if e.value.dtype.is_integer and e.value.dtype.bits <= e.dtype.bits and (
-                    e.value.dtype.is_int == e.dtype.is_int or e.value.dtype.bits < e.dtype.bits):
-                return self.aff(e.value)
-            return None
-        if t is E.Select or t is E.IfThenElse:
-            c = self.cond(e.cond, exact=True)
-            nc = self.cond(e.cond, negate=True, exact=True)
-            a, b = self.aff(e.t), self.aff(e.f)
-            if c is None or nc is None or a is None or b is None:
-                return None
-            return a.intersect_domain(c).union_add(b.intersect_domain(nc))
-        if t is E.Let:
-            saved = self.env
-            self.env = dict(saved)
-            self.env[id(e.var)] = _LetBinding(e.value, saved)
-            try:
-                return self.aff(e.body)
-            finally:
-                self.env = saved
-        return None
+            return self._binary(e, lambda a, b: a.min(b) if t is E.Min else a.max(b))
+        return self._aff_common(e)
 
-    def cond(self, e: E.Expr, negate: bool = False, exact: bool = False):
-        """The ``isl.Set`` where a bool expression holds (or fails, with ``negate``). None:
-        with ``exact=False``, no constraint (over-approximated); with ``exact=True``, not
-        expressible."""
-        t = type(e)
-        if t is E.Not:
-            return self.cond(e.a, not negate, exact)
-        if t is E.And or t is E.Or:
-            conj = (t is E.And) != negate
-            a, b = self.cond(e.a, negate, exact), self.cond(e.b, negate, exact)
-            if conj:
-                if a is None or b is None:
-                    return None if exact else (a if b is None else b)
-                return a.intersect(b)
-            if a is None or b is None:
-                return None
-            return a.union(b)
-        if t is E.IntImm and e.dtype.is_bool:
-            u = self.an.space(self.depth)[2]
-            return u if bool(e.value) != negate else u.subtract(u)
-        if isinstance(e, E.CmpOp) and e.a.dtype.is_integer and not e.a.dtype.is_vector:
-            a, b = self.aff(e.a), self.aff(e.b)
-            if a is None or b is None:
-                return None
-            op = {E.LT: "lt", E.LE: "le", E.GT: "gt", E.GE: "ge", E.EQ: "eq", E.NE: "ne"}[t]
-            if negate:
-                op = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}[op]
-            return getattr(a, f"{op}_set")(b)
-        if t is E.Let:
-            saved = self.env
-            self.env = dict(saved)
-            self.env[id(e.var)] = _LetBinding(e.value, saved)
-            try:
-                return self.cond(e.body, negate, exact)
-            finally:
-                self.env = saved
-        return None
+    # ``cond`` (inherited) gives the ``isl.Set`` where a bool expression holds
+    def _both(self, a, b):
+        return a.intersect(b)
+
+    def _either(self, a, b):
+        return a.union(b)
+
+    def _truth(self, value: bool):
+        u = self.an.space(self.depth)[2]
+        return u if value else u.subtract(u)
+
+    def _compare(self, t: type, a, b):
+        op = {E.LT: "lt", E.LE: "le", E.GT: "gt", E.GE: "ge", E.EQ: "eq", E.NE: "ne"}[t]
+        return getattr(a, f"{op}_set")(b)
+
+    def _choose(self, c, nc, a, b):
+        return a.intersect_domain(c).union_add(b.intersect_domain(nc))
 
 
 def _free_int_vars(root: Stmt) -> list:
