@@ -1,6 +1,7 @@
 """Search spaces: knobs, points, enumeration, sampling, the schedule-function space and auto_space."""
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from te import Buffer, Compute, Reduce, Sum
 from tune.auto import auto_space, classify
@@ -192,6 +193,23 @@ def test_contraction_template_points_compute_the_same_values(make):
             np.testing.assert_allclose(val, ref[name], rtol=1e-4, atol=1e-4, err_msg=str(space.values(p)))
         done += 1
     assert done >= len(space.seeds)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(shape=st.tuples(st.integers(1, 3), st.integers(1, 9), st.integers(3, 13), st.integers(3, 21), st.integers(1, 9)),
+       conv=st.booleans(), pick=st.integers(0, 1 << 30))
+def test_contraction_template_random_shapes_and_points(shape, conv, pick):
+    """Random sizes (1, primes, widths below one vector) and a random point of the automatic
+    space: the schedule is illegal (ScheduleError) or computes what numpy computes."""
+    n, c, h, w, k = shape
+    wl = conv2d(n, c, h, w, k) if conv else matmul(h, w, c * k)
+    space = auto_space(wl.outputs)
+    point = space.sample(np.random.default_rng(pick))
+    got = _run_point(space, wl, point, "llvm")
+    if got is not None:
+        outs, ref = got
+        for name, val in outs.items():
+            np.testing.assert_allclose(val, ref[name], rtol=1e-4, atol=1e-4, err_msg=str(space.values(point)))
 
 
 def test_contraction_template_matches_ireval_exactly_without_contraction():
