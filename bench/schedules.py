@@ -66,13 +66,13 @@ def matmul_schedule(nest: LoopNest, C, rows: int = 6, cols: int = 16, kc: int = 
     else:
         nest.reorder([io, ii, jo, ji, k], [2, 0, 4, 1, 3])             # jo, io, k, ii, ji
         row_tile, panel = io, jo
+    if parallel:       # before the local buffers exist: a cheaper legality check, same result
+        nest.parallelize(jo)
     nest.cache_accesses(C, "C_local", row_tile)
     if pack_b:
         nest.cache_accesses(_buffer(nest, "B"), "B_pack", panel)
     nest.vectorize(ji)
     nest.unroll(ii)
-    if parallel:
-        nest.parallelize(jo)
 
 
 def conv2d_schedule(nest: LoopNest, Y, co_tile: int = 4, y_tile: int = 2, cols: int = 8, parallel: bool = True) -> None:
@@ -121,10 +121,10 @@ def conv2d_schedule(nest: LoopNest, Y, co_tile: int = 4, y_tile: int = 2, cols: 
     loops = [coo, coi, yo, yi, xo, xi, ci, ry, rx]
     order = [coo, yo, xo, ci, ry, rx, coi, yi, xi]
     nest.reorder(loops, [loops.index(lp) for lp in order])
+    if parallel:       # before the local buffer exists: a cheaper legality check, same result
+        nest.parallelize(coo)
     nest.cache_accesses(Y, "Y_local", xo)
     nest.vectorize(xi)
     for lp in (yi, coi, rx, ry):
         if lp.extent > 1:
             nest.unroll(lp)
-    if parallel:
-        nest.parallelize(coo)
