@@ -318,15 +318,13 @@ def conv2d_gpu(nest: LoopNest, spec: Spec) -> None:
     nest.compute_at(P, ci)
     blocks = []
     for loop, axis in ((b, 2), (co, 1), (band, 0)):
-        if loop.extent == 1:
+        if loop.extent == 1 and (blocks or loop is not band):
             nest.unroll(loop)                 # a unit loop goes (its index becomes 0)
         else:
-            blocks.append((loop, axis))
+            blocks.append((loop, axis))       # (a single tile keeps its band loop: a grid of one block)
     for loop, axis in blocks:
         nest.set_gpu_block_index(loop, axis)
-    anchor = blocks[-1][0] if blocks else None
-    if anchor is None:
-        raise ValueError("conv2d_gpu needs more than one output tile (some loop of extent > 1 for the grid)")
+    anchor = blocks[-1][0]
     nest.cache_accesses(Y, "acc", anchor)
     window = nest.cache_accesses(P, "P_sh", ci)
     nest.eliminate_dead_stores()

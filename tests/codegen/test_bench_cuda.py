@@ -48,6 +48,7 @@ CASES.update({
     "matmul_float16": ("matmul", functools.partial(make_matmul_lowp, 128), BIG128),
     "softmax_ragged": ("softmax", functools.partial(WORKLOADS["softmax"].make, (3, 300)), {}),
     "conv2d_batch2": ("conv2d", functools.partial(WORKLOADS["conv2d"].make, (2, 3, 5, 7, 2)), {}),
+    "conv2d_one_block": ("conv2d", functools.partial(WORKLOADS["conv2d"].make, (1, 2, 6, 8, 1)), {}),
 })
 # the kernels bench/gpu.py times, at its sizes (the other workloads' full sizes change only
 # constants of the test-size kernels)
