@@ -268,7 +268,8 @@ def distribute(nest, loop):
     Legality: no dependence may go from a statement of the body to an earlier one in a
     later iteration of ``loop`` (within one iteration of the loops around it), since
     distribution runs all iterations of each statement before the next
-    (``check_distribute``); dependences carried by the enclosing loops are kept. A body of one statement is refused (nothing to distribute).
+    (``check_distribute``); dependences carried by the enclosing loops are kept. A body of
+    one statement is refused (nothing to distribute).
     """
     f = loop.stmt
     stmts = f.body.stmts
