@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -164,7 +163,6 @@ class CupyBackend(Backend):
 
     def load(self, kernel, arrays: dict):
         from codegen.cuda.compile import compile_cubin, source_hash
-        from codegen.kernel import eval_int_expr
         cp = self.cp
         arch = self.arch()
         path = os.path.join(self._tmp, f"{source_hash(kernel.source)[:24]}_{arch}.cubin")
@@ -173,10 +171,7 @@ class CupyBackend(Backend):
                 f.write(compile_cubin(kernel.source, arch, fast_math=kernel.fast_math))
         module = cp.RawModule(path=path)
         bound, sizes = kernel.bind((), arrays)          # validates shapes and dtypes
-        scratch = []
-        for b in kernel.module.scratch:
-            n = math.prod(eval_int_expr(d, sizes) for d in b.dims) if b.dims else 1
-            scratch.append(cp.empty(max(n * b.dtype.itemsize, 1), cp.uint8))
+        scratch = [cp.empty(n, cp.uint8) for n in kernel.module.scratch_nbytes(sizes)]
         launches = []
         for ks in kernel.kernels:
             grid, block = ks.dims(sizes)

@@ -209,6 +209,11 @@ class CudaModuleSpec:
     scratch: list[Any]
     headers: list[str] = field(default_factory=list)
 
+    def scratch_nbytes(self, sizes: dict) -> list[int]:
+        """Bytes to allocate for each ``scratch`` buffer for sizes ``{id(var): int}`` (at
+        least 1, so every allocation has an address)."""
+        return [max(math.prod(eval_int_expr(d, sizes) for d in b.dims) * b.dtype.itemsize, 1) for b in self.scratch]
+
 
 # ------------------------------------------------------------------------------------
 # kernel analysis

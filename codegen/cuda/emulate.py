@@ -219,11 +219,7 @@ def run_on_host(kernel, *args, timeout: float = 120.0, **kwargs) -> None:
     lib_path = _build(kernel)
     memory = [memory_bytes(a) for a in arrays]      # what the kernel indexes, in memory order
     shared = [_shared_copy(m) for m in memory]
-    scratch = []
-    for b in kernel.module.scratch:
-        from ..kernel import eval_int_expr
-        n = int(np.prod([eval_int_expr(d, sizes) for d in b.dims])) if b.dims else 1
-        scratch.append(np.zeros(max(n, 1) * b.dtype.itemsize, np.uint8))
+    scratch = [np.zeros(n, np.uint8) for n in kernel.module.scratch_nbytes(sizes)]
     launches = []
     for ks in kernel.kernels:
         grid, block = ks.dims(sizes)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ..kernel import KernelArgumentError, eval_int_expr
+from ..kernel import KernelArgumentError
 from .compile import compile_cubin, source_hash
 from .emit import AXES, CudaModuleSpec, KernelSpec
 
@@ -260,9 +260,8 @@ class Launcher:
                 else:
                     ptrs.append(a.ptr)
             scratch = []
-            for b in self.module.scratch:
-                n = math.prod(eval_int_expr(d, sizes) for d in b.dims) if b.dims else 1
-                mem = drv.mem_alloc(max(n * b.dtype.itemsize, 1))
+            for nbytes in self.module.scratch_nbytes(sizes):
+                mem = drv.mem_alloc(nbytes)
                 allocations.append(mem)
                 scratch.append(int(mem))
             for k, fn, (grid, block) in zip(self.module.kernels, fns, dims):
