@@ -59,6 +59,24 @@ class Example:
     notes: str = ""
     tags: tuple = field(default_factory=tuple)
 
+    def check(self, name: str, got: np.ndarray, ref: np.ndarray) -> None:
+        """Assert that output ``name`` computed as ``got`` matches ``ref``: integers and
+        bools exactly, floats within ``rtol``/``atol`` (NaN where the reference has NaN).
+
+        >>> ex = elementwise(4)
+        >>> arrays, expected = ex.make(np.random.default_rng(0))
+        >>> ex.check("Y", expected["Y"].astype(np.float32), expected["Y"])
+        >>> ex.check("Y", arrays["Y"], expected["Y"])          # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        AssertionError: ...
+        """
+        if got.dtype.kind in "iub":
+            np.testing.assert_array_equal(got.astype(np.int64), ref.astype(np.int64),
+                                          err_msg=f"{self.name}:{name}")
+        else:
+            np.testing.assert_allclose(got.astype(np.float64), ref, rtol=self.rtol, atol=self.atol,
+                                       equal_nan=True, err_msg=f"{self.name}:{name}")
+
 
 def _bind_1d(nest, loop, threads: int):
     outer, inner = nest.split_with_mask(loop, threads)
@@ -133,6 +151,15 @@ def elementwise_tail(n: int = 1000, threads: int = 128) -> Example:
     return Example("elementwise_tail", nest, [X, Y], make)
 
 
+def _softmax_tensors(X, R, cols: int):
+    """Row softmax of ``X`` (``R`` rows, ``cols`` columns) as four tensors: ``mx, e, s, Y``."""
+    mx = Reduce("mx", (R,), Max(), lambda r, c: X[r, c], (cols,))
+    e = Compute("e", (R, cols), lambda r, c: exp(X[r, c] - mx[r]))
+    s = Reduce("s", (R,), Sum(), lambda r, c: e[r, c], (cols,))
+    Y = Compute("Y", (R, cols), lambda r, c: e[r, c] / s[r])
+    return mx, e, s, Y
+
+
 def _softmax_ref(x):
     x = x.astype(np.float64)
     e = np.exp(x - x.max(axis=1, keepdims=True))
@@ -144,10 +171,7 @@ def softmax_rows(rows: int = 67, cols: int = 50, threads: int = 32) -> Example:
     thread per row; the intermediates live in global memory allocated by the launcher."""
     R = Var("R", int32)
     X = Buffer("X", (R, cols), float32)
-    mx = Reduce("mx", (R,), Max(), lambda r, c: X[r, c], (cols,))
-    e = Compute("e", (R, cols), lambda r, c: exp(X[r, c] - mx[r]))
-    s = Reduce("s", (R,), Sum(), lambda r, c: e[r, c], (cols,))
-    Y = Compute("Y", (R, cols), lambda r, c: e[r, c] / s[r])
+    mx, e, s, Y = _softmax_tensors(X, R, cols)
     nest = LoopNest([Y])
     for t in (mx, e, s, Y):
         _bind_1d(nest, nest.get_loops_for(t)[0], threads)
@@ -163,15 +187,12 @@ def softmax_block(rows: int = 40, cols: int = 256, threads: int = 64) -> Example
     into shared memory, one thread combines the partials, then every thread writes its
     slice. Exercises shared memory, single-thread sections and barriers."""
     if cols % threads:
-        raise ValueError("softmax_block needs cols to be a multiple of threads")
+        raise ValueError(f"softmax_block needs cols to be a multiple of threads, got cols={cols}, threads={threads}")
     J = cols // threads
     R = Var("R", int32)
     X = Buffer("X", (R, cols), float32)
     # the tensor definition (what the hand schedule computes), used for the nest's outputs
-    mx = Reduce("mx", (R,), Max(), lambda r, c: X[r, c], (cols,))
-    e = Compute("e", (R, cols), lambda r, c: exp(X[r, c] - mx[r]))
-    s = Reduce("s", (R,), Sum(), lambda r, c: e[r, c], (cols,))
-    Y = Compute("Y", (R, cols), lambda r, c: e[r, c] / s[r])
+    mx, e, s, Y = _softmax_tensors(X, R, cols)
     pmax = Buffer("pmax", (threads,), float32)
     psum = Buffer("psum", (threads,), float32)
     stat = Buffer("stat", (2,), float32)
@@ -215,7 +236,7 @@ def matmul_tiled(M: int = 64, N: int = 48, K: int = 80, tile: int = 16, dtype="f
     type (float32 or float16/bfloat16)."""
     T = tile
     if M % T or N % T or K % T:
-        raise ValueError("matmul_tiled needs M, N, K to be multiples of the tile")
+        raise ValueError(f"matmul_tiled needs M, N, K ({M}, {N}, {K}) to be multiples of tile={tile}")
     A = Buffer("A", (M, K), dtype)
     B = Buffer("B", (K, N), dtype)
     C = Reduce("C", (M, N), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (K,))
@@ -291,7 +312,8 @@ def register_tiled_matmul(A, B, C, BM: int = 64, BN: int = 64, BK: int = 8, TM: 
     TY, TX = BM // TM, BN // TN
     nthreads = TY * TX
     if (BM * BK) % nthreads or (BK * BN) % nthreads:
-        raise ValueError("the tiles must split evenly over the threads")
+        raise ValueError(f"the tiles BM x BK = {BM} x {BK} and BK x BN = {BK} x {BN} must split evenly over the "
+                         f"{nthreads} threads")
     As = Buffer("As", (BK, BM), A.dtype)
     Bs = Buffer("Bs", (BK, BN), B.dtype)
     acc = Buffer("acc", (TY, TX, TM, TN), float32)

@@ -16,14 +16,6 @@ from loopnest import LoopNest  # noqa: E402
 EXAMPLES = {ex.name: ex for ex in examples.ALL_EXAMPLES()}
 
 
-def _compare(ex, name, got, ref):
-    if got.dtype.kind in "iub":
-        np.testing.assert_array_equal(got.astype(np.int64), ref.astype(np.int64), err_msg=f"{ex.name}:{name}")
-    else:
-        np.testing.assert_allclose(got.astype(np.float64), ref, rtol=ex.rtol, atol=ex.atol, equal_nan=True,
-                                   err_msg=f"{ex.name}:{name}")
-
-
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_example_on_gpu_agrees_with_ireval_and_numpy(cuda_device, name):
     ex = EXAMPLES[name]
@@ -32,7 +24,7 @@ def test_example_on_gpu_agrees_with_ireval_and_numpy(cuda_device, name):
     build(ex.nest, ex.args, target="cuda")(**arrays)
     build(ex.nest, ex.args, target="ireval")(**ref_arrays)
     for out, ref in expected.items():
-        _compare(ex, out, arrays[out], ref)
+        ex.check(out, arrays[out], ref)
         if arrays[out].dtype.kind in "iu":  # integers: bit for bit with the reference interpreter
             np.testing.assert_array_equal(arrays[out], ref_arrays[out])
 
@@ -46,11 +38,11 @@ def test_larger_sizes_and_repeated_calls_reuse_the_module(cuda_device):
     arrays["C"][:] = 0
     k(**arrays)
     assert len(launch._MODULES) == n_modules
-    _compare(ex, "C", arrays["C"], expected["C"])
+    ex.check("C", arrays["C"], expected["C"])
     ex = examples.elementwise(1_000_003)
     arrays, expected = ex.make(np.random.default_rng(2))
     build(ex.nest, ex.args, target="cuda", sync=False)(**arrays)
-    _compare(ex, "Y", arrays["Y"], expected["Y"])
+    ex.check("Y", arrays["Y"], expected["Y"])
 
 
 def test_fast_math_is_close(cuda_device):
