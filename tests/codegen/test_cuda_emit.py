@@ -59,12 +59,17 @@ def _reports() -> dict:
         return {n: f.result() for n, f in futs.items()}
 
 
-def _compare(ex, name, got, ref):
-    if got.dtype.kind in "iub":
-        np.testing.assert_array_equal(got.astype(np.int64), ref.astype(np.int64), err_msg=f"{ex.name}:{name}")
-    else:
-        np.testing.assert_allclose(got.astype(np.float64), ref, rtol=ex.rtol, atol=ex.atol, equal_nan=True,
-                                   err_msg=f"{ex.name}:{name}")
+def _check_on_ireval_and_host(nest, params, kernel, a, out, ref, rtol=0.0, atol=0.0):
+    """Run ``nest`` on IREval, then (where it can be emulated) ``kernel``'s CUDA C on the host,
+    each time from input ``a`` into a zeroed ``out``, which must then equal ``ref`` (exactly,
+    unless tolerances are given)."""
+    runs = [("IREval", build(nest, params, target="ireval"))]
+    if HAVE_EMU:
+        runs.append(("host emulation", lambda *xs: run_on_host(kernel, *xs)))
+    for what, run in runs:
+        out[...] = 0
+        run(a, out)
+        np.testing.assert_allclose(out, ref, rtol=rtol, atol=atol, err_msg=what)
 
 
 # ------------------------------------------------------------------------------------
@@ -76,7 +81,7 @@ def test_gpu_bound_nest_agrees_with_numpy_on_ireval(name):
     arrays, expected = ex.make(np.random.default_rng(0))
     build(ex.nest, ex.args, target="ireval")(**arrays)
     for out, ref in expected.items():
-        _compare(ex, out, arrays[out], ref)
+        ex.check(out, arrays[out], ref)
 
 
 @requires_nvcc
@@ -108,7 +113,7 @@ def test_generated_cuda_runs_on_host_emulation(name):
     run_on_host(_kernel(name), **arrays)
     build(ex.nest, ex.args, target="ireval")(**ref_arrays)
     for out, ref in expected.items():
-        _compare(ex, out, arrays[out], ref)
+        ex.check(out, arrays[out], ref)
         if arrays[out].dtype.kind in "iu" or arrays[out].dtype.itemsize < 4:
             assert arrays[out].tobytes() == ref_arrays[out].tobytes(), f"{name}:{out} differs from IREval"
 
@@ -200,12 +205,7 @@ def test_buffers_exchanged_between_threads_are_not_promoted():
     assert "__shared__ __align__(16) float b_S[256];" in k.source and k.source.count("__syncthreads();") == 1
     a = np.arange(256, dtype=np.float32).reshape(16, 16)
     y = np.zeros_like(a)
-    build(nest, [A, Y], target="ireval")(a, y)
-    np.testing.assert_array_equal(y, a.T)
-    if HAVE_EMU:
-        y[:] = 0
-        run_on_host(k, a, y)
-        np.testing.assert_array_equal(y, a.T)
+    _check_on_ireval_and_host(nest, [A, Y], k, a, y, a.T)
 
 
 def test_softmax_block_single_thread_sections_are_guarded_and_synchronised():
@@ -317,12 +317,7 @@ def test_buffers_inside_thread_loops_are_thread_local_arrays():
     a = np.random.default_rng(0).standard_normal((64, 8)).astype(np.float32)
     ref = ((2 * a.astype(np.float64)) ** 2).sum(1)
     c = np.zeros(64, np.float32)
-    build(nest, [A, C], target="ireval")(a, c)
-    np.testing.assert_allclose(c, ref, rtol=1e-5)
-    if HAVE_EMU:
-        c[:] = 0
-        run_on_host(k, a, c)
-        np.testing.assert_allclose(c, ref, rtol=1e-5)
+    _check_on_ireval_and_host(nest, [A, C], k, a, c, ref, rtol=1e-5)
 
 
 def test_compute_at_inside_thread_loop_and_vector_stores():
@@ -344,12 +339,7 @@ def test_compute_at_inside_thread_loop_and_vector_stores():
     assert "float tc_v1[4];" in k.source                     # lanes computed, then stored
     a = np.random.default_rng(0).random((70, 16)).astype(np.float32)
     c = np.zeros_like(a)
-    build(nest, [A, C], target="ireval")(a, c)
-    np.testing.assert_allclose(c, a * 2 + a * a * 2, rtol=1e-6)
-    if HAVE_EMU:
-        c[:] = 0
-        run_on_host(k, a, c)
-        np.testing.assert_allclose(c, a * 2 + a * a * 2, rtol=1e-6)
+    _check_on_ireval_and_host(nest, [A, C], k, a, c, a * 2 + a * a * 2, rtol=1e-6)
 
 
 def test_let_expression_is_emitted_as_a_scoped_value():
@@ -468,12 +458,7 @@ def test_buffer_shared_by_nested_thread_loops_gets_a_slice_per_outer_thread_and_
     assert k.kernels[0].shared_bytes == 2048
     a = np.arange(64, dtype=np.float32).reshape(8, 8)
     y = np.zeros_like(a)
-    build(nest, [A, Y], target="ireval")(a, y)
-    np.testing.assert_array_equal(y, a[:, ::-1])
-    if HAVE_EMU:
-        y[:] = 0
-        run_on_host(k, a, y)
-        np.testing.assert_array_equal(y, a[:, ::-1])
+    _check_on_ireval_and_host(nest, [A, Y], k, a, y, a[:, ::-1])
 
 
 def _shared_then_serial_loop_nest(accumulate: bool):
@@ -517,12 +502,7 @@ def test_barrier_for_data_written_before_a_serial_loop_is_placed_before_the_loop
     a = np.random.default_rng(0).standard_normal((4, 32)).astype(np.float32)
     ref = sum(np.roll(a.astype(np.float64), -s, axis=1) for s in range(8))
     y = np.zeros_like(a)
-    build(nest, [A, Y], target="ireval")(a, y)
-    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
-    if HAVE_EMU:
-        y[:] = 0
-        run_on_host(k, a, y)
-        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+    _check_on_ireval_and_host(nest, [A, Y], k, a, y, ref, rtol=1e-5, atol=1e-5)
     if HAVE_NVCC:
         assert k.compile(["sm_80"])["sm_80"]["kernels"]["k0_Y"]["barriers"] == 1
 
@@ -538,12 +518,7 @@ def test_serial_loop_needing_a_barrier_per_iteration_gets_no_extra_one_before_it
     a = np.random.default_rng(1).standard_normal((4, 32)).astype(np.float32)
     ref = np.broadcast_to(2.0 * a[:, None, ::-1], (4, 8, 32))
     y = np.zeros((4, 8, 32), np.float32)
-    build(nest, [A, Y2], target="ireval")(a, y)
-    np.testing.assert_allclose(y, ref, rtol=1e-6)
-    if HAVE_EMU:
-        y[:] = 0
-        run_on_host(k, a, y)
-        np.testing.assert_allclose(y, ref, rtol=1e-6)
+    _check_on_ireval_and_host(nest, [A, Y2], k, a, y, ref, rtol=1e-6)
 
 
 def test_refuses_data_exchange_where_a_barrier_would_be_divergent():
