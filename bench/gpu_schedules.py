@@ -153,6 +153,23 @@ def elementwise_gpu(nest: LoopNest, spec: Spec, threads: int = 256, per_thread: 
     thread_strided(nest, rest, threads)
 
 
+def _row_block_with_shared_x(nest: LoopNest, spec: Spec, stats, threads: int | None):
+    """The common start of the row schedules: ``compute_at`` each of ``stats`` (in order)
+    into the row loop of the output, bind that loop to blockIdx.x, and copy the row of X
+    into shared memory with a thread-strided (coalesced) loop. Returns ``(Y, row loop,
+    threads per block)``."""
+    (Y,) = spec.outputs
+    X = spec.args[0]
+    T = threads or _row_threads(int(X.shape[1]))
+    i, _ = nest.get_loops_for(Y)
+    for t in stats:
+        nest.compute_at(t, i)
+    nest.set_gpu_block_index(i, 0)
+    nest.cache_accesses(X, "X_sh", i)
+    thread_strided(nest, _loop_named(nest, "X_sh_i1"), T)
+    return Y, i, T
+
+
 def softmax_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
     """Row softmax, one block per row, the row kept in shared memory.
 
@@ -163,17 +180,8 @@ def softmax_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
     traffic is the minimum, one read and one write per element; every loop over the row is
     thread-strided so each warp touches 32 consecutive floats. Two rows of floats live in
     shared memory, so rows up to about 6000 columns fit the 48 KiB a block may use."""
-    (Y,) = spec.outputs
     mx, e, s = _tensor(nest, "mx"), _tensor(nest, "e"), _tensor(nest, "s")
-    X = spec.args[0]
-    n = int(X.shape[1])
-    T = threads or _row_threads(n)
-    i, _ = nest.get_loops_for(Y)
-    for t in (s, e, mx):
-        nest.compute_at(t, i)
-    nest.set_gpu_block_index(i, 0)
-    nest.cache_accesses(X, "X_sh", i)
-    thread_strided(nest, _loop_named(nest, "X_sh_i1"), T)
+    Y, i, T = _row_block_with_shared_x(nest, spec, (s, e, mx), threads)
     parts = block_reduce(nest, mx, T) + block_reduce(nest, s, T)
     thread_strided(nest, nest.get_loops_for(e)[-1], T)
     thread_strided(nest, nest.get_loops_for(Y)[-1], T)
@@ -188,17 +196,8 @@ def layernorm_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> Non
     shared-memory tree); the output loop is thread-strided (coalesced loads of G and Bb and
     stores of Y). Two passes over the shared row keep the variance exact (no E[x^2]-E[x]^2
     cancellation)."""
-    (Y,) = spec.outputs
     mean, var = _tensor(nest, "mean"), _tensor(nest, "var")
-    X = spec.args[0]
-    n = int(X.shape[1])
-    T = threads or _row_threads(n)
-    i, _ = nest.get_loops_for(Y)
-    nest.compute_at(var, i)
-    nest.compute_at(mean, i)
-    nest.set_gpu_block_index(i, 0)
-    nest.cache_accesses(X, "X_sh", i)
-    thread_strided(nest, _loop_named(nest, "X_sh_i1"), T)
+    Y, i, T = _row_block_with_shared_x(nest, spec, (var, mean), threads)
     parts = block_reduce(nest, mean, T) + block_reduce(nest, var, T)
     thread_strided(nest, nest.get_loops_for(Y)[-1], T)
     _cache_rows(nest, [mean, var] + parts, i)
