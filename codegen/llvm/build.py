@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Any, Sequence
 
 import numpy as np
@@ -304,6 +305,24 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
     registers and skip run-time alias checks; the kernel checks that assumption on every call
     (a few comparisons of address ranges) and runs a variant compiled with ``noalias=False``
     when a written array overlaps another one, so aliasing arguments stay correct.
+
+    Options of the wrong type raise ``BuildError`` naming the option.
+
+    >>> import numpy as np
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> from codegen.kernel import make_params
+    >>> A = Buffer("A", (4,), "float32")
+    >>> nest = LoopNest([Compute("B", (4,), lambda i: A[i] * A[i] - 1.0)]).prepare_for_codegen()
+    >>> k = build_llvm(nest, make_params(nest, [A, nest.outputs[0]]), fp_contract=False)
+    >>> "contract" in k.source      # every operation rounded, as IREval does
+    False
+    >>> b = np.zeros(4, np.float32); k(np.arange(4, dtype=np.float32), b); b.tolist()
+    [-1.0, 0.0, 3.0, 8.0]
+    >>> build_llvm(nest, make_params(nest, [A, nest.outputs[0]]), fp_contract="no")
+    Traceback (most recent call last):
+    ...
+    codegen.kernel.BuildError: fp_contract must be a bool, got 'no'
     """
     from . import runtime
     from .emit import RESERVED_SYMBOLS
@@ -318,8 +337,14 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
         raise BuildError(f"fast_math must be a bool, got {fast_math!r}")
     if not isinstance(fp_contract, bool):
         raise BuildError(f"fp_contract must be a bool, got {fp_contract!r}")
-    if opt_level not in (0, 1, 2, 3):
+    if isinstance(opt_level, bool) or opt_level not in (0, 1, 2, 3):
         raise BuildError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+    if not isinstance(cache, bool):
+        raise BuildError(f"cache must be a bool, got {cache!r}")
+    if noalias is not None and not isinstance(noalias, bool):
+        raise BuildError(f"noalias must be a bool or None, got {noalias!r}")
+    if cache_dir is not None and cache_dir is not False and not isinstance(cache_dir, (str, os.PathLike)):
+        raise BuildError(f"cache_dir must be a path (str or os.PathLike), got {cache_dir!r}")
     if parallel_runtime is not None and parallel_runtime not in RUNTIMES:
         raise BuildError(f"unknown parallel_runtime {parallel_runtime!r}; expected one of {RUNTIMES}")
     rt = "serial"

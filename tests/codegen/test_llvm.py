@@ -735,6 +735,11 @@ def test_unknown_option_is_rejected():
         build(LoopNest([B]), [A, B], target="llvm", no_such_option=1)
     with pytest.raises(BuildError, match="parallel_runtime"):
         build(LoopNest([B]), [A, B], target="llvm", parallel_runtime="tbb")
+    # options of the wrong type are refused by name (a truthy string is not taken as True)
+    for opt, bad in (("fast_math", 1), ("opt_level", True), ("opt_level", 4), ("cache", "no"),
+                     ("noalias", "no"), ("cache_dir", 42)):
+        with pytest.raises(BuildError, match=opt):
+            build(LoopNest([B]), [A, B], target="llvm", **{opt: bad})
 
 
 def test_argument_errors_name_the_argument():
