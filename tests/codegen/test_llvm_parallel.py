@@ -178,32 +178,45 @@ def test_serial_runtime_and_source_shape():
         assert np.array_equal(b, a + 1)
 
 
-@pytest.mark.skipif(not gomp_available() or not hasattr(os, "fork"), reason="needs libgomp and fork")
-def test_gomp_kernels_keep_working_in_a_forked_child():
-    # libgomp hangs in a child forked after it ran; the kernels switch to the thread pool there
-    script = textwrap.dedent("""
+def _run_fork_script(runtime: str, child_calls: int, **env) -> subprocess.CompletedProcess:
+    """Build ``B = A * 2`` with a parallel loop on ``runtime`` in a fresh interpreter, run it,
+    fork, run it ``child_calls`` times in the child and print the child's exit code (0: every
+    result right)."""
+    script = textwrap.dedent(f"""
         import os, sys, numpy as np
         from loopnest import LoopNest
         from loopnest.stmt import ForKind, StmtMutator
         from te import Buffer, Compute, float32
         from codegen import build
+        from codegen.llvm import set_num_threads
         class P(StmtMutator):
             def visit_For(self, s):
                 return self.generic(s).replace(kind=ForKind.PARALLEL)
+        set_num_threads(2)
         A = Buffer("A", (1000,), float32); B = Compute("B", (1000,), lambda i: A[i] * 2.0)
         nest = LoopNest([B]).prepare_for_codegen(); nest.root = P().visit(nest.root)
-        k = build(nest, [A, B], target="llvm", parallel_runtime="gomp")
+        k = build(nest, [A, B], target="llvm", parallel_runtime={runtime!r})
         a = np.arange(1000, dtype=np.float32); b = np.zeros(1000, np.float32); k(a, b)
+        assert np.array_equal(b, a * 2)
         pid = os.fork()
         if pid == 0:
-            c = np.zeros(1000, np.float32); k(a, c)
-            os._exit(0 if np.array_equal(c, a * 2) else 3)
+            ok = True
+            for _ in range({child_calls}):
+                c = np.zeros(1000, np.float32); k(a, c)
+                ok = ok and np.array_equal(c, a * 2)
+            os._exit(0 if ok else 3)
         _, status = os.waitpid(pid, 0)
         print("child", os.waitstatus_to_exitcode(status))
     """)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=root, TE_LLVM_PARALLEL_RUNTIME="", OMP_NUM_THREADS="2")
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    env = dict(os.environ, PYTHONPATH=root, TE_LLVM_PARALLEL_RUNTIME="", **env)
+    return subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(not gomp_available() or not hasattr(os, "fork"), reason="needs libgomp and fork")
+def test_gomp_kernels_keep_working_in_a_forked_child():
+    # libgomp hangs in a child forked after it ran; the kernels switch to the thread pool there
+    proc = _run_fork_script("gomp", 1, OMP_NUM_THREADS="2")
     assert "child 0" in proc.stdout, proc.stdout + proc.stderr
 
 
@@ -252,32 +265,5 @@ def test_pool_many_short_loops_with_changing_team_sizes():
 @pytest.mark.skipif(not pool_available() or not hasattr(os, "fork"), reason="needs the pool and fork")
 def test_pool_kernels_keep_working_in_a_forked_child():
     # the pool's workers do not survive fork: the child starts its own
-    script = textwrap.dedent("""
-        import os, sys, numpy as np
-        from loopnest import LoopNest
-        from loopnest.stmt import ForKind, StmtMutator
-        from te import Buffer, Compute, float32
-        from codegen import build
-        from codegen.llvm import set_num_threads
-        class P(StmtMutator):
-            def visit_For(self, s):
-                return self.generic(s).replace(kind=ForKind.PARALLEL)
-        set_num_threads(2)
-        A = Buffer("A", (1000,), float32); B = Compute("B", (1000,), lambda i: A[i] * 2.0)
-        nest = LoopNest([B]).prepare_for_codegen(); nest.root = P().visit(nest.root)
-        k = build(nest, [A, B], target="llvm", parallel_runtime="pool")
-        a = np.arange(1000, dtype=np.float32); b = np.zeros(1000, np.float32); k(a, b)
-        pid = os.fork()
-        if pid == 0:
-            ok = True
-            for _ in range(50):
-                c = np.zeros(1000, np.float32); k(a, c)
-                ok = ok and np.array_equal(c, a * 2)
-            os._exit(0 if ok else 3)
-        _, status = os.waitpid(pid, 0)
-        print("child", os.waitstatus_to_exitcode(status))
-    """)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=root, TE_LLVM_PARALLEL_RUNTIME="")
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    proc = _run_fork_script("pool", 50)
     assert "child 0" in proc.stdout, proc.stdout + proc.stderr
