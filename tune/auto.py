@@ -44,6 +44,7 @@ __all__ = ["auto_space", "classify", "CONTRACTION_ORDERS"]
 # orders of the tile loops of a contraction: i = row tiles, j = vector (column) tiles,
 # K = reduction slices (with the reduction loops before the sliced one)
 CONTRACTION_ORDERS = ("jKi", "ijK", "Kji", "iKj")
+_ORDERS_WITHOUT_K = ("jKi", "ijK")    # the distinct orders when there are no K loops
 VECTOR_WIDTHS = (4, 8, 16)
 
 
@@ -55,6 +56,12 @@ def _uses(e, v: Var) -> bool:
     found = []
     walk(e, lambda n: found.append(1) if n is v else None)
     return bool(found)
+
+
+def _sliced_loop(t: Tensor) -> int:
+    """The position of a contraction's largest reduction loop (the one cut into slices)."""
+    red = [_extent(d) for d in t.reduce_dims]
+    return max(range(len(red)), key=lambda r: red[r] or 0)
 
 
 def classify(t: Tensor) -> str:
@@ -134,7 +141,7 @@ class _Template:
         """
         name = t.name
         red = [_extent(d) for d in t.reduce_dims]
-        kk = max(range(len(red)), key=lambda r: red[r] or 0)
+        kk = _sliced_loop(t)
         ns = len(dims)
         lanes = max(1, 256 // t.dtype.bits) if t.dtype.is_float else 1
         k: dict[str, Any] = {"kk": kk, "lanes": lanes, "reg_o": 1, "n_small_red": len(red) - kk - 1}
@@ -146,9 +153,11 @@ class _Template:
         fits = [v for v in (1, 2, 3, 4) if lanes * v <= width] if lanes > 1 else []
         vec_opts = [v for v in fits if width % (lanes * v) == 0] or fits
         k["vec_n"] = cfg.choice(f"{name}.vec_n", vec_opts or [0])
-        k["kc"] = cfg.choice(f"{name}.kc", [0] + [c for c in (16, 32, 64, 128, 256, 512)
-                                                         if red[kk] and red[kk] % c == 0 and c < red[kk]])
-        k["order"] = cfg.choice(f"{name}.order", CONTRACTION_ORDERS)
+        kcs = [0] + [c for c in (16, 32, 64, 128, 256, 512) if red[kk] and red[kk] % c == 0 and c < red[kk]]
+        k["kc"] = cfg.choice(f"{name}.kc", kcs)
+        # without reduction slices or reduction loops before the sliced one there are no K
+        # loops: "Kji" would schedule what "jKi" does, "iKj" what "ijK" does
+        k["order"] = cfg.choice(f"{name}.order", CONTRACTION_ORDERS if kk or len(kcs) > 1 else _ORDERS_WITHOUT_K)
         k["pack_buffer"] = self._pack_candidate(t)
         k["pack"] = cfg.flag(f"{name}.pack") if k["pack_buffer"] else False
         k["unroll_r"] = cfg.flag(f"{name}.unroll_r") if kk + 1 < len(red) else False
@@ -202,6 +211,9 @@ class _Template:
                 v.update(pick(f"{n}.reg_i", reg_i))
                 v.update(pick(f"{n}.vec_n", vec_n, 1))
                 v.update(pick(f"{n}.kc", kc, 256, 0))
+                if not v.get(f"{n}.kc") and not _sliced_loop(t):
+                    # no K loops: the order without K ("iKj" schedules what "ijK" does)
+                    order = next(o for o in _ORDERS_WITHOUT_K if o.replace("K", "") == order.replace("K", ""))
                 v.update(pick(f"{n}.order", order))
             if v not in out:
                 out.append(v)
@@ -328,7 +340,6 @@ class _Template:
             for lp in inner_red[1:][::-1]:
                 nest.unroll(lp)
         return tile_outer[0]
-        return outermost
 
     @staticmethod
     def _leftover_columns(nest, t: Tensor, spatial: list, j_rest, n_red: int, par: bool) -> list:

@@ -247,3 +247,14 @@ def test_set_seeds_checks_values():
         s.set_seeds([{"a": 5}])
     with pytest.raises(SpaceError, match="unknown knobs"):
         s.set_seeds([{"zz": 1}])
+
+
+def test_contraction_orders_and_seeds_schedule_distinct_nests():
+    from tune.auto import CONTRACTION_ORDERS
+    # no reduction slices (16 input channels) and no reduction loop before the sliced one: no K loops
+    sc = auto_space(conv2d(1, 8, 10, 16, 8).outputs)
+    assert sc.knob("O.order").options == ("jKi", "ijK")
+    assert auto_space(matmul(32, 32, 32).outputs).knob("C.order").options == CONTRACTION_ORDERS
+    for s in (sc, auto_space(matmul(64, 64, 64).outputs)):
+        traces = [s.apply(p).history_json() for p in s.seeds]
+        assert len(traces) >= 5 and len(set(traces)) == len(traces)
