@@ -121,3 +121,31 @@ def test_default_reference_is_the_unscheduled_nest(reference):
     want = t.inputs["A"].astype(np.float64) @ t.inputs["B"]
     np.testing.assert_allclose(t.reference["C"], want, rtol=1e-5, atol=1e-5)
     assert "unscheduled nest" in t.reference_source
+
+
+def _vec_or_not(cfg, nest):
+    """A schedule with a knob that changes nothing: points (v, False) and (v, True) give the same trace."""
+    i, j = nest.get_loops_for(nest.outputs[0])
+    f = cfg.split("v", None, [4, 8])
+    cfg.flag("unused")
+    if not cfg.defining:
+        nest.vectorize(nest.split_with_tail(j, f)[1])
+
+
+def test_points_with_the_same_schedule_in_one_batch_are_measured_once(tmp_path):
+    _have_target()
+    from tune.space import ScheduleSpace
+    from tune.workloads import elementwise
+    w = elementwise(8, 16)
+    space = ScheduleSpace(_vec_or_not, w.outputs)
+    assert space.size == 4
+    _, _, result = autotune(w.outputs, w.args, target=TARGET, trials=5, db=tmp_path / "d.db", space=space,
+                            strategy="grid", reference=w.reference, repeats=1, min_repeat_s=0.0, progress=False,
+                            return_result=True)
+    # the baseline and the 4 points in one batch: 3 distinct schedules, each measured once
+    assert len(result.records) == 5 and result.measured == 3 and result.reused == 2
+    assert Database(tmp_path / "d.db").count() == 3
+    # a repeat reports the record of the candidate measured with it
+    traces = [r.trace for r in result.records]
+    assert traces[0] == "[]" and traces[1] == traces[3] != traces[2] == traces[4] != "[]"
+    assert result.records[3] is result.records[1] and result.records[4] is result.records[2]
