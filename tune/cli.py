@@ -26,7 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("kernel", nargs="?", choices=sorted(WORKLOADS), help="kernel to tune")
     p.add_argument("--trials", type=int, default=20, help="candidates to try (default 20)")
     p.add_argument("--db", default=None, help="records database file (SQLite); omit for memory only")
-    p.add_argument("--target", default="llvm", choices=["llvm", "ireval", "cuda"], help="codegen target")
+    p.add_argument("--target", default="llvm", choices=["llvm", "ireval"],
+                   help="codegen target (the automatic space schedules CPU targets; tune CUDA kernels from a "
+                        "script with a schedule function that binds blocks and threads)")
     p.add_argument("--strategy", default="model", choices=["model", "evolutionary", "random", "grid"])
     p.add_argument("-p", "--param", action="append", default=[], metavar="NAME=VALUE",
                    help="kernel parameter, e.g. -p M=256 (see --list-params)")

@@ -451,6 +451,8 @@ class LocalExecutor(cf.Executor):
         job.deadline = None if limit is None else time.monotonic() + float(limit)
 
     def _died(self, w: _Worker):
+        if w.proc.exitcode is None:
+            w.proc.join(timeout=2.0)   # its pipe can close before the process is reaped
         code = w.proc.exitcode
         job = w.job
         phase = job.phase if job is not None else None

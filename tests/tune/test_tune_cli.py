@@ -20,6 +20,14 @@ def test_bad_parameter():
         main(["matmul", "-p", "Q=3"])
 
 
+def test_cuda_is_not_offered(capsys):
+    """The command line tunes with the automatic space, which schedules CPU targets only:
+    asking for cuda is an argument error, not a traceback from the space."""
+    with pytest.raises(SystemExit) as e:
+        main(["matmul", "--target", "cuda"])
+    assert e.value.code == 2 and "invalid choice: 'cuda'" in capsys.readouterr().err
+
+
 def test_tune_elementwise_from_the_command_line(tmp_path, capsys):
     db, out = tmp_path / "cli.db", tmp_path / "cli.jsonl"
     rc = main(["elementwise", "-p", "rows=8", "-p", "cols=16", "--trials", "3", "--db", str(db), "--target", TARGET,

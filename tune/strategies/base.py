@@ -44,8 +44,7 @@ class Strategy:
         not proposed yet first, then the strategy's own."""
         n = max(0, int(n))
         out = [p for p in getattr(self.space, "seeds", ()) if p not in self.proposed][:n]
-        for p in out:
-            self.proposed.add(p)
+        self.proposed.update(out)          # before _propose, so the strategy does not repeat them
         if len(out) < n:
             out += self._propose(n - len(out))
         for p in out:
