@@ -34,6 +34,8 @@ def build(nest, args: Sequence[Any], target: str = "ireval", **options) -> Kerne
         raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
     if not getattr(nest, "prepared", False):
         nest = nest.copy().prepare_for_codegen()
+    from loopnest.passes import legalize_for_target
+    nest = legalize_for_target(nest, target)
     params = make_params(nest, list(args))
     if target == "ireval":
         from .ireval import build_ireval

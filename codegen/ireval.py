@@ -1,11 +1,11 @@
 """IREval: the reference interpreter, the executable specification of the IR.
 
 Every other backend is checked against IREval, so it implements the semantics of
-``tir-language-spec.txt`` exactly and checks what compiled code cannot afford to check:
+``docs/semantics.md`` exactly and checks what compiled code cannot afford to check:
 
 * integers wrap around at their width (int8..int64, uint8..uint64); ``Div``/``Mod`` truncate
   toward zero (C), ``FloorDiv``/``FloorMod`` round toward minus infinity; an integer division
-  by zero raises ``ZeroDivisionError`` naming the expression; ``INT_MIN / -1`` wraps to INT_MIN;
+  or remainder by zero is 0; ``INT_MIN / -1`` wraps to INT_MIN (``INT_MIN % -1`` is 0);
 * float32/float64 arithmetic is IEEE in the dtype's precision (numpy scalar/array ops);
   float16, bfloat16, tf32 and float8 values are computed in float32 and rounded back to their
   format after every operation (and after every intrinsic call) with ``te.lowprec.convert``
@@ -909,11 +909,14 @@ class _Compiler:
 
 
 def _int_div_fn(t, dt: Dtype, where: str) -> Callable[[Any, Any], Any]:
-    """Integer Div/Mod (C, truncating) and FloorDiv/FloorMod, raising on division by zero."""
-    def zero():
-        return ZeroDivisionError(f"IREval: integer division by zero in `{where}`")
+    """Integer Div/Mod (C, truncating) and FloorDiv/FloorMod with the language's rule for the
+    edge cases (``loopnest.legalize``): a division or remainder by 0 is 0, ``INT_MIN / -1``
+    wraps to INT_MIN and ``INT_MIN % -1`` is 0."""
+    is_div = t in (E.Div, E.FloorDiv)
 
     def scalar(a: int, b: int):
+        if b == 0:
+            return 0
         if t is E.FloorDiv:
             return a // b
         if t is E.FloorMod:
@@ -927,29 +930,34 @@ def _int_div_fn(t, dt: Dtype, where: str) -> Callable[[Any, Any], Any]:
 
     def div(a, b):
         if type(a) is np.ndarray or type(b) is np.ndarray:
-            if np.any(np.asarray(b) == 0):
-                raise zero()
-            if arr_op is None:          # truncating division: exact as (a - fmod(a, b)) / b
-                return (a - np.fmod(a, b)) // b
-            return arr_op(a, b)
-        ib = int(b)
-        if ib == 0:
-            raise zero()
-        return _wrap_int(scalar(int(a), ib), dt)
+            zero = np.asarray(b) == 0
+            if dt.kind == "int":      # x / -1 is -x (wrapping at INT_MIN), x % -1 is 0: no overflow trap
+                neg1 = np.asarray(b) == -1
+                safe = np.where(zero | neg1, 1, b).astype(np.asarray(b).dtype)
+            else:
+                neg1, safe = None, np.where(zero, 1, b).astype(np.asarray(b).dtype)
+            with np.errstate(over="ignore"):
+                if arr_op is None:          # truncating division: exact as (a - fmod(a, b)) / b
+                    r = (a - np.fmod(a, safe)) // safe
+                else:
+                    r = arr_op(a, safe)
+                if is_div and neg1 is not None and np.any(neg1):
+                    r = np.where(neg1, 0 - np.asarray(a), r)
+            if np.any(zero) or (neg1 is not None and np.any(neg1)):
+                r = np.where(zero, 0, r).astype(np.result_type(a, b))
+            return r
+        return _wrap_int(scalar(int(a), int(b)), dt)
     return div
 
 
 def _may_raise(e: E.Expr) -> bool:
-    """Could evaluating ``e`` raise (a load, or an integer division)? Such expressions
-    under a guard are evaluated only on the iterations that take the guard."""
+    """Could evaluating ``e`` raise (it loads, and a load may be out of bounds)? Such
+    expressions under a guard are evaluated only on the iterations that take the guard."""
     found = []
 
     def f(n):
         if isinstance(n, (E.Load, _LaneOf)):
             found.append(1)
-        elif isinstance(n, (E.Div, E.Mod, E.FloorDiv, E.FloorMod)) and n.dtype.is_integer:
-            if not (isinstance(n.b, E.IntImm) and n.b.value != 0):
-                found.append(1)
     E.walk(e, f)
     return bool(found)
 

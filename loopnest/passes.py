@@ -4,11 +4,13 @@ Each pass takes ``(nest, root)`` and returns the new root. With ``dump=True`` (o
 ``LOOPNEST_DUMP_PASSES=1`` in the environment) the IR is printed before and after each pass.
 
 >>> [name for name, _ in PASSES]
-['simplify', 'flatten_indices', 'vectorize', 'insert_allocations', 'final_simplify', 'verify']
+['simplify', 'flatten_indices', 'vectorize', 'widen_indices', 'insert_allocations', 'final_simplify', 'verify']
 """
 from __future__ import annotations
 
+import copy
 import math
+import os
 import sys
 from typing import Callable
 
@@ -16,6 +18,7 @@ from te.expr import Expr, ExprMutator, IntImm, Load, as_expr, floordiv, floormod
 from te.simplify import simplify
 from te.view import TensorView, view_root
 
+from .legalize import expand_float_min_max, guard_int_division, widen_indices
 from .stmt import Allocate, Block, For, Free, Stmt, StmtMutator, Store, iter_stmts
 
 
@@ -206,21 +209,77 @@ PASSES: list[tuple[str, Callable]] = [
     ("simplify", lambda nest, root: simplify_stmt(root)),
     ("flatten_indices", flatten_indices),
     ("vectorize", vectorize),
+    ("widen_indices", widen_indices),
     ("insert_allocations", insert_allocations),
     ("final_simplify", final_simplify),
     ("verify", verify_pass),
 ]
 
+#: Passes that run after PASSES for one target only: the compiled targets spell out the
+#: language's edge cases that IREval implements directly (see ``loopnest.legalize``).
+TARGET_PASSES: dict[str, list[tuple[str, Callable]]] = {
+    "ireval": [],
+    "llvm": [("guard_int_division", guard_int_division), ("expand_float_min_max", expand_float_min_max),
+             ("verify", verify_pass)],
+    "cuda": [("guard_int_division", guard_int_division), ("expand_float_min_max", expand_float_min_max),
+             ("verify", verify_pass)],
+}
 
-def run_passes(nest, dump: bool = False, out=None) -> Stmt:
-    """Run PASSES over ``nest.root`` and return the prepared root."""
+
+def _verify_each() -> bool:
+    """``LOOPNEST_VERIFY=1``: verify the IR after every pass (the test suite sets it)."""
+    return os.environ.get("LOOPNEST_VERIFY", "") not in ("", "0")
+
+
+def run_passes(nest, dump: bool = False, out=None, passes=None, root: Stmt | None = None) -> Stmt:
+    """Run ``passes`` (default PASSES) over ``root`` (default ``nest.root``) and return the
+    new root. With ``LOOPNEST_VERIFY=1`` the verifier runs after every pass, so a pass that
+    breaks an invariant fails with its own name."""
+    from .errors import VerifyError
     from .printer import stmt_to_str
+    from .verify import verify
     out = out or sys.stderr
-    root = nest.root
-    for name, fn in PASSES:
+    root = nest.root if root is None else root
+    flattened = passes is not None
+    check = _verify_each()
+    for name, fn in (PASSES if passes is None else passes):
         before = root
         root = fn(nest, root)
+        flattened = flattened or name == "flatten_indices"
         if dump:
             print(f"// ---- before {name} ----\n{stmt_to_str(before)}", file=out)
             print(f"// ---- after {name} ----\n{stmt_to_str(root)}", file=out)
+        if check and name != "verify":
+            try:
+                verify(root, nest, flattened=flattened)
+            except VerifyError as exc:
+                raise VerifyError(f"the IR is invalid after pass {name}: {exc}") from exc
     return root
+
+
+def legalize_for_target(nest, target: str, dump: bool | None = None):
+    """A copy of the prepared ``nest`` with ``TARGET_PASSES[target]`` applied (``nest`` itself
+    when it was already legalized for ``target``).
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4,), "int32")
+    >>> nest = LoopNest([Compute("B", (4,), lambda i: A[i] % A[3 - i])]).prepare_for_codegen()
+    >>> print(legalize_for_target(nest, "llvm"))
+    for (int i = 0; i < 4; i++) {
+      B[i] = A[i] % select(A[3 - i] == 0 || A[3 - i] == (-1), 1, A[3 - i]);
+    }
+    """
+    if target not in TARGET_PASSES:
+        raise ValueError(f"unknown target {target!r}; expected one of {sorted(TARGET_PASSES)}")
+    if not getattr(nest, "prepared", False):
+        raise ValueError("legalize_for_target takes a prepared nest: call nest.prepare_for_codegen() first")
+    done = getattr(nest, "_legalized_for", frozenset())
+    if target in done or not TARGET_PASSES[target]:
+        return nest
+    if dump is None:
+        dump = os.environ.get("LOOPNEST_DUMP_PASSES", "") not in ("", "0")
+    new = nest.copy() if hasattr(nest, "copy") else copy.copy(nest)   # hand-built nests in tests
+    new.root = run_passes(nest, dump=dump, passes=TARGET_PASSES[target])
+    new._legalized_for = done | {target}
+    return new

@@ -13,6 +13,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("HYPOTHESIS_PROFILE", "ci")
+# verify the IR after every lowering pass, so a pass that breaks an invariant fails by name
+os.environ.setdefault("LOOPNEST_VERIFY", "1")
 try:
     from hypothesis import HealthCheck, settings
 

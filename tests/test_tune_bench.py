@@ -104,8 +104,8 @@ def test_small_conv2d(tmp_path):
 
 def test_autotune_stops_at_its_time_budget():
     from tune import autotune
-    from tune.workloads import elementwise
-    wl = elementwise(16, 16)
+    from tune.workloads import elementwise, matmul
+    wl = matmul(16, 16, 16)      # a space far larger than what one second can measure, on any machine
     t0 = time.perf_counter()
     _, record, result = autotune(wl.outputs, wl.args, target="llvm", trials=500, strategy="random",
                                  reference=wl.reference, repeats=1, min_repeat_s=0.0, progress=False,
@@ -114,6 +114,7 @@ def test_autotune_stops_at_its_time_budget():
     assert result.out_of_time and 1 <= len(result.records) < 500 and record.ok
     # the first candidate always runs; after the deadline no new one starts
     assert elapsed < 1.0 + 60.0
+    wl = elementwise(16, 16)
     _, _, full = autotune(wl.outputs, wl.args, target="llvm", trials=2, strategy="random", reference=wl.reference,
                           repeats=1, min_repeat_s=0.0, progress=False, return_result=True, time_budget_s=600.0)
     assert not full.out_of_time and len(full.records) == 2

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from loopnest.passes import legalize_for_target
+
 from ..kernel import BuildError, Param
 from .compile import CompileError, nvcc_available, ptxas_report
 from .emit import CudaModuleSpec, KernelSpec, emit_cuda
@@ -54,6 +56,8 @@ def build_cuda(nest, params: Sequence[Param], **options) -> CudaKernel:
     name = options.get("name") or "_".join(t.name for t in getattr(nest, "outputs", [])) or "kernel"
     fast_math = bool(options.get("fast_math", False))
     emit_opts = {k: options[k] for k in ("max_threads_per_block", "max_shared_bytes") if k in options}
+    if getattr(nest, "prepared", False):     # unprepared nests are refused by the emitter
+        nest = legalize_for_target(nest, "cuda")
     module = emit_cuda(nest, params, name, fast_math=fast_math, **emit_opts)
     return CudaKernel(name, list(params), nest.root, module, fast_math=fast_math, arch=options.get("arch"),
                       sync=options.get("sync", True))

@@ -23,6 +23,7 @@ import numpy as np
 
 from te.expr import IntImm, Var
 from te.tensor import Buffer, Tensor
+from loopnest.passes import legalize_for_target
 from loopnest.stmt import For, ForKind, Stmt, Store, iter_stmts
 
 from ..kernel import BuildError, Kernel, Param, sanitize_name
@@ -329,6 +330,8 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
     root = getattr(nest, "root", None)
     if not isinstance(root, Stmt):
         raise BuildError(f"build_llvm needs a prepared LoopNest (with a root statement), got {nest!r}")
+    if getattr(nest, "prepared", False):     # unprepared nests are refused by the emitter
+        nest = legalize_for_target(nest, "llvm")
     name = sanitize_name(name) if name else _kernel_name(nest, params)
     symbol = f"te_{name}"
     if symbol in RESERVED_SYMBOLS:

@@ -13,14 +13,13 @@ array objects instead of data pointers. Semantics follow the TIR spec and the in
 
 * integers wrap around (``add``/``sub``/``mul`` without ``nsw``); ``Div``/``Mod`` are C
   (``sdiv``/``srem``, ``udiv``/``urem``); ``FloorDiv``/``FloorMod`` adjust the C result when
-  the signs differ. Integer division by zero is unspecified by the spec (the interpreter
-  raises); here it never traps: ``x / 0 == 0`` and ``x % 0 == 0``, and ``MIN / -1`` wraps
-  to ``MIN`` (``MIN % -1 == 0``).
+  the signs differ. Division by 0 and ``MIN / -1`` never reach the printer:
+  ``loopnest.legalize.guard_int_division`` spelled them out (docs/semantics.md).
 * float -> int casts saturate (``llvm.fptosi.sat``): NaN -> 0, out of range -> min/max.
 * float16 arithmetic is done in float32 and rounded back after each operation; bfloat16,
   tf32 and float8 values live in float32 registers, rounded to their format (nearest
   even, see ``lowp``) after each operation; bool is ``i1`` in registers, ``i8`` in memory.
-* ``Min``/``Max`` on floats propagate NaN (``llvm.minimum``/``llvm.maximum``, like numpy).
+* float ``Min``/``Max`` arrive as selects (``loopnest.legalize.expand_float_min_max``).
 * a buffer of vector elements (``float32x4``) is stored as consecutive scalars: ``A[i]`` is a
   ``<4 x float>`` load from scalar ``4 * i``; a Ramp index of ``k`` lanes reads ``4 * k``.
 * casts: a float -> float conversion returns a quiet NaN keeping the sign and leading payload
@@ -184,21 +183,6 @@ class _Fn:
 
 def _is_signed(dt: Dtype) -> bool:
     return dt.is_int
-
-
-def _const_int(v: ir.Value):
-    """The int value of a scalar or splat integer constant, else None."""
-    if not isinstance(v, ir.Constant):
-        return None
-    c = v.constant
-    if isinstance(c, int):
-        return c
-    if isinstance(c, (list, tuple)) and c and all(isinstance(x, ir.Constant) and isinstance(x.constant, int)
-                                                  for x in c):
-        vals = {x.constant for x in c}
-        if len(vals) == 1:
-            return vals.pop()
-    return None
 
 
 def _has_load(e: Expr) -> bool:
@@ -1041,8 +1025,9 @@ class _Emitter:
                 if cls is E.Div:
                     return b.fdiv(x, z, flags=fm)
                 raise BuildError(f"{cls.__name__} is not defined on float operands")
-            if cls in (E.Min, E.Max):  # the result is an operand: nothing to round
-                return self.fcall(st, "llvm.minimum" if cls is E.Min else "llvm.maximum", [a, y])
+            if cls in (E.Min, E.Max):
+                raise BuildError(f"a float {cls.__name__} reached the LLVM printer: the nest was not legalized "
+                                 "(loopnest.passes.legalize_for_target(nest, 'llvm') spells it out as selects)")
             return self.float_compute(st, dt, [a, y], op)
         signed = _is_signed(dt)
         if cls is E.Add:
@@ -1074,38 +1059,19 @@ class _Emitter:
         return rnd(st, dt, [a, qb], lambda p, r: b.fsub(p, r, flags=fm))
 
     def int_division(self, st: _Fn, cls, signed: bool, a: ir.Value, y: ir.Value) -> ir.Value:
+        """C division / remainder and their floor variants. The divisor is never 0 nor, for
+        signed types, -1: ``loopnest.legalize.guard_int_division`` rewrote those cases."""
         b = st.b
-        t = a.type
-        zero, one = splat_const(t, 0), splat_const(t, 1)
-        cy = _const_int(y)
-        want_div = cls in (E.Div, E.FloorDiv)
-        if cy is not None and cy != 0 and not (signed and cy == -1):
-            # constant divisor: no guard needed
-            q = (b.sdiv(a, y) if signed else b.udiv(a, y)) if want_div else None
-            r = (b.srem(a, y) if signed else b.urem(a, y)) if (not want_div or (signed and cls is E.FloorDiv)) else None
-            if cls is E.FloorDiv and signed and r is None:
-                r = b.srem(a, y)
-        else:
-            is_zero = b.icmp_unsigned("==", y, zero)
-            bad = is_zero
-            if signed:
-                neg1 = b.icmp_signed("==", y, splat_const(t, -1))
-                bad = b.or_(is_zero, neg1)
-            safe = b.select(bad, one, y)
-            q = b.sdiv(a, safe) if signed else b.udiv(a, safe)
-            if signed:
-                q = b.select(neg1, b.sub(zero, a), q)
-            q = b.select(is_zero, zero, q)
-            r = b.srem(a, safe) if signed else b.urem(a, safe)  # x % 1 == 0 covers y in {0, -1}
-        if cls is E.Div:
-            return q
+        zero, one = splat_const(a.type, 0), splat_const(a.type, 1)
+        if cls is E.Div or (cls is E.FloorDiv and not signed):
+            return b.sdiv(a, y) if signed else b.udiv(a, y)
+        r = b.srem(a, y) if signed else b.urem(a, y)
         if cls is E.Mod or not signed:
-            if cls is E.FloorDiv:
-                return q
             return r
         # floor variants for signed operands: adjust when the remainder and divisor differ in sign
         adjust = b.and_(b.icmp_unsigned("!=", r, zero), b.icmp_signed("<", b.xor(r, y), zero))
         if cls is E.FloorDiv:
+            q = b.sdiv(a, y)
             return b.select(adjust, b.sub(q, one), q)
         return b.select(adjust, b.add(r, y), r)
 

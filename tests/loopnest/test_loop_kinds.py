@@ -159,7 +159,7 @@ def test_lowering_broadcasts_invariants_and_keeps_scalar_loads():
     assert not left
     assert str(p) == """\
 for (int i = 0; i < N; i++) {
-  B[ramp(i * 8, 1, 8)] = exp(A[ramp(i * 8, 1, 8)]) * broadcast(s[i], 8) + select(ramp(0, 1, 8) < broadcast(4, 8), broadcast(1.0f, 8), broadcast(2.0f, 8));
+  B[ramp(int64(i) * int64(8), int64(1), 8)] = exp(A[ramp(int64(i) * int64(8), int64(1), 8)]) * broadcast(s[int64(i)], 8) + select(ramp(0, 1, 8) < broadcast(4, 8), broadcast(1.0f, 8), broadcast(2.0f, 8));
 }"""
 
 

@@ -63,8 +63,9 @@ def test_prepare_for_codegen_flattens_and_allocates():
     text = str(nest)
     assert text.splitlines()[0] == "float32 B[N, 64]; // alloc"
     assert text.splitlines()[-1] == "free(B);"
-    assert "B[i * 64 + j] = A[i * 64 + j] * 2.0f + 1.0f;" in text
-    assert "C[i_1] = C[i_1] + B[i_1 * 64 + k];" in text
+    # N rows: the buffers may exceed 2^31 elements, so their flat indices are int64
+    assert "B[int64(i) * int64(64) + int64(j)] = A[int64(i) * int64(64) + int64(j)] * 2.0f + 1.0f;" in text
+    assert "C[int64(i_1)] = C[int64(i_1)] + B[int64(i_1) * int64(64) + int64(k)];" in text
     with pytest.raises(ScheduleError, match="prepared for codegen"):
         nest.split_with_tail(nest.get_all_loops()[0], 4)
 

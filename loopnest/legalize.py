@@ -1,0 +1,217 @@
+"""Semantic lowering passes: where the language's edge cases are decided, once for every target.
+
+Each pass is a function ``(nest, root) -> root`` listed in ``loopnest.passes`` and shown by the
+pass dumps (``LOOPNEST_DUMP_PASSES=1``). The rules they implement are those of
+``docs/semantics.md``:
+
+* ``widen_indices`` (every target): the flat index of a buffer that can hold 2^31 elements or
+  more (a symbolic dimension, or a constant element count of at least 2^31) is computed in
+  int64, so an index never wraps at 32 bits on any backend;
+* ``guard_int_division`` (compiled targets): integer ``x / 0``, ``x % 0``, ``floordiv(x, 0)``
+  and ``floormod(x, 0)`` are 0; ``INT_MIN / -1`` wraps to ``INT_MIN`` and ``INT_MIN % -1`` is 0.
+  After the pass every integer division divides by a value that is neither 0 nor (signed) -1,
+  which is defined behaviour in C, LLVM and PTX alike;
+* ``expand_float_min_max`` (compiled targets): ``maximum(a, b)`` is ``a`` when ``a > b`` or
+  ``a`` is NaN, else ``b`` (``minimum`` with ``<``): NaN propagates and, of two equal values
+  (``0.0`` and ``-0.0``), the second is returned, as numpy does.
+
+IREval implements the same rules directly on the unexpanded nodes (it is their definition);
+the LLVM and CUDA printers only print the expanded forms.
+
+>>> from te import Buffer, Compute, int32
+>>> from loopnest import LoopNest
+>>> A = Buffer("A", (4,), int32); B = Buffer("B", (4,), int32)
+>>> nest = LoopNest([Compute("Q", (4,), lambda i: A[i] / B[i])]).prepare_for_codegen()
+>>> print(guard_int_division(nest, nest.root))
+for (int i = 0; i < 4; i++) {
+  Q[i] = select(B[i] == 0, 0, select(B[i] == (-1), 0 - A[i], A[i] / select(B[i] == 0 || B[i] == (-1), 1, B[i])));
+}
+"""
+from __future__ import annotations
+
+import math
+
+from te import expr as E
+from te.dtypes import Dtype, int64
+
+from .stmt import Stmt, StmtMutator, Store
+
+__all__ = ["widen_indices", "guard_int_division", "expand_float_min_max", "may_exceed_int32"]
+
+_INT32_LIMIT = 2 ** 31
+
+
+# ------------------------------------------------------------------------------------
+# index width
+# ------------------------------------------------------------------------------------
+def may_exceed_int32(buf) -> bool:
+    """True when ``buf`` can hold 2^31 elements or more: a symbolic dimension, or constant
+    dimensions whose product reaches 2^31.
+
+    >>> from te import Buffer, Var
+    >>> may_exceed_int32(Buffer("A", (43000, 50000), "int8")), may_exceed_int32(Buffer("B", (64, 64)))
+    (True, False)
+    >>> may_exceed_int32(Buffer("C", (Var("N"),)))
+    True
+    """
+    count = 1
+    for d in buf.dims:
+        if not isinstance(d, E.IntImm):
+            return True
+        count *= d.value
+    return count * buf.dtype.lanes >= _INT32_LIMIT
+
+
+def _wide(dt: Dtype) -> Dtype:
+    return int64.with_lanes(dt.lanes)
+
+
+def _widen(e: E.Expr) -> E.Expr:
+    """``e`` computed in int64: arithmetic nodes are rebuilt on widened operands, anything
+    else (variables, loads, calls, casts) is cast to int64 at the leaf."""
+    dt = e.dtype
+    if not dt.is_integer or dt.bits == 64:
+        return e
+    if isinstance(e, E.IntImm):
+        return E.IntImm(e.value, int64)
+    if isinstance(e, (E.Add, E.Sub, E.Mul, E.Div, E.Mod, E.FloorDiv, E.FloorMod, E.Min, E.Max)):
+        return type(e)(_widen(e.a), _widen(e.b))
+    if type(e) in (E.Select, E.IfThenElse):
+        return type(e)(e.cond, _widen(e.t), _widen(e.f))
+    if isinstance(e, E.Ramp):
+        return E.Ramp(_widen(e.base), _widen(e.stride), e.lanes)
+    if isinstance(e, E.Broadcast):
+        return E.Broadcast(_widen(e.value), e.lanes)
+    return E.Cast(_wide(dt), e)
+
+
+class _WidenExpr(E.ExprMutator):
+    def visit_Load(self, e: E.Load) -> E.Expr:
+        e = self.generic(e)
+        if len(e.indices) == 1 and may_exceed_int32(e.buffer):
+            return e.replace(indices=(_widen(e.indices[0]),))
+        return e
+
+
+class _WidenStmt(StmtMutator):
+    def __init__(self):
+        self.ex = _WidenExpr()
+
+    def visit_expr(self, e):
+        return self.ex.visit(e)
+
+    def visit_Store(self, s: Store):
+        idx = tuple(self.ex.visit(i) for i in s.indices)
+        if len(idx) == 1 and may_exceed_int32(s.buffer):
+            idx = (_widen(idx[0]),)
+        return s.replace(indices=idx, value=self.ex.visit(s.value))
+
+
+def widen_indices(nest, root: Stmt) -> Stmt:
+    """Flat indices of buffers that may hold 2^31 elements or more are computed in int64.
+
+    Before: ``B[i * N + j] = A[i * N + j]`` (int32 arithmetic, wraps past 2^31).
+    After: ``B[int64(i) * int64(N) + int64(j)] = A[int64(i) * int64(N) + int64(j)]``.
+    Buffers whose constant size is below 2^31 elements keep int32 indices (cheaper on GPUs).
+    """
+    return _WidenStmt().visit(root)
+
+
+# ------------------------------------------------------------------------------------
+# integer division
+# ------------------------------------------------------------------------------------
+def _const_divisor(b: E.Expr) -> int | None:
+    if isinstance(b, E.IntImm):
+        return b.value
+    if isinstance(b, E.Broadcast) and isinstance(b.value, E.IntImm):
+        return b.value.value
+    return None
+
+
+def _zero(dt: Dtype) -> E.Expr:
+    return E.const(0, dt)
+
+
+def _guard_division(e: E.BinaryOp) -> E.Expr:
+    a, b = e.a, e.b
+    dt = e.dtype
+    signed = dt.kind == "int"
+    is_div = isinstance(e, (E.Div, E.FloorDiv))
+    c = _const_divisor(b)
+    if c is not None:
+        if c == 0:
+            return _zero(dt)
+        if c == -1 and signed:
+            return E.Sub(_zero(dt), a) if is_div else _zero(dt)
+        return e
+    is_zero = b.eq(0)
+    bad = E.Or(is_zero, b.eq(-1)) if signed else is_zero
+    safe = E.Select(bad, E.const(1, dt), b)
+    divided = type(e)(a, safe)
+    if not is_div:
+        return divided               # x % 1 == 0 covers a divisor of 0 or -1
+    if signed:
+        divided = E.Select(b.eq(-1), E.Sub(_zero(dt), a), divided)
+    return E.Select(is_zero, _zero(dt), divided)
+
+
+class _GuardDivision(E.ExprMutator):
+    def _visit_division(self, e):
+        e = self.generic(e)
+        return _guard_division(e) if e.dtype.is_integer else e
+
+    visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = _visit_division
+
+
+class _ExprPass(StmtMutator):
+    def __init__(self, ex: E.ExprMutator):
+        self.ex = ex
+
+    def visit_expr(self, e):
+        return self.ex.visit(e)
+
+
+def guard_int_division(nest, root: Stmt) -> Stmt:
+    """Integer division and remainder by 0 give 0; ``INT_MIN / -1`` wraps to ``INT_MIN``.
+
+    Before: ``Q[i] = A[i] / B[i]``.
+    After: ``Q[i] = select(B[i] == 0, 0, select(B[i] == (-1), 0 - A[i],
+    A[i] / select(B[i] == 0 || B[i] == (-1), 1, B[i])))``.
+    A constant divisor other than 0 and -1 is left alone; ``x / 0`` becomes ``0`` and
+    ``x / -1`` becomes ``0 - x``.
+    """
+    return _ExprPass(_GuardDivision()).visit(root)
+
+
+# ------------------------------------------------------------------------------------
+# float minimum / maximum
+# ------------------------------------------------------------------------------------
+def _is_number(e: E.Expr) -> bool:
+    """A constant that is not NaN."""
+    if isinstance(e, E.Broadcast):
+        e = e.value
+    return isinstance(e, E.FloatImm) and not math.isnan(e.value)
+
+
+class _ExpandMinMax(E.ExprMutator):
+    def _visit_min_max(self, e):
+        e = self.generic(e)
+        if not e.dtype.is_float:
+            return e
+        a, b = e.a, e.b
+        wins = E.GT(a, b) if isinstance(e, E.Max) else E.LT(a, b)
+        if _is_number(a):
+            return E.Select(wins, a, b)
+        return E.Select(wins, a, E.Select(E.Call("isnan", (a,), wins.dtype), a, b))
+
+    visit_Min = visit_Max = _visit_min_max
+
+
+def expand_float_min_max(nest, root: Stmt) -> Stmt:
+    """Float ``maximum`` / ``minimum`` spelled out with numpy's rule.
+
+    Before: ``C[i] = max(A[i], B[i])``.
+    After: ``C[i] = select(A[i] > B[i], A[i], select(isnan(A[i]), A[i], B[i]))``: NaN propagates from
+    either side, and of two equal values (``0.0``, ``-0.0``) the second is the result.
+    """
+    return _ExprPass(_ExpandMinMax()).visit(root)
