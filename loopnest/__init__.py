@@ -8,7 +8,8 @@
 >>> outer, inner, tail = nest.split_with_tail(nest.get_loops_for(B)[0], 8)
 """
 from .errors import LoopNestError, LoweringError, ScheduleError, VerifyError
-from .nest import Loop, LoopNest
+from .loop import Loop
+from .nest import LoopNest
 from .stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store
 
 __all__ = ["LoopNest", "Loop", "ScheduleError", "VerifyError", "LoweringError", "LoopNestError",

@@ -19,11 +19,11 @@ from typing import Any
 from te.tensor import Buffer
 
 from .errors import ScheduleError
+from .loop import Loop
 from .stmt import For
 
 
 def _encode(x: Any) -> Any:
-    from .nest import Loop
     if isinstance(x, Loop):
         return {"loop": x.name}
     if isinstance(x, For):
@@ -40,7 +40,14 @@ def _encode(x: Any) -> Any:
 
 
 def encode_call(nest, op: str, args, kwargs) -> dict:
-    """The history record of ``nest.op(*args, **kwargs)``."""
+    """The history record of ``nest.op(*args, **kwargs)``.
+
+    >>> from te import Compute
+    >>> from loopnest import LoopNest
+    >>> nest = LoopNest([Compute("B", (16,), lambda i: i)]); i, = nest.get_loops_for("B")
+    >>> encode_call(nest, "unroll", (i,), {"factor": 2})
+    {'op': 'unroll', 'args': [{'loop': 'i'}], 'kwargs': {'factor': 2}}
+    """
     return {"op": op, "args": [_encode(a) for a in args], "kwargs": {k: _encode(v) for k, v in kwargs.items()}}
 
 
@@ -57,7 +64,15 @@ def _decode(nest, x: Any) -> Any:
 
 
 def replay(nest, history: Any) -> None:
-    """Apply ``history`` (records, or their JSON text) to ``nest`` in order."""
+    """Apply ``history`` (records, or their JSON text) to ``nest`` in order.
+
+    >>> from te import Compute
+    >>> from loopnest import LoopNest
+    >>> nest = LoopNest([Compute("B", (16,), lambda i: i)])
+    >>> replay(nest, '[{"op": "split_with_mask", "args": [{"loop": "i"}, 4], "kwargs": {}}]')
+    >>> [l.name for l in nest.get_all_loops()]
+    ['i_outer', 'i_inner']
+    """
     if isinstance(history, (str, bytes)):
         history = json.loads(history)
     for k, rec in enumerate(history):

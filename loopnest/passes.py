@@ -20,6 +20,7 @@ from te.view import TensorView, view_root
 
 from .legalize import expand_float_min_max, guard_int_division, widen_indices
 from .stmt import Allocate, Block, For, Free, Stmt, StmtMutator, Store, iter_stmts
+from .vectorize_lowering import lower_vectorized_loops
 
 
 class _SimplifyStmt(StmtMutator):
@@ -131,11 +132,17 @@ def flatten_indices(nest, root: Stmt) -> Stmt:
 
 
 def vectorize(nest, root: Stmt) -> Stmt:
-    """Vectorized loops whose bodies allow it become Ramp/Broadcast vector statements."""
-    try:
-        from .transforms.loop_kinds import lower_vectorized_loops
-    except ImportError:  # transforms not available: vectorized loops stay loops (still correct)
-        return root
+    """Vectorized loops whose bodies allow it become Ramp/Broadcast vector statements
+    (``loopnest.vectorize_lowering``).
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4,), "float32")
+    >>> nest = LoopNest([Compute("B", (4,), lambda i: A[i] + 1.0)])
+    >>> _ = nest.vectorize("i")
+    >>> print(vectorize(nest, nest.root))
+    B[ramp(0, 1, 4)] = A[ramp(0, 1, 4)] + broadcast(1.0f, 4);
+    """
     return lower_vectorized_loops(root)
 
 
@@ -234,7 +241,30 @@ def _verify_each() -> bool:
 def run_passes(nest, dump: bool = False, out=None, passes=None, root: Stmt | None = None) -> Stmt:
     """Run ``passes`` (default PASSES) over ``root`` (default ``nest.root``) and return the
     new root. With ``LOOPNEST_VERIFY=1`` the verifier runs after every pass, so a pass that
-    breaks an invariant fails with its own name."""
+    breaks an invariant fails with its own name.
+
+    An entry is ``(name, fn)`` or ``(name, fn, show)``: a backend's analysis step records its
+    decisions outside the IR (codegen.cuda's plan), and ``show()`` is their text, dumped
+    after the IR.
+
+    >>> import io
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> nest = LoopNest([Compute("B", (2,), lambda i: i * 2)])
+    >>> out = io.StringIO()
+    >>> _ = run_passes(nest, dump=True, out=out, passes=[("noop", lambda n, r: r, lambda: "facts: none")])
+    >>> print(out.getvalue().rstrip())
+    // ---- before noop ----
+    for (int i = 0; i < 2; i++) {
+      B[i] = i * 2;
+    }
+    // ---- after noop ----
+    for (int i = 0; i < 2; i++) {
+      B[i] = i * 2;
+    }
+    // ---- noop: plan ----
+    facts: none
+    """
     from .errors import VerifyError
     from .printer import stmt_to_str
     from .verify import verify
@@ -242,13 +272,15 @@ def run_passes(nest, dump: bool = False, out=None, passes=None, root: Stmt | Non
     root = nest.root if root is None else root
     flattened = passes is not None
     check = _verify_each()
-    for name, fn in (PASSES if passes is None else passes):
+    for name, fn, *show in (PASSES if passes is None else passes):
         before = root
         root = fn(nest, root)
         flattened = flattened or name == "flatten_indices"
         if dump:
             print(f"// ---- before {name} ----\n{stmt_to_str(before)}", file=out)
             print(f"// ---- after {name} ----\n{stmt_to_str(root)}", file=out)
+            if show:
+                print(f"// ---- {name}: plan ----\n{show[0]()}", file=out)
         if check and name != "verify":
             try:
                 verify(root, nest, flattened=flattened)

@@ -1,5 +1,5 @@
-"""Small statement-rewriting helpers shared by the split / inline / compute_at / cache /
-rfactor / dead-store transforms (private to ``loopnest.transforms``).
+"""Small statement-rewriting helpers shared by the transforms (private to
+``loopnest.transforms``; ``loopnest.vectorize_lowering`` uses the arithmetic helpers too).
 
 >>> from te import Var
 >>> i = Var("i")
@@ -14,6 +14,7 @@ from te.expr import (Add, Expr, FloorDiv, FloorMod, IntImm, Load, Mul, Sub, Var,
                      walk)
 from te.simplify import simplify
 
+from ..printer import stmt_to_str
 from ..stmt import Block, Cond, For, Let, Stmt, StmtMutator, Store, iter_stmts, stmt_exprs
 
 
@@ -224,6 +225,20 @@ def loop_path(root: Stmt, pred: Callable[[Stmt], bool]) -> list[list[For]]:
             rec(s.body, path)
     rec(root, [])
     return out
+
+
+def stmt_text(s) -> str:
+    """The first line of ``s`` printed, cut to 60 characters (for error messages).
+
+    >>> from te import Buffer, Var
+    >>> from loopnest.stmt import Block, For, Store
+    >>> A = Buffer("A", (8,), "float32"); i = Var("i")
+    >>> stmt_text(For(i, 0, 8, Block((Store(A, (i,), 1.0),))))
+    'for (int i = 0; i < 8; i++) {'
+    """
+    lines = stmt_to_str(s).splitlines()
+    text = lines[0] if lines else type(s).__name__
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # ------------------------------------------------------------------------------------

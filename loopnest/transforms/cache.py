@@ -24,8 +24,8 @@ from __future__ import annotations
 from te.expr import Expr, ExprMutator, IntImm, Load, Var, check_identifier
 from te.tensor import Buffer
 
-from ..analysis.bounds import access_bounds, writes_cover_box
 from ..errors import ScheduleError
+from ..lazy_analysis import bounds_inference, islpy, polyhedral_domains
 from ..stmt import Block, For, ForKind, Stmt, StmtMutator, Store
 from ._rewrite import add, const_int, free_vars, loop_path, replace_loop, stmt_reads, stmt_writes, sub, tidy
 
@@ -66,10 +66,9 @@ def _exposed_reads(body: Stmt, buf, ranges: dict) -> bool:
     (isl value-based flow); unsure cases count as exposed. ``ranges`` ({Var: (start,
     stop)}) bounds the enclosing loops' variables: with a loop of extent 1, a write
     indexed by 0 covers a read indexed by that loop's variable."""
-    import islpy as isl
-    from ..analysis.domains import analyze
+    isl = islpy()
     try:
-        an = analyze(body)
+        an = polyhedral_domains().analyze(body)
         context = _loop_context(an, ranges)
         accs = an.accesses_of(buf)
         reads = [a for a in accs if not a.is_write]
@@ -105,14 +104,14 @@ def _loop_context(an, ranges: dict):
     """The isl parameter set ``start <= v < stop`` of the loop variables in ``ranges`` that
     are parameters of the analysis ``an`` (bounds that are not affine in its parameters
     are left out, which only makes more reads exposed)."""
-    import islpy as isl
-    from ..analysis.bounds import _affine
+    isl = islpy()
+    affine = bounds_inference()._affine
     env = {id(v): name for name, v in an.params.items()}
     cons = []
     for v, (start, stop) in ranges.items():
         if id(v) not in env:
             continue
-        lo, hi = _affine(start, env), _affine(stop, env)
+        lo, hi = affine(start, env), affine(stop, env)
         if lo is not None:
             cons.append(f"{env[id(v)]} >= {lo}")
         if hi is not None:
@@ -187,12 +186,13 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
     chain = next(iter(loop_path(nest.root, lambda s: s is f))) + [f]
     outer = [g.var for g in chain]
     ranges = {g.var: (g.start, g.stop) for g in chain}
-    bounds = access_bounds(f.body, buf, outer, outer_ranges=ranges)
+    inference = bounds_inference()
+    bounds = inference.access_bounds(f.body, buf, outer, outer_ranges=ranges)
     if writes:
         # filled first when a read may see an older value, or when the copy back would
         # otherwise write elements the body does not
         copy_in = (_exposed_reads(f.body, buf, ranges) if reads else False) or \
-            not writes_cover_box(f.body, buf, bounds, outer, outer_ranges=ranges)
+            not inference.writes_cover_box(f.body, buf, bounds, outer, outer_ranges=ranges)
     else:
         copy_in = True
     if writes and copy_in and not reads and f.kind != ForKind.SERIAL:

@@ -23,8 +23,9 @@ from __future__ import annotations
 from te.expr import IntImm, Load, Var, substitute
 from te.tensor import Buffer, Tensor
 
-from ..analysis.bounds import access_bounds
 from ..errors import ScheduleError
+from ..lazy_analysis import bounds_inference
+from ..loop import Loop
 from ..stmt import Block, For, ForKind, Stmt, Store, iter_stmts, stmt_exprs
 from ._rewrite import (const_int, expr_loads, find_loop, loop_path, remove_stores, replace_loop, stores_to,
                        tidy)
@@ -107,7 +108,8 @@ def _plan(nest, t: Tensor, loop_var: Var) -> Stmt:
     f0 = find_loop(pruned, loop_var)
     chain = next(p for p in loop_path(pruned, lambda s: s is f0)) + [f0]
     ranges = {g.var: (g.start, g.stop) for g in chain}
-    bounds = access_bounds(f0.body, t, [g.var for g in chain], writes=False, outer_ranges=ranges)
+    bounds = bounds_inference().access_bounds(f0.body, t, [g.var for g in chain], writes=False,
+                                              outer_ranges=ranges)
     compute = _region_loops(nest, t, bounds)
     body = f0.body.stmts
     first = next(k for k, s in enumerate(body) if _consumer_reads(s, t))
@@ -134,7 +136,6 @@ def _one_line(s: Stmt) -> str:
 
 def compute_at_candidates(nest, t: Tensor) -> list:
     """The loops (handles, outermost first) at which ``compute_at(t, loop)`` is legal."""
-    from ..nest import Loop
     out = []
     readers = _consumer_reads(nest.root, t)
     if not readers:

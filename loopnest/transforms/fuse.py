@@ -17,26 +17,18 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from te.expr import IntImm, Var
+from te.expr import FloorDiv, FloorMod, IntImm, Var, walk
+from te.printer import expr_to_str
 
 from ..errors import ScheduleError
-from ..stmt import Block, Cond, For, ForKind, Let, Stmt
-from ._rewrite import (const_int, floordiv_c, floormod_c, mul, replace_loop,
+from ..lazy_analysis import legality_checks, polyhedral_domains
+from ..loop import Loop
+from ..stmt import Block, Cond, For, ForKind, Let, Stmt, StmtMutator
+from ._rewrite import (const_int, floordiv_c, floormod_c, mul, replace_loop, stmt_text,
                        substitute_stmt, tidy)
+from .reorder import perfect_chain
 
 __all__ = ["fuse", "flatten", "distribute"]
-
-
-def _loop(nest, var: Var):
-    from ..nest import Loop
-    return Loop(nest, var)
-
-
-def _stmt_text(s: Stmt) -> str:
-    from ..printer import stmt_to_str
-    lines = stmt_to_str(s).splitlines()
-    text = lines[0] if lines else type(s).__name__
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _parent_block(root: Stmt, var: Var):
@@ -79,10 +71,10 @@ def fuse(nest, loops: Sequence):
     ``B[i] = ...`` is refused). Fused parallel / vectorized / GPU loops must still carry no
     dependence. Otherwise ScheduleError naming the loops and the reason.
     """
-    from ..analysis.legality import loops_text
     loops = list(loops)
     names = [l.name for l in loops]
-    what = loops_text(loops)
+    legality = legality_checks()
+    what = legality.loops_text(loops)
     if len(loops) < 2:
         raise ScheduleError(f"fuse needs at least two loops, got {names}")
     if len({id(l.var) for l in loops}) != len(loops):
@@ -103,15 +95,13 @@ def fuse(nest, loops: Sequence):
         if b != a + 1:
             between = block.stmts[a + 1]
             raise ScheduleError(f"cannot fuse {what}: they are not adjacent; "
-                                f"`{_stmt_text(between)}` lies between them")
+                                f"`{stmt_text(between)}` lies between them")
     fors = [block.stmts[k] for k in idx]
     first = fors[0]
-    from ..analysis.domains import provably_equal
-    from te.printer import expr_to_str
     for f in fors[1:]:
         for bound in ("start", "stop"):
             a, b = getattr(first, bound), getattr(f, bound)
-            if not provably_equal(a, b):
+            if not polyhedral_domains().provably_equal(a, b):
                 raise ScheduleError(
                     f"cannot fuse {what}: their bounds differ: loop {first.var.name} runs "
                     f"[{expr_to_str(first.start)}, {expr_to_str(first.stop)}), loop {f.var.name} runs "
@@ -122,8 +112,7 @@ def fuse(nest, loops: Sequence):
         if f.var.dtype != first.var.dtype:
             raise ScheduleError(f"cannot fuse {what}: their variables have different types "
                                 f"({first.var.dtype}, {f.var.dtype})")
-    from ..analysis.legality import check_fuse
-    check_fuse(nest, loops)
+    legality.check_fuse(nest, loops)
     body = list(first.body.stmts)
     for f in fors[1:]:
         body.extend(substitute_stmt(f.body, {f.var: first.var}).stmts)
@@ -135,7 +124,7 @@ def fuse(nest, loops: Sequence):
             raise ScheduleError(f"cannot fuse {what}: the fused loop would be {first.kind}, and {e}") from None
     new_block = Block(block.stmts[:idx[0]] + (fused,) + block.stmts[idx[-1] + 1:])
     nest.root = _replace_block(nest.root, block, new_block)
-    return _loop(nest, first.var)
+    return Loop(nest, first.var)
 
 
 def _recheck_kind(nest, fused: For, block: Block, idx: list) -> None:
@@ -143,16 +132,13 @@ def _recheck_kind(nest, fused: For, block: Block, idx: list) -> None:
     new_block = Block(block.stmts[:idx[0]] + (fused,) + block.stmts[idx[-1] + 1:])
     tmp = nest.copy()
     tmp.root = _replace_block(nest.root, block, new_block)
-    from ..analysis.legality import check_parallelize, check_vectorize
     if fused.kind == ForKind.VECTORIZED:
-        check_vectorize(tmp, fused.var)
+        legality_checks().check_vectorize(tmp, fused.var)
     else:
-        check_parallelize(tmp, fused.var)
+        legality_checks().check_parallelize(tmp, fused.var)
 
 
 def _replace_block(root: Stmt, old: Block, new: Block) -> Stmt:
-    from ..stmt import StmtMutator
-
     class R(StmtMutator):
         def visit_Block(self, b):
             if b is old:
@@ -188,7 +174,6 @@ def flatten(nest, loops: Sequence):
     consecutive, start at 0 (``normalize`` first), have rectangular bounds and one index
     type. The flat loop keeps the loops' kind when they all share one, else it is serial.
     """
-    from .reorder import perfect_chain
     loops = list(loops)
     if not loops:
         raise ScheduleError("flatten: no loops given")
@@ -199,8 +184,7 @@ def flatten(nest, loops: Sequence):
         raise ScheduleError(f"flatten: the loops must be consecutive; loop{'s' if len(missing) > 1 else ''} "
                             f"{', '.join(missing)} between them must be listed too")
     if len(chain) == 1:
-        return _loop(nest, chain[0].var)
-    from te.expr import walk
+        return Loop(nest, chain[0].var)
     chain_vars = {id(f.var) for f in chain}
     dtype = chain[0].var.dtype
     for f in chain:
@@ -232,14 +216,13 @@ def flatten(nest, loops: Sequence):
         kind = ForKind.SERIAL
     new = For(flat, IntImm(0, dtype), total, body, kind, axis)
     nest.root = replace_loop(nest.root, chain[0].var, lambda _: new)
-    return _loop(nest, flat)
+    return Loop(nest, flat)
 
 
 def _div(a, e):
     c = const_int(e)
     if c is not None:
         return floordiv_c(a, c)
-    from te.expr import FloorDiv
     return FloorDiv(a, e)
 
 
@@ -247,7 +230,6 @@ def _mod(a, e):
     c = const_int(e)
     if c is not None:
         return floormod_c(a, c)
-    from te.expr import FloorMod
     return FloorMod(a, e)
 
 
@@ -276,12 +258,11 @@ def distribute(nest, loop):
     if len(stmts) < 2:
         raise ScheduleError(f"cannot distribute loop {loop.name}: its body has {len(stmts)} statement"
                             f"{'' if len(stmts) == 1 else 's'}, there is nothing to split")
-    from ..analysis.legality import check_distribute
-    check_distribute(nest, loop)
+    legality_checks().check_distribute(nest, loop)
     new = [f.replace(body=Block((stmts[0],)))]
     for s in stmts[1:]:
         v = Var(nest.fresh_name(f.var.name), f.var.dtype)
         body = substitute_stmt(Block((s,)), {f.var: v})
         new.append(For(v, f.start, f.stop, body, f.kind, f.axis))
     nest.root = replace_loop(nest.root, f.var, lambda _: new)
-    return [_loop(nest, g.var) for g in new]
+    return [Loop(nest, g.var) for g in new]

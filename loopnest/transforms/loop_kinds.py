@@ -1,5 +1,5 @@
-"""Loop kinds: vectorize, unroll, parallelize, GPU binding, and the vector lowering that
-``prepare_for_codegen`` runs on vectorized loops.
+"""Loop kinds: vectorize, unroll, parallelize, GPU binding. (The vector lowering that
+``prepare_for_codegen`` runs on vectorized loops is ``loopnest.vectorize_lowering``.)
 
 >>> from te import Buffer, Compute
 >>> from loopnest import LoopNest
@@ -14,11 +14,14 @@ parallel for (int i = 0; i < 64; i++) {
 """
 from __future__ import annotations
 
-from te import expr as E
-from te.expr import Broadcast, IntImm, Ramp, Var
+from te.expr import IntImm, Var
+from te.printer import expr_to_str
 
 from ..errors import ScheduleError
-from ..stmt import Block, For, ForKind, Let, Stmt, StmtMutator, Store, iter_stmts
+from ..lazy_analysis import legality_checks
+from ..loop import Loop
+from ..stmt import Block, For, ForKind, Stmt, iter_stmts
+from ..vectorize_lowering import lower_vectorized_loops  # re-exported: it used to live here
 from ._rewrite import add, clone_fresh, floordiv_c, mul, replace_loop, sub, substitute_stmt, tidy
 
 __all__ = ["vectorize", "unroll", "parallelize", "set_gpu_index", "lower_vectorized_loops",
@@ -29,11 +32,6 @@ MAX_UNROLL = 1024
 
 _GPU = (ForKind.GPU_BLOCK, ForKind.GPU_THREAD)
 _AXES = "xyz"
-
-
-def _loop(nest, var: Var):
-    from ..nest import Loop
-    return Loop(nest, var)
 
 
 def _set_kind(nest, f: For, kind: str, axis=None) -> None:
@@ -67,9 +65,8 @@ def vectorize(nest, loop, check: bool = True):
     the dependence check (the extent must still be constant): the caller asserts the loop
     is safe, and the call is recorded with ``check=False`` in the history.
     """
-    from ..analysis.legality import check_vectorize
     f = loop.stmt
-    check_vectorize(nest, loop, check_dependences=check)
+    legality_checks().check_vectorize(nest, loop, check_dependences=check)
     _set_kind(nest, f, ForKind.VECTORIZED)
     return loop
 
@@ -90,11 +87,10 @@ def parallelize(nest, loop, check: bool = True):
     wrote, is private to the iteration and does not count. ``check=False`` skips the check
     (recorded in the history).
     """
-    from ..analysis.legality import check_parallelize
     f = loop.stmt
     _not_gpu(f, "parallelize")
     if check:
-        check_parallelize(nest, loop)
+        legality_checks().check_parallelize(nest, loop)
     _set_kind(nest, f, ForKind.PARALLEL)
     return loop
 
@@ -136,8 +132,7 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
             raise ScheduleError(f"cannot bind loop {loop.name} to {label}: the gpu_block loop {b.var.name} is "
                                 f"inside it; block loops must enclose thread loops")
     if check:
-        from ..analysis.legality import check_gpu_bind
-        check_gpu_bind(nest, loop, label)
+        legality_checks().check_gpu_bind(nest, loop, label)
     _set_kind(nest, f, kind, dim)
     return loop
 
@@ -173,14 +168,12 @@ def unroll(nest, loop, factor: int | None = None):
     Always legal (iterations keep their order). Refused: a GPU-bound loop, a non-constant
     extent for a full unroll, a factor that is not an int >= 1 or not below a constant extent.
     """
-    from ..analysis.legality import constant_extent
     f = loop.stmt
     _not_gpu(f, "unroll")
     v = f.var
-    n = constant_extent(f)
+    n = legality_checks().constant_extent(f)
     if factor is None:
         if n is None:
-            from te.printer import expr_to_str
             raise ScheduleError(f"cannot fully unroll loop {loop.name}: its extent {expr_to_str(f.extent)} "
                                 f"is not a constant; unroll({loop.name}, factor) unrolls by a factor")
         if n > MAX_UNROLL:
@@ -220,190 +213,4 @@ def unroll(nest, loop, factor: int | None = None):
         kind = f.kind if f.kind != ForKind.VECTORIZED else ForKind.SERIAL
         new.append(For(tail, tail_start, f.stop, tail_body, kind))
     nest.root = replace_loop(nest.root, v, lambda _: new)
-    return loop, (_loop(nest, tail) if tail is not None else None)
-
-
-# ------------------------------------------------------------------------------------
-# vector lowering (prepare_for_codegen's "vectorize" pass)
-# ------------------------------------------------------------------------------------
-def lower_vectorized_loops(root: Stmt) -> Stmt:
-    """Replace each vectorized loop of constant extent whose body holds only Stores and Lets
-    by vector statements: the variable becomes ``ramp(start, 1, lanes)``, scalar operands
-    next to vector ones become broadcasts, loads with a vector index become vector loads.
-
-    Before / after (indices already flattened)::
-
-        vectorized for (int i_inner = 0; i_inner < 4; i_inner++) {
-          B[i_outer * 4 + i_inner] = A[i_outer * 4 + i_inner] + 1.0f;
-        }
-        ->  B[ramp(i_outer * 4, 1, 4)] = A[ramp(i_outer * 4, 1, 4)] + broadcast(1.0f, 4);
-
-    Loops it cannot lower stay vectorized loops (backends run them serially, with a hint):
-    inner loops or ifs in the body, a store whose index does not depend on the loop, an
-    ``if_then_else`` whose condition varies across lanes, a non-constant extent. Lowering
-    runs the statements of the body one after the other for all lanes, which the legality
-    check of ``vectorize`` (no dependence carried by the loop) makes equivalent to the loop.
-    """
-    return _LowerVectorized().visit(root)
-
-
-class _LowerVectorized(StmtMutator):
-    def visit_For(self, s: For):
-        s = self.generic(s)
-        if s.kind != ForKind.VECTORIZED:
-            return s
-        out = _vectorize_loop(s)
-        return s if out is None else out
-
-
-def _vectorize_loop(f: For) -> Stmt | None:
-    from ..analysis.legality import constant_extent
-    n = constant_extent(f)
-    if n is None or n < 1:
-        return None
-    if n == 1:
-        return substitute_stmt(f.body, {f.var: f.start})
-    try:
-        v = _Vectorizer(f.var, tidy(f.start), n)
-        return v.stmt(f.body)
-    except TypeError:  # some node cannot take vector operands: leave the loop
-        return None
-
-
-class _Fail(Exception):
-    pass
-
-
-class _Vectorizer:
-    """Rewrite a loop body for all lanes at once; ``None`` when some construct cannot be."""
-
-    def __init__(self, var: Var, start: E.Expr, lanes: int):
-        self.var = var
-        self.lanes = lanes
-        self.ramp = Ramp(start, IntImm(1, var.dtype), lanes)
-        self.env: dict = {}
-
-    # -- statements --------------------------------------------------------------------
-    def stmt(self, s: Stmt) -> Stmt | None:
-        try:
-            return self._stmt(s)
-        except _Fail:
-            return None
-
-    def _stmt(self, s: Stmt) -> Stmt:
-        if isinstance(s, Block):
-            return Block(tuple(self._stmt(x) for x in s.stmts))
-        if isinstance(s, Store):
-            idx = [self.expr(i) for i in s.indices]
-            if (not idx or not idx[-1].dtype.is_vector or isinstance(idx[-1], Broadcast)
-                    or any(i.dtype.is_vector for i in idx[:-1])):
-                raise _Fail  # a lane-invariant store (or a vector index not in the last place)
-            value = self.expr(s.value)
-            return Store(s.buffer, tuple(idx), self.bc(value))
-        if isinstance(s, Let):
-            value = self.expr(s.value)
-            if value.dtype.is_vector:
-                nv = Var(s.var.name, value.dtype)
-                self.env[s.var] = nv
-                return Let(nv, value, self._stmt(s.body))
-            return Let(s.var, value, self._stmt(s.body))
-        raise _Fail
-
-    # -- expressions -------------------------------------------------------------------
-    def bc(self, e: E.Expr) -> E.Expr:
-        return e if e.dtype.is_vector else Broadcast(e, self.lanes)
-
-    def expr(self, e: E.Expr) -> E.Expr:
-        t = type(e)
-        if t is Var:
-            if e is self.var:
-                return self.ramp
-            return self.env.get(e, e)
-        if t in (E.IntImm, E.FloatImm):
-            return e
-        if t in (Ramp, Broadcast):
-            raise _Fail
-        if isinstance(e, E.BinaryOp):
-            a, b = self.expr(e.a), self.expr(e.b)
-            if not (a.dtype.is_vector or b.dtype.is_vector):
-                return e.replace(a=a, b=b)
-            r = _ramp_arith(t, a, b)
-            if r is not None:
-                return r
-            return t(self.bc(a), self.bc(b))
-        if t is E.Not:
-            a = self.expr(e.a)
-            return e.replace(a=a)
-        if t is E.Cast:
-            a = self.expr(e.value)
-            if not a.dtype.is_vector:
-                return e.replace(value=a)
-            if isinstance(a, Ramp) and e.dtype.is_integer:
-                return Ramp(tidy(E.Cast(e.dtype, a.base)), tidy(E.Cast(e.dtype, a.stride)), a.lanes)
-            return E.Cast(e.dtype.with_lanes(self.lanes), a)
-        if t is E.Select or t is E.IfThenElse:
-            c, x, y = self.expr(e.cond), self.expr(e.t), self.expr(e.f)
-            if not any(z.dtype.is_vector for z in (c, x, y)):
-                return e.replace(cond=c, t=x, f=y)
-            if t is E.IfThenElse and c.dtype.is_vector:
-                raise _Fail  # only the taken side may be evaluated, lane by lane
-            return t(c, self.bc(x), self.bc(y))
-        if t is E.Load:
-            idx = [self.expr(i) for i in e.indices]
-            if not any(i.dtype.is_vector for i in idx):
-                return e.replace(indices=tuple(idx))
-            if any(i.dtype.is_vector for i in idx[:-1]):
-                raise _Fail
-            return E.Load(e.buffer, tuple(idx))
-        if t is E.Let:
-            value = self.expr(e.value)
-            if value.dtype.is_vector:
-                nv = Var(e.var.name, value.dtype)
-                self.env[e.var] = nv
-                body = self.expr(e.body)
-                return E.Let(nv, value, body)
-            return e.replace(value=value, body=self.expr(e.body))
-        if t is E.Call:
-            args = [self.expr(a) for a in e.args]
-            if not any(a.dtype.is_vector for a in args):
-                return e.replace(args=tuple(args))
-            return E.Call(e.name, [self.bc(a) for a in args], e.dtype.with_lanes(self.lanes))
-        raise _Fail
-
-
-def _ramp_arith(t, a: E.Expr, b: E.Expr) -> E.Expr | None:
-    """Keep integer index arithmetic in Ramp form: ramp + x, ramp - x, ramp * x, ramp + ramp."""
-    if not (a.dtype.is_integer and b.dtype.is_integer):
-        return None
-    ra, rb = isinstance(a, Ramp), isinstance(b, Ramp)
-    sa, sb = not a.dtype.is_vector, not b.dtype.is_vector
-    lanes = a.lanes if ra else b.lanes if rb else None
-    if lanes is None:
-        return None
-    if t is E.Add:
-        if ra and sb:
-            return _ramp(add(a.base, b), a.stride, lanes)
-        if sa and rb:
-            return _ramp(add(a, b.base), b.stride, lanes)
-        if ra and rb:
-            return _ramp(add(a.base, b.base), add(a.stride, b.stride), lanes)
-    if t is E.Sub:
-        if ra and sb:
-            return _ramp(sub(a.base, b), a.stride, lanes)
-        if sa and rb:
-            return _ramp(sub(a, b.base), sub(IntImm(0, b.stride.dtype), b.stride), lanes)
-        if ra and rb:
-            return _ramp(sub(a.base, b.base), sub(a.stride, b.stride), lanes)
-    if t is E.Mul:
-        if ra and sb:
-            return _ramp(mul(a.base, b), mul(a.stride, b), lanes)
-        if sa and rb:
-            return _ramp(mul(a, b.base), mul(a, b.stride), lanes)
-    return None
-
-
-def _ramp(base: E.Expr, stride: E.Expr, lanes: int) -> E.Expr:
-    base, stride = tidy(base), tidy(stride)
-    if isinstance(stride, IntImm) and stride.value == 0:
-        return Broadcast(base, lanes)
-    return Ramp(base, stride, lanes)
+    return loop, (Loop(nest, tail) if tail is not None else None)

@@ -23,22 +23,12 @@ from typing import Sequence
 from te.expr import Var, walk
 
 from ..errors import ScheduleError
+from ..lazy_analysis import legality_checks
+from ..loop import Loop
 from ..stmt import Block, For
-from ._rewrite import replace_loop
+from ._rewrite import replace_loop, stmt_text
 
 __all__ = ["reorder", "reorder_axis", "perfect_chain"]
-
-
-def _loop(nest, var: Var):
-    from ..nest import Loop
-    return Loop(nest, var)
-
-
-def _stmt_text(s) -> str:
-    from ..printer import stmt_to_str
-    lines = stmt_to_str(s).splitlines()
-    text = lines[0] if lines else type(s).__name__
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def perfect_chain(nest, loops: Sequence, op: str) -> list[For]:
@@ -66,7 +56,7 @@ def perfect_chain(nest, loops: Sequence, op: str) -> list[For]:
         if len(body) != 1 or not nxt:
             other = next((s for s in body if not isinstance(s, For)), None)
             where = "besides" if len(body) > 1 else "around"
-            what = f"`{_stmt_text(other)}` {where} the next loop" if other is not None else "several loops"
+            what = f"`{stmt_text(other)}` {where} the next loop" if other is not None else "several loops"
             raise ScheduleError(
                 f"{op}: loops {', '.join(names)} are not perfectly nested: the body of loop {f.var.name} holds "
                 f"{what}; move it out first (e.g. distribute({f.var.name}) if legal)")
@@ -114,20 +104,18 @@ def reorder(nest, loops: Sequence, permutation: Sequence[int]):
     for slot, p in zip(slots, perm):
         new_chain[slot] = chain[pos[id(loops[p].var)]]
     if all(a is b for a, b in zip(new_chain, chain)):
-        return [_loop(nest, f.var) for f in new_chain if id(f.var) in {id(l.var) for l in loops}]
+        return [Loop(nest, f.var) for f in new_chain if id(f.var) in {id(l.var) for l in loops}]
     _check_bounds_order(new_chain)
-    from ..analysis.legality import check_reorder
-    check_reorder(nest, loops, perm)
+    legality_checks().check_reorder(nest, loops, perm)
     body = chain[-1].body
     for f in reversed(new_chain):
         body = Block((f.replace(body=body),))
     new_top = body.stmts[0]
     new_root = replace_loop(nest.root, chain[0].var, lambda _: new_top)
-    from ..analysis.legality import check_kinds_after
-    check_kinds_after(nest, new_root, new_chain, "reorder")
+    legality_checks().check_kinds_after(nest, new_root, new_chain, "reorder")
     nest.root = new_root
     listed = {id(l.var) for l in loops}
-    return [_loop(nest, f.var) for f in new_chain if id(f.var) in listed]
+    return [Loop(nest, f.var) for f in new_chain if id(f.var) in listed]
 
 
 def _check_bounds_order(new_chain: list[For]) -> None:

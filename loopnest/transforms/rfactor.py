@@ -22,11 +22,11 @@ for (int i = 0; i < 4; i++) {
 """
 from __future__ import annotations
 
-from te.expr import Expr, ExprMutator, IntImm, Load, Var
+from te.expr import Expr, ExprMutator, IntImm, Load, Var, structural_equal
 from te.tensor import Buffer, Tensor
 
 from ..errors import ScheduleError
-from ..stmt import Block, For, Stmt, StmtMutator, Store, iter_stmts
+from ..stmt import Block, For, Stmt, StmtMutator, Store, iter_stmts, stmt_exprs
 from ._rewrite import expr_loads, free_vars, loop_path, stores_to, sub, tidy
 
 __all__ = ["rfactor"]
@@ -37,7 +37,6 @@ def _refuse(t, loop, why: str):
 
 
 def _same_indices(a, b) -> bool:
-    from te.expr import structural_equal
     return len(a) == len(b) and all(x is y or structural_equal(x, y) for x, y in zip(a, b))
 
 
@@ -140,7 +139,7 @@ def rfactor(nest, buf: Buffer, loop) -> Buffer:
     for s in iter_stmts(child):
         if s is update:
             continue
-        if any(expr_loads(e, t) for e in _exprs(s)) or (isinstance(s, Store) and s.buffer is t):
+        if any(expr_loads(e, t) for e in stmt_exprs(s)) or (isinstance(s, Store) and s.buffer is t):
             _refuse(t, loop, f"{t.name} is also accessed inside its reduction loops (`{str(s).splitlines()[0]}`), "
                              "so its partial values are observed")
     ext = tidy(sub(f.stop, f.start))
@@ -172,11 +171,6 @@ def _block_holding(root: Stmt, s: Stmt) -> Block | None:
 
 def _contains(s: Stmt, target: Stmt) -> bool:
     return any(x is target for x in iter_stmts(s))
-
-
-def _exprs(s: Stmt):
-    from ..stmt import stmt_exprs
-    return stmt_exprs(s)
 
 
 class _ReplaceAcc(ExprMutator):

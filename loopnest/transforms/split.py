@@ -28,6 +28,8 @@ from __future__ import annotations
 from te.expr import And, Expr, IntImm, LT, Max, Min, Var
 
 from ..errors import ScheduleError
+from ..lazy_analysis import legality_checks
+from ..loop import Loop
 from ..stmt import Block, Cond, For, ForKind
 from ._rewrite import (add, clone_fresh, const_int, floordiv_c, floormod_c, free_vars, mul,
                        replace_loop, sub, substitute_stmt, tidy)
@@ -43,11 +45,6 @@ def _check_factor(factor, op: str, loop) -> int:
     if factor < 1:
         raise ScheduleError(f"{op}({loop.name}, {factor}): the factor must be >= 1")
     return factor
-
-
-def _loop(nest, var: Var):
-    from ..nest import Loop
-    return Loop(nest, var)
 
 
 def _extent(f: For) -> Expr:
@@ -104,7 +101,7 @@ def split_with_tail(nest, loop, factor: int):
         tail_body = clone_fresh(f.body, nest.fresh_name, {v: tidy(add(tail, offset))})
         new.append(For(tail, IntImm(0, v.dtype), n_tail, tail_body))
     nest.root = replace_loop(nest.root, v, lambda _: new)
-    return _loop(nest, outer), _loop(nest, inner), (_loop(nest, tail) if tail is not None else None)
+    return Loop(nest, outer), Loop(nest, inner), (Loop(nest, tail) if tail is not None else None)
 
 
 def _mask_parts(f: For, factor: int):
@@ -146,16 +143,15 @@ def split_with_mask(nest, loop, factor: int):
     main = For(outer, IntImm(0, v.dtype), n_outer,
                Block((For(inner, IntImm(0, v.dtype), IntImm(factor, v.dtype), body),)))
     nest.root = replace_loop(nest.root, v, lambda _: main)
-    return _loop(nest, outer), _loop(nest, inner)
+    return Loop(nest, outer), Loop(nest, inner)
 
 
 def _check_tile_legal(nest, x, y) -> None:
     """Tiling runs the iterations of the band (x, y) tile by tile. With lexicographically
     positive distances (dx, dy), a reversed pair must have dx > 0 and dy < 0, exactly the
     pairs that forbid interchanging x and y: so tiling is legal when interchange is."""
-    from ..analysis.legality import check_reorder
     try:
-        check_reorder(nest, [x, y], [1, 0])
+        legality_checks().check_reorder(nest, [x, y], [1, 0])
     except ScheduleError as e:
         msg = str(e)
         prefix = f"cannot reorder loops ({x.name}, {y.name}) to ({y.name}, {x.name}): "
@@ -222,7 +218,7 @@ def tile(nest, x, y, x_factor: int, y_factor: int):
                 For(yi, zero_y, IntImm(yf, vy.dtype), body),))),))),)))
     _check_tile_legal(nest, x, y)
     nest.root = replace_loop(nest.root, vx, lambda _: new)
-    return _loop(nest, xo), _loop(nest, yo), _loop(nest, xi), _loop(nest, yi)
+    return Loop(nest, xo), Loop(nest, yo), Loop(nest, xi), Loop(nest, yi)
 
 
 def _piece_kind(f: For, extent: Expr) -> str:
@@ -271,7 +267,7 @@ def _slice(nest, loop, factor, side: str):
         rest = rest.replace(kind=ForKind.SERIAL)
     pieces = [piece, rest] if side == "head" else [rest, piece]
     nest.root = replace_loop(nest.root, v, lambda _: pieces)
-    return (_loop(nest, pv), loop) if side == "head" else (loop, _loop(nest, pv))
+    return (Loop(nest, pv), loop) if side == "head" else (loop, Loop(nest, pv))
 
 
 def slice_head(nest, loop, factor: int):
