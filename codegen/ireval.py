@@ -260,8 +260,9 @@ class _LaneOf(E.Expr):
     _fields = ("value",)
 
     def __init__(self, value: E.Expr, k: int):
-        self.value, self.k = value, k
-        self.dtype = value.dtype.element
+        object.__setattr__(self, "value", value)   # expressions are immutable: no self.x = ...
+        object.__setattr__(self, "k", k)
+        object.__setattr__(self, "dtype", value.dtype.element)
 
 
 def _lane(e: E.Expr, k: int, vmap: dict) -> E.Expr:
@@ -281,7 +282,7 @@ def _lane(e: E.Expr, k: int, vmap: dict) -> E.Expr:
         return E.Not(_lane(e.a, k, vmap))
     if t is E.Cast:
         return E.Cast(e.dtype.element, _lane(e.value, k, vmap))
-    if isinstance(e, E.Select):
+    if t is E.Select or t is E.IfThenElse:
         return t(_lane(e.cond, k, vmap), _lane(e.t, k, vmap), _lane(e.f, k, vmap))
     if t is E.Load and e.buffer.dtype.lanes == 1 and e.indices:
         return E.Load(e.buffer, e.indices[:-1] + (_lane(e.indices[-1], k, vmap),))
@@ -562,7 +563,7 @@ class _Compiler:
         raise BuildError(f"IREval: {t.__name__} is not defined on {dt} (`{e}`)")
 
     def e_BinaryOp(self, e: E.BinaryOp) -> Fn:
-        if isinstance(e, E.And):
+        if type(e) is E.And or type(e) is E.Or:
             return self._logical(e)
         op = self._binop_fn(e)
         fa, fb = self.expr(e.a), self.expr(e.b)
@@ -1352,10 +1353,7 @@ class IREvalKernel(Kernel):
             v = sizes.get(key)
             if v is None:
                 raise TypeError(f"size variable {var.name} of {self.name} is not bound")
-            lo, hi = var.dtype.min_value(), var.dtype.max_value()
-            if not lo <= v <= hi:
-                raise ValueError(f"size {var.name} = {v} does not fit its dtype {var.dtype}")
-            fr[s] = var.dtype.numpy.type(v)
+            fr[s] = _scalar_arg(var, v)
         for p, a, w in zip(self._buffer_params, arrays, self._written):
             if w and not a.flags.writeable:
                 raise ValueError(f"argument {p.name} of {self.name} is written by the kernel but the array "
@@ -1374,6 +1372,23 @@ class IREvalKernel(Kernel):
         fr[_ALLOW] = allow
         with np.errstate(all="ignore"):
             self._program(fr)
+
+
+def _scalar_arg(var: E.Var, v) -> Any:
+    """The frame value of scalar argument ``var = v``: integers range-checked, floats rounded
+    once from the Python float to the dtype (NaN and infinities pass; a finite value past the
+    dtype's largest one is refused, as on LLVM)."""
+    dt = var.dtype
+    if dt.is_float:
+        v = float(v)
+        if math.isfinite(v) and abs(v) > dt.max_value():
+            raise ValueError(f"scalar {var.name} = {v} does not fit its dtype {dt} (largest finite {dt.max_value()})")
+        exact = E._round_to(v, dt) if math.isfinite(v) else v
+        return dt.numpy.type(np.float64(exact) if dt.bits == 64 else np.float32(exact))   # exact: one rounding
+    lo, hi = dt.min_value(), dt.max_value()
+    if not lo <= v <= hi:
+        raise ValueError(f"size {var.name} = {v} does not fit its dtype {dt}")
+    return dt.numpy.type(v)
 
 
 def build_ireval(nest, params: list[Param], **options) -> IREvalKernel:

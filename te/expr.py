@@ -1,8 +1,15 @@
 """Expression nodes (the TIR expression grammar) and their Python operators.
 
-Nodes are small immutable objects. ``==`` and ``hash`` are identity based so variables can
-key dictionaries; build equality tests with ``a.eq(b)`` / ``a.ne(b)`` (the ordering
-operators ``<``, ``<=``, ``>``, ``>=`` build comparison nodes directly).
+Nodes are small immutable objects: assigning (or deleting) any attribute of a constructed
+node raises ``AttributeError``; build a changed copy with ``e.replace(field=...)``.
+``==`` and ``hash`` are identity based so variables can key dictionaries; build equality
+tests with ``a.eq(b)`` / ``a.ne(b)`` (the ordering operators ``<``, ``<=``, ``>``, ``>=``
+build comparison nodes directly).
+
+No concrete node class derives from another one, so ``isinstance(e, And)`` is true only for
+``And`` (``Or`` is a sibling) and ``isinstance(e, Select)`` only for ``Select`` (not
+``IfThenElse``); test ``isinstance(e, (And, Or))`` / ``isinstance(e, (Select, IfThenElse))``
+to accept either.
 
 >>> from te import Var, int32
 >>> i = Var("i", int32)
@@ -53,14 +60,63 @@ def check_identifier(name: Any, what: str) -> str:
     return name
 
 
+# ``Expr.__setattr__`` always raises, so constructors set their slot fields through the slots'
+# own C-level setters, bound once after each class by ``_slot_setters`` (about twice as fast
+# as ``object.__setattr__``, which remains for the generic cases).
+_set = object.__setattr__
+
+
+def _slot_setters(cls: type, *names: str) -> tuple:
+    """The setters of ``cls``'s slots ``names``: ``setter(node, value)`` sets a field."""
+    return tuple(getattr(cls, n).__set__ for n in names)
+
+
 class Expr:
-    """Base class of expressions. Every expression has a ``dtype``."""
+    """Base class of expressions. Every expression has a ``dtype``.
+
+    Expressions are immutable: once constructed, assigning or deleting any attribute
+    raises ``AttributeError``. Derive a changed node with ``replace`` (subclasses set their
+    fields in ``__init__`` with ``object.__setattr__``). Copying and pickling work (a copy
+    of a ``Var`` is a new variable, as with any identity-compared object).
+
+    >>> i = Var("i")
+    >>> e = i + 1
+    >>> e.b = i
+    Traceback (most recent call last):
+        ...
+    AttributeError: Add expressions are immutable: cannot set 'b'; build a new node instead (e.g. e.replace(b=...))
+    >>> print(e.replace(b=i))
+    i + i
+    """
 
     __slots__ = ("dtype",)
     _fields: tuple[str, ...] = ()
 
+    # -- immutability ---------------------------------------------------------------
+    def __setattr__(self, name, value):
+        hint = f" (e.g. e.replace({name}=...))" if name in self._fields else ""
+        raise AttributeError(f"{type(self).__name__} expressions are immutable: cannot set {name!r}; "
+                             f"build a new node instead{hint}")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"{type(self).__name__} expressions are immutable: cannot delete {name!r}")
+
+    def __setstate__(self, state):
+        """Restore the fields of a node being unpickled or copied (only on a blank node)."""
+        if hasattr(self, "dtype"):
+            raise AttributeError(f"{type(self).__name__} expressions are immutable: cannot restore the "
+                                 "state of a constructed node")
+        slots = state[1] if isinstance(state, tuple) else state
+        for k, v in (slots or {}).items():
+            _set(self, k, v)
+
     # -- structure ----------------------------------------------------------------
     def children(self) -> list["Expr"]:
+        """The sub-expressions, in field order.
+
+        >>> [str(c) for c in (Var("i") + 1).children()]
+        ['i', '1']
+        """
         out = []
         for f in self._fields:
             v = getattr(self, f)
@@ -71,7 +127,12 @@ class Expr:
         return out
 
     def replace(self, **changes) -> "Expr":
-        """A copy with some fields replaced; ``self`` when nothing changes."""
+        """A copy with some fields replaced; ``self`` when nothing changes.
+
+        >>> i, j = Var("i"), Var("j")
+        >>> print((i + 1).replace(a=j))
+        j + 1
+        """
         if all(getattr(self, k) is v for k, v in changes.items()):
             return self
         vals = {f: getattr(self, f) for f in self._fields}
@@ -129,6 +190,9 @@ class Expr:
     __hash__ = object.__hash__
 
 
+_set_dtype, = _slot_setters(Expr, "dtype")
+
+
 # ------------------------------------------------------------------------------------
 # leaves
 # ------------------------------------------------------------------------------------
@@ -144,13 +208,16 @@ class Var(Expr):
     _fields = ("name",)
 
     def __init__(self, name: str, dtype: Any = int32):
-        self.name = check_identifier(name, "variable")
-        self.dtype = as_dtype(dtype)
+        _set_var_name(self, check_identifier(name, "variable"))
+        _set_dtype(self, as_dtype(dtype))
 
     def replace(self, **changes):  # variables are identities: never copied implicitly
         if not changes:
             return self
         return Var(changes.get("name", self.name), changes.get("dtype", self.dtype))
+
+
+_set_var_name, = _slot_setters(Var, "name")
 
 
 class IntImm(Expr):
@@ -171,12 +238,15 @@ class IntImm(Expr):
         lo, hi = int(dtype.min_value()), int(dtype.max_value())
         if not lo <= value <= hi:
             raise TypeError(f"integer constant {value} is out of range for {dtype} [{lo}, {hi}]")
-        self.value = value
-        self.dtype = dtype
+        _set_int_value(self, value)
+        _set_dtype(self, dtype)
 
     @classmethod
     def _rebuild(cls, vals, old):
         return IntImm(vals["value"], old.dtype)
+
+
+_set_int_value, = _slot_setters(IntImm, "value")
 
 
 class FloatImm(Expr):
@@ -196,12 +266,15 @@ class FloatImm(Expr):
         value = float(value)
         if math.isfinite(value) and abs(value) > dtype.max_value():
             raise TypeError(f"float constant {value} is out of range for {dtype} (max {dtype.max_value()})")
-        self.value = _round_to(value, dtype)
-        self.dtype = dtype
+        _set_float_value(self, _round_to(value, dtype))
+        _set_dtype(self, dtype)
 
     @classmethod
     def _rebuild(cls, vals, old):
         return FloatImm(vals["value"], old.dtype)
+
+
+_set_float_value, = _slot_setters(FloatImm, "value")
 
 
 def _round_to(value: float, dtype: Dtype) -> float:
@@ -285,36 +358,60 @@ class Cast(Expr):
         value = as_expr(value)
         if dtype.lanes != value.dtype.lanes:
             raise TypeError(f"cast of `{value}` ({value.dtype}) to {dtype}: lane counts differ")
-        self.dtype = dtype
-        self.value = value
+        _set_dtype(self, dtype)
+        _set_cast_value(self, value)
 
     @classmethod
     def _rebuild(cls, vals, old):
         return Cast(old.dtype, vals["value"])
 
 
+_set_cast_value, = _slot_setters(Cast, "value")
+
+
 class BinaryOp(Expr):
-    """Base of the two-operand nodes; both operands must have the same dtype."""
+    """Abstract base of the two-operand nodes; both operands must have the same dtype.
+
+    Class flags: ``int_only`` (integer operands), ``bool_only`` (bool operands),
+    ``result_bool`` (the result is bool, e.g. comparisons).
+
+    >>> e = Var("i") - 1
+    >>> isinstance(e, BinaryOp), e.symbol
+    (True, '-')
+    """
 
     __slots__ = ("a", "b")
     _fields = ("a", "b")
     symbol = "?"
     int_only = False
+    bool_only = False
     result_bool = False
 
     def __init__(self, a: Expr, b: Expr):
-        a, b = as_expr(a), as_expr(b)
-        if a.dtype != b.dtype:
-            raise TypeError(f"operands of {type(self).__name__} have different dtypes: `{a}` is {a.dtype}, "
+        if not isinstance(a, Expr):
+            a = as_expr(a)
+        if not isinstance(b, Expr):
+            b = as_expr(b)
+        dt = a.dtype
+        if dt is not b.dtype and dt != b.dtype:  # identity first: Dtype equality is slow
+            raise TypeError(f"operands of {type(self).__name__} have different dtypes: `{a}` is {dt}, "
                             f"`{b}` is {b.dtype}; cast one of them with te.cast")
-        if self.int_only and not a.dtype.is_integer:
-            raise TypeError(f"{type(self).__name__} needs integer operands, got {a.dtype} (`{a}`, `{b}`)")
-        self.a, self.b = a, b
-        self.dtype = bool_.with_lanes(a.dtype.lanes) if self.result_bool else a.dtype
+        if self.int_only and not dt.is_integer:
+            raise TypeError(f"{type(self).__name__} needs integer operands, got {dt} (`{a}`, `{b}`)")
+        if self.bool_only and not dt.is_bool:
+            raise TypeError(f"{type(self).__name__} needs bool operands, got {dt} (`{a}`)")
+        _set_bin_a(self, a)
+        _set_bin_b(self, b)
+        if self.result_bool:
+            dt = bool_ if dt.lanes == 1 else bool_.with_lanes(dt.lanes)
+        _set_dtype(self, dt)
 
     @classmethod
     def _rebuild(cls, vals, old):
         return cls(vals["a"], vals["b"])
+
+
+_set_bin_a, _set_bin_b = _slot_setters(BinaryOp, "a", "b")
 
 
 class Add(BinaryOp):
@@ -403,19 +500,31 @@ class GE(CmpOp):
 
 
 class And(BinaryOp):
-    """Logical and of bool operands (short-circuit for scalars)."""
+    """Logical and of bool operands (short-circuit for scalars). ``Or`` is a sibling class,
+    not a subclass: test ``isinstance(e, (And, Or))`` for either.
+
+    >>> i = Var("i")
+    >>> print((i >= 0) & (i < 8))
+    i >= 0 && i < 8
+    """
     __slots__ = ()
     symbol = "&&"
-
-    def __init__(self, a, b):
-        super().__init__(a, b)
-        if not self.a.dtype.is_bool:
-            raise TypeError(f"{type(self).__name__} needs bool operands, got {self.a.dtype} (`{self.a}`)")
+    bool_only = True
 
 
-class Or(And):
+class Or(BinaryOp):
+    """Logical or of bool operands (short-circuit for scalars).
+
+    >>> i = Var("i")
+    >>> e = (i < 2) | (i >= 6)
+    >>> print(e)
+    i < 2 || i >= 6
+    >>> isinstance(e, And)
+    False
+    """
     __slots__ = ()
     symbol = "||"
+    bool_only = True
 
 
 class Not(Expr):
@@ -428,8 +537,11 @@ class Not(Expr):
         a = as_expr(a)
         if not a.dtype.is_bool:
             raise TypeError(f"Not needs a bool operand, got {a.dtype} (`{a}`)")
-        self.a = a
-        self.dtype = a.dtype
+        _set_not_a(self, a)
+        _set_dtype(self, a.dtype)
+
+
+_set_not_a, = _slot_setters(Not, "a")
 
 
 def _check_cond(cond: Expr, t: Expr, what: str):
@@ -454,13 +566,9 @@ def _unify(a: Any, b: Any) -> tuple[Expr, Expr]:
     return a, b
 
 
-class Select(Expr):
-    """``cond ? t : f`` evaluating both sides (no short circuit).
-
-    >>> i = Var("i")
-    >>> Select(i < 3, i, 3).dtype
-    int32
-    """
+class _Conditional(Expr):
+    """Abstract base of ``Select`` and ``IfThenElse``: the fields ``cond``, ``t``, ``f`` and
+    their type checks. Test ``isinstance(e, (Select, IfThenElse))`` for either node."""
 
     __slots__ = ("cond", "t", "f")
     _fields = ("cond", "t", "f")
@@ -468,15 +576,40 @@ class Select(Expr):
     def __init__(self, cond: Expr, t: Expr, f: Expr):
         cond = as_expr(cond)
         t, f = _unify(t, f)
-        if t.dtype != f.dtype:
+        if t.dtype is not f.dtype and t.dtype != f.dtype:
             raise TypeError(f"select branches have different dtypes: `{t}` is {t.dtype}, `{f}` is {f.dtype}")
         _check_cond(cond, t, type(self).__name__)
-        self.cond, self.t, self.f = cond, t, f
-        self.dtype = t.dtype
+        _set_cond_cond(self, cond)
+        _set_cond_t(self, t)
+        _set_cond_f(self, f)
+        _set_dtype(self, t.dtype)
 
 
-class IfThenElse(Select):
-    """``cond ? t : f`` evaluating only the taken side (guards out-of-bounds reads)."""
+_set_cond_cond, _set_cond_t, _set_cond_f = _slot_setters(_Conditional, "cond", "t", "f")
+
+
+class Select(_Conditional):
+    """``cond ? t : f`` evaluating both sides (no short circuit).
+
+    >>> i = Var("i")
+    >>> Select(i < 3, i, 3).dtype
+    int32
+    """
+
+    __slots__ = ()
+
+
+class IfThenElse(_Conditional):
+    """``cond ? t : f`` evaluating only the taken side (guards out-of-bounds reads). A
+    sibling of ``Select``, not a subclass.
+
+    >>> i = Var("i")
+    >>> e = IfThenElse(i < 3, i, 3)
+    >>> print(e)
+    if_then_else(i < 3, i, 3)
+    >>> isinstance(e, Select)
+    False
+    """
     __slots__ = ()
 
 
@@ -496,14 +629,17 @@ class Load(Expr):
                 raise TypeError(f"index {k} of {buffer.name} is `{ix}` of dtype {ix.dtype}; indices must be integers")
             if ix.dtype.is_vector and k != len(indices) - 1:
                 raise TypeError(f"only the last index of {buffer.name} may be a vector, index {k} is {ix.dtype}")
-        self.buffer = buffer
-        self.indices = indices
+        _set_load_buffer(self, buffer)
+        _set_load_indices(self, indices)
         lanes = indices[-1].dtype.lanes if indices else 1
-        self.dtype = buffer.dtype.with_lanes(lanes * buffer.dtype.lanes)
+        _set_dtype(self, buffer.dtype.with_lanes(lanes * buffer.dtype.lanes))
 
     @classmethod
     def _rebuild(cls, vals, old):
         return Load(old.buffer, vals["indices"])
+
+
+_set_load_buffer, _set_load_indices = _slot_setters(Load, "buffer", "indices")
 
 
 class Let(Expr):
@@ -514,10 +650,16 @@ class Let(Expr):
 
     def __init__(self, var: Var, value: Expr, body: Expr):
         value = as_expr(value)
-        if var.dtype != value.dtype:
+        if var.dtype is not value.dtype and var.dtype != value.dtype:
             raise TypeError(f"let {var.name}: variable is {var.dtype}, value `{value}` is {value.dtype}")
-        self.var, self.value, self.body = var, value, as_expr(body)
-        self.dtype = self.body.dtype
+        body = as_expr(body)
+        _set_let_var(self, var)
+        _set_let_value(self, value)
+        _set_let_body(self, body)
+        _set_dtype(self, body.dtype)
+
+
+_set_let_var, _set_let_value, _set_let_body = _slot_setters(Let, "var", "value", "body")
 
 
 class Call(Expr):
@@ -527,13 +669,16 @@ class Call(Expr):
     _fields = ("args",)
 
     def __init__(self, name: str, args: Sequence[Expr], dtype: Any):
-        self.name = name
-        self.args = tuple(as_expr(a) for a in args)
-        self.dtype = as_dtype(dtype)
+        _set_call_name(self, name)
+        _set_call_args(self, tuple(as_expr(a) for a in args))
+        _set_dtype(self, as_dtype(dtype))
 
     @classmethod
     def _rebuild(cls, vals, old):
         return Call(old.name, vals["args"], old.dtype)
+
+
+_set_call_name, _set_call_args = _slot_setters(Call, "name", "args")
 
 
 class Ramp(Expr):
@@ -549,12 +694,18 @@ class Ramp(Expr):
             raise TypeError(f"Ramp needs at least 2 lanes, got {lanes}")
         if base.dtype != stride.dtype or base.dtype.is_vector or not base.dtype.is_integer:
             raise TypeError(f"Ramp base and stride must be scalar integers of one dtype, got {base.dtype}, {stride.dtype}")
-        self.base, self.stride, self.lanes = base, stride, int(lanes)
-        self.dtype = base.dtype.with_lanes(self.lanes)
+        lanes = int(lanes)
+        _set_ramp_base(self, base)
+        _set_ramp_stride(self, stride)
+        _set_ramp_lanes(self, lanes)
+        _set_dtype(self, base.dtype.with_lanes(lanes))
 
     @classmethod
     def _rebuild(cls, vals, old):
         return Ramp(vals["base"], vals["stride"], old.lanes)
+
+
+_set_ramp_base, _set_ramp_stride, _set_ramp_lanes = _slot_setters(Ramp, "base", "stride", "lanes")
 
 
 class Broadcast(Expr):
@@ -567,12 +718,17 @@ class Broadcast(Expr):
         value = as_expr(value)
         if value.dtype.is_vector or lanes < 2:
             raise TypeError(f"Broadcast needs a scalar value and at least 2 lanes, got {value.dtype}, {lanes}")
-        self.value, self.lanes = value, int(lanes)
-        self.dtype = value.dtype.with_lanes(self.lanes)
+        lanes = int(lanes)
+        _set_bc_value(self, value)
+        _set_bc_lanes(self, lanes)
+        _set_dtype(self, value.dtype.with_lanes(lanes))
 
     @classmethod
     def _rebuild(cls, vals, old):
         return Broadcast(vals["value"], old.lanes)
+
+
+_set_bc_value, _set_bc_lanes = _slot_setters(Broadcast, "value", "lanes")
 
 
 def _binop(cls, a, b) -> Expr:

@@ -44,7 +44,7 @@ def _names() -> list[str]:
 FEATURE_NAMES = _names()
 FEATURE_COUNT = len(FEATURE_NAMES)
 
-_ARITH = (E.Add, E.Sub, E.Mul, E.Div, E.Min, E.Max, E.Select)
+_ARITH = (E.Add, E.Sub, E.Mul, E.Div, E.Min, E.Max, E.Select, E.IfThenElse)
 _DIVMOD = (E.FloorDiv, E.FloorMod, E.Mod)
 
 
@@ -55,7 +55,7 @@ def _vars_of(e: Expr) -> set[int]:
 
 
 def _const_value(e: Expr, env: Mapping[str, int]) -> int | None:
-    from codegen.kernel import eval_int_expr
+    from codegen.kernel import KernelArgumentError, eval_int_expr
     ids: dict[int, int] = {}
     missing = []
 
@@ -70,7 +70,7 @@ def _const_value(e: Expr, env: Mapping[str, int]) -> int | None:
         return None
     try:
         return int(eval_int_expr(e, ids))
-    except Exception:
+    except (KernelArgumentError, ZeroDivisionError):   # not a size expression, or a division by 0
         return None
 
 

@@ -303,7 +303,7 @@ def const_int(e: E.Expr) -> int | None:
         return e.value
     if t is E.Cast:
         return const_int(e.value) if e.dtype.is_integer and e.value.dtype.is_integer else None
-    if isinstance(e, E.BinaryOp) and not isinstance(e, (E.CmpOp, E.And)):
+    if isinstance(e, E.BinaryOp) and not isinstance(e, (E.CmpOp, E.And, E.Or)):
         a, b = const_int(e.a), const_int(e.b)
         if a is None or b is None:
             return None

@@ -150,3 +150,23 @@ def test_region_matches_brute_force(a, b, c, size, outer, inner, guard):
             assert d.extent_bound >= hi - lo + 1
         if lo <= hi:
             assert 0 <= lo and hi < size
+
+
+def test_or_condition_is_not_read_as_and():
+    """``if (i < 2 || i >= 6) B[i] = A[i]`` over i in [0, 8) reads A[0..1] and A[6..7]: the
+    region is their bounding box [0, 8), not the empty set that ``i < 2 && i >= 6`` gives
+    (``Or`` used to be a subclass of ``And``)."""
+    A8, B8 = Buffer("A", (8,), float32), Buffer("B", (8,), float32)
+    i = Var("i")
+    reads = Block([Store(B8, (i,), A8[i])])
+    loop = For(i, 0, 8, Block([Cond((i < 2) | (i >= 6), reads)]))
+    assert text(access_region(loop, A8, [])) == [("0", "8")]
+    d, = access_bounds(loop, A8, [])
+    assert [str(x) for x in (d.min, d.max, d.extent)] == ["0", "7", "8"]
+    # the else branch runs under !(i < 2 || i >= 6), i.e. 2 <= i < 6
+    other = For(i, 0, 8, Block([Cond((i < 2) | (i >= 6), Block([Store(B8, (i,), 0.0)]), reads)]))
+    assert text(access_region(other, A8, [])) == [("2", "4")]
+    # an And condition is still exact
+    both = For(i, 0, 8, Block([Cond((i >= 2) & (i < 6), reads)]))
+    assert text(access_region(both, A8, [])) == [("2", "4")]
+    assert access_bounds(both, A8, [])[0].exact
