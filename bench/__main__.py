@@ -300,6 +300,11 @@ def format_table(rows: list[dict], ceilings: dict, extras: dict, aim_rows: list[
                      f"{ps['all_threads_s'] * 1e3:.2f} ms on {ps['threads']}: x{ps['speedup']:.2f}"
                      + (f" (PyTorch's matmul, timed with it: x{ps['torch_speedup']:.2f})" if "torch_speedup" in ps
                         else ""))
+    bc = extras.get("bounds_check", {})
+    if "checks_s" in bc:
+        lines.append(f"call-time checks (4-argument kernel, {bc['checks']} checks): {bc['checked_s'] * 1e6:.2f} us "
+                     f"per call with bounds_check, {bc['unchecked_s'] * 1e6:.2f} us without; the checks alone "
+                     f"{bc['guard_s'] * 1e6:.2f} us")
     ir = extras.get("ireval", {})
     if "error" not in ir and "elements_per_s" in ir:
         lines.append(f"IREval throughput (512x512 elementwise): {ir['elements_per_s'] / 1e6:.2f} M stored elements/s")
@@ -391,6 +396,9 @@ def main(argv=None) -> int:
             extras["parallel_speedup"] = parallel_speedup(args.target, 1024, max(rounds, 10))
         except Exception as exc:
             extras["parallel_speedup"] = {"error": f"{type(exc).__name__}: {exc}"}
+    if args.target in ("llvm", "ireval"):
+        from .bench_checks import run as checks_run
+        extras["bounds_check"] = checks_run(args.target)
     try:
         from .bench_ireval import run as ireval_run
         extras["ireval"] = ireval_run(small=not args.full)

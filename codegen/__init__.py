@@ -23,25 +23,64 @@ TARGETS = ("ireval", "llvm", "cuda")
 __all__ = ["build", "Kernel", "BuildError", "KernelArgumentError", "TARGETS"]
 
 
-def build(nest, args: Sequence[Any], target: str = "ireval", **options) -> Kernel:
+def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool = True, **options) -> Kernel:
     """Compile ``nest`` into a Kernel whose parameters are ``args`` (Buffers, Tensors, Vars).
 
     The nest is prepared for codegen first if it was not (a prepared copy is used, so
     ``nest`` itself stays schedulable). ``options`` are target specific (for example
     ``fast_math=True`` for llvm / cuda).
+
+    ``bounds_check`` (on by default, every target): bounds inference gives, per dimension of
+    every argument buffer, the region the final schedule touches, as a function of the sizes.
+    A region outside its buffer for every size raises ``BuildError`` here; one that leaves
+    the buffer only for some sizes is checked on each call, after the shapes are bound and
+    before anything runs, and raises ``ValueError`` naming the buffer, the dimension, the
+    region and the shape. Accesses bounds inference cannot represent (a data-dependent index
+    such as ``A[B[i]]``, a non-affine one such as ``A[i * N]``) are not checked (IREval
+    still checks every access as it runs). ``bounds_check=False`` skips both. Allocation
+    sizes of intermediates are always checked on each call (``MemoryError``, see
+    ``codegen.kernel.allocation_limit``).
+
+    >>> import numpy as np
+    >>> from te import Buffer, Compute, Var
+    >>> from loopnest import LoopNest
+    >>> N = Var("N"); A = Buffer("A", (8,), "float32")
+    >>> C = Compute("C", (N,), lambda i: A[i] * 2.0)
+    >>> k = build(LoopNest([C]), [A, C])
+    >>> k(np.zeros(8, np.float32), np.zeros(9, np.float32))
+    Traceback (most recent call last):
+    ...
+    ValueError: kernel ireval_C: argument A is accessed at indices [0, 8] of dimension 0 (region [0, N - 1] for N = 9), but its shape is (8,): valid indices are [0, 7]; out of range: A[i]. ...
     """
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
-    if not getattr(nest, "prepared", False):
+    flattened = bool(getattr(nest, "prepared", False))
+    scheduled_root = nest.root
+    if not flattened:
         nest = nest.copy().prepare_for_codegen()
     from loopnest.passes import legalize_for_target
     nest = legalize_for_target(nest, target)
     params = make_params(nest, list(args))
+    checks = _bounds_checks(scheduled_root, flattened, nest, params, options) if bounds_check else []
     if target == "ireval":
         from .ireval import build_ireval
-        return build_ireval(nest, params, **options)
-    if target == "llvm":
+        kernel = build_ireval(nest, params, **options)
+    elif target == "llvm":
         from .llvm import build_llvm
-        return build_llvm(nest, params, **options)
-    from .cuda import build_cuda
-    return build_cuda(nest, params, **options)
+        kernel = build_llvm(nest, params, **options)
+    else:
+        from .cuda import build_cuda
+        kernel = build_cuda(nest, params, **options)
+    if checks:
+        kernel.add_bounds_checks(checks)
+    return kernel
+
+
+def _bounds_checks(root, flattened: bool, nest, params: list, options: dict) -> list:
+    """The call-time region checks of a kernel (``BuildError`` for a region out of range
+    for every size), from the scheduled tree before preparation when there is one."""
+    from loopnest.analysis.regions import argument_regions
+    from .kernel import bounds_checks, sanitize_name
+    regions = argument_regions(root, [p.buffer for p in params if p.is_buffer], flattened=flattened)
+    name = options.get("name") or "_".join(o.name for o in getattr(nest, "outputs", [])) or "kernel"
+    return bounds_checks(regions, params, sanitize_name(str(name)))

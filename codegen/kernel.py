@@ -14,12 +14,19 @@
 
 Arguments are checked before any memory is touched: a missing argument, a wrong rank,
 shape or dtype, or a non-contiguous array raises ``TypeError`` / ``ValueError`` naming it.
+Then, once the sizes are bound, the call-time checks run (``check_call``): every
+intermediate's allocation size (``MemoryError`` past ``allocation_limit()``), and, for
+kernels made by ``build``, the region of each argument the kernel touches (``ValueError``
+naming the buffer, the dimension, the region and the shape). Both are compiled into small
+closures over the size values when the kernel is made.
 
 A buffer of vector elements (dtype ``float32x4``, shape ``(n,)``) takes a numpy array of the
 element type with the lanes as a trailing axis: shape ``(n, 4)``, dtype float32.
 """
 from __future__ import annotations
 
+import math
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -30,7 +37,7 @@ from te.expr import Expr, IntImm, Var, walk
 from te.tensor import Buffer, Tensor
 
 __all__ = ["Kernel", "Param", "make_params", "KernelArgumentError", "BuildError", "sanitize_name",
-           "eval_int_expr"]
+           "eval_int_expr", "size_order", "compile_int_expr", "allocation_limit", "bounds_checks"]
 
 
 class BuildError(Exception):
@@ -164,6 +171,11 @@ class Kernel:
         self._buffer_params = [p for p in params if p.is_buffer]
         self._var_params = [p for p in params if not p.is_buffer]
         self._by_name = {p.name: p for p in params}
+        self._size_vars = size_order(params)
+        self._size_ids = [id(v) for v in self._size_vars]
+        self._alloc_checks = _allocation_checks(stmt, self._size_vars)
+        self._bounds_checks: list = []
+        self._guard = _make_guard(self)
 
     @property
     def arg_names(self) -> list[str]:
@@ -213,7 +225,34 @@ class Kernel:
             if id(p.var) not in sizes:
                 raise KernelArgumentError(f"missing argument {p.name} of {self.name}: it is not given and "
                                           "cannot be read off a shape")
+        if self._guard is not None:
+            self._guard([sizes.get(k) for k in self._size_ids])
         return arrays, sizes
+
+    # -- call-time checks -------------------------------------------------------------
+    def add_bounds_checks(self, checks: list) -> None:
+        """Check the argument regions of ``bounds_checks(...)`` on every call (``build`` does)."""
+        self._bounds_checks = list(checks)
+        self._guard = _make_guard(self)
+
+    def check_call(self, values: Sequence[int]) -> None:
+        """Run the call-time checks for size values given in ``size_order(params)``: raises
+        ``MemoryError`` for an allocation that cannot be made, ``ValueError`` for an argument
+        region outside its array. ``bind`` calls it, so every call runs it.
+
+        >>> from te import Buffer, Compute, Var
+        >>> from loopnest import LoopNest
+        >>> from codegen import build
+        >>> N = Var("N"); A = Buffer("A", (8,), "float32")
+        >>> B = Compute("B", (N,), lambda i: A[i])
+        >>> k = build(LoopNest([B]), [A, B])
+        >>> k.check_call([9])
+        Traceback (most recent call last):
+        ...
+        ValueError: kernel ireval_B: argument A is accessed at indices [0, 8] of dimension 0 (region [0, N - 1] for N = 9), ...
+        """
+        if self._guard is not None:
+            self._guard(list(values))
 
     def _check_scalar(self, p: Param, v: Any):
         """A scalar argument: an int for integer variables (range-checked), a float for float
@@ -309,3 +348,350 @@ class Kernel:
 
     def _launch(self, arrays: list, sizes: dict) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+# ------------------------------------------------------------------------------------
+# call-time checks: allocation sizes and argument regions, compiled to closures
+# ------------------------------------------------------------------------------------
+def size_order(params: Sequence[Param]) -> list[Var]:
+    """The size variables in the order the call-time checks read them: the Var dimensions
+    of the buffer params in order of first appearance (the size slots of the LLVM kernel's
+    fast path, which passes its slot list as it is), then the other Var params.
+
+    >>> from te import Buffer, Var
+    >>> N, M = Var("N"), Var("M")
+    >>> [v.name for v in size_order([Param("A", buffer=Buffer("A", (N, M))), Param("B", buffer=Buffer("B", (M,)))])]
+    ['N', 'M']
+    """
+    out: dict[int, Var] = {}
+    for p in params:
+        if p.is_buffer:
+            for d in p.buffer.dims:
+                if isinstance(d, Var):
+                    out.setdefault(id(d), d)
+    for p in params:
+        if p.var is not None:
+            out.setdefault(id(p.var), p.var)
+    return list(out.values())
+
+
+class _NotCompilable(Exception):
+    """An expression ``compile_int_expr`` does not handle (internal)."""
+
+
+def compile_int_expr(e: Expr, positions: dict) -> Callable[[Sequence[int]], Any]:
+    """A closure computing the integer or bool expression ``e`` with Python ints (no
+    wraparound) from a sequence of size values; ``positions`` maps ``id(var)`` to its place
+    in that sequence. Affine parts become one specialised closure; division by zero gives 0.
+    Raises ``ValueError`` for an expression it cannot compile (a load, a float, an unbound
+    variable).
+
+    >>> from te import Var
+    >>> N, M = Var("N"), Var("M")
+    >>> f = compile_int_expr(N * 4 + M - 1 >= 10, {id(N): 0, id(M): 1})
+    >>> f([2, 3]), f([1, 3])
+    (True, False)
+    """
+    try:
+        return _compile(e, positions)
+    except _NotCompilable as exc:
+        raise ValueError(f"cannot compile the size expression `{e}` for the call-time checks: {exc}") from None
+
+
+def _linear(e: Expr, positions: dict) -> tuple[dict, int] | None:
+    """``({position: coefficient}, constant)`` when ``e`` is affine in the sizes."""
+    from te import expr as E
+    t = type(e)
+    if t is IntImm:
+        return ({}, e.value) if not e.dtype.is_bool else None
+    if t is Var:
+        if id(e) not in positions:
+            raise _NotCompilable(f"variable {e.name} is not a size of the kernel")
+        return {positions[id(e)]: 1}, 0
+    if t is E.Cast and e.dtype.is_integer and e.value.dtype.is_integer:
+        return _linear(e.value, positions)
+    if t is E.Add or t is E.Sub:
+        a, b = _linear(e.a, positions), _linear(e.b, positions)
+        if a is None or b is None:
+            return None
+        s = -1 if t is E.Sub else 1
+        terms = dict(a[0])
+        for k, c in b[0].items():
+            terms[k] = terms.get(k, 0) + s * c
+        return {k: c for k, c in terms.items() if c}, a[1] + s * b[1]
+    if t is E.Mul:
+        a, b = _linear(e.a, positions), _linear(e.b, positions)
+        if a is None or b is None or (a[0] and b[0]):
+            return None
+        (terms, c0), k = (a, b[1]) if not b[0] else (b, a[1])
+        return {p: c * k for p, c in terms.items() if c * k}, c0 * k
+    return None
+
+
+def _affine_closure(terms: dict, c0: int) -> Callable:
+    items = tuple(terms.items())
+    if not items:
+        return lambda v: c0
+    if len(items) == 1:
+        (p, c), = items
+        if c == 1:
+            return lambda v: v[p] + c0
+        return lambda v: c * v[p] + c0
+    if len(items) == 2:
+        (p, c), (q, d) = items
+        return lambda v: c * v[p] + d * v[q] + c0
+    return lambda v: sum(c * v[p] for p, c in items) + c0
+
+
+def _nonneg_closure(terms: dict, c0: int) -> Callable:
+    """``sum(c * v[p]) + c0 >= 0`` as one closure."""
+    items = tuple(terms.items())
+    k = -c0
+    if not items:
+        return lambda v: 0 >= k
+    if len(items) == 1:
+        (p, c), = items
+        if c == 1:
+            return lambda v: v[p] >= k
+        if c == -1:
+            return lambda v: -v[p] >= k
+        return lambda v: c * v[p] >= k
+    if len(items) == 2:
+        (p, c), (q, d) = items
+        return lambda v: c * v[p] + d * v[q] >= k
+    return lambda v: sum(c * v[p] for p, c in items) >= k
+
+
+def _cdiv(a: int, b: int) -> int:
+    if b == 0:
+        return 0
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _compile(e: Expr, positions: dict) -> Callable:
+    from te import expr as E
+    t = type(e)
+    lin = _linear(e, positions) if e.dtype.is_integer else None
+    if lin is not None:
+        return _affine_closure(*lin)
+    if t is IntImm:
+        value = bool(e.value) if e.dtype.is_bool else e.value
+        return lambda v: value
+    if t in (E.LT, E.LE, E.GT, E.GE, E.EQ, E.NE) and e.a.dtype.is_integer and not e.a.dtype.is_vector:
+        a, b = _linear(e.a, positions), _linear(e.b, positions)
+        if a is not None and b is not None and t not in (E.EQ, E.NE):
+            # integers: a < b is b - a - 1 >= 0, a <= b is b - a >= 0, ...
+            hi, lo, off = (b, a, -1) if t is E.LT else (b, a, 0) if t is E.LE else (a, b, -1) if t is E.GT \
+                else (a, b, 0)
+            terms = dict(hi[0])
+            for k, c in lo[0].items():
+                terms[k] = terms.get(k, 0) - c
+            return _nonneg_closure({k: c for k, c in terms.items() if c}, hi[1] - lo[1] + off)
+        fa, fb = _compile(e.a, positions), _compile(e.b, positions)
+        cmp = {E.LT: int.__lt__, E.LE: int.__le__, E.GT: int.__gt__, E.GE: int.__ge__,
+               E.EQ: int.__eq__, E.NE: int.__ne__}[t]
+        return lambda v: cmp(fa(v), fb(v))
+    if t is E.And or t is E.Or or t is E.Not:
+        if t is E.Not:
+            fa = _compile(e.a, positions)
+            return lambda v: not fa(v)
+        fa, fb = _compile(e.a, positions), _compile(e.b, positions)
+        return (lambda v: fa(v) and fb(v)) if t is E.And else (lambda v: fa(v) or fb(v))
+    if t is E.Cast and e.dtype.is_integer and e.value.dtype.is_integer:
+        return _compile(e.value, positions)
+    binary = {E.Add: int.__add__, E.Sub: int.__sub__, E.Mul: int.__mul__, E.Min: min, E.Max: max,
+              E.FloorDiv: lambda a, b: a // b if b else 0, E.FloorMod: lambda a, b: a % b if b else 0,
+              E.Div: _cdiv, E.Mod: lambda a, b: a - b * _cdiv(a, b) if b else 0}
+    if t in binary and e.dtype.is_integer and not e.dtype.is_vector:
+        fa, fb, op = _compile(e.a, positions), _compile(e.b, positions), binary[t]
+        return lambda v: op(fa(v), fb(v))
+    raise _NotCompilable(f"{type(e).__name__} nodes are not size arithmetic")
+
+
+_LIMIT: list = []
+
+
+def allocation_limit() -> int:
+    """The most bytes one intermediate allocation may take: the machine's physical memory
+    (``SC_PAGE_SIZE * SC_PHYS_PAGES``), and never more than ``2**63 - 1`` (what a signed
+    64-bit size holds). A larger allocation raises ``MemoryError`` before the kernel runs.
+
+    >>> 0 < allocation_limit() <= 2**63 - 1
+    True
+    """
+    if not _LIMIT:
+        limit = 2**63 - 1
+        try:
+            limit = min(limit, os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+        except (ValueError, OSError, AttributeError):   # not a POSIX system: the size bound only
+            pass
+        _LIMIT.append(limit)
+    return _LIMIT[0]
+
+
+@dataclass(frozen=True)
+class _Check:
+    """One call-time check: ``test(values)`` is true when ``fail(kernel name, values)`` must
+    raise."""
+
+    test: Callable
+    fail: Callable
+
+
+def _make_guard(kernel: "Kernel") -> Callable | None:
+    """One function running every check of ``kernel`` on a list of size values (None when
+    there is nothing to check)."""
+    name = kernel.name
+    checks = tuple((c.test, c.fail) for c in kernel._alloc_checks + kernel._bounds_checks)
+    if not checks:
+        return None
+    if len(checks) == 1:
+        (test, fail), = checks
+
+        def guard_one(v):
+            if test(v):
+                fail(name, v)
+        return guard_one
+
+    def guard(v):
+        for test, fail in checks:
+            if test(v):
+                fail(name, v)
+    return guard
+
+
+def _allocation_checks(stmt, size_vars: list) -> list:
+    """A check per intermediate allocated in ``stmt`` whose byte count (itemsize times the
+    product of its dimensions, negative dimensions counting as 0) can exceed
+    ``allocation_limit()``."""
+    from loopnest.stmt import Allocate, iter_stmts
+    if stmt is None:
+        return []
+    positions = {id(v): k for k, v in enumerate(size_vars)}
+    seen: set = set()
+    out = []
+    for s in iter_stmts(stmt):
+        if not isinstance(s, Allocate) or id(s.buffer) in seen:
+            continue
+        buf = s.buffer
+        seen.add(id(buf))
+        itemsize = buf.dtype.itemsize * buf.dtype.lanes
+        try:
+            dims = [compile_int_expr(d, positions) for d in buf.dims]
+        except ValueError:
+            continue   # a dimension of unknown variables: the backend's own checks apply
+        consts = [d.value for d in buf.dims if isinstance(d, IntImm)]
+        if len(consts) == len(dims):
+            if itemsize * math.prod(max(c, 0) for c in consts) <= allocation_limit():
+                continue
+        out.append(_allocation_check(buf, dims, itemsize))
+    return out
+
+
+def _allocation_check(buf, dims: list, itemsize: int) -> _Check:
+    limit = allocation_limit()
+
+    def nbytes(v):
+        n = itemsize
+        for d in dims:
+            n *= max(d(v), 0)
+        return n
+
+    def fail(name, v):
+        shape = tuple(d(v) for d in dims)
+        n = nbytes(v)
+        why = (f"more than this machine's physical memory ({limit} bytes)" if limit < 2**63 - 1
+               else "more than a signed 64-bit size holds")
+        raise MemoryError(f"kernel {name}: the intermediate buffer {buf.name} of shape {shape} ({buf.dtype}) needs "
+                          f"{n} bytes, {why}; call the kernel with smaller sizes, or schedule it so the "
+                          f"intermediate is smaller (compute_at, compute_inline)")
+    return _Check(lambda v: nbytes(v) > limit, fail)
+
+
+def bounds_checks(regions, params: Sequence[Param], kernel: str) -> list:
+    """Turn ``loopnest.analysis.regions.argument_regions(...)`` into call-time checks for a
+    kernel with ``params``; raises ``BuildError`` when a region is outside its buffer for
+    every size that touches it. Regions whose violation condition cannot be written as size
+    arithmetic (or uses a variable that is not a size of the kernel) are not checked.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> from loopnest.analysis.regions import argument_regions
+    >>> A = Buffer("A", (8,), "float32"); C = Compute("C", (8,), lambda i: A[i + 100000000])
+    >>> params = [Param("A", buffer=A), Param("C", buffer=C)]
+    >>> bounds_checks(argument_regions(LoopNest([C]).root, [A, C]), params, "C")
+    Traceback (most recent call last):
+    ...
+    codegen.kernel.BuildError: kernel C: argument A (shape (8,)) is accessed at indices [100000000, 100000007] of dimension 0, outside its valid indices [0, 7] whatever the sizes: A[i + 100000000]. ...
+    """
+    order = size_order(params)
+    positions = {id(v): k for k, v in enumerate(order)}
+    out = []
+    for r in regions.axes:
+        if not r.needs_check:
+            continue
+        if r.always_violated():
+            raise BuildError(_always_message(r, kernel))
+        cond = r.violation_condition()
+        if cond is None:
+            continue
+        try:
+            test = compile_int_expr(cond, positions)
+        except ValueError:
+            continue
+        out.append(_Check(test, _region_failure(r, order)))
+    return out
+
+
+def _vars_of(e: Expr) -> list[Var]:
+    return _vars_in([e])
+
+
+def _what(r) -> str:
+    return "element offsets" if r.axis is None else "indices"
+
+
+def _valid(r, limit) -> str:
+    if r.axis is None:
+        return f"its storage holds {limit} elements"
+    return f"valid indices are [0, {limit - 1}]" if isinstance(limit, int) else f"valid indices are [0, {limit} - 1]"
+
+
+def _region_text(r) -> str:
+    lo, hi = r.min_expr(), r.max_expr()
+    return f"[{lo}, {hi}]" if lo is not None and hi is not None else "(not expressible)"
+
+
+def _always_message(r, kernel: str) -> str:
+    from te.simplify import simplify
+    where = f"of dimension {r.axis}" if r.axis is not None else "into its storage"
+    if r.params:
+        span, when = _region_text(r), "for every size that touches it"
+    else:
+        lo, hi = r.region_at({})
+        span, when = f"[{lo}, {hi}]", "whatever the sizes"
+    last = simplify(r.limit - 1) if not isinstance(r.limit, IntImm) else r.limit.value - 1
+    bad = r.accesses_out_of_range({})
+    return (f"kernel {kernel}: argument {r.buffer.name} (shape {r.buffer.shape}) is accessed at {_what(r)} {span} "
+            f"{where}, outside its valid {_what(r)} [0, {last}] {when}: {', '.join(bad)}. Fix the index "
+            f"expressions or the buffer's shape (build(..., bounds_check=False) builds it anyway)")
+
+
+def _region_failure(r, order: list) -> Callable:
+    def fail(name, v):
+        values = {id(var): x for var, x in zip(order, v) if x is not None}
+        span = r.region_at(values)
+        shape = tuple(eval_int_expr(d, values) for d in r.buffer.dims)
+        limit = eval_int_expr(r.limit, values) if r.limit is not None else None
+        shown = {id(n) for e in (r.min_expr(), r.max_expr(), r.limit) if e is not None
+                 for n in _vars_of(e)}
+        given = ", ".join(f"{var.name} = {values[id(var)]}" for var in r.params if id(var) in values and id(var) in shown)
+        where = f"of dimension {r.axis}" if r.axis is not None else "into its storage"
+        at = f"[{span[0]}, {span[1]}]" if span is not None else "outside the buffer"
+        bad = r.accesses_out_of_range(values)
+        raise ValueError(f"kernel {name}: argument {r.buffer.name} is accessed at {_what(r)} {at} {where} "
+                         f"(region {_region_text(r)}{' for ' + given if given else ''}), but its shape is {shape}: "
+                         f"{_valid(r, limit)}; out of range: {', '.join(bad)}. Pass arrays whose shapes contain "
+                         f"the region (or fix the index expressions); build(..., bounds_check=False) skips this check")
+    return fail

@@ -49,11 +49,15 @@ def gpu_description() -> dict | None:
     """GPU name and compute capability (PyCUDA, else nvidia-smi); None without a GPU."""
     try:
         import pycuda.driver as drv
-        drv.init()
-        d = drv.Device(0)
-        return {"gpu": d.name(), "arch": "sm_%d%d" % d.compute_capability()}
-    except Exception:
-        pass
+    except (ImportError, OSError):   # no PyCUDA, or no libcuda for it to load
+        drv = None
+    if drv is not None:
+        try:
+            drv.init()
+            d = drv.Device(0)
+            return {"gpu": d.name(), "arch": "sm_%d%d" % d.compute_capability()}
+        except drv.Error:   # no driver or no device: ask nvidia-smi
+            pass
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,compute_cap", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=10)
@@ -82,6 +86,6 @@ def library_versions() -> dict:
     for mod in ("numpy", "llvmlite", "pycuda"):
         try:
             out[mod] = __import__(mod).__version__
-        except Exception:
+        except (ImportError, OSError, AttributeError):   # not installed, unloadable, or unversioned
             pass
     return out

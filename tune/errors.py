@@ -7,11 +7,28 @@ Measurement failures are not raised to the tuner: they are recorded with one of 
 'RunTimeout'
 >>> ErrorKind.is_build_error("BuildTimeout")
 True
+
+Only some exceptions become records: ``loopnest.ScheduleError`` (an illegal schedule),
+``codegen.BuildError`` (a refused or failed compilation), a crashed or timed-out worker,
+and the resource errors of ``RESOURCE_ERRORS``; any other exception is a bug and
+propagates out of the tuning run.
+
+>>> issubclass(MemoryError, RESOURCE_ERRORS), issubclass(KeyError, RESOURCE_ERRORS)
+(True, False)
 """
 from __future__ import annotations
 
 __all__ = ["TuneError", "SpaceError", "DatabaseError", "ErrorKind", "WorkerCrashed", "WorkerTimeout",
-           "WorkerError"]
+           "WorkerError", "RESOURCE_ERRORS"]
+
+#: Exceptions that say a candidate needs more than the process has, not that the code is
+#: wrong: recorded like the candidate's other failures. ``MemoryError`` (a buffer or the
+#: compiler's data past the worker's memory limit). ``RecursionError``: some candidates
+#: (large unroll factors, deep splits) make expression trees deep enough for Python's
+#: recursion limit in lowering or code generation, which the other candidates of the same
+#: task stay under; a recursion bug shows up on every candidate, so the records still show it.
+#: Every other exception is a bug in the tuner, the space or the compiler and propagates.
+RESOURCE_ERRORS: tuple[type[BaseException], ...] = (MemoryError, RecursionError)
 
 
 class TuneError(Exception):

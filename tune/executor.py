@@ -133,7 +133,7 @@ def _portable_exception(e: BaseException) -> BaseException:
         pickle.loads(pickle.dumps(e))
         e.worker_traceback = tb
         return e
-    except Exception:
+    except Exception:   # not picklable (any error of its reduction): the future gets it by name
         err = WorkerError(f"{type(e).__name__}: {e}")
         err.worker_traceback = tb
         return err
@@ -305,7 +305,7 @@ class LocalExecutor(cf.Executor):
                 continue
             try:
                 nxt.conn.send(("go", nxt.job.id))
-            except Exception:
+            except OSError:   # its pipe is gone: the worker died, and _poll reports it
                 continue
             self._holder = nxt
             self._enter(nxt.job, phase)
@@ -346,7 +346,7 @@ class LocalExecutor(cf.Executor):
                 w.job = job
                 try:
                     w.conn.send((job.id, job.blob))
-                except Exception as e:  # the worker died between tasks
+                except OSError as e:  # the worker died between tasks (a broken or closed pipe)
                     self._fail(w, WorkerCrashed(f"worker could not take the task: {e!r}", None, w.proc.exitcode))
 
     def _fail(self, w: _Worker, exc: BaseException):

@@ -4,8 +4,13 @@
 (the builder replays the trace and compiles), then phase ``"run"`` (held under the
 executor's run lock so timings never overlap): one call whose outputs are compared with the
 task's reference, then warm-up and timed repeats. ``Runner`` submits candidates to an
-executor with separate build and run time limits and turns every failure (an exception,
-a wrong result, a crash, a timeout) into a ``MeasureResult`` with an ``ErrorKind``.
+executor with separate build and run time limits and turns every failure of a candidate
+into a ``MeasureResult`` with an ``ErrorKind``: a compiler refusal (``codegen.BuildError``,
+``loopnest.ScheduleError`` while replaying), a launch the device cannot run or that faults
+(``CudaLaunchError``, ``LaunchLimitError``), a resource error (``errors.RESOURCE_ERRORS``), a
+wrong result, a crashed worker, a timeout. Any other exception is a bug in the compiler,
+the builder or the task, not a property of the candidate: it propagates out of ``Runner.run``
+(with the worker's traceback in ``worker_traceback``) instead of becoming a record.
 
 >>> MeasureResult(error_kind="RunTimeout", error="phase 'run' ran past 1 s").ok
 False
@@ -17,12 +22,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from .errors import ErrorKind, WorkerCrashed, WorkerError, WorkerTimeout
+from .errors import RESOURCE_ERRORS, ErrorKind, WorkerCrashed, WorkerTimeout
 from .executor import LocalExecutor, enter_phase, exclusive_phase
 from .task import TaskRef, check_outputs
 from .timing import TimeStats, time_callable
 
-__all__ = ["MeasureOptions", "MeasureResult", "Runner", "measure_candidate"]
+__all__ = ["MeasureOptions", "MeasureResult", "Runner", "measure_candidate", "build_failures", "run_failures"]
 
 
 @dataclass(frozen=True)
@@ -76,20 +81,44 @@ def _describe(e: BaseException) -> str:
     return msg if not tb else f"{msg}\n{tb[-2000:]}"
 
 
+def build_failures() -> tuple[type[BaseException], ...]:
+    """The exceptions of a build that are the candidate's failure (recorded as ``BuildError``).
+
+    >>> from codegen import BuildError
+    >>> BuildError in build_failures(), KeyError in build_failures()
+    (True, False)
+    """
+    from codegen.kernel import BuildError
+    from loopnest import ScheduleError
+    return (BuildError, ScheduleError, *RESOURCE_ERRORS)
+
+
+def run_failures() -> tuple[type[BaseException], ...]:
+    """The exceptions of a kernel call that are the candidate's failure (recorded as ``RunError``):
+    a CUDA launch that faults or exceeds the device's limits, and resource errors.
+
+    >>> MemoryError in run_failures(), ValueError in run_failures()
+    (True, False)
+    """
+    from codegen.cuda.launch import CudaLaunchError, LaunchLimitError
+    return (CudaLaunchError, LaunchLimitError, *RESOURCE_ERRORS)
+
+
 def measure_candidate(ref: TaskRef, trace: str, options: MeasureOptions) -> MeasureResult:
-    """Build and time one candidate (runs in a worker process). Never raises for the candidate's own faults."""
+    """Build and time one candidate (runs in a worker process). Never raises for the candidate's
+    own faults (``build_failures``, ``run_failures``); any other exception propagates."""
     from .builder import build_candidate
     enter_phase("load")        # reading the task (once per worker) is not part of the build time
     try:
         task = ref.load()
-    except Exception as e:
+    except RESOURCE_ERRORS as e:
         return MeasureResult.failure(ErrorKind.BUILD_ERROR, "loading the task: " + _describe(e))
     enter_phase("build")
     t0 = time.perf_counter()
     try:
         builder = options.builder or build_candidate
         kernel = builder(task, trace, options.target, dict(options.build_options))
-    except Exception as e:
+    except build_failures() as e:
         return MeasureResult.failure(ErrorKind.BUILD_ERROR, _describe(e), time.perf_counter() - t0)
     build_s = time.perf_counter() - t0
     with exclusive_phase("run"):
@@ -98,7 +127,7 @@ def measure_candidate(ref: TaskRef, trace: str, options: MeasureOptions) -> Meas
         kwargs = task.call_kwargs(arrays)
         try:
             kernel(**kwargs)
-        except Exception as e:
+        except run_failures() as e:
             return MeasureResult.failure(ErrorKind.RUN_ERROR, _describe(e), build_s)
         wrong = check_outputs({k: arrays[k] for k in task.output_names}, task.reference, task.dtypes)
         if wrong is not None:
@@ -106,7 +135,7 @@ def measure_candidate(ref: TaskRef, trace: str, options: MeasureOptions) -> Meas
         try:
             stats = time_callable(lambda: kernel(**kwargs), warmup=options.warmup, repeats=options.repeats,
                                   min_repeat_s=options.min_repeat_s)
-        except Exception as e:
+        except run_failures() as e:
             return MeasureResult.failure(ErrorKind.RUN_ERROR, _describe(e), build_s)
         return MeasureResult(stats.costs, stats.number, build_s, time.perf_counter() - t1)
 
@@ -137,7 +166,14 @@ class Runner:
 
     @staticmethod
     def result_of(fut: cf.Future) -> MeasureResult:
-        """The MeasureResult of a submitted candidate, failures of the worker included."""
+        """The MeasureResult of a submitted candidate: a worker that crashed or ran past a
+        time limit is the candidate's failure; any other exception the future holds (a bug
+        the measure function let through, a result that could not be sent back) is raised.
+
+        >>> f = cf.Future(); f.set_exception(WorkerCrashed("worker process died (killed by signal 11)"))
+        >>> Runner.result_of(f).error_kind
+        'Crash'
+        """
         try:
             res = fut.result()
         except WorkerTimeout as e:
@@ -145,19 +181,20 @@ class Runner:
             return MeasureResult.failure(kind, str(e))
         except WorkerCrashed as e:
             return MeasureResult.failure(ErrorKind.CRASH, str(e))
-        except WorkerError as e:
-            kind = ErrorKind.BUILD_ERROR if e.phase in ("load", "build") else ErrorKind.RUN_ERROR
-            return MeasureResult.failure(kind, _describe(e))
-        except Exception as e:
-            return MeasureResult.failure(ErrorKind.RUN_ERROR, _describe(e))
         if not isinstance(res, MeasureResult):
-            return MeasureResult.failure(ErrorKind.RUN_ERROR, f"the measure function returned {res!r}")
+            raise TypeError(f"the measure function must return a MeasureResult, returned {res!r}; "
+                            "a custom Runner(measure=...) should wrap measure_candidate")
         return res
 
     def run(self, ref: TaskRef, traces: Sequence[str], options: MeasureOptions) -> list[MeasureResult]:
         """Measure every trace (in parallel where the executor has several workers), in order."""
         futs = [self.submit(ref, t, options) for t in traces]
-        return [self.result_of(f) for f in futs]
+        try:
+            return [self.result_of(f) for f in futs]
+        except BaseException:
+            for f in futs:     # a bug surfaced: do not go on measuring the rest
+                f.cancel()
+            raise
 
     def close(self):
         if self._own:

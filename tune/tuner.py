@@ -1,8 +1,10 @@
 """The tuning loop: propose points, schedule them, measure what is new, remember everything.
 
 Each trial: the strategy proposes a point; the space schedules a fresh nest with it (in
-this process: cheap, no compilation); a schedule that raises is recorded as
-``InvalidSchedule`` and does not use up a trial; a schedule already in the database (same
+this process: cheap, no compilation); a schedule that raises ``ScheduleError`` (or runs
+past ``prepare_timeout``, or exhausts a resource: ``errors.RESOURCE_ERRORS``) is recorded as
+``InvalidSchedule`` and does not use up a trial (any other exception from the space is a bug
+in it or in the transforms, and propagates); a schedule already in the database (same
 workload, target, device and trace) reuses its stored result, so a run that was killed
 resumes where it stopped; the rest are measured in worker processes. The unscheduled
 nest is always measured first, as the baseline and the fallback.
@@ -22,7 +24,9 @@ import numpy as np
 
 from .database import Database, Record, trace_key
 from .device import device_fingerprint, library_versions
-from .errors import ErrorKind
+from loopnest import ScheduleError
+
+from .errors import RESOURCE_ERRORS, ErrorKind
 from .features import FEATURE_COUNT, nest_features
 from .progress import Progress
 from .runner import MeasureOptions, MeasureResult, Runner
@@ -136,12 +140,12 @@ class Tuner:
             with _time_limit(self.prepare_timeout):
                 nest = self.space.apply(point)
             trace = json.dumps(nest.history)
-        except Exception as e:   # ScheduleError, or a transform that is not available
+        except (ScheduleError, ScheduleTimeout, *RESOURCE_ERRORS) as e:
             p = Prepared(point, values, None, None, f"{type(e).__name__}: {e}")
         else:
             try:
                 feats = nest_features(nest, self.task.sizes)
-            except Exception:    # features only guide the search: an odd nest still gets measured
+            except RESOURCE_ERRORS:   # features only guide the search: the nest still gets measured
                 feats = np.full(FEATURE_COUNT, np.nan)
             p = Prepared(point, values, trace, feats)
         self._prepared[point] = p

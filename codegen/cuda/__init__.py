@@ -15,7 +15,11 @@
 >>> "blockIdx.x" in k.source and "threadIdx.x" in k.source
 True
 
-* ``emit``: the prepared nest -> CUDA C (kernels, grid/block sizes, shared memory, barriers).
+* ``passes``: the CUDA steps after ``prepare_for_codegen`` -- kernel outlining and launch
+  dimensions (``outline``), memory scopes (``memory``), barriers and one-thread sections
+  (``sync``), arguments with their const / ``__restrict__`` facts (``aliasing``) -- filling a
+  ``plan.CudaPlan`` that ``LOOPNEST_DUMP_PASSES=1`` (or ``dump=True``) prints.
+* ``emit``: prints the plan as CUDA C.
 * ``compile``: nvcc -> cubin / PTX, and the ``ptxas -v`` report (no GPU needed).
 * ``launch``: PyCUDA launches (imported lazily; calling without a GPU raises RuntimeError).
 * ``examples``: GPU schedules used by the tests and benchmarks.
@@ -38,7 +42,7 @@ from .launch import CudaLaunchError
 __all__ = ["build_cuda", "CudaKernel", "CudaLaunchError", "CompileError", "emit_cuda", "nvcc_available",
            "ptxas_report", "CudaModuleSpec", "KernelSpec"]
 
-_OPTIONS = ("fast_math", "arch", "sync", "name", "max_threads_per_block", "max_shared_bytes")
+_OPTIONS = ("fast_math", "arch", "sync", "name", "max_threads_per_block", "max_shared_bytes", "dump")
 
 
 def build_cuda(nest, params: Sequence[Param], **options) -> CudaKernel:
@@ -48,14 +52,15 @@ def build_cuda(nest, params: Sequence[Param], **options) -> CudaKernel:
     ``arch`` (e.g. ``"sm_90"``; default: the device's at launch), ``sync`` (default True),
     ``name`` (kernel name; default from the outputs), ``max_threads_per_block`` (default
     1024) and ``max_shared_bytes`` (default 48 KiB): a nest over those limits is refused
-    with a BuildError here, before anything runs.
+    with a BuildError here, before anything runs. ``dump`` (default: the environment
+    variable ``LOOPNEST_DUMP_PASSES``) prints the CUDA steps and their plan to stderr.
     """
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise BuildError(f"unknown option(s) for target 'cuda': {unknown}; known: {list(_OPTIONS)}")
     name = options.get("name") or "_".join(t.name for t in getattr(nest, "outputs", [])) or "kernel"
     fast_math = bool(options.get("fast_math", False))
-    emit_opts = {k: options[k] for k in ("max_threads_per_block", "max_shared_bytes") if k in options}
+    emit_opts = {k: options[k] for k in ("max_threads_per_block", "max_shared_bytes", "dump") if k in options}
     if getattr(nest, "prepared", False):     # unprepared nests are refused by the emitter
         nest = legalize_for_target(nest, "cuda")
     module = emit_cuda(nest, params, name, fast_math=fast_math, **emit_opts)

@@ -40,7 +40,7 @@ import numpy as np
 
 from ..kernel import BuildError
 from .emit import compute_type, c_type
-from .launch import memory_bytes
+from .launch import memory_bytes, scalar_value
 
 __all__ = ["host_compiler", "run_on_host", "EmulationError"]
 
@@ -79,6 +79,8 @@ static inline int __float_as_int(float f) { int x; std::memcpy(&x, &f, 4); retur
 static inline unsigned __float_as_uint(float f) { unsigned x; std::memcpy(&x, &f, 4); return x; }
 static inline double __longlong_as_double(long long x) { double f; std::memcpy(&f, &x, 8); return f; }
 static inline long long __double_as_longlong(double f) { long long x; std::memcpy(&x, &f, 8); return x; }
+// a float scalar parameter travels in its argument slot as the bits of a double
+static inline double tc_slot_double(long long x) { double f; std::memcpy(&f, &x, 8); return f; }
 static inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 #define __expf(x) expf(x)
@@ -158,7 +160,12 @@ def _driver(kernel) -> str:
         casts = []
         for n, a in enumerate(ks.args):
             t = _arg_ctype(kernel, a)
-            casts.append(f"({t})(uintptr_t)a[{n}]" if t.endswith("*") else f"({t})a[{n}]")
+            if t.endswith("*"):
+                casts.append(f"({t})(uintptr_t)a[{n}]")
+            elif a.kind == "size" and a.var.dtype.is_float:
+                casts.append(f"({t})tc_slot_double(a[{n}])")
+            else:
+                casts.append(f"({t})a[{n}]")
         out.append(f"""
 static void tc_body_{ks.name}(void* ctx) {{
   const long long* a = (const long long*)ctx;
@@ -169,6 +176,16 @@ extern "C" int tc_launch_{ks.name}(const long long* args, const unsigned* g, con
   return 0;
 }}""")
     return "\n".join(out)
+
+
+def _slot(var, v, kernel_name: str) -> int:
+    """The 64-bit argument slot of a scalar parameter: the integer, or for a float dtype the
+    bits of the double holding the value rounded to the dtype (exact in the C type the
+    driver converts it to)."""
+    value = scalar_value(var, v, kernel_name)
+    if var.dtype.is_float:
+        return int(np.array(value, np.float64).view(np.int64))
+    return int(value)
 
 
 def _build(kernel) -> str:
@@ -232,7 +249,7 @@ def run_on_host(kernel, *args, timeout: float = 120.0, **kwargs) -> None:
             elif a.kind == "scratch":
                 vals.append(scratch[a.index].ctypes.data)
             else:
-                vals.append(int(sizes[id(a.var)]))
+                vals.append(_slot(a.var, sizes[id(a.var)], kernel.name))
         launches.append((ks.name, vals, grid, block))
     pid = os.fork()
     if pid == 0:  # child: run and exit without returning into the caller's stack

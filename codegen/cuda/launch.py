@@ -29,12 +29,17 @@ from ..kernel import KernelArgumentError
 from .compile import compile_cubin, source_hash
 from .emit import AXES, CudaModuleSpec, KernelSpec
 
-__all__ = ["CudaLaunchError", "DeviceArray", "as_device_array", "get_driver", "device_info", "Launcher",
-           "memory_bytes"]
+__all__ = ["CudaLaunchError", "LaunchLimitError", "DeviceArray", "as_device_array", "get_driver", "device_info",
+           "Launcher", "memory_bytes", "scalar_value", "scalar_arg"]
 
 
 class CudaLaunchError(RuntimeError):
     """A kernel launch (or the work it started) failed; the message names the kernel."""
+
+
+class LaunchLimitError(ValueError):
+    """A launch needs more than the device has (threads per block, grid or block extent,
+    shared memory); raised before anything runs. A ``ValueError`` for callers catching that."""
 
 
 _NO_DRIVER = ("no CUDA device/driver is available ({why}); kernel.source holds the CUDA C and "
@@ -221,17 +226,17 @@ class Launcher:
         except Exception:  # pragma: no cover - attribute query unsupported
             pass
         if threads > limit:
-            raise ValueError(f"kernel {k.name} of {self.name}: block {block} has {threads} threads, more than "
+            raise LaunchLimitError(f"kernel {k.name} of {self.name}: block {block} has {threads} threads, more than "
                              f"the {limit} this kernel can run per block on {info['name']}")
         for a in range(3):
             if block[a] > info["max_block_dims"][a]:
-                raise ValueError(f"kernel {k.name} of {self.name}: {block[a]} threads on axis {AXES[a]} exceed "
+                raise LaunchLimitError(f"kernel {k.name} of {self.name}: {block[a]} threads on axis {AXES[a]} exceed "
                                  f"the device limit {info['max_block_dims'][a]}")
             if grid[a] > info["max_grid_dims"][a]:
-                raise ValueError(f"kernel {k.name} of {self.name}: {grid[a]} blocks on axis {AXES[a]} exceed "
+                raise LaunchLimitError(f"kernel {k.name} of {self.name}: {grid[a]} blocks on axis {AXES[a]} exceed "
                                  f"the device limit {info['max_grid_dims'][a]}")
         if k.shared_bytes > info["max_shared_bytes"]:
-            raise ValueError(f"kernel {k.name} of {self.name} uses {k.shared_bytes} bytes of shared memory, "
+            raise LaunchLimitError(f"kernel {k.name} of {self.name} uses {k.shared_bytes} bytes of shared memory, "
                              f"more than the device's {info['max_shared_bytes']}")
 
     def run(self, arrays: list, sizes: dict) -> None:
@@ -277,7 +282,7 @@ class Launcher:
                         v = sizes.get(id(a.var))
                         if v is None:
                             raise KernelArgumentError(f"size {a.var.name} of {self.name} is not bound")
-                        args.append(a.var.dtype.numpy.type(v))
+                        args.append(scalar_arg(a.var, v, self.name))
                 try:
                     fn(*args, grid=grid, block=block)
                     if self.sync:
@@ -297,6 +302,57 @@ class Launcher:
                     m.free()
                 except Exception:  # pragma: no cover - context already gone
                     pass
+
+
+def scalar_value(var, v, kernel_name: str = "kernel"):
+    """The value a scalar parameter ``var`` takes for the bound argument ``v``: an int for
+    integer dtypes (range-checked), 0 or 1 for bool, and for float dtypes ``v`` rounded once
+    to the dtype (float16, bfloat16, tf32 and float8 parameters are declared with their
+    compute type ``float`` and get the rounded value). NaN and infinities pass; a finite
+    value beyond the dtype's range raises ``ValueError``.
+
+    >>> from te import Var, bfloat16, int8
+    >>> scalar_value(Var("s", bfloat16), 1.0 + 2.0 ** -8 + 2.0 ** -30), scalar_value(Var("n", int8), 5)
+    (1.0078125, 5)
+    >>> scalar_value(Var("n", int8), 300)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: argument n of kernel: n = 300 does not fit its dtype int8 (range [-128, 127]); pass a value ...
+    """
+    dt = var.dtype
+    if dt.is_bool:
+        return 1 if v else 0
+    lo, hi = dt.min_value(), dt.max_value()
+    if dt.is_float:
+        v = float(v)
+    if not lo <= v <= hi and not (dt.is_float and not math.isfinite(v)):
+        raise ValueError(f"argument {var.name} of {kernel_name}: {var.name} = {v} does not fit its dtype {dt} "
+                         f"(range [{lo}, {hi}]); pass a value in range or use a wider dtype")
+    if not dt.is_float:
+        return int(v)
+    if dt.kind == "float" and dt.bits in (32, 64):
+        return float(dt.numpy.type(v))
+    from te.lowprec import convert
+    return float(np.asarray(convert(np.array([v], np.float64), "float64", dt.scalar_name), np.float64)[0])
+
+
+def scalar_arg(var, v, kernel_name: str = "kernel") -> np.generic:
+    """The numpy scalar PyCUDA packs for the scalar parameter ``var`` (declared with the C
+    type ``compute_type(var.dtype)``): the integer type, ``uint8`` for bool (a C ``bool`` is
+    one byte, and PyCUDA packs only ``np.number``), ``float32`` for float32 and the
+    low-precision floats, ``float64`` for float64.
+
+    >>> from te import Var, bool_, float16, int64
+    >>> [repr(scalar_arg(Var(n, d), x)) for n, d, x in (("b", bool_, True), ("h", float16, 0.1), ("n", int64, 7))]
+    ['np.uint8(1)', 'np.float32(0.099975586)', 'np.int64(7)']
+    """
+    dt = var.dtype
+    value = scalar_value(var, v, kernel_name)
+    if dt.is_bool:
+        return np.uint8(value)
+    if dt.is_integer:
+        return dt.numpy.type(value)
+    return np.float64(value) if dt.kind == "float" and dt.bits == 64 else np.float32(value)
 
 
 def memory_bytes(a: np.ndarray) -> np.ndarray:

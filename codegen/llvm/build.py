@@ -16,12 +16,13 @@
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 from typing import Any, Sequence
 
 import numpy as np
 
-from te.expr import IntImm, Var
+from te.expr import IntImm, Var, walk
 from te.tensor import Buffer, Tensor
 from loopnest.passes import legalize_for_target
 from loopnest.stmt import For, ForKind, Stmt, Store, iter_stmts
@@ -31,12 +32,53 @@ from . import jit
 from .cache_key import stmt_key
 from .emit import ALIASED, RUNTIMES, EmitOptions, emit_module
 from .outline import free_vars_and_buffers
+from .types import arg_type, round_to_dtype
 
 __all__ = ["build_llvm", "LLVMKernel"]
 
-_CTYPES = {"int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
-           "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32,
-           "uint64": ctypes.c_uint64, "bool": ctypes.c_bool}
+_INT_CTYPES = {"int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
+               "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32,
+               "uint64": ctypes.c_uint64}
+
+
+def _arg_ctype(dt) -> type:
+    """The ctypes type of a scalar parameter, matching ``types.arg_type`` (bool: a byte;
+    float16, bfloat16, tf32, float8: a C float holding the value rounded to the dtype)."""
+    if dt.is_bool:
+        return ctypes.c_uint8
+    if dt.is_integer:
+        return _INT_CTYPES[dt.name]
+    return ctypes.c_double if str(arg_type(dt)) == "double" else ctypes.c_float
+
+
+def _scalar_converter(var: Var, kernel_name: str):
+    """A function turning a bound scalar (``Kernel.bind`` gives ints, floats and bools) into
+    the value passed to the compiled entry point, or raising ``ValueError`` when it does not
+    fit the dtype. Float values are rounded once to the dtype, as a ``Cast`` of a constant
+    (float16 and bfloat16 included: the kernel sees the rounded value); NaN and infinities
+    pass through, finite values beyond the dtype's largest finite value are refused (as IREval
+    refuses them) instead of silently becoming infinite."""
+    dt = var.dtype
+    lo, hi = dt.min_value(), dt.max_value()
+
+    def refuse(v):
+        return ValueError(f"argument {var.name} of {kernel_name}: {var.name} = {v} does not fit its dtype {dt} "
+                          f"(range [{lo}, {hi}]); pass a value in range or use a wider dtype")
+    if dt.is_bool:
+        return lambda v: 1 if v else 0
+    if dt.is_integer:
+        def to_int(v):
+            if not lo <= v <= hi:
+                raise refuse(v)
+            return v
+        return to_int
+
+    def to_float(v):
+        v = float(v)
+        if not lo <= v <= hi and math.isfinite(v):
+            raise refuse(v)
+        return float(round_to_dtype(v, dt))
+    return to_float
 
 
 class LLVMKernel(Kernel):
@@ -64,7 +106,7 @@ class LLVMKernel(Kernel):
         self.parallel_runtime = parallel_runtime
         self.scalar_vars = list(scalar_vars)
         self._compiled = compiled  # keeps the JIT engine (and the code) alive
-        scalar_ct = [_CTYPES[v.dtype.name] for v in scalar_vars]
+        scalar_ct = [_arg_ctype(v.dtype) for v in scalar_vars]
         nbuf = len(self._buffer_params)
         self._cfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.c_void_p] * nbuf + scalar_ct))(compiled.address)
         self._pyfunc = None
@@ -72,7 +114,9 @@ class LLVMKernel(Kernel):
             self._pyfunc = ctypes.CFUNCTYPE(ctypes.c_int32, *([ctypes.py_object] * nbuf + scalar_ct))(
                 compiled.py_address)
         self._scalar_ids = [id(v) for v in scalar_vars]
-        self._size_max = [int(v.dtype.max_value()) for v in scalar_vars]
+        self._scalar_conv = [_scalar_converter(v, name) for v in scalar_vars]
+        # upper bounds of the sizes the fast path reads off shapes (those are always integers)
+        self._size_max = [int(v.dtype.max_value()) if v.dtype.is_integer else None for v in scalar_vars]
         self._safe: LLVMKernel | None = None
         self._build_safe = lambda: self  # replaced by build_llvm when the kernel assumes no aliasing
         written = {id(x.buffer) for x in iter_stmts(stmt) if isinstance(x, Store)}
@@ -107,7 +151,7 @@ class LLVMKernel(Kernel):
         var_slot = {vid: s for vid, s in slots.items()}
         scalar_slots = []
         for v in self.scalar_vars:
-            if id(v) not in var_slot:
+            if id(v) not in var_slot or not v.dtype.is_integer:
                 return None  # a size that must be passed explicitly
             scalar_slots.append(var_slot[id(v)])
         self._n_slots = len(slots)
@@ -145,6 +189,8 @@ class LLVMKernel(Kernel):
                     if v > hi:
                         ok = False   # the general path reports it
             if ok:
+                if self._guard is not None:   # call-time checks (codegen.kernel): vals is in size_order
+                    self._guard(vals)
                 if self._pyfunc is not None:
                     rc = self._pyfunc(*args, *sizes)
                 else:
@@ -163,10 +209,7 @@ class LLVMKernel(Kernel):
             if w and not a.flags.writeable:
                 raise ValueError(f"argument {p.name} of {self.name} is written by the kernel but the array "
                                  "is read-only")
-        scalars = [sizes[k] for k in self._scalar_ids]
-        for v, var, hi in zip(scalars, self.scalar_vars, self._size_max):
-            if not var.dtype.min_value() <= v <= hi:
-                raise ValueError(f"size {var.name} = {v} of {self.name} does not fit its dtype {var.dtype}")
+        scalars = [conv(sizes[k]) for conv, k in zip(self._scalar_conv, self._scalar_ids)]
         if self._pyfunc is not None and all(type(a) is np.ndarray for a in arrays):
             rc = self._pyfunc(*arrays, *scalars)
         else:
@@ -185,7 +228,14 @@ class LLVMKernel(Kernel):
         return self._safe
 
     def _alloc_failed(self):
-        raise MemoryError(f"kernel {self.name}: a heap allocation for an intermediate buffer failed")
+        from loopnest.stmt import Allocate
+        from .emit import STACK_LIMIT
+        bufs = {id(s.buffer): s.buffer for s in iter_stmts(self.stmt) if isinstance(s, Allocate)}.values()
+        heap = [b.name for b in bufs if b.static_size() is None
+                or b.static_size() * b.dtype.itemsize * b.dtype.lanes > STACK_LIMIT] or [b.name for b in bufs]
+        raise MemoryError(f"kernel {self.name}: malloc returned NULL for the intermediate buffer "
+                          f"{' or '.join(heap)}; free memory, raise the process's memory limit or call the kernel "
+                          "with smaller sizes")
 
 
 _STREAMING: list = []
@@ -224,19 +274,18 @@ def _array_data_offset() -> int | None:
     verified on several arrays; None when it cannot be established (then kernels read
     ``__array_interface__`` per call instead)."""
     if not _DATA_OFFSET:
+        import sys
         found = None
-        try:
-            import sys
-            if sys.implementation.name == "cpython":
-                samples = [np.zeros(3, np.float32), np.ones((2, 5), np.int8), np.zeros(0, np.float64),
-                           np.zeros((), np.int64), np.arange(10)[2:]]
-                for off in range(8, 80, 8):
-                    if all(ctypes.c_void_p.from_address(id(a) + off).value == a.__array_interface__["data"][0]
-                           for a in samples):
-                        found = off
-                        break
-        except Exception:  # pragma: no cover - be conservative: fall back to the slow path
-            found = None
+        # reading inside the array objects is safe: every offset probed lies within the
+        # PyArrayObject header of CPython (elsewhere ``id`` is no address, so never probe)
+        if sys.implementation.name == "cpython":
+            samples = [np.zeros(3, np.float32), np.ones((2, 5), np.int8), np.zeros(0, np.float64),
+                       np.zeros((), np.int64), np.arange(10)[2:]]
+            for off in range(8, 80, 8):
+                if all(ctypes.c_void_p.from_address(id(a) + off).value == a.__array_interface__["data"][0]
+                       for a in samples):
+                    found = off
+                    break
         _DATA_OFFSET.append(found)
     return _DATA_OFFSET[0]
 
@@ -253,7 +302,10 @@ def _has_parallel(root) -> bool:
 
 def _scalar_vars(root, params: Sequence[Param], name: str) -> list[Var]:
     """The kernel's scalar arguments: the Var params in order, then every other free variable
-    of ``root``, which must be a dimension of a buffer parameter (bound from its shape)."""
+    of ``root``, which must be a dimension of a buffer parameter (bound from its shape), then
+    the size variables of buffer shapes that the statement does not use: the ``noalias``
+    overlap check computes every argument's extent from its shape, so those sizes are passed
+    too (a size that appears only in a shape, like ``M`` of ``A[M]`` read at ``i < N``)."""
     buffer_params = [p for p in params if p.is_buffer]
     free_vars, free_bufs = free_vars_and_buffers(root)
     param_bufs = {id(p.buffer) for p in buffer_params}
@@ -272,11 +324,24 @@ def _scalar_vars(root, params: Sequence[Param], name: str) -> list[Var]:
                              "dimension of a buffer parameter; add it to build's argument list")
         out.append(v)
         have.add(id(v))
+    for p in buffer_params:
+        for v in _vars_of(p.buffer.dims):
+            if id(v) not in have:
+                out.append(v)
+                have.add(id(v))
     for v in out:
-        if v.dtype.name not in _CTYPES or v.dtype.lanes != 1:
-            raise BuildError(f"kernel {name}: scalar parameter {v.name} has dtype {v.dtype}; the llvm target "
-                             "takes integer scalars only")
+        if v.dtype.lanes != 1:
+            raise BuildError(f"kernel {name}: scalar parameter {v.name} has the vector dtype {v.dtype}; kernel "
+                             f"parameters are scalars or buffers: pass a buffer of {v.dtype.element} instead")
     return out
+
+
+def _vars_of(exprs) -> list[Var]:
+    """The variables of ``exprs`` in first-use order."""
+    out: dict[int, Var] = {}
+    for e in exprs:
+        walk(e, lambda n: out.setdefault(id(n), n) if isinstance(n, Var) else None)
+    return list(out.values())
 
 
 def _check_half_support(source: str, name: str) -> None:
@@ -306,6 +371,13 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
     registers and skip run-time alias checks; the kernel checks that assumption on every call
     (a few comparisons of address ranges) and runs a variant compiled with ``noalias=False``
     when a written array overlaps another one, so aliasing arguments stay correct.
+
+    Scalar parameters (Vars in the argument list) may have any scalar dtype. The kernel
+    takes integers as C integers, bool as a byte, float64 as a double and the other floats as
+    a C float holding the value rounded once to the dtype (float16, bfloat16, tf32, float8:
+    what a ``Cast`` of the constant gives); NaN and infinities pass, a finite value outside
+    the dtype's range raises ``ValueError``. Every size variable of a buffer's shape is passed
+    too, also one the loops never use (the ``noalias`` overlap check needs each extent).
 
     Options of the wrong type raise ``BuildError`` naming the option.
 
@@ -385,10 +457,6 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
             module = emit_module(symbol, root, buffer_params, scalar_vars, opts)
         except BuildError as exc:
             raise BuildError(f"kernel {name}: {exc}") from None
-        except (TypeError, ValueError, KeyError, AttributeError, AssertionError) as exc:
-            # an IR shape the emitter does not handle: report it as a build failure, not a crash
-            raise BuildError(f"kernel {name}: the LLVM backend could not emit IR for this nest: "
-                             f"{type(exc).__name__}: {exc}") from exc
         source = str(module)
         _check_half_support(source, name)
         compiled = jit.compile_ir(source, symbol, name, opt=opt_level, cache_dir=cache_dir,

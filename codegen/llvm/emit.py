@@ -4,7 +4,8 @@ The kernel becomes one external function::
 
     i32 @te_<outputs>(ptr %A, ptr %B, ..., i32 %N, ...)
 
-taking a pointer per buffer parameter and a value per size variable, and returning 0, 1
+taking a pointer per buffer parameter and a value per scalar parameter or size variable
+(of any scalar dtype, passed as ``types.arg_type`` says), and returning 0, 1
 when a heap allocation failed, or ``ALIASED`` (with ``noalias``: the code is in
 ``@te_<outputs>_impl`` whose pointer arguments are ``noalias``, and the entry first checks
 that no written array overlaps another argument; if one does it returns ``ALIASED`` and the
@@ -75,8 +76,8 @@ from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, 
 
 from ..kernel import BuildError, Param, sanitize_name
 from . import lowp, mathfns
-from .types import (F32, F64, I1, I8, I32, I64, PTR, VOID, const, intrinsic_suffix, is_bit_float,
-                    scalar_storage_type, splat_const, storage_type, value_type)
+from .types import (F32, F64, HALF, I1, I8, I32, I64, PTR, VOID, arg_type, const, intrinsic_suffix,
+                    is_bit_float, scalar_storage_type, splat_const, storage_type, value_type)
 
 __all__ = ["EmitOptions", "emit_module", "UNROLL_LIMIT", "STACK_LIMIT", "RUNTIMES"]
 
@@ -246,7 +247,7 @@ class _Emitter:
     # ------------------------------------------------------------------------------------
     def run(self, root: Stmt) -> ir.Module:
         self.nt_bufs = streaming_outputs(root, self.buffer_params, self.opts.nontemporal_min_bytes)
-        args = [PTR] * len(self.buffer_params) + [value_type(v.dtype) for v in self.scalar_vars]
+        args = [PTR] * len(self.buffer_params) + [arg_type(v.dtype) for v in self.scalar_vars]
         fnty = ir.FunctionType(I32, args)
         noalias = self.opts.noalias
         fn = ir.Function(self.module, fnty, name=self.symbol + "_impl" if noalias else self.symbol)
@@ -261,7 +262,7 @@ class _Emitter:
             st.bufs[id(p.buffer)] = a
         for v, a in zip(self.scalar_vars, fn.args[len(self.buffer_params):]):
             a.name = sanitize_name(v.name)
-            st.vars[id(v)] = a
+        self.bind_scalar_args(st, fn.args[len(self.buffer_params):])
         self.stmt(st, root)
         if not st.b.block.is_terminated:
             for bid, p in list(st.heap.items()):  # defensive: free what an unmatched Allocate left
@@ -285,8 +286,7 @@ class _Emitter:
         nbuf = len(self.buffer_params)
         for k, a in enumerate(fn.args):
             a.name = impl.args[k].name
-        for v, a in zip(self.scalar_vars, fn.args[nbuf:]):
-            st.vars[id(v)] = a
+        self.bind_scalar_args(st, fn.args[nbuf:])
         written = {id(x.buffer) for x in iter_stmts(root) if isinstance(x, Store)}
         # [lo, hi) byte range and "written" flag of each argument, in three small arrays
         arr_t = ir.ArrayType(I64, nbuf)
@@ -323,6 +323,17 @@ class _Emitter:
         b.ret(b.call(impl, list(fn.args)))
         st.finish()
         return fn
+
+    def bind_scalar_args(self, st: _Fn, args: Sequence[ir.Value]) -> None:
+        """Bind each scalar parameter to its register value, converted from how it is passed
+        (``types.arg_type``: bool as ``i8``, float16 as an exactly representable ``float``)."""
+        for v, a in zip(self.scalar_vars, args):
+            want = value_type(v.dtype)
+            if want is I1:
+                a = st.b.icmp_unsigned("!=", a, ir.Constant(I8, 0), name=a.name + "_b")
+            elif want is HALF:
+                a = st.b.fptrunc(a, HALF, name=a.name + "_h")
+            st.vars[id(v)] = a
 
     def emit_py_wrapper(self, kernel: ir.Function) -> None:
         """``i32 @<symbol>_py(ptr arrays..., sizes...)``: reads each numpy array's data pointer

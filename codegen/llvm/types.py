@@ -30,8 +30,9 @@ from llvmlite import ir
 
 from te.dtypes import Dtype
 
-__all__ = ["value_type", "storage_type", "scalar_value_type", "const", "splat_const", "intrinsic_suffix",
-           "PTR", "I1", "I8", "I16", "I32", "I64", "F32", "F64", "HALF", "VOID", "is_bit_float"]
+__all__ = ["value_type", "storage_type", "scalar_value_type", "arg_type", "round_to_dtype", "const",
+           "splat_const", "intrinsic_suffix", "PTR", "I1", "I8", "I16", "I32", "I64", "F32", "F64", "HALF", "VOID",
+           "is_bit_float"]
 
 PTR = ir.PointerType()
 VOID = ir.VoidType()
@@ -81,6 +82,43 @@ def scalar_storage_type(dt: Dtype) -> ir.Type:
     if k in ("float8_e4m3", "float8_e5m2"):
         return I8
     return scalar_value_type(dt)
+
+
+def arg_type(dt: Dtype) -> ir.Type:
+    """The type a scalar kernel parameter of dtype ``dt`` is passed as (the C ABI of the
+    kernel entry points, called through ctypes).
+
+    bool is ``i8`` (0 or 1; the kernel compares it with 0); float16 is ``float``, holding a
+    value already rounded to float16 by the caller, so the kernel's ``fptrunc`` to ``half``
+    is exact (ctypes has no half type, and C compilers disagree on how ``_Float16`` is
+    passed); every other dtype is its value type (bfloat16, tf32 and float8 are ``float``
+    values rounded to their format by the caller).
+
+    >>> from te.dtypes import bool_, float16, bfloat16, int64
+    >>> [str(arg_type(d)) for d in (bool_, float16, bfloat16, int64)]
+    ['i8', 'float', 'float', 'i64']
+    """
+    if dt.lanes != 1:
+        raise TypeError(f"kernel parameters are scalars, got the vector dtype {dt}; pass a buffer instead")
+    t = scalar_value_type(dt)
+    if t is I1:
+        return I8
+    if t is HALF:
+        return F32
+    return t
+
+
+def round_to_dtype(value, dt: Dtype) -> float | int:
+    """``value`` rounded once to scalar ``dt`` as a Python number (what a ``Cast`` of the
+    constant gives): floats to the nearest value of the format, ties to even (IEEE formats
+    keep NaN and overflow to infinity; the float8 formats saturate to their largest finite
+    value, ``te.lowprec``'s rule); integers wrap; bool is 0 or 1.
+
+    >>> from te.dtypes import bfloat16, float16, int8
+    >>> round_to_dtype(1.00390625, bfloat16), round_to_dtype(1e-8, float16), round_to_dtype(300, int8)
+    (1.0, 0.0, 44)
+    """
+    return _round_scalar(value, dt.element)
 
 
 def storage_type(dt: Dtype) -> ir.Type:

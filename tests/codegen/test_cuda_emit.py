@@ -221,7 +221,7 @@ def test_top_level_intermediates_are_launcher_allocated_globals():
     k = _kernel("softmax_rows")
     assert [b.name for b in k.module.scratch] == ["mx", "e", "s"]
     assert len(k.kernels) == 4
-    assert "float* __restrict__ b_mx" in k.source and "__shared__" not in k.source
+    assert "float* b_mx," in k.source and "__shared__" not in k.source     # written: no __restrict__
     assert [a.kind for a in k.kernels[1].args] == ["param", "scratch", "scratch", "size"]
 
 
@@ -654,7 +654,7 @@ def test_emulation_reports_out_of_bounds_and_deadlocks_instead_of_hanging():
     nest = LoopNest([B]).prepare_for_codegen()
     i = Var("i")
     nest.root = Block((For(i, 0, 4, Block([Store(B, (i * 100000000,), A[i])]), ForKind.GPU_THREAD, 0),))
-    k = build(nest, [A, B], target="cuda")
+    k = build(nest, [A, B], target="cuda", bounds_check=False)
     with pytest.raises(EmulationError, match="crashed"):
         run_on_host(k, np.zeros(4, np.float32), np.zeros(4, np.float32), timeout=30)
 

@@ -53,7 +53,8 @@ def fake_builder(task, trace, target, options):
     if options.get("slow_s"):
         time.sleep(options["slow_s"])
     if op == "build_error":
-        raise RuntimeError("the compiler failed on purpose")
+        from codegen import BuildError
+        raise BuildError("the compiler failed on purpose")
     if op == "build_hang":
         time.sleep(600)
     if op == "build_segv":

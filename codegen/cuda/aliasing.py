@@ -1,0 +1,194 @@
+"""Kernel arguments and the aliasing facts the CUDA C declares about them.
+
+Each kernel takes the build arguments it uses (in build order), then the launcher-allocated
+global buffers it uses, then the size variables its code and launch dimensions need.
+
+The rule for ``const`` and ``__restrict__``, conservative on purpose:
+
+* a buffer argument that some kernel of the module writes -- an output, or an intermediate
+  in launcher-allocated global memory -- is a plain ``T*`` in *every* kernel, including the
+  kernels that only read it;
+* a buffer no kernel of the module writes is ``const T* __restrict__`` -- except in a kernel
+  where a choice (a ``select`` / ``if_then_else`` expression, or a ``Cond`` with an
+  ``else``) loads it on one side and loads a written global buffer on the other: there it is
+  ``const T*`` only (a *select hazard*).
+
+Why: nvcc issues loads through ``__restrict__`` pointers it sees no store through on the
+non-coherent read-only path (``ld.global.nc``). It also merges the two loads of a select
+into one load through a selected pointer -- and that merged load kept the read-only path
+when one side was a ``const __restrict__`` input and the other an intermediate the same
+kernel had just written, which then read stale memory (wrong results on an H100; checked
+in the PTX with nvcc 13 for sm_80 and sm_90: dropping ``__restrict__`` from the written
+buffer alone does not avoid it, dropping it from the read-only side of the select does).
+Written buffers never get ``__restrict__``, so no pointer to written memory is declared
+free of aliases; read-only inputs keep both qualifiers, and the read-only cache, wherever
+no select can mix them with written memory. Shared and local arrays are not pointers and
+cannot be mixed with global ones. As before, the arguments of one call must not overlap
+(the launcher passes separate allocations for numpy arrays; device arrays must be distinct).
+
+Before (IR)::
+
+    for (...) { T1[i] = B[i]; }
+    for (...) { T2[i] = select(T1[i] <= -0.25f, B[i], T1[i]); }
+
+After (plan; the doctest below shows the same for two kernels)::
+
+    B: const __restrict__ (no kernel writes it)
+      only const in k0_T2: a select loads it on one side and T1, which the module writes, on the other
+    T2: neither const nor __restrict__ (written by k0_T2)
+    T1 (scratch): neither const nor __restrict__ (written by k0_T2)
+    k0_T2(B, T2, T1)
+
+>>> from te import Buffer, Compute, select
+>>> from loopnest import LoopNest
+>>> from codegen.kernel import make_params
+>>> from codegen.cuda.passes import plan_cuda
+>>> B = Buffer("B", (8,), "float32")
+>>> T1 = Compute("T1", (8,), lambda i: B[i] * 2.0)
+>>> T2 = Compute("T2", (8,), lambda i: select(T1[i] <= -0.25, B[i], T1[i]))
+>>> nest = LoopNest([T2]).prepare_for_codegen()
+>>> print(plan_cuda(nest, make_params(nest, [B, T2]), "f").describe_arguments())
+B: const __restrict__ (no kernel writes it)
+  only const in k1_f: a select loads it on one side and T1, which the module writes, on the other
+T1 (scratch): neither const nor __restrict__ (written by k0_f)
+T2: neither const nor __restrict__ (written by k1_f)
+k0_f(B, T1)
+k1_f(B, T2, T1)
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from te import expr as E
+from te.expr import walk
+from loopnest.stmt import Cond, For, Let, Stmt, Store, iter_stmts, stmt_exprs
+
+from ..kernel import BuildError
+from .ir_queries import extent, free_vars
+from .plan import ArgRef, CudaPlan, KernelPlan
+
+__all__ = ["plan_arguments"]
+
+
+def plan_arguments(plan: CudaPlan) -> None:
+    """Fill ``args`` and ``select_hazards`` of every kernel and ``plan.readonly`` /
+    ``plan.written_by`` (see the module docstring); refuses buffers that are neither
+    arguments nor allocated, and variables that are neither bound nor size arguments.
+
+    >>> from codegen.cuda import examples
+    >>> from codegen.cuda.passes import plan_cuda
+    >>> from codegen.kernel import make_params
+    >>> ex = examples.elementwise()
+    >>> nest = ex.nest.copy().prepare_for_codegen()
+    >>> plan = plan_cuda(nest, make_params(nest, ex.args), "f", upto="cuda_sync")
+    >>> plan_arguments(plan)
+    >>> [(a.kind, a.name, a.readonly, a.restrict) for a in plan.kernels[0].args]
+    [('param', 'X', True, True), ('param', 'Y', False, False), ('size', 'N', False, False)]
+    """
+    param_index = {id(p.buffer): k for k, p in enumerate(plan.buffer_params)}
+    size_ids = plan.size_ids
+    used_by = []
+    for k in plan.kernels:
+        used, written = _buffers(k)
+        for b in used.values():
+            if id(b) not in param_index and id(b) not in plan.placements:
+                raise BuildError(f"buffer {b.name} is used by the nest but is neither an argument of build nor "
+                                 "allocated in the nest")
+        for bid in written:
+            plan.written_by.setdefault(bid, []).append(k.name)
+        used_by.append((used, written))
+    every = {bid: b for used, _ in used_by for bid, b in used.items()}
+    plan.readonly = {bid for bid in every if bid not in plan.written_by}
+    written_global = {bid for bid in plan.written_by if plan.scope(every[bid]) in ("param", "global")}
+    for k, (used, written) in zip(plan.kernels, used_by):
+        k.select_hazards = _select_hazards(k, plan.readonly, written_global)
+        order = sorted((b for b in used.values() if id(b) in param_index), key=lambda b: param_index[id(b)])
+        order += sorted((b for b in used.values() if plan.scope(b) == "global" and id(b) not in param_index),
+                        key=lambda b: plan.placements[id(b)].scratch)
+        for b in order:
+            ro = id(b) in plan.readonly
+            facts = dict(written=id(b) in written, readonly=ro, restrict=ro and id(b) not in k.select_hazards)
+            if id(b) in param_index:
+                k.args.append(ArgRef("param", param_index[id(b)], name=b.name, **facts))
+            else:
+                k.args.append(ArgRef("scratch", plan.placements[id(b)].scratch, name=b.name, **facts))
+            k.arg_objects.append(b)
+        for v in _size_vars(k):
+            if id(v) not in size_ids:
+                raise BuildError(f"variable {v.name} is used by the nest but is neither bound by a loop nor a "
+                                 "size argument of build")
+            if v.dtype.is_vector:
+                raise BuildError(f"scalar argument {v.name} has the vector dtype {v.dtype}; pass a buffer of "
+                                 f"{v.dtype.lanes} {v.dtype.element} elements instead")
+            k.args.append(ArgRef("size", var=v, name=v.name))
+            k.arg_objects.append(v)
+
+
+def _loads(exprs) -> dict[int, Any]:
+    out: dict[int, Any] = {}
+    for e in exprs:
+        walk(e, lambda n: out.setdefault(id(n.buffer), n.buffer) if isinstance(n, E.Load) else None)
+    return out
+
+
+def _stmt_loads(s: Stmt) -> dict[int, Any]:
+    return _loads([e for x in iter_stmts(s) for e in stmt_exprs(x)])
+
+
+def _select_hazards(k: KernelPlan, readonly: set[int], written: set[int]) -> dict[int, tuple]:
+    """``{id(R): (R, W)}`` for the read-only buffers ``R`` that a choice of kernel ``k`` loads
+    on one side while it loads the written global buffer ``W`` on the other."""
+    out: dict[int, tuple] = {}
+
+    def check(one: dict, other: dict) -> None:
+        w = next((b for bid, b in other.items() if bid in written), None)
+        if w is None:
+            return
+        for rid, r in one.items():
+            if rid in readonly:
+                out.setdefault(rid, (r, w))
+
+    def on_expr(n) -> None:
+        if isinstance(n, (E.Select, E.IfThenElse)):
+            t, f = _loads([n.t]), _loads([n.f])
+            check(t, f)
+            check(f, t)
+
+    for x in iter_stmts(k.stmt):
+        for e in stmt_exprs(x):
+            walk(e, on_expr)
+        if isinstance(x, Cond) and x.otherwise is not None and x.otherwise.stmts:
+            t, f = _stmt_loads(x.then), _stmt_loads(x.otherwise)
+            check(t, f)
+            check(f, t)
+    return out
+
+
+def _buffers(k: KernelPlan) -> tuple[dict[int, Any], set[int]]:
+    """The buffers kernel ``k`` touches (in order of first use, stores first per statement)
+    and the ids of those it stores to."""
+    used: dict[int, Any] = {}
+    written: set[int] = set()
+    exprs = []
+    for x in iter_stmts(k.stmt):
+        if isinstance(x, Store):
+            used.setdefault(id(x.buffer), x.buffer)
+            written.add(id(x.buffer))
+        exprs.extend(stmt_exprs(x))
+    for e in exprs:
+        walk(e, lambda n: used.setdefault(id(n.buffer), n.buffer) if isinstance(n, E.Load) else None)
+    return used, written
+
+
+def _size_vars(k: KernelPlan) -> list:
+    """The free variables of the kernel's code and thread extents, in order of appearance."""
+    bound: set[int] = set()
+    exprs = []
+    for x in iter_stmts(k.stmt):
+        if isinstance(x, (For, Let)):
+            bound.add(id(x.var))
+        exprs.extend(stmt_exprs(x))
+    for e in exprs:
+        walk(e, lambda n: bound.add(id(n.var)) if isinstance(n, E.Let) else None)
+    exprs.extend(extent(f) for f in k.thread_loops)
+    return free_vars(exprs, bound)

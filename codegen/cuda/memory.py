@@ -1,0 +1,278 @@
+"""Memory scopes: where every allocated buffer of a CUDA module lives.
+
+* An ``Allocate`` at the top level of the root (an intermediate shared by kernels), or
+  anywhere inside a single-thread kernel, is global memory allocated by the launcher and
+  passed as an extra kernel argument.
+* An ``Allocate`` inside the block-bound loops but outside every thread-bound loop is
+  ``__shared__`` (static size required; the kernel's total is checked against the limit).
+* An ``Allocate`` inside thread-bound loops is a thread-local array -- unless thread-bound
+  loops nested inside its scope (on other axes) use it: then the threads of those inner
+  loops share it, and it is a ``__shared__`` array with one slice per thread of the outer
+  thread loops.
+* An ``Allocate`` inside GPU-bound loops whose size is only known at launch (e.g. the
+  full-size intermediate ``compute_at`` leaves in the loop) becomes one global buffer of
+  that size, shared by every thread instead of fresh per iteration. That is exact when
+  each iteration reads only elements it wrote and iterations that write the same element
+  write the same value -- what ``compute_at`` produces for a ``Compute`` tensor; a
+  reduction computed at a thread-bound loop must not overlap between threads.
+* Register promotion: a shared buffer that each thread uses privately (see
+  :func:`promote_private`) becomes a thread-local array.
+
+Before (IR)::
+
+    gpu_block.x for (...) {
+      float32 As[256]; // alloc
+      gpu_thread.x for (...) { ... As ... }
+
+After (plan)::
+
+    kernel k0_C: 2048 B of shared memory
+      As: shared, 256 x float32 (1024 B)
+
+>>> from codegen.cuda import examples
+>>> from codegen.cuda.passes import plan_cuda
+>>> from codegen.kernel import make_params
+>>> ex = examples.matmul_register_tiled(64, 128, 16)
+>>> nest = ex.nest.copy().prepare_for_codegen()
+>>> print(plan_cuda(nest, make_params(nest, ex.args), "mm", upto="cuda_memory_scopes").describe_memory())
+kernel k0_mm: 4096 B of shared memory
+  acc: local, promoted from shared: 16 x float32 per thread
+  As: shared, 512 x float32 (2048 B)
+  Bs: shared, 512 x float32 (2048 B)
+"""
+from __future__ import annotations
+
+from te import expr as E
+from te.expr import Expr, IntImm, walk
+from te.simplify import simplify
+from loopnest.stmt import Allocate, Block, For, ForKind, Free, Stmt, Store, iter_stmts, stmt_exprs
+
+from ..kernel import BuildError
+from .ir_queries import AXES, const_int, extent, flatten, free_vars, interval, linear_coeff, touches
+from .plan import CudaPlan, KernelPlan, Placement
+
+__all__ = ["assign_memory_scopes", "promote_private", "private_index"]
+
+
+def assign_memory_scopes(plan: CudaPlan) -> None:
+    """Fill ``plan.placements`` / ``plan.scratch`` and each kernel's ``shared_bytes`` (see the
+    module docstring); refuses kernels over ``plan.max_shared`` bytes of shared memory.
+
+    >>> from codegen.cuda import examples
+    >>> from codegen.cuda.passes import plan_cuda
+    >>> from codegen.kernel import make_params
+    >>> ex = examples.matmul_tiled()
+    >>> nest = ex.nest.copy().prepare_for_codegen()
+    >>> plan = plan_cuda(nest, make_params(nest, ex.args), "mm", upto="cuda_outline_kernels")
+    >>> assign_memory_scopes(plan)
+    >>> plan.kernels[0].shared_bytes, sorted(p.scope for p in plan.placements.values())
+    (2048, ['local', 'shared', 'shared'])
+    """
+    kernels = iter(plan.kernels)
+    for s in flatten(plan.root):
+        if isinstance(s, Allocate):
+            _place(plan, Placement(s.buffer, "global"))
+            continue
+        if isinstance(s, Free):
+            continue
+        k = next(kernels)
+        _classify_allocs(plan, k)
+        promote_private(plan, k)
+        shared = [p for p in _placements_in(plan, k) if p.scope == "shared"]
+        # each __shared__ array is 16-byte aligned: count its padded size
+        k.shared_bytes = sum(-(-p.nbytes // 16) * 16 for p in shared)
+        if k.shared_bytes > plan.max_shared:
+            names = ", ".join(f"{p.buffer.name} ({p.nbytes} B)" for p in shared)
+            raise BuildError(f"kernel {k.index} needs {k.shared_bytes} bytes of shared memory ({names}), more "
+                             f"than the limit of {plan.max_shared} bytes; use smaller tiles")
+    size_ids = plan.size_ids
+    for b in plan.scratch:
+        bad = [v for v in free_vars(b.dims, set()) if id(v) not in size_ids]
+        if bad:
+            raise BuildError(f"the size of intermediate {b.name} depends on {', '.join(v.name for v in bad)}, "
+                             "which is not a size argument")
+
+
+def _place(plan: CudaPlan, p: Placement) -> None:
+    if p.scope == "global":
+        old = plan.placements.get(id(p.buffer))
+        if old is not None and old.scratch is not None:
+            p.scratch = old.scratch
+        else:
+            p.scratch = len(plan.scratch)
+            plan.scratch.append(p.buffer)
+    plan.placements[id(p.buffer)] = p
+
+
+def _placements_in(plan: CudaPlan, k: KernelPlan) -> list[Placement]:
+    """The placements of the buffers allocated in kernel ``k``, in order of allocation."""
+    seen: dict[int, Placement] = {}
+    for x in iter_stmts(k.stmt):
+        if isinstance(x, Allocate) and id(x.buffer) in plan.placements:
+            seen[id(x.buffer)] = plan.placements[id(x.buffer)]
+    return list(seen.values())
+
+
+def _classify_allocs(plan: CudaPlan, k: KernelPlan) -> None:
+    def rec(s, bound: frozenset):
+        if isinstance(s, Block):
+            for n, x in enumerate(s.stmts):
+                if isinstance(x, Allocate):
+                    _classify(plan, k, x, bound, s.stmts[n + 1:])
+                else:
+                    rec(x, bound)
+            return
+        if isinstance(s, For) and s.kind == ForKind.GPU_THREAD:
+            bound = bound | {s.axis}
+        for f in ("body", "then", "otherwise"):
+            c = getattr(s, f, None)
+            if c is not None:
+                rec(c, bound)
+    rec(k.stmt, frozenset())
+
+
+def _classify(plan: CudaPlan, k: KernelPlan, a: Allocate, bound: frozenset, after) -> None:
+    b = a.buffer
+    scope_range = []
+    for x in after:
+        if isinstance(x, Free) and x.buffer is b:
+            break
+        scope_range.append(x)
+    slice_axes: tuple = ()
+    slice_dims: tuple = ()
+    if not k.bound:
+        scope = "global"
+    elif not bound:
+        scope = "shared"
+    elif set(k.thread_axes) <= bound or not any(
+            isinstance(y, For) and y.kind == ForKind.GPU_THREAD and touches(y, b)
+            for x in scope_range for y in iter_stmts(x)):
+        scope = "local"
+    else:
+        # threads of the axes bound around the allocation each have their own copy, which
+        # the nested thread loops share: a shared array with one slice per such thread
+        scope = "shared"
+        slice_axes = tuple(sorted(bound))
+        slice_dims = tuple(k.block[ax] for ax in slice_axes)
+        if not all(isinstance(d, int) for d in slice_dims) or b.static_size() is None:
+            raise BuildError(f"buffer {b.name} is allocated inside gpu_thread loop(s) on "
+                             f"{', '.join('threadIdx.' + AXES[ax] for ax in slice_axes)} and shared by the "
+                             "thread loops nested in them: it needs a constant size and constant block "
+                             "dimensions (one shared slice per thread of the outer loops)")
+    want = a.scope if a.scope in ("shared", "local") else None
+    if want and want != scope:
+        raise BuildError(f"buffer {b.name} is allocated with scope {want!r} but sits where the CUDA backend "
+                         f"needs {scope!r} memory ("
+                         + ("inside a thread-bound loop" if bound else "outside thread-bound loops") + ")")
+    if scope != "global" and b.static_size() is None:
+        # a size known only at launch: one global buffer, shared by all threads
+        # (see the module docstring for when that is exact)
+        scope, slice_axes, slice_dims = "global", (), ()
+    _place(plan, Placement(b, scope, k.index, slice_axes=slice_axes, slice_dims=slice_dims))
+
+
+def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
+    """Shared buffers of kernel ``k`` that each thread uses privately become thread-local
+    arrays (registers).
+
+    A buffer qualifies when every access to it sits inside thread-bound loops on all of the
+    kernel's thread axes (each starting at 0), its flat index is ``sum(c_a * t_a) + r`` in
+    those loop variables with the same coefficients ``c_a`` at every access, ``r`` does not
+    depend on thread indices and lies in ``[0, R)``, and the coefficients give each thread
+    a disjoint slice (sorted, ``c_1 >= R`` and ``c_(k+1) >= c_k * extent_k``). Each thread
+    then keeps ``R`` elements, indexed by ``r`` -- the usual per-thread accumulator tile of
+    a matmul, which must live across the serial K loop that holds the shared-memory copies.
+    The module example shows the accumulator ``acc`` of a register-tiled matmul promoted.
+    """
+    cands = {id(p.buffer): p for p in _placements_in(plan, k) if p.scope == "shared" and not p.slice_axes}
+    if not cands or not k.thread_axes:
+        return
+    info: dict[int, dict] = {i: {"coef": None, "R": 0, "ext": {}, "ok": True} for i in cands}
+
+    def visit_index(bid, ix: Expr, threads: dict, ranges: dict):
+        st = info[bid]
+        if not st["ok"]:
+            return
+        if set(threads) != set(k.thread_axes) or any(not (isinstance(f.start, IntImm) and f.start.value == 0)
+                                                   for f in threads.values()):
+            st["ok"] = False
+            return
+        coef = {}
+        rest = ix
+        for ax, f in threads.items():
+            c = linear_coeff(ix, f.var)
+            if c is None:
+                st["ok"] = False
+                return
+            coef[ax] = c
+            ext = const_int(extent(f))
+            if ext is None:
+                st["ok"] = False
+                return
+            st["ext"][ax] = max(st["ext"].get(ax, 0), ext)
+            rest = E.substitute(rest, {f.var: IntImm(0, f.var.dtype)})
+        if st["coef"] is None:
+            st["coef"] = coef
+        elif st["coef"] != coef:
+            st["ok"] = False
+            return
+        tvars = {id(f.var) for f in threads.values()}
+        if any(id(v) in tvars for v in free_vars([rest], set())):
+            st["ok"] = False
+            return
+        lo_hi = interval(rest, ranges)
+        if lo_hi is None or lo_hi[0] < 0:
+            st["ok"] = False
+            return
+        st["R"] = max(st["R"], lo_hi[1] + 1)
+
+    def index_of(node) -> Expr:
+        return node.indices[0] if node.indices else IntImm(0)
+
+    def rec(s: Stmt, threads: dict, ranges: dict):
+        if isinstance(s, For):
+            if s.kind == ForKind.GPU_THREAD:
+                threads = {**threads, s.axis: s}
+            lo, hi = const_int(s.start), const_int(s.stop)
+            ranges = {**ranges, id(s.var): (lo, hi - 1) if lo is not None and hi is not None else None}
+        for e in stmt_exprs(s):
+            walk(e, lambda n: visit_index(id(n.buffer), index_of(n), threads, ranges)
+                 if isinstance(n, E.Load) and id(n.buffer) in info else None)
+        if isinstance(s, Store) and id(s.buffer) in info:
+            visit_index(id(s.buffer), index_of(s), threads, ranges)
+        if isinstance(s, Block):
+            for x in s.stmts:
+                rec(x, threads, ranges)
+        for f in ("body", "then", "otherwise"):
+            c = getattr(s, f, None)
+            if c is not None:
+                rec(c, threads, ranges)
+    rec(k.stmt, {}, {})
+    for bid, st in info.items():
+        if not st["ok"] or st["coef"] is None:
+            continue
+        need = st["R"]
+        disjoint = True
+        for ax in sorted(st["coef"], key=lambda ax: st["coef"][ax]):
+            c = st["coef"][ax]
+            if c < need:
+                disjoint = False
+                break
+            need = c * st["ext"][ax]
+        if disjoint:
+            p = cands[bid]
+            p.scope, p.private_size = "local", st["R"]
+
+
+def private_index(k: KernelPlan, ix: Expr) -> Expr:
+    """The index of a buffer promoted by :func:`promote_private` within the current thread's
+    own elements: ``ix`` with the thread variables of kernel ``k`` set to 0.
+
+    >>> from te import Var
+    >>> from loopnest.stmt import For, ForKind
+    >>> t, r = Var("t"), Var("r")
+    >>> k = KernelPlan(0, "k0", None, [], [For(t, 0, 32, [], ForKind.GPU_THREAD, 0)], None)
+    >>> print(private_index(k, t * 4 + r))
+    r
+    """
+    return simplify(E.substitute(ix, {f.var: IntImm(0, f.var.dtype) for f in k.thread_loops}))

@@ -1,0 +1,180 @@
+"""Kernel outlining: which statements become ``__global__`` functions, and their launch dimensions.
+
+Each top-level statement of the root Block (Allocate/Free aside) becomes one kernel,
+launched in order. Its ``gpu_block`` loops must be the outermost loops (a chain of
+single-statement bodies); their extents are the grid. Its ``gpu_thread`` loops give the
+block: per axis the largest extent, and the shorter loops of that axis are *guarded*
+(``if (threadIdx.x < extent)``). Extents stay expressions of the size variables when they
+are not constant, evaluated at launch. A statement with no GPU-bound loop is a
+single-thread kernel (``<<<1, 1>>>``).
+
+Before (IR)::
+
+    gpu_block.x for (int i_outer = 0; i_outer < 2; i_outer++) {
+      gpu_thread.x for (int i_inner = 0; i_inner < 128; i_inner++) { ... }
+    }
+
+After (plan)::
+
+    kernel k0_f: grid (2, 1, 1), block (128, 1, 1)
+      blockIdx.x: i_outer
+      threadIdx.x: i_inner (extent 128)
+
+>>> from te import Buffer, Compute
+>>> from loopnest import LoopNest
+>>> from codegen.kernel import make_params
+>>> from codegen.cuda.plan import CudaPlan
+>>> A = Buffer("A", (100,), "float32")
+>>> B = Compute("B", (100,), lambda i: A[i] * 2.0)
+>>> nest = LoopNest([B])
+>>> _ = nest.set_gpu_thread_index(nest.get_loops_for(B)[0], 0)
+>>> nest = nest.prepare_for_codegen()
+>>> plan = CudaPlan(nest.root, make_params(nest, [A, B]), "f", 1024, 48 * 1024)
+>>> outline_kernels(plan)
+>>> print(plan.describe_kernels())
+kernel k0_f: grid (1, 1, 1), block (100, 1, 1)
+  threadIdx.x: i (extent 100)
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from te import expr as E
+from te.expr import Expr, IntImm, structural_equal
+from loopnest.stmt import Allocate, Block, For, ForKind, Free, Stmt, iter_stmts
+
+from ..kernel import BuildError
+from .ir_queries import AXES, const_int, extent, flatten, free_vars, fresh_copy, nonneg
+from .plan import CudaPlan, KernelPlan
+
+__all__ = ["outline_kernels", "MAX_THREADS_PER_BLOCK", "MAX_SHARED_BYTES", "MAX_BLOCK_DIMS", "MAX_GRID_DIMS"]
+
+MAX_THREADS_PER_BLOCK = 1024
+MAX_SHARED_BYTES = 48 * 1024
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)
+
+
+def outline_kernels(plan: CudaPlan) -> None:
+    """Record the kernels of ``plan.root`` (made a fresh copy first) in ``plan.kernels``,
+    with their bound loops and launch dimensions, and the loop variables known to be >= 0
+    (see the module docstring)."""
+    for p in plan.buffer_params:
+        if p.buffer.dtype.is_vector:
+            raise BuildError(f"argument {p.name} has a vector element type ({p.buffer.dtype}); "
+                             "the CUDA backend takes scalar element types")
+    plan.root = fresh_copy(plan.root)
+    size_ids = plan.size_ids
+    for s in flatten(plan.root):
+        if isinstance(s, (Allocate, Free)):
+            continue
+        k = _kernel(s, len(plan.kernels), plan.base)
+        k.grid, k.block, k.guarded = _dims(k, size_ids, plan.max_threads)
+        plan.kernels.append(k)
+        for x in iter_stmts(s):  # pre-order: outer loops are known before inner ones
+            if isinstance(x, For) and nonneg(x.start, plan.nonneg_vars):
+                plan.nonneg_vars.add(id(x.var))
+
+
+def _kernel(stmt: Stmt, index: int, base: str) -> KernelPlan:
+    block_loops: list[For] = []
+    region: Stmt = stmt
+    s = stmt
+    while isinstance(s, For) and s.kind == ForKind.GPU_BLOCK:
+        block_loops.append(s)
+        if len(s.body.stmts) == 1 and isinstance(s.body.stmts[0], For) \
+                and s.body.stmts[0].kind == ForKind.GPU_BLOCK:
+            s = s.body.stmts[0]
+            continue
+        region = s.body
+        break
+    chain = {id(f) for f in block_loops}
+    for x in iter_stmts(stmt):
+        if isinstance(x, For) and x.kind == ForKind.GPU_BLOCK and id(x) not in chain:
+            raise BuildError(
+                f"gpu_block loop {x.var.name} is not among the outermost loops of its nest: "
+                "block-bound loops must enclose everything else of a top-level nest, each "
+                "the single statement of the one above (a kernel has one grid)")
+    for f in block_loops:
+        if f.axis not in (0, 1, 2):
+            raise BuildError(f"gpu_block loop {f.var.name} has axis {f.axis!r}; expected 0, 1 or 2")
+    axes = [f.axis for f in block_loops]
+    if len(set(axes)) != len(axes):
+        raise BuildError(f"two gpu_block loops of one nest are bound to the same axis "
+                         f"({', '.join(f'{f.var.name}->blockIdx.{AXES[f.axis]}' for f in block_loops)})")
+    thread_loops: list[For] = []
+    _find_threads(region, (), thread_loops)
+    return KernelPlan(index, f"k{index}_{base}", stmt, block_loops, thread_loops, region)
+
+
+def _find_threads(s: Stmt, outer: tuple, found: list) -> None:
+    if isinstance(s, For) and s.kind == ForKind.GPU_THREAD:
+        if s.axis not in (0, 1, 2):
+            raise BuildError(f"gpu_thread loop {s.var.name} has axis {s.axis!r}; expected 0, 1 or 2")
+        for o in outer:
+            if o.axis == s.axis:
+                raise BuildError(f"gpu_thread loop {s.var.name} is nested inside gpu_thread loop "
+                                 f"{o.var.name}, both bound to threadIdx.{AXES[s.axis]}")
+        found.append(s)
+        outer = outer + (s,)
+    for f in ("body", "then", "otherwise"):
+        c = getattr(s, f, None)
+        if c is not None:
+            _find_threads(c, outer, found)
+    if isinstance(s, Block):
+        for x in s.stmts:
+            _find_threads(x, outer, found)
+
+
+def _launch_extent(f: For, what: str, size_ids: set[int]) -> Expr:
+    ext = extent(f)
+    bad = [v for v in free_vars([ext], set()) if id(v) not in size_ids]
+    if bad:
+        raise BuildError(f"the extent of {what} loop {f.var.name} ({ext}) depends on "
+                         f"{', '.join(v.name for v in bad)}, which is not a size argument: grid and block "
+                         "sizes must be known at launch (split with a mask rather than a tail, or bind an "
+                         "outer loop)")
+    return ext
+
+
+def _dims(k: KernelPlan, size_ids: set[int], max_threads: int) -> tuple[tuple, tuple, frozenset]:
+    grid: list[Any] = [1, 1, 1]
+    for f in k.block_loops:
+        grid[f.axis] = _launch_extent(f, "gpu_block", size_ids)
+    block: list[Any] = [1, 1, 1]
+    guarded: set[int] = set()
+    for a in range(3):
+        loops = [f for f in k.thread_loops if f.axis == a]
+        if not loops:
+            continue
+        exts = [_launch_extent(f, "gpu_thread", size_ids) for f in loops]
+        consts = [const_int(x) for x in exts]
+        if all(c is not None for c in consts):
+            m = max(consts)
+            block[a] = IntImm(m)
+            guarded |= {id(f) for f, c in zip(loops, consts) if c != m}
+        elif all(structural_equal(x, exts[0]) for x in exts):
+            block[a] = exts[0]
+        else:
+            d = exts[0]
+            for x in exts[1:]:
+                d = E.Max(d, x) if d.dtype == x.dtype else d
+            block[a] = d
+            guarded |= {id(f) for f in loops}
+    grid = tuple(const_int(g) if isinstance(g, Expr) and const_int(g) is not None else g for g in grid)
+    block = tuple(const_int(b) if isinstance(b, Expr) and const_int(b) is not None else b for b in block)
+    for a, (g, lim) in enumerate(zip(grid, MAX_GRID_DIMS)):
+        if isinstance(g, int) and g > lim:
+            raise BuildError(f"kernel {k.index}: the grid has {g} blocks on axis {AXES[a]}, more than the "
+                             f"CUDA limit {lim}")
+    for a, (b, lim) in enumerate(zip(block, MAX_BLOCK_DIMS)):
+        if isinstance(b, int) and b > lim:
+            raise BuildError(f"kernel {k.index}: {b} threads on axis {AXES[a]} exceed the CUDA limit {lim} "
+                             f"(loops {', '.join(f.var.name for f in k.thread_loops if f.axis == a)})")
+    if all(isinstance(b, int) for b in block) and math.prod(block) > max_threads:
+        raise BuildError(f"kernel {k.index} binds {' x '.join(map(str, block))} = {math.prod(block)} threads per "
+                         f"block, more than the limit of {max_threads} (thread-bound loops "
+                         f"{', '.join(f'{f.var.name}->threadIdx.{AXES[f.axis]}' for f in k.thread_loops)}); "
+                         "split them further and keep the outer parts serial or bound to blocks")
+    return grid, block, frozenset(guarded)

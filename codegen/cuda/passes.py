@@ -1,0 +1,109 @@
+"""The CUDA steps after ``prepare_for_codegen``: analyses that fill a :class:`CudaPlan`.
+
+They run through ``loopnest.passes.run_passes`` like the shared passes, so
+``LOOPNEST_DUMP_PASSES=1`` (or ``build(..., target="cuda", dump=True)``) prints the IR
+before and after each and then what the step recorded in the plan:
+
+1. ``cuda_outline_kernels`` (``codegen.cuda.outline``): kernels, bound loops, grid and block;
+2. ``cuda_memory_scopes`` (``codegen.cuda.memory``): global / shared / local memory, register
+   promotion, shared bytes per kernel;
+3. ``cuda_sync`` (``codegen.cuda.sync``): ``__syncthreads()`` positions and one-thread sections;
+4. ``cuda_arguments`` (``codegen.cuda.aliasing``): kernel arguments and the const /
+   ``__restrict__`` facts.
+
+The IR is not rewritten (the first step takes a fresh copy of it, so that facts can be
+keyed by statement identity); the printer (``codegen.cuda.emit``) only spells the plan out.
+
+>>> import io
+>>> from te import Buffer, Compute
+>>> from loopnest import LoopNest
+>>> from codegen.kernel import make_params
+>>> A = Buffer("A", (8,), "float32")
+>>> B = Compute("B", (8,), lambda i: A[i] * 2.0)
+>>> nest = LoopNest([B]).prepare_for_codegen()
+>>> out = io.StringIO()
+>>> plan = plan_cuda(nest, make_params(nest, [A, B]), "double", dump=True, out=out)
+>>> print("\\n".join(l for l in out.getvalue().splitlines() if l.startswith("// ----")))
+// ---- before cuda_outline_kernels ----
+// ---- after cuda_outline_kernels ----
+// ---- cuda_outline_kernels: plan ----
+// ---- before cuda_memory_scopes ----
+// ---- after cuda_memory_scopes ----
+// ---- cuda_memory_scopes: plan ----
+// ---- before cuda_sync ----
+// ---- after cuda_sync ----
+// ---- cuda_sync: plan ----
+// ---- before cuda_arguments ----
+// ---- after cuda_arguments ----
+// ---- cuda_arguments: plan ----
+>>> print(plan.describe_kernels())
+kernel k0_double: a single thread <<<1, 1>>> (no loop is bound to the GPU)
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Sequence
+
+from loopnest.passes import run_passes
+
+from ..kernel import BuildError, Param, sanitize_name
+from .aliasing import plan_arguments
+from .memory import assign_memory_scopes
+from .outline import MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, outline_kernels
+from .plan import CudaPlan
+from .sync import plan_sync
+
+__all__ = ["CUDA_STEPS", "cuda_passes", "plan_cuda"]
+
+#: (pass name, analysis, plan section it records), in order.
+CUDA_STEPS: list[tuple[str, Callable[[CudaPlan], None], str]] = [
+    ("cuda_outline_kernels", outline_kernels, "kernels"),
+    ("cuda_memory_scopes", assign_memory_scopes, "memory"),
+    ("cuda_sync", plan_sync, "sync"),
+    ("cuda_arguments", plan_arguments, "arguments"),
+]
+
+
+def cuda_passes(plan: CudaPlan, upto: str | None = None) -> list[tuple]:
+    """The CUDA steps as ``run_passes`` entries ``(name, fn, show)`` filling ``plan``, up to
+    and including the step named ``upto`` (all by default).
+
+    >>> [p[0] for p in cuda_passes(None, upto="cuda_memory_scopes")]
+    ['cuda_outline_kernels', 'cuda_memory_scopes']
+    """
+    names = [name for name, _, _ in CUDA_STEPS]
+    if upto is not None and upto not in names:
+        raise BuildError(f"unknown CUDA step {upto!r}; expected one of {names}")
+    out = []
+    for name, analysis, section in CUDA_STEPS:
+        out.append((name, _step(plan, analysis, section), _show(plan, section)))
+        if name == upto:
+            break
+    return out
+
+
+def _step(plan: CudaPlan, analysis, section: str):
+    def fn(nest, root):
+        analysis(plan)
+        plan.done.append(section)
+        return plan.root
+    return fn
+
+
+def _show(plan: CudaPlan, section: str):
+    return lambda: getattr(plan, f"describe_{section}")()
+
+
+def plan_cuda(nest, params: Sequence[Param], name: str, *, max_threads_per_block: int = MAX_THREADS_PER_BLOCK,
+              max_shared_bytes: int = MAX_SHARED_BYTES, dump: bool | None = None, out=None,
+              upto: str | None = None) -> CudaPlan:
+    """Run the CUDA steps over the prepared ``nest`` (a LoopNest, or its root statement) with
+    kernel arguments ``params``; ``name`` is the base of the kernel names. ``dump`` (default:
+    ``LOOPNEST_DUMP_PASSES``) prints each step to ``out`` (default stderr). See the module
+    example."""
+    root = nest.root if hasattr(nest, "root") else nest
+    if dump is None:
+        dump = os.environ.get("LOOPNEST_DUMP_PASSES", "") not in ("", "0")
+    plan = CudaPlan(root, list(params), sanitize_name(name)[:32], max_threads_per_block, max_shared_bytes)
+    run_passes(nest, dump=dump, out=out, passes=cuda_passes(plan, upto), root=root)
+    return plan

@@ -1,0 +1,305 @@
+"""Threads and barriers: where ``__syncthreads()`` goes and which statements one thread runs.
+
+Code outside thread-bound loops (but inside the kernel) is executed by every thread of the
+block, so its stores are guarded to run on one thread (``threadIdx == 0`` on the axes not
+bound around them; stores to thread-local arrays are made by every thread). Where every
+thread of the block arrives together -- block level, the body of a thread-bound loop whose
+extent is the block size, serial loops / conds / lets whose headers do not depend on
+thread indices -- ``__syncthreads()`` is placed between two statements that touch the same
+shared or global buffer (one of them writing); in a serial loop the check includes the
+previous iteration (loop-carried reuse of a shared tile), and data written before the loop
+and read in it gets its barrier before the loop (once) unless the body needs one on every
+iteration anyway. Where threads diverge (a guarded thread loop, thread-dependent control
+flow), statements that would need a barrier are refused with a BuildError.
+
+Before (IR, ``examples.softmax_block``: per-thread partial maxima in shared ``pmax``, one
+thread combines them into shared ``stat``, every thread then reads ``stat``)::
+
+    gpu_thread.x for (int t1 = 0; t1 < 64; t1++) { pmax[t1] = ...; }
+    stat[0] = -inff;
+    for (int t4 = 0; t4 < 64; t4++) { stat[0] = max(stat[0], pmax[t4]); }
+    gpu_thread.x for (int t2 = 0; t2 < 64; t2++) { ... stat[0] ... }
+
+After (plan)::
+
+    __syncthreads() before: stat[0] = -inff;
+    __syncthreads() before: gpu_thread.x for (int t2 = 0; t2 < 64; t2++) {
+    if (threadIdx.x == 0) runs: stat[0] = -inff; (+1 more)
+
+>>> from codegen.cuda import examples
+>>> from codegen.cuda.passes import plan_cuda
+>>> from codegen.kernel import make_params
+>>> ex = examples.matmul_tiled()
+>>> nest = ex.nest.copy().prepare_for_codegen()
+>>> plan = plan_cuda(nest, make_params(nest, ex.args), "mm", upto="cuda_sync")
+>>> print(plan.describe_sync())
+kernel k0_mm: 2 barrier(s), 0 one-thread section(s)
+  __syncthreads() before: gpu_thread.x for (int tx3 = 0; tx3 < 16; tx3++) {
+  __syncthreads() before: gpu_thread.x for (int tx7 = 0; tx7 < 16; tx7++) {
+"""
+from __future__ import annotations
+
+from te import expr as E
+from te.expr import Var, walk
+from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store, iter_stmts, stmt_exprs
+
+from ..kernel import BuildError
+from .ir_queries import AXES, contains_thread_loop, flatten
+from .plan import CudaPlan, Guard, KernelPlan
+
+__all__ = ["plan_sync"]
+
+
+def plan_sync(plan: CudaPlan) -> None:
+    """Fill ``barriers`` and ``guards`` of every bound kernel of ``plan`` (see the module
+    docstring); raises BuildError where a needed barrier would be divergent.
+
+    >>> from codegen.cuda import examples
+    >>> from codegen.cuda.passes import plan_cuda
+    >>> from codegen.kernel import make_params
+    >>> ex = examples.softmax_block()
+    >>> nest = ex.nest.copy().prepare_for_codegen()
+    >>> plan = plan_cuda(nest, make_params(nest, ex.args), "sm", upto="cuda_memory_scopes")
+    >>> plan_sync(plan)
+    >>> k = plan.kernels[0]
+    >>> len(k.barriers), [g.cond for g in k.guards.values()]
+    (4, ['threadIdx.x == 0', 'threadIdx.x == 0'])
+    """
+    for k in plan.kernels:
+        if k.bound:
+            _Sync(plan, k).uniform(k.region, {}, _Ctx())
+
+
+class _Ctx:
+    """Where the walk is: the thread axes bound by enclosing thread loops, whether inside one,
+    and the variables whose values differ between threads (thread loop variables and what is
+    computed from them)."""
+
+    __slots__ = ("bound_axes", "in_thread", "tdep")
+
+    def __init__(self, bound_axes: frozenset = frozenset(), in_thread: bool = False,
+                 tdep: frozenset = frozenset()):
+        self.bound_axes = bound_axes
+        self.in_thread = in_thread
+        self.tdep = tdep
+
+
+def _merge(a: dict, b: dict) -> dict:
+    out = {k: [v[0], set(v[1])] for k, v in a.items()}
+    for k, v in b.items():
+        if k in out:
+            out[k][1] |= v[1]
+        else:
+            out[k] = [v[0], set(v[1])]
+    return out
+
+
+def _conflict(a: dict, b: dict) -> str | None:
+    """The name of a buffer one side writes and the other touches, else None."""
+    for k, (buf, ma) in a.items():
+        if k in b:
+            if "w" in ma or "w" in b[k][1]:
+                return buf.name
+    return None
+
+
+class _Sync:
+    """The walk over one kernel. Barriers are appended to ``k.barriers`` as the printed text
+    would hold them; the tentative walks of a serial loop are undone by truncating it."""
+
+    def __init__(self, plan: CudaPlan, k: KernelPlan):
+        self.plan = plan
+        self.k = k
+
+    # -- accesses ------------------------------------------------------------------
+    def accesses(self, s: Stmt) -> dict:
+        """{id(buffer): [buffer, modes]} of the non-thread-local buffers ``s`` touches."""
+        out: dict[int, list] = {}
+
+        def add(b, mode):
+            if self.plan.scope(b) != "local":
+                out.setdefault(id(b), [b, set()])[1].add(mode)
+
+        for x in iter_stmts(s):
+            if isinstance(x, Store):
+                add(x.buffer, "w")
+            for e in stmt_exprs(x):
+                walk(e, lambda n: add(n.buffer, "r") if isinstance(n, E.Load) else None)
+        return out
+
+    def header_accesses(self, exprs) -> dict:
+        out: dict[int, list] = {}
+        for e in exprs:
+            walk(e, lambda n: out.setdefault(id(n.buffer), [n.buffer, set()])[1].add("r")
+                 if isinstance(n, E.Load) and self.plan.scope(n.buffer) != "local" else None)
+        return out
+
+    def barrier_if(self, pending: dict, acc: dict, at: Stmt) -> dict:
+        if self.k.thread_axes and _conflict(pending, acc) is not None:
+            self.k.barriers.append(at)
+            return {}
+        return pending
+
+    # -- uniform code: every thread of the block arrives together ------------------------
+    def uniform(self, s: Stmt, pending: dict, ctx: _Ctx) -> dict:
+        """Walk ``s``; returns the accesses made since the last barrier."""
+        if isinstance(s, Block):
+            stmts = list(s.stmts)
+            i = 0
+            while i < len(stmts):
+                x = stmts[i]
+                if isinstance(x, (Allocate, Free)) or contains_thread_loop(x):
+                    pending = self.uniform(x, pending, ctx)
+                    i += 1
+                    continue
+                # a run of statements without thread-bound loops: one guard around them
+                j = i
+                while j < len(stmts) and not isinstance(stmts[j], (Allocate, Free)) \
+                        and not contains_thread_loop(stmts[j]):
+                    j += 1
+                acc = self.accesses(Block(tuple(stmts[i:j])))
+                pending = self.barrier_if(pending, acc, x)
+                self.single_or_distributed(stmts[i:j], ctx)
+                pending = _merge(pending, acc)
+                i = j
+            return pending
+        if isinstance(s, (Allocate, Free)):
+            return pending
+        if isinstance(s, For) and s.kind == ForKind.GPU_THREAD:
+            if id(s) not in self.k.guarded and contains_thread_loop(s.body):
+                # every thread runs the body once: still uniform, barriers allowed inside
+                inner = _Ctx(ctx.bound_axes | {s.axis}, True, ctx.tdep | {id(s.var)})
+                return self.uniform(s.body, pending, inner)
+            acc = self.accesses(s)
+            pending = self.barrier_if(pending, acc, s)
+            self.thread_loop(s, ctx)
+            return _merge(pending, acc)
+        if not contains_thread_loop(s):
+            acc = self.accesses(s)
+            pending = self.barrier_if(pending, acc, s)
+            self.single_or_distributed([s], ctx)
+            return _merge(pending, acc)
+        # a compound statement with thread-bound loops inside
+        head_exprs = {For: lambda: [s.start, s.stop], Cond: lambda: [s.cond], Let: lambda: [s.value]}[type(s)]()
+        if not self._uniform_exprs(head_exprs, ctx):
+            acc = self.accesses(s)
+            pending = self.barrier_if(pending, acc, s)
+            self.single_or_distributed([s], ctx)
+            return _merge(pending, acc)
+        head = self.header_accesses(head_exprs)
+        pending = _merge(self.barrier_if(pending, head, s), head)
+        if isinstance(s, For):
+            return self.uniform_for(s, pending, ctx)
+        if isinstance(s, Cond):
+            r1 = self.uniform(s.then, dict(pending), ctx)
+            r2 = self.uniform(s.otherwise, dict(pending), ctx) if s.otherwise is not None and s.otherwise.stmts \
+                else None
+            return _merge(r1, r2 if r2 is not None else pending)
+        _check_scalar_let(s)
+        return self.uniform(s.body, dict(pending), ctx)
+
+    @staticmethod
+    def _uniform_exprs(exprs, ctx: _Ctx) -> bool:
+        bad = []
+        for e in exprs:
+            walk(e, lambda n: bad.append(n) if isinstance(n, Var) and id(n) in ctx.tdep else None)
+        return not bad
+
+    def uniform_for(self, s: For, pending: dict, ctx: _Ctx) -> dict:
+        """A serial loop around thread-bound loops, in uniform code.
+
+        When what is pending before the loop conflicts with the body, one barrier before the
+        loop (run once) replaces the one the body would otherwise get on every iteration --
+        unless the body needs as many barriers anyway for the accesses its iterations
+        exchange, in which case the loop is left as it is."""
+        if _conflict(pending, self.accesses(s.body)) is None:
+            return self.serial_loop(s, pending, ctx)
+        mark = len(self.k.barriers)
+        self.serial_loop(s, pending, ctx)
+        inside = len(self.k.barriers) - mark
+        del self.k.barriers[mark:]
+        self.k.barriers.append(s)
+        end = self.serial_loop(s, {}, ctx)
+        if len(self.k.barriers) - mark - 1 < inside:
+            return end
+        del self.k.barriers[mark:]
+        return self.serial_loop(s, pending, ctx)
+
+    def serial_loop(self, s: For, pending: dict, ctx: _Ctx) -> dict:
+        """Walk the serial loop ``s``, its body starting with ``pending``; returns the accesses
+        left pending after it (the body may run zero times)."""
+        # loop-carried: iteration n+1 starts with what iteration n left pending
+        mark = len(self.k.barriers)
+        end1 = self.uniform(s.body, dict(pending), ctx)
+        del self.k.barriers[mark:]
+        end2 = self.uniform(s.body, _merge(pending, end1), ctx)
+        return _merge(pending, end2)
+
+    # -- per-thread code: no barrier possible ---------------------------------------------
+    def thread_loop(self, s: For, ctx: _Ctx) -> None:
+        self.thread_body(s.body, _Ctx(ctx.bound_axes | {s.axis}, True, ctx.tdep | {id(s.var)}))
+
+    def thread_body(self, body: Block, ctx: _Ctx) -> None:
+        """Statements reached per thread. Threads on the axes not bound yet run this code
+        redundantly: stores are guarded to one of them, and data exchanged between parts
+        that distribute over those axes cannot be synchronised, so it is refused."""
+        unbound = [a for a in self.k.thread_axes if a not in ctx.bound_axes]
+        if not unbound:
+            return
+        stmts = flatten(body)
+        parts = [x for x in stmts if not isinstance(x, (Allocate, Free))]
+        accs = [self.accesses(x) for x in parts]
+        for i in range(len(parts)):
+            for j in range(i + 1, len(parts)):
+                conflict = _conflict(accs[i], accs[j])
+                if conflict is not None:
+                    bound = ", ".join(f"threadIdx.{AXES[a]}" for a in sorted(ctx.bound_axes)) or "(none)"
+                    raise BuildError(
+                        f"inside gpu_thread loop(s) {bound}, two statements exchange data "
+                        f"through buffer {conflict} while threadIdx.{'/'.join(AXES[a] for a in unbound)} is not "
+                        "bound around them, and a __syncthreads() there would be divergent (a thread loop "
+                        "around them is guarded, or a condition depends on the thread index). Give the "
+                        "thread loops extents equal to the block size, or make the loops that write and "
+                        "read the buffer siblings at block level")
+        for x in stmts:
+            self.single_or_distributed([x], ctx)
+
+    def single_or_distributed(self, run: list, ctx: _Ctx) -> None:
+        """``run`` (sibling statements) executed per thread: if it stores while thread axes
+        are unbound around it, only the threads with index 0 on those axes store."""
+        unbound = tuple(a for a in self.k.thread_axes if a not in ctx.bound_axes)
+        x = run[0]
+        if len(run) == 1 and isinstance(x, (Allocate, Free)):
+            return
+        if len(run) == 1 and contains_thread_loop(x):
+            if isinstance(x, For) and x.kind == ForKind.GPU_THREAD:
+                self.thread_loop(x, ctx)
+            elif isinstance(x, For):
+                self._body(x.body, _Ctx(ctx.bound_axes, ctx.in_thread, ctx.tdep | {id(x.var)}))
+            elif isinstance(x, Cond):
+                self._body(x.then, ctx)
+                if x.otherwise is not None and x.otherwise.stmts:
+                    self._body(x.otherwise, ctx)
+            elif isinstance(x, Let):
+                _check_scalar_let(x)
+                self._body(x.body, _Ctx(ctx.bound_axes, ctx.in_thread, ctx.tdep | {id(x.var)}))
+            elif isinstance(x, Block):
+                for y in x.stmts:
+                    self.single_or_distributed([y], ctx)
+            return
+        stores = {self.plan.scope(y.buffer) for z in run for y in iter_stmts(z) if isinstance(y, Store)}
+        if not unbound or not (stores - {"local"}):
+            return
+        self.k.guards[id(x)] = Guard(unbound, "local" not in stores, len(run))
+
+    def _body(self, b: Block, ctx: _Ctx) -> None:
+        if ctx.in_thread:
+            self.thread_body(b, ctx)
+        else:
+            for y in b.stmts:
+                self.single_or_distributed([y], ctx)
+
+
+def _check_scalar_let(s: Let) -> None:
+    if s.var.dtype.is_vector:
+        raise BuildError(f"vector let {s.var.name} around GPU-bound loops is not supported")
