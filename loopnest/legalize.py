@@ -33,6 +33,7 @@ import math
 
 from te import expr as E
 from te.dtypes import Dtype, int64
+from te.queries import int_value
 
 from .stmt import Stmt, StmtMutator, Store
 
@@ -120,14 +121,6 @@ def widen_indices(nest, root: Stmt) -> Stmt:
 # ------------------------------------------------------------------------------------
 # integer division
 # ------------------------------------------------------------------------------------
-def _const_divisor(b: E.Expr) -> int | None:
-    if isinstance(b, E.IntImm):
-        return b.value
-    if isinstance(b, E.Broadcast) and isinstance(b.value, E.IntImm):
-        return b.value.value
-    return None
-
-
 def _zero(dt: Dtype) -> E.Expr:
     return E.const(0, dt)
 
@@ -137,7 +130,7 @@ def _guard_division(e: E.BinaryOp) -> E.Expr:
     dt = e.dtype
     signed = dt.kind == "int"
     is_div = isinstance(e, (E.Div, E.FloorDiv))
-    c = _const_divisor(b)
+    c = int_value(b)
     if c is not None:
         if c == 0:
             return _zero(dt)

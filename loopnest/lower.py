@@ -13,7 +13,7 @@ accumulate into the element:
 """
 from __future__ import annotations
 
-from te.expr import Expr, IntImm, Load, Var, substitute, walk
+from te.expr import Expr, IntImm, Load, Var, substitute
 from te.tensor import Buffer, Tensor
 
 from .errors import LoweringError
@@ -55,18 +55,6 @@ def input_buffers(tensors: list[Tensor]) -> list[Buffer]:
             b = view_root(b)
             if not isinstance(b, Tensor):
                 seen.setdefault(id(b), b)
-    return list(seen.values())
-
-
-def free_vars(exprs) -> list[Var]:
-    """Variables used in ``exprs`` (in first-use order)."""
-    seen: dict[int, Var] = {}
-
-    def f(e):
-        if isinstance(e, Var):
-            seen.setdefault(id(e), e)
-    for e in exprs:
-        walk(e, f)
     return list(seen.values())
 
 

@@ -19,7 +19,8 @@ from te.simplify import simplify
 from te.view import TensorView, view_root
 
 from .legalize import expand_float_min_max, guard_int_division, widen_indices
-from .stmt import Allocate, Block, For, Free, Stmt, StmtMutator, Store, iter_stmts
+from .queries import stmt_touches
+from .stmt import Allocate, Block, For, Free, Stmt, StmtMutator, Store
 from .vectorize_lowering import lower_vectorized_loops
 
 
@@ -146,20 +147,6 @@ def vectorize(nest, root: Stmt) -> Stmt:
     return lower_vectorized_loops(root)
 
 
-def _uses(s: Stmt, buf) -> bool:
-    for x in iter_stmts(s):
-        if isinstance(x, Store) and x.buffer is buf:
-            return True
-        from .stmt import stmt_exprs
-        for e in stmt_exprs(x):
-            found = []
-            from te.expr import walk
-            walk(e, lambda n: found.append(1) if isinstance(n, Load) and n.buffer is buf else None)
-            if found:
-                return True
-    return False
-
-
 class _Allocator(StmtMutator):
     """Wrap the tightest Block range that uses ``buf`` in Allocate/Free."""
 
@@ -169,7 +156,7 @@ class _Allocator(StmtMutator):
         self.done = False
 
     def visit_Block(self, b: Block):
-        users = [k for k, s in enumerate(b.stmts) if _uses(s, self.buf)]
+        users = [k for k, s in enumerate(b.stmts) if stmt_touches(s, self.buf)]
         if not users:
             return b
         if len(users) == 1 and not isinstance(b.stmts[users[0]], Store):

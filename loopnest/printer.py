@@ -10,6 +10,7 @@ for (int i = 0; i < 4; i++) {
 """
 from __future__ import annotations
 
+from te.functor import Functor
 from te.printer import expr_to_str
 
 from .stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store
@@ -21,44 +22,57 @@ _KIND_PREFIX = {ForKind.SERIAL: "", ForKind.PARALLEL: "parallel ", ForKind.VECTO
 _AXES = "xyz"
 
 
-def _lines(s: Stmt, ind: str, out: list[str]) -> None:
-    if isinstance(s, Block):
+class _Lines(Functor):
+    """``visit(s, ind)`` appends the lines of ``s``, indented by ``ind``, to ``self.out``."""
+
+    def __init__(self):
+        self.out: list[str] = []
+
+    def visit_Block(self, s: Block, ind: str):
         for x in s.stmts:
-            _lines(x, ind, out)
-    elif isinstance(s, For):
+            self.visit(x, ind)
+
+    def visit_For(self, s: For, ind: str):
         v = s.var.name
         ctype = _C_TYPES.get(s.var.dtype.name, s.var.dtype.name)
         prefix = _KIND_PREFIX[s.kind].format(axis=_AXES[s.axis] if s.axis is not None else "?")
-        out.append(f"{ind}{prefix}for ({ctype} {v} = {expr_to_str(s.start)}; {v} < {expr_to_str(s.stop)}; {v}++) {{")
-        _lines(s.body, ind + "  ", out)
-        out.append(f"{ind}}}")
-    elif isinstance(s, Store):
+        self.out.append(f"{ind}{prefix}for ({ctype} {v} = {expr_to_str(s.start)}; {v} < {expr_to_str(s.stop)}; "
+                        f"{v}++) {{")
+        self.visit(s.body, ind + "  ")
+        self.out.append(f"{ind}}}")
+
+    def visit_Store(self, s: Store, ind: str):
         idx = ", ".join(expr_to_str(i) for i in s.indices)
-        out.append(f"{ind}{s.buffer.name}[{idx}] = {expr_to_str(s.value)};")
-    elif isinstance(s, Cond):
-        out.append(f"{ind}if ({expr_to_str(s.cond)}) {{")
-        _lines(s.then, ind + "  ", out)
+        self.out.append(f"{ind}{s.buffer.name}[{idx}] = {expr_to_str(s.value)};")
+
+    def visit_Cond(self, s: Cond, ind: str):
+        self.out.append(f"{ind}if ({expr_to_str(s.cond)}) {{")
+        self.visit(s.then, ind + "  ")
         if s.otherwise is not None and s.otherwise.stmts:
-            out.append(f"{ind}}} else {{")
-            _lines(s.otherwise, ind + "  ", out)
-        out.append(f"{ind}}}")
-    elif isinstance(s, Let):
+            self.out.append(f"{ind}}} else {{")
+            self.visit(s.otherwise, ind + "  ")
+        self.out.append(f"{ind}}}")
+
+    def visit_Let(self, s: Let, ind: str):
         ctype = _C_TYPES.get(s.var.dtype.name, s.var.dtype.name)
-        out.append(f"{ind}{{ {ctype} {s.var.name} = {expr_to_str(s.value)};")
-        _lines(s.body, ind + "  ", out)
-        out.append(f"{ind}}}")
-    elif isinstance(s, Allocate):
+        self.out.append(f"{ind}{{ {ctype} {s.var.name} = {expr_to_str(s.value)};")
+        self.visit(s.body, ind + "  ")
+        self.out.append(f"{ind}}}")
+
+    def visit_Allocate(self, s: Allocate, ind: str):
         dims = ", ".join(expr_to_str(d) for d in s.buffer.dims)
         scope = "" if s.scope == "global" else f" /* {s.scope} */"
-        out.append(f"{ind}{s.buffer.dtype.name} {s.buffer.name}[{dims}]; // alloc{scope}")
-    elif isinstance(s, Free):
-        out.append(f"{ind}free({s.buffer.name});")
-    else:
-        out.append(f"{ind}<{type(s).__name__}>")
+        self.out.append(f"{ind}{s.buffer.dtype.name} {s.buffer.name}[{dims}]; // alloc{scope}")
+
+    def visit_Free(self, s: Free, ind: str):
+        self.out.append(f"{ind}free({s.buffer.name});")
+
+    def generic(self, s: Stmt, ind: str):
+        self.out.append(f"{ind}<{type(s).__name__}>")
 
 
 def stmt_to_str(s: Stmt) -> str:
     """C-like text of a statement tree; two-space indentation, one statement per line."""
-    out: list[str] = []
-    _lines(s, "", out)
-    return "\n".join(out)
+    lines = _Lines()
+    lines.visit(s, "")
+    return "\n".join(lines.out)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Iterator, Sequence
 
 from te.expr import Expr, Var, as_expr, const
+from te.functor import Functor
 
 __all__ = ["ForKind", "Stmt", "For", "Store", "Cond", "Block", "Let", "Allocate", "Free",
            "StmtMutator", "StmtVisitor", "iter_stmts", "as_block"]
@@ -197,16 +198,10 @@ _EXPR_FIELDS = {For: ("start", "stop"), Store: ("indices", "value"), Cond: ("con
 _STMT_FIELDS = {For: ("body",), Cond: ("then", "otherwise"), Let: ("body",), Block: ("stmts",)}
 
 
-class StmtMutator:
+class StmtMutator(Functor):
     """Rebuild a statement tree. Override ``visit_<Class>`` or ``visit_expr`` (called on every
     top-level expression of a statement; identity by default). Unchanged subtrees are shared.
     """
-
-    def visit(self, s: Stmt) -> Stmt | None:
-        m = getattr(self, "visit_" + type(s).__name__, None)
-        if m is not None:
-            return m(s)
-        return self.generic(s)
 
     def visit_expr(self, e: Expr) -> Expr:
         return e
@@ -248,14 +243,8 @@ class StmtMutator:
         return s.replace(**changes) if changes else s
 
 
-class StmtVisitor:
+class StmtVisitor(Functor):
     """Walk a statement tree; override ``visit_<Class>`` and call ``generic`` to recurse."""
-
-    def visit(self, s: Stmt):
-        m = getattr(self, "visit_" + type(s).__name__, None)
-        if m is not None:
-            return m(s)
-        return self.generic(s)
 
     def visit_expr(self, e: Expr):
         pass

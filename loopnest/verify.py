@@ -14,6 +14,7 @@ from __future__ import annotations
 from te.expr import Load, Var, walk
 
 from .errors import VerifyError
+from .queries import stmt_free_vars
 from .stmt import Allocate, Block, Cond, For, Free, Let, Stmt, Store, stmt_exprs
 
 
@@ -30,18 +31,8 @@ def _binders(root: Stmt) -> set[int]:
     return out
 
 
-def free_vars(root: Stmt) -> list[Var]:
-    """Variables used in ``root`` that no loop or let binds: the kernel's scalar parameters."""
-    bound = _binders(root)
-    seen: dict[int, Var] = {}
-    from .stmt import iter_stmts
-    for s in iter_stmts(root):
-        exprs = stmt_exprs(s)
-        if isinstance(s, Allocate):
-            exprs = list(s.buffer.dims)
-        for e in exprs:
-            walk(e, lambda n: seen.setdefault(id(n), n) if isinstance(n, Var) and id(n) not in bound else None)
-    return list(seen.values())
+#: the kernel's scalar parameters: ``loopnest.queries.stmt_free_vars`` (name kept for importers)
+free_vars = stmt_free_vars
 
 
 def verify(root: Stmt, nest=None, flattened: bool = False) -> None:

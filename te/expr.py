@@ -33,6 +33,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from .dtypes import Dtype, as_dtype, bool_, float32, int32
+from .functor import Functor
 
 __all__ = [
     "Expr", "Var", "IntImm", "FloatImm", "Cast", "BinaryOp", "Add", "Sub", "Mul", "Div", "Mod",
@@ -776,31 +777,20 @@ def logical_not(a) -> Expr:
 # ------------------------------------------------------------------------------------
 # traversal
 # ------------------------------------------------------------------------------------
-class ExprVisitor:
-    """Visit every node; override ``visit_<ClassName>`` and call ``generic`` to recurse."""
-
-    def visit(self, e: Expr):
-        m = getattr(self, "visit_" + type(e).__name__, None)
-        if m is not None:
-            return m(e)
-        return self.generic(e)
+class ExprVisitor(Functor):
+    """Visit every node; override ``visit_<ClassName>`` and call ``generic`` to recurse
+    (dispatch through ``te.functor.Functor``)."""
 
     def generic(self, e: Expr):
         for c in e.children():
             self.visit(c)
 
 
-class ExprMutator:
+class ExprMutator(Functor):
     """Rebuild an expression bottom-up; override ``visit_<ClassName>``.
 
     Unchanged subtrees are returned as the same objects.
     """
-
-    def visit(self, e: Expr) -> Expr:
-        m = getattr(self, "visit_" + type(e).__name__, None)
-        if m is not None:
-            return m(e)
-        return self.generic(e)
 
     def generic(self, e: Expr) -> Expr:
         changes = {}
@@ -841,19 +831,47 @@ def substitute(e: Expr, mapping: dict) -> Expr:
     return _Substituter({k: as_expr(v, k) for k, v in mapping.items()}).visit(e)
 
 
-def structural_key(e: Any):
-    """A hashable key equal for structurally equal expressions (vars compared by name)."""
+def structural_key(e: Any, *, vars_by_identity: bool = False):
+    """A hashable key equal for structurally equal expressions: variables compared by name
+    and dtype, or by identity with ``vars_by_identity`` (buffers of loads by name either way;
+    non-expressions are their own key). ``te.queries`` re-exports it.
+
+    >>> i, j = Var("i"), Var("i")
+    >>> structural_key(i + 1) == structural_key(j + 1)
+    True
+    >>> structural_key(i + 1, vars_by_identity=True) == structural_key(j + 1, vars_by_identity=True)
+    False
+    """
+    return _key_by_id(e) if vars_by_identity else _key_by_name(e)
+
+
+def _key_by_name(e: Any):
     if isinstance(e, Var):
         return ("Var", e.name, e.dtype.name)
     if isinstance(e, (IntImm, FloatImm)):
         return (type(e).__name__, e.value, e.dtype.name)
     if isinstance(e, Load):
-        return ("Load", e.buffer.name, tuple(structural_key(i) for i in e.indices))
+        return ("Load", e.buffer.name, tuple(_key_by_name(i) for i in e.indices))
     if isinstance(e, Call):
-        return ("Call", e.name, e.dtype.name, tuple(structural_key(a) for a in e.args))
+        return ("Call", e.name, e.dtype.name, tuple(_key_by_name(a) for a in e.args))
     if isinstance(e, Expr):
         extra = tuple(getattr(e, s) for s in ("lanes",) if hasattr(e, s))
-        return (type(e).__name__, e.dtype.name, extra, tuple(structural_key(c) for c in e.children()))
+        return (type(e).__name__, e.dtype.name, extra, tuple(_key_by_name(c) for c in e.children()))
+    return e
+
+
+def _key_by_id(e: Any):
+    if isinstance(e, Var):
+        return ("Var", id(e), e.dtype.name)
+    if isinstance(e, (IntImm, FloatImm)):
+        return (type(e).__name__, e.value, e.dtype.name)
+    if isinstance(e, Load):
+        return ("Load", e.buffer.name, tuple(_key_by_id(i) for i in e.indices))
+    if isinstance(e, Call):
+        return ("Call", e.name, e.dtype.name, tuple(_key_by_id(a) for a in e.args))
+    if isinstance(e, Expr):
+        extra = tuple(getattr(e, s) for s in ("lanes",) if hasattr(e, s))
+        return (type(e).__name__, e.dtype.name, extra, tuple(_key_by_id(c) for c in e.children()))
     return e
 
 

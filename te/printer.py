@@ -12,10 +12,10 @@ import math
 import numpy as np
 
 from . import expr as E
+from .functor import Functor
 
 _PREC = {E.Or: 1, E.And: 2, E.EQ: 3, E.NE: 3, E.LT: 3, E.LE: 3, E.GT: 3, E.GE: 3,
          E.Add: 4, E.Sub: 4, E.Mul: 5, E.Div: 5, E.Mod: 5}
-_CALL_FORM = (E.FloorDiv, E.FloorMod, E.Min, E.Max)
 
 
 def _float_str(v: float) -> str:
@@ -27,19 +27,21 @@ def _float_str(v: float) -> str:
     return r
 
 
-def expr_to_str(e: E.Expr, prec: int = 0) -> str:
-    """Print ``e``; parenthesise when the surrounding operator binds tighter than ``prec``."""
-    t = type(e)
-    s: str
-    if t is E.Var:
+class _Printer(Functor):
+    """``visit(e, prec)``: the text of ``e``, parenthesised when the surrounding operator binds
+    tighter than ``prec``."""
+
+    def visit_Var(self, e, prec):
         return e.name
-    if t is E.IntImm:
+
+    def visit_IntImm(self, e, prec):
         if e.dtype.is_bool:
             return "true" if e.value else "false"
         if e.dtype.name == "int32":
             return str(e.value) if e.value >= 0 or prec == 0 else f"({e.value})"
         return f"{e.dtype.name}({e.value})"
-    if t is E.FloatImm:
+
+    def visit_FloatImm(self, e, prec):
         v = e.value
         if e.dtype.name == "float32":
             s = (_float_str(v) if not math.isfinite(v) else repr(float(str(np.float32(v))))) + "f"
@@ -48,30 +50,61 @@ def expr_to_str(e: E.Expr, prec: int = 0) -> str:
         if e.dtype.name not in ("float32", "float64"):
             return f"{e.dtype.name}({s})"
         return s if not s.startswith("-") or prec == 0 else f"({s})"
-    if t in _PREC:
-        p = _PREC[t]
+
+    def _infix(self, e, prec):
+        p = _PREC[type(e)]
         # left-associative: the right operand needs parens at equal precedence
-        s = f"{expr_to_str(e.a, p)} {e.symbol} {expr_to_str(e.b, p + 1)}"
+        s = f"{self.visit(e.a, p)} {e.symbol} {self.visit(e.b, p + 1)}"
         return f"({s})" if p < prec else s
-    if t in _CALL_FORM:
-        return f"{e.symbol}({expr_to_str(e.a)}, {expr_to_str(e.b)})"
-    if t is E.Not:
-        return f"!{expr_to_str(e.a, 9)}"
-    if t is E.Cast:
-        return f"{e.dtype.name}({expr_to_str(e.value)})"
-    if t is E.Select:
-        return f"select({expr_to_str(e.cond)}, {expr_to_str(e.t)}, {expr_to_str(e.f)})"
-    if t is E.IfThenElse:
-        return f"if_then_else({expr_to_str(e.cond)}, {expr_to_str(e.t)}, {expr_to_str(e.f)})"
-    if t is E.Load:
-        return f"{e.buffer.name}[{', '.join(expr_to_str(i) for i in e.indices)}]"
-    if t is E.Let:
-        s = f"let {e.var.name} = {expr_to_str(e.value)} in {expr_to_str(e.body)}"
+
+    visit_Or = visit_And = visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _infix
+    visit_Add = visit_Sub = visit_Mul = visit_Div = visit_Mod = _infix
+
+    def _call_form(self, e, prec):
+        return f"{e.symbol}({self.visit(e.a, 0)}, {self.visit(e.b, 0)})"
+
+    visit_FloorDiv = visit_FloorMod = visit_Min = visit_Max = _call_form
+
+    def visit_Not(self, e, prec):
+        return f"!{self.visit(e.a, 9)}"
+
+    def visit_Cast(self, e, prec):
+        return f"{e.dtype.name}({self.visit(e.value, 0)})"
+
+    def visit_Select(self, e, prec):
+        return f"select({self.visit(e.cond, 0)}, {self.visit(e.t, 0)}, {self.visit(e.f, 0)})"
+
+    def visit_IfThenElse(self, e, prec):
+        return f"if_then_else({self.visit(e.cond, 0)}, {self.visit(e.t, 0)}, {self.visit(e.f, 0)})"
+
+    def visit_Load(self, e, prec):
+        return f"{e.buffer.name}[{', '.join(self.visit(i, 0) for i in e.indices)}]"
+
+    def visit_Let(self, e, prec):
+        s = f"let {e.var.name} = {self.visit(e.value, 0)} in {self.visit(e.body, 0)}"
         return f"({s})" if prec else s
-    if t is E.Call:
-        return f"{e.name}({', '.join(expr_to_str(a) for a in e.args)})"
-    if t is E.Ramp:
-        return f"ramp({expr_to_str(e.base)}, {expr_to_str(e.stride)}, {e.lanes})"
-    if t is E.Broadcast:
-        return f"broadcast({expr_to_str(e.value)}, {e.lanes})"
-    return f"<{t.__name__}>"
+
+    def visit_Call(self, e, prec):
+        return f"{e.name}({', '.join(self.visit(a, 0) for a in e.args)})"
+
+    def visit_Ramp(self, e, prec):
+        return f"ramp({self.visit(e.base, 0)}, {self.visit(e.stride, 0)}, {e.lanes})"
+
+    def visit_Broadcast(self, e, prec):
+        return f"broadcast({self.visit(e.value, 0)}, {e.lanes})"
+
+    def generic(self, e, prec):
+        return f"<{type(e).__name__}>"
+
+
+_PRINTER = _Printer()
+
+
+def expr_to_str(e: E.Expr, prec: int = 0) -> str:
+    """Print ``e``; parenthesise when the surrounding operator binds tighter than ``prec``.
+
+    >>> from te import Var
+    >>> print(expr_to_str(Var("i") * 2 + 1))
+    i * 2 + 1
+    """
+    return _PRINTER.visit(e, prec)

@@ -44,6 +44,8 @@ import numpy as np
 
 from . import expr as E
 from .dtypes import Dtype, bool_, float32, float64
+from .functor import Functor
+from .queries import free_vars as _free_vars, int_value, uses_var
 
 __all__ = ["simplify", "const_int_bounds", "prove", "is_const_int", "const_int"]
 
@@ -63,28 +65,19 @@ _NEGATE_CMP = {E.EQ: E.NE, E.NE: E.EQ, E.LT: E.GE, E.GE: E.LT, E.GT: E.LE, E.LE:
 # small public helpers
 # ------------------------------------------------------------------------------------------
 def is_const_int(e: Any, value: int | None = None) -> bool:
-    """True when ``e`` is an integer (or bool) constant, equal to ``value`` when given.
+    """True when ``e`` is a literal integer (or bool) constant (``te.queries.int_value``),
+    equal to ``value`` when given.
 
     >>> from te import IntImm
     >>> is_const_int(IntImm(4)), is_const_int(IntImm(4), 3)
     (True, False)
     """
-    v = const_int(e)
+    v = int_value(e)
     return v is not None and (value is None or v == value)
 
 
-def const_int(e: Any) -> int | None:
-    """The value of an integer/bool constant (an ``IntImm`` or a Python int), else ``None``.
-
-    >>> from te import IntImm, Var
-    >>> const_int(IntImm(7)), const_int(Var("i"))
-    (7, None)
-    """
-    if type(e) is E.IntImm:
-        return e.value
-    if isinstance(e, (int, np.integer)) and not isinstance(e, bool):
-        return int(e)
-    return None
+#: the value of a literal integer constant (``te.queries.int_value``; the name is kept for importers)
+const_int = int_value
 
 
 def simplify(e: E.Expr, ranges: dict[E.Var, tuple] | None = None) -> E.Expr:
@@ -390,7 +383,7 @@ def _lmul(a: _Lin, b: _Lin, bits) -> _Lin | None:
 # ------------------------------------------------------------------------------------------
 # the simplifier proper (one context per call; Let bodies get a child context)
 # ------------------------------------------------------------------------------------------
-class _Ctx:
+class _Ctx(Functor):
     def __init__(self, ranges: dict, shared: tuple | None = None):
         self.ranges = ranges                 # Var -> (min Expr, extent Expr), unsimplified
         self.memo: dict = {}                 # id(node) -> (node, simplified)
@@ -566,10 +559,7 @@ class _Ctx:
     def free_vars(self, v: E.Var) -> set:
         fv = self.fv.get(v)
         if fv is None:
-            fv = set()
-            for x in self.range_of(v):
-                E.walk(x, lambda n: fv.add(n) if type(n) is E.Var else None)
-            self.fv[v] = fv
+            fv = self.fv[v] = set(_free_vars(self.range_of(v)))
         return fv
 
     def cb(self, e: E.Expr) -> tuple[int, int]:
@@ -770,9 +760,7 @@ class _Ctx:
         hit = self.memo.get(id(e))
         if hit is not None:
             return hit[1]
-        fn = _DISPATCH.get(type(e))
-        r = fn(self, e) if fn is not None else self.generic(e)
-        r = self._collapse(r)
+        r = self._collapse(Functor.visit(self, e))
         self.memo[id(e)] = (e, r)
         if r is not e:
             self.memo.setdefault(id(r), (r, r))
@@ -1123,14 +1111,14 @@ class _Ctx:
 
     def v_let(self, e):
         val = self.visit(e.value)
-        if type(val) in (E.IntImm, E.FloatImm, E.Var) or not _uses(e.body, e.var):
+        if type(val) in (E.IntImm, E.FloatImm, E.Var) or not uses_var(e.body, e.var):
             return self.visit(E.substitute(e.body, {e.var: val}))
         ranges = self.ranges
         if val.dtype.is_integer and val.dtype.lanes == 1:
             ranges = dict(ranges)
             ranges[e.var] = (val, _imm(1, val.dtype))
         body = _Ctx(ranges, self.shared).visit(e.body)
-        if not _uses(body, e.var):
+        if not uses_var(body, e.var):
             return body
         return e.replace(value=val, body=body)
 
@@ -1226,6 +1214,17 @@ class _Ctx:
             return self._ramp(r, a.stride, a.lanes)
         return None
 
+    visit_Var = visit_IntImm = visit_FloatImm = v_leaf
+    visit_Add = visit_Sub = visit_Mul = v_arith
+    visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = v_divmod
+    visit_Min = visit_Max = v_minmax
+    visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = v_cmp
+    visit_And = visit_Or = v_logic
+    visit_Not = v_not
+    visit_Select = visit_IfThenElse = v_select
+    visit_Cast = v_cast
+    visit_Ramp = v_ramp
+    visit_Let = v_let
 
 def _exact_div(L: _Lin, g: int) -> _Lin:
     return _Lin({k: (f, c // g) for k, (f, c) in L.terms.items()}, L.const // g)
@@ -1298,24 +1297,3 @@ def _fold_cast_float(v: E.FloatImm, dt: Dtype) -> E.Expr | None:
     return None
 
 
-def _uses(e: E.Expr, var: E.Var) -> bool:
-    stack = [e]
-    while stack:
-        x = stack.pop()
-        if x is var:
-            return True
-        stack.extend(x.children())
-    return False
-
-
-_DISPATCH = {
-    E.Var: _Ctx.v_leaf, E.IntImm: _Ctx.v_leaf, E.FloatImm: _Ctx.v_leaf,
-    E.Add: _Ctx.v_arith, E.Sub: _Ctx.v_arith, E.Mul: _Ctx.v_arith,
-    E.Div: _Ctx.v_divmod, E.Mod: _Ctx.v_divmod, E.FloorDiv: _Ctx.v_divmod, E.FloorMod: _Ctx.v_divmod,
-    E.Min: _Ctx.v_minmax, E.Max: _Ctx.v_minmax,
-    E.EQ: _Ctx.v_cmp, E.NE: _Ctx.v_cmp, E.LT: _Ctx.v_cmp, E.LE: _Ctx.v_cmp, E.GT: _Ctx.v_cmp,
-    E.GE: _Ctx.v_cmp,
-    E.And: _Ctx.v_logic, E.Or: _Ctx.v_logic, E.Not: _Ctx.v_not,
-    E.Select: _Ctx.v_select, E.IfThenElse: _Ctx.v_select,
-    E.Cast: _Ctx.v_cast, E.Ramp: _Ctx.v_ramp, E.Let: _Ctx.v_let,
-}

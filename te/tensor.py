@@ -16,6 +16,7 @@ from typing import Any, Callable, Sequence
 
 from .dtypes import Dtype, as_dtype, int32
 from .expr import Cast, Expr, IntImm, Load, Var, as_expr, check_identifier
+from .queries import loaded_buffers
 
 __all__ = ["Buffer", "Tensor", "Compute", "Reduce", "Reducer", "Sum", "Max", "Min", "Prod"]
 
@@ -141,16 +142,7 @@ class Tensor(Buffer):
 
     def inputs(self) -> list[Buffer]:
         """Buffers (and tensors) read by the body, in first-use order."""
-        from .expr import walk
-        seen: dict[int, Buffer] = {}
-
-        def visit(e):
-            if isinstance(e, Load) and id(e.buffer) not in seen:
-                seen[id(e.buffer)] = e.buffer
-        walk(self.body, visit)
-        for d in self.dims + self.reduce_dims:
-            walk(d, visit)
-        return list(seen.values())
+        return loaded_buffers([self.body, *self.dims, *self.reduce_dims])
 
     def __repr__(self) -> str:
         kind = "Reduce" if self.is_reduction else "Compute"

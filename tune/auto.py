@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from te.expr import IntImm, Load, Var, walk
+from te.expr import IntImm
+from te.queries import loads, uses_var
 from te.tensor import Tensor
 
 from .errors import SpaceError
@@ -52,12 +53,6 @@ def _extent(d) -> int | None:
     return d.value if isinstance(d, IntImm) else None
 
 
-def _uses(e, v: Var) -> bool:
-    found = []
-    walk(e, lambda n: found.append(1) if n is v else None)
-    return bool(found)
-
-
 def _sliced_loop(t: Tensor) -> int:
     """The position of a contraction's largest reduction loop (the one cut into slices)."""
     red = [_extent(d) for d in t.reduce_dims]
@@ -69,10 +64,9 @@ def classify(t: Tensor) -> str:
     if not t.is_reduction:
         return "elementwise"
     if len(t.args) >= 2:
-        loads: list[Load] = []
-        walk(t.body, lambda n: loads.append(n) if isinstance(n, Load) else None)
+        body_loads = loads(t.body)
         last = t.args[-1]
-        if len(loads) >= 2 and any(not any(_uses(i, last) for i in ld.indices) for ld in loads):
+        if len(body_loads) >= 2 and any(not any(uses_var(i, last) for i in ld.indices) for ld in body_loads):
             return "contraction"
     return "reduction"
 
@@ -168,10 +162,8 @@ class _Template:
         """The operand of ``t`` whose loads do not use the second-last output index (matmul's
         B), if it is a buffer the nest keeps (an input or a tensor computed at the root)."""
         row = t.args[-2]
-        loads: list[Load] = []
-        walk(t.body, lambda n: loads.append(n) if isinstance(n, Load) else None)
-        for ld in loads:
-            if not any(_uses(i, row) for i in ld.indices) and ld.buffer.name not in {p.name for p in self.placeable}:
+        for ld in loads(t.body):
+            if not any(uses_var(i, row) for i in ld.indices) and ld.buffer.name not in {p.name for p in self.placeable}:
                 return ld.buffer.name
         return None
 

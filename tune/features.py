@@ -23,6 +23,7 @@ import numpy as np
 
 from te import expr as E
 from te.expr import Expr, IntImm, Var, walk
+from te.queries import free_vars, loads
 
 __all__ = ["nest_features", "FEATURE_COUNT", "FEATURE_NAMES", "linear_coefficient"]
 
@@ -49,25 +50,16 @@ _DIVMOD = (E.FloorDiv, E.FloorMod, E.Mod)
 
 
 def _vars_of(e: Expr) -> set[int]:
-    out: set[int] = set()
-    walk(e, lambda n: out.add(id(n)) if isinstance(n, Var) else None)
-    return out
+    return {id(v) for v in free_vars(e)}
 
 
 def _const_value(e: Expr, env: Mapping[str, int]) -> int | None:
     from codegen.kernel import KernelArgumentError, eval_int_expr
     ids: dict[int, int] = {}
-    missing = []
-
-    def f(n):
-        if isinstance(n, Var):
-            if n.name in env:
-                ids[id(n)] = int(env[n.name])
-            else:
-                missing.append(n)
-    walk(e, f)
-    if missing:
-        return None
+    for v in free_vars(e):
+        if v.name not in env:
+            return None
+        ids[id(v)] = int(env[v.name])
     try:
         return int(eval_int_expr(e, ids))
     except (KernelArgumentError, ZeroDivisionError):   # not a size expression, or a division by 0
@@ -116,7 +108,8 @@ def _loop_extent(f, env: Mapping[str, int]) -> int:
     if start is None or stop is None:   # bounds depending on outer loops: take them at 0
         zero = dict(env)
         for e in (f.start, f.stop):
-            walk(e, lambda n: zero.setdefault(n.name, 0) if isinstance(n, Var) else None)
+            for v in free_vars(e):
+                zero.setdefault(v.name, 0)
         start, stop = _const_value(f.start, zero), _const_value(f.stop, zero)
     if start is None or stop is None:
         return 1
@@ -154,9 +147,7 @@ def _collect(root, env):
 
 
 def _accesses(store) -> list[tuple[Any, tuple]]:
-    out = [(store.buffer, tuple(store.indices))]
-    walk(store.value, lambda n: out.append((n.buffer, tuple(n.indices))) if isinstance(n, E.Load) else None)
-    return out
+    return [(store.buffer, tuple(store.indices))] + [(ld.buffer, tuple(ld.indices)) for ld in loads(store.value)]
 
 
 def _flat_stride(buf, indices, v, env) -> int | None:

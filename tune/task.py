@@ -23,7 +23,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from te.expr import Expr, Var, walk
+from te.expr import Expr, Var
+from te.queries import free_vars
 from te.tensor import Buffer, Tensor
 
 from .serialize import dumps_computation, loads_computation
@@ -37,16 +38,14 @@ IREVAL_REFERENCE_LIMIT = 1 << 16
 def _size_vars(buffers: Sequence[Buffer]) -> dict[str, Var]:
     out: dict[str, Var] = {}
     for b in buffers:
-        for d in b.dims:
-            walk(d, lambda n: out.setdefault(n.name, n) if isinstance(n, Var) else None)
+        for v in free_vars(b.dims):
+            out.setdefault(v.name, v)
     return out
 
 
 def _eval_dim(d: Expr, sizes: Mapping[str, int]) -> int:
     from codegen.kernel import eval_int_expr
-    env: dict[int, int] = {}
-    walk(d, lambda n: env.setdefault(id(n), int(sizes[n.name])) if isinstance(n, Var) and n.name in sizes
-         else None)
+    env = {id(v): int(sizes[v.name]) for v in free_vars(d) if v.name in sizes}
     return int(eval_int_expr(d, env))
 
 

@@ -61,10 +61,12 @@ from typing import Any
 
 from te import expr as E
 from te.expr import walk
-from loopnest.stmt import Cond, For, Let, Stmt, Store, iter_stmts, stmt_exprs
+from te.queries import loaded_buffers
+from loopnest.queries import stmt_free_vars, stmt_loaded_buffers, stmt_stored_buffers
+from loopnest.stmt import Cond, iter_stmts, stmt_exprs
 
 from ..kernel import BuildError
-from .ir_queries import extent, free_vars
+from .ir_queries import extent
 from .plan import ArgRef, CudaPlan, KernelPlan
 
 __all__ = ["plan_arguments"]
@@ -124,33 +126,22 @@ def plan_arguments(plan: CudaPlan) -> None:
             k.arg_objects.append(v)
 
 
-def _loads(exprs) -> dict[int, Any]:
-    out: dict[int, Any] = {}
-    for e in exprs:
-        walk(e, lambda n: out.setdefault(id(n.buffer), n.buffer) if isinstance(n, E.Load) else None)
-    return out
-
-
-def _stmt_loads(s: Stmt) -> dict[int, Any]:
-    return _loads([e for x in iter_stmts(s) for e in stmt_exprs(x)])
-
-
 def _select_hazards(k: KernelPlan, readonly: set[int], written: set[int]) -> dict[int, tuple]:
     """``{id(R): (R, W)}`` for the read-only buffers ``R`` that a choice of kernel ``k`` loads
     on one side while it loads the written global buffer ``W`` on the other."""
     out: dict[int, tuple] = {}
 
-    def check(one: dict, other: dict) -> None:
-        w = next((b for bid, b in other.items() if bid in written), None)
+    def check(one: list, other: list) -> None:
+        w = next((b for b in other if id(b) in written), None)
         if w is None:
             return
-        for rid, r in one.items():
-            if rid in readonly:
-                out.setdefault(rid, (r, w))
+        for r in one:
+            if id(r) in readonly:
+                out.setdefault(id(r), (r, w))
 
     def on_expr(n) -> None:
         if isinstance(n, (E.Select, E.IfThenElse)):
-            t, f = _loads([n.t]), _loads([n.f])
+            t, f = loaded_buffers(n.t), loaded_buffers(n.f)
             check(t, f)
             check(f, t)
 
@@ -158,37 +149,22 @@ def _select_hazards(k: KernelPlan, readonly: set[int], written: set[int]) -> dic
         for e in stmt_exprs(x):
             walk(e, on_expr)
         if isinstance(x, Cond) and x.otherwise is not None and x.otherwise.stmts:
-            t, f = _stmt_loads(x.then), _stmt_loads(x.otherwise)
+            t, f = stmt_loaded_buffers(x.then), stmt_loaded_buffers(x.otherwise)
             check(t, f)
             check(f, t)
     return out
 
 
 def _buffers(k: KernelPlan) -> tuple[dict[int, Any], set[int]]:
-    """The buffers kernel ``k`` touches (in order of first use, stores first per statement)
-    and the ids of those it stores to."""
-    used: dict[int, Any] = {}
-    written: set[int] = set()
-    exprs = []
-    for x in iter_stmts(k.stmt):
-        if isinstance(x, Store):
-            used.setdefault(id(x.buffer), x.buffer)
-            written.add(id(x.buffer))
-        exprs.extend(stmt_exprs(x))
-    for e in exprs:
-        walk(e, lambda n: used.setdefault(id(n.buffer), n.buffer) if isinstance(n, E.Load) else None)
-    return used, written
+    """The buffers kernel ``k`` touches (those it stores to in order of first store, then the
+    others in order of first load) and the ids of those it stores to."""
+    stored = stmt_stored_buffers(k.stmt)
+    used = {id(b): b for b in stored}
+    for b in stmt_loaded_buffers(k.stmt):
+        used.setdefault(id(b), b)
+    return used, {id(b) for b in stored}
 
 
 def _size_vars(k: KernelPlan) -> list:
     """The free variables of the kernel's code and thread extents, in order of appearance."""
-    bound: set[int] = set()
-    exprs = []
-    for x in iter_stmts(k.stmt):
-        if isinstance(x, (For, Let)):
-            bound.add(id(x.var))
-        exprs.extend(stmt_exprs(x))
-    for e in exprs:
-        walk(e, lambda n: bound.add(id(n.var)) if isinstance(n, E.Let) else None)
-    exprs.extend(extent(f) for f in k.thread_loops)
-    return free_vars(exprs, bound)
+    return stmt_free_vars(k.stmt, [extent(f) for f in k.thread_loops], allocations=False)

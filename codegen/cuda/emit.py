@@ -65,11 +65,12 @@ from te import expr as E
 from te.dtypes import Dtype
 from te.expr import Expr, IntImm, Var
 from te.lowprec import convert
+from te.queries import fold_int
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store
 
 from ..kernel import BuildError, Param, eval_int_expr, sanitize_name
 from .helpers import LOWP_INFO, HelperSet
-from .ir_queries import AXES, const_int, extent, nonneg
+from .ir_queries import AXES, extent, nonneg
 from .memory import private_index
 from .outline import MAX_BLOCK_DIMS, MAX_GRID_DIMS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK
 from .passes import plan_cuda
@@ -432,7 +433,7 @@ class CudaEmitter:
             return f"tc_div<{ct}, {_unsigned_of(dt)}>({a}, {b})" if t is E.Div else f"tc_mod<{ct}>({a}, {b})"
         if t is E.FloorDiv or t is E.FloorMod:
             op = "/" if t is E.FloorDiv else "%"
-            k = const_int(e.b)
+            k = fold_int(e.b)
             if idx and k is not None and k > 0 and nonneg(e.a, self.plan.nonneg_vars):
                 return f"({a} {op} {b})"   # same as floor division for a >= 0, b > 0
             if dt.is_uint:

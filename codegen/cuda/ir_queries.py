@@ -4,36 +4,25 @@
 >>> from loopnest.stmt import Block, For, ForKind, Store
 >>> A = Buffer("A", (4,), "int32"); i = Var("i")
 >>> loop = For(i, 0, 4, Block([Store(A, (i,), i)]), ForKind.GPU_THREAD, 0)
->>> contains_thread_loop(loop), const_int(extent(loop)), touches(loop, A)
-(True, 4, True)
+>>> contains_thread_loop(loop), str(extent(loop))
+(True, '4')
+
+The general expression and statement queries (``fold_int``, ``free_vars``, ``stmt_touches``,
+...) are in ``te.queries`` and ``loopnest.queries``.
 """
 from __future__ import annotations
 
 from dataclasses import fields
 
 from te import expr as E
-from te.expr import Expr, IntImm, Var, walk
-from loopnest.stmt import Block, For, ForKind, Stmt, Store, iter_stmts, stmt_exprs
+from te.expr import Expr, IntImm, Var
+from te.queries import fold_int, uses_var
+from loopnest.stmt import Block, For, ForKind, Stmt, iter_stmts
 
-from ..kernel import KernelArgumentError, eval_int_expr
-
-__all__ = ["AXES", "const_int", "extent", "free_vars", "flatten", "contains_thread_loop", "touches",
-           "fresh_copy", "nonneg", "linear_coeff", "interval"]
+__all__ = ["AXES", "extent", "flatten", "contains_thread_loop", "fresh_copy", "nonneg", "linear_coeff",
+           "interval"]
 
 AXES = "xyz"
-
-
-def const_int(e: Expr) -> int | None:
-    """The value of a constant integer expression, else None.
-
-    >>> from te import Var
-    >>> const_int(IntImm(3) * 4), const_int(Var("n") + 1)
-    (12, None)
-    """
-    try:
-        return eval_int_expr(e, {})
-    except (KernelArgumentError, AttributeError, TypeError, ZeroDivisionError):
-        return None
 
 
 def extent(f: For) -> Expr:
@@ -46,28 +35,15 @@ def extent(f: For) -> Expr:
     """
     if isinstance(f.start, IntImm) and f.start.value == 0:
         return f.stop
-    c = const_int(f.stop - f.start)
+    c = fold_int(f.stop - f.start)
     return IntImm(c, f.var.dtype) if c is not None else f.stop - f.start
-
-
-def free_vars(exprs, bound: set[int]) -> list[Var]:
-    """The variables of ``exprs`` whose ids are not in ``bound``, in order of appearance.
-
-    >>> from te import Var
-    >>> n, i = Var("n"), Var("i")
-    >>> [v.name for v in free_vars([n * i + n], {id(i)})]
-    ['n']
-    """
-    out: dict[int, Var] = {}
-    for e in exprs:
-        walk(e, lambda n: out.setdefault(id(n), n) if isinstance(n, Var) and id(n) not in bound else None)
-    return list(out.values())
 
 
 def flatten(s: Stmt) -> list[Stmt]:
     """The statements of ``s`` with nested Blocks spliced in (``[s]`` for a non-Block).
 
     >>> from te import Buffer
+    >>> from loopnest.stmt import Store
     >>> A = Buffer("A", (2,), "int32")
     >>> len(flatten(Block([Block([Store(A, (0,), 1)]), Store(A, (1,), 2)])))
     2
@@ -85,25 +61,13 @@ def contains_thread_loop(s: Stmt) -> bool:
     return any(isinstance(x, For) and x.kind == ForKind.GPU_THREAD for x in iter_stmts(s))
 
 
-def touches(s: Stmt, buf) -> bool:
-    """Whether ``s`` loads from or stores to ``buf`` (see the module example)."""
-    found = []
-    for x in iter_stmts(s):
-        if isinstance(x, Store) and x.buffer is buf:
-            return True
-        for e in stmt_exprs(x):
-            walk(e, lambda n: found.append(n) if isinstance(n, E.Load) and n.buffer is buf else None)
-        if found:
-            return True
-    return False
-
-
 def fresh_copy(s: Stmt) -> Stmt:
     """A copy of the tree ``s`` in which every statement is a new object (expressions,
     variables and buffers are shared). The CUDA plan keys facts by statement identity, and a
     statement object may otherwise appear at two places of a hand-built tree.
 
     >>> from te import Buffer
+    >>> from loopnest.stmt import Store
     >>> A = Buffer("A", (1,), "int32")
     >>> st = Store(A, (0,), 1)
     >>> b = fresh_copy(Block([st, st]))
@@ -138,18 +102,12 @@ def nonneg(e: Expr, nonneg_vars: set[int]) -> bool:
     if t in (E.Add, E.Mul, E.Min, E.Max):
         return nonneg(e.a, nonneg_vars) and nonneg(e.b, nonneg_vars)
     if t in (E.FloorDiv, E.Div):
-        k = const_int(e.b)
+        k = fold_int(e.b)
         return k is not None and k > 0 and nonneg(e.a, nonneg_vars)
     if t is E.FloorMod:
-        k = const_int(e.b)
+        k = fold_int(e.b)
         return k is not None and k > 0
     return False
-
-
-def _contains(e: Expr, v: Var) -> bool:
-    found = []
-    walk(e, lambda n: found.append(1) if n is v else None)
-    return bool(found)
 
 
 def linear_coeff(e: Expr, v: Var) -> int | None:
@@ -160,7 +118,7 @@ def linear_coeff(e: Expr, v: Var) -> int | None:
     >>> linear_coeff(i * 8 + j - i, i), linear_coeff(i * j, i), linear_coeff(j + 1, i)
     (7, None, 0)
     """
-    if not _contains(e, v):
+    if not uses_var(e, v):
         return 0
     if e is v:
         return 1
@@ -172,8 +130,8 @@ def linear_coeff(e: Expr, v: Var) -> int | None:
         return a + b if t is E.Add else a - b
     if t is E.Mul:
         for x, y in ((e.a, e.b), (e.b, e.a)):
-            if not _contains(y, v):
-                c, k = linear_coeff(x, v), const_int(y)
+            if not uses_var(y, v):
+                c, k = linear_coeff(x, v), fold_int(y)
                 return None if c is None or k is None else c * k
     return None
 
@@ -206,7 +164,7 @@ def interval(e: Expr, ranges: dict) -> tuple[int, int] | None:
         prods = [x * y for x in a for y in b]
         return min(prods), max(prods)
     if t in (E.FloorDiv, E.FloorMod):
-        a, k = interval(e.a, ranges), const_int(e.b)
+        a, k = interval(e.a, ranges), fold_int(e.b)
         if a is None or not k or k <= 0:
             return None
         return (a[0] // k, a[1] // k) if t is E.FloorDiv else (0, k - 1)

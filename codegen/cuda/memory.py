@@ -43,12 +43,14 @@ kernel k0_mm: 4096 B of shared memory
 from __future__ import annotations
 
 from te import expr as E
-from te.expr import Expr, IntImm, walk
+from te.expr import Expr, IntImm
+from te.queries import fold_int, free_vars, loads
 from te.simplify import simplify
+from loopnest.queries import stmt_touches
 from loopnest.stmt import Allocate, Block, For, ForKind, Free, Stmt, Store, iter_stmts, stmt_exprs
 
 from ..kernel import BuildError
-from .ir_queries import AXES, const_int, extent, flatten, free_vars, interval, linear_coeff, touches
+from .ir_queries import AXES, extent, flatten, interval, linear_coeff
 from .plan import CudaPlan, KernelPlan, Placement
 
 __all__ = ["assign_memory_scopes", "promote_private", "private_index"]
@@ -87,7 +89,7 @@ def assign_memory_scopes(plan: CudaPlan) -> None:
                              f"than the limit of {plan.max_shared} bytes; use smaller tiles")
     size_ids = plan.size_ids
     for b in plan.scratch:
-        bad = [v for v in free_vars(b.dims, set()) if id(v) not in size_ids]
+        bad = [v for v in free_vars(b.dims) if id(v) not in size_ids]
         if bad:
             raise BuildError(f"the size of intermediate {b.name} depends on {', '.join(v.name for v in bad)}, "
                              "which is not a size argument")
@@ -145,7 +147,7 @@ def _classify(plan: CudaPlan, k: KernelPlan, a: Allocate, bound: frozenset, afte
     elif not bound:
         scope = "shared"
     elif set(k.thread_axes) <= bound or not any(
-            isinstance(y, For) and y.kind == ForKind.GPU_THREAD and touches(y, b)
+            isinstance(y, For) and y.kind == ForKind.GPU_THREAD and stmt_touches(y, b)
             for x in scope_range for y in iter_stmts(x)):
         scope = "local"
     else:
@@ -205,7 +207,7 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
                 st["ok"] = False
                 return
             coef[ax] = c
-            ext = const_int(extent(f))
+            ext = fold_int(extent(f))
             if ext is None:
                 st["ok"] = False
                 return
@@ -217,7 +219,7 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
             st["ok"] = False
             return
         tvars = {id(f.var) for f in threads.values()}
-        if any(id(v) in tvars for v in free_vars([rest], set())):
+        if any(id(v) in tvars for v in free_vars(rest)):
             st["ok"] = False
             return
         lo_hi = interval(rest, ranges)
@@ -233,11 +235,11 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
         if isinstance(s, For):
             if s.kind == ForKind.GPU_THREAD:
                 threads = {**threads, s.axis: s}
-            lo, hi = const_int(s.start), const_int(s.stop)
+            lo, hi = fold_int(s.start), fold_int(s.stop)
             ranges = {**ranges, id(s.var): (lo, hi - 1) if lo is not None and hi is not None else None}
-        for e in stmt_exprs(s):
-            walk(e, lambda n: visit_index(id(n.buffer), index_of(n), threads, ranges)
-                 if isinstance(n, E.Load) and id(n.buffer) in info else None)
+        for ld in loads(stmt_exprs(s)):
+            if id(ld.buffer) in info:
+                visit_index(id(ld.buffer), index_of(ld), threads, ranges)
         if isinstance(s, Store) and id(s.buffer) in info:
             visit_index(id(s.buffer), index_of(s), threads, ranges)
         if isinstance(s, Block):

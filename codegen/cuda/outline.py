@@ -41,11 +41,12 @@ import math
 from typing import Any
 
 from te import expr as E
-from te.expr import Expr, IntImm, structural_equal
+from te.expr import Expr, IntImm
+from te.queries import fold_int, free_vars, structural_equal
 from loopnest.stmt import Allocate, Block, For, ForKind, Free, Stmt, iter_stmts
 
 from ..kernel import BuildError
-from .ir_queries import AXES, const_int, extent, flatten, free_vars, fresh_copy, nonneg
+from .ir_queries import AXES, extent, flatten, fresh_copy, nonneg
 from .plan import CudaPlan, KernelPlan
 
 __all__ = ["outline_kernels", "MAX_THREADS_PER_BLOCK", "MAX_SHARED_BYTES", "MAX_BLOCK_DIMS", "MAX_GRID_DIMS"]
@@ -129,7 +130,7 @@ def _find_threads(s: Stmt, outer: tuple, found: list) -> None:
 
 def _launch_extent(f: For, what: str, size_ids: set[int]) -> Expr:
     ext = extent(f)
-    bad = [v for v in free_vars([ext], set()) if id(v) not in size_ids]
+    bad = [v for v in free_vars(ext) if id(v) not in size_ids]
     if bad:
         raise BuildError(f"the extent of {what} loop {f.var.name} ({ext}) depends on "
                          f"{', '.join(v.name for v in bad)}, which is not a size argument: grid and block "
@@ -149,7 +150,7 @@ def _dims(k: KernelPlan, size_ids: set[int], max_threads: int) -> tuple[tuple, t
         if not loops:
             continue
         exts = [_launch_extent(f, "gpu_thread", size_ids) for f in loops]
-        consts = [const_int(x) for x in exts]
+        consts = [fold_int(x) for x in exts]
         if all(c is not None for c in consts):
             m = max(consts)
             block[a] = IntImm(m)
@@ -162,8 +163,8 @@ def _dims(k: KernelPlan, size_ids: set[int], max_threads: int) -> tuple[tuple, t
                 d = E.Max(d, x) if d.dtype == x.dtype else d
             block[a] = d
             guarded |= {id(f) for f in loops}
-    grid = tuple(const_int(g) if isinstance(g, Expr) and const_int(g) is not None else g for g in grid)
-    block = tuple(const_int(b) if isinstance(b, Expr) and const_int(b) is not None else b for b in block)
+    grid = tuple(fold_int(g) if isinstance(g, Expr) and fold_int(g) is not None else g for g in grid)
+    block = tuple(fold_int(b) if isinstance(b, Expr) and fold_int(b) is not None else b for b in block)
     for a, (g, lim) in enumerate(zip(grid, MAX_GRID_DIMS)):
         if isinstance(g, int) and g > lim:
             raise BuildError(f"kernel {k.index}: the grid has {g} blocks on axis {AXES[a]}, more than the "

@@ -34,12 +34,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from te.expr import Expr, Var, walk
+from te.expr import Expr, Var
 from te.printer import expr_to_str
+from te.queries import fold_int, free_vars
 from loopnest.stmt import For, Stmt, iter_stmts
 
 from ..kernel import Param, eval_int_expr
-from .ir_queries import AXES, const_int, extent
+from .ir_queries import AXES, extent
 
 __all__ = ["ArgRef", "KernelSpec", "Guard", "Placement", "KernelPlan", "CudaPlan"]
 
@@ -88,7 +89,7 @@ class KernelSpec:
     @property
     def static_threads(self) -> int | None:
         """Threads per block when every block dimension is constant, else None."""
-        vals = [const_int(d) if isinstance(d, Expr) else d for d in self.block]
+        vals = [fold_int(d) if isinstance(d, Expr) else d for d in self.block]
         return math.prod(vals) if all(v is not None for v in vals) else None
 
     def dims(self, sizes: dict) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
@@ -270,8 +271,7 @@ class CudaPlan:
             if p.var is not None:
                 out.add(id(p.var))
             if p.buffer is not None:
-                for d in p.buffer.dims:
-                    walk(d, lambda n: out.add(id(n)) if isinstance(n, Var) else None)
+                out.update(id(v) for v in free_vars(p.buffer.dims))
         return out
 
     def scope(self, buf) -> str:

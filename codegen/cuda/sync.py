@@ -39,8 +39,7 @@ kernel k0_mm: 2 barrier(s), 0 one-thread section(s)
 """
 from __future__ import annotations
 
-from te import expr as E
-from te.expr import Var, walk
+from te.queries import free_vars, loads
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store, iter_stmts, stmt_exprs
 
 from ..kernel import BuildError
@@ -123,15 +122,15 @@ class _Sync:
         for x in iter_stmts(s):
             if isinstance(x, Store):
                 add(x.buffer, "w")
-            for e in stmt_exprs(x):
-                walk(e, lambda n: add(n.buffer, "r") if isinstance(n, E.Load) else None)
+            for ld in loads(stmt_exprs(x)):
+                add(ld.buffer, "r")
         return out
 
     def header_accesses(self, exprs) -> dict:
         out: dict[int, list] = {}
-        for e in exprs:
-            walk(e, lambda n: out.setdefault(id(n.buffer), [n.buffer, set()])[1].add("r")
-                 if isinstance(n, E.Load) and self.plan.scope(n.buffer) != "local" else None)
+        for ld in loads(exprs):
+            if self.plan.scope(ld.buffer) != "local":
+                out.setdefault(id(ld.buffer), [ld.buffer, set()])[1].add("r")
         return out
 
     def barrier_if(self, pending: dict, acc: dict, at: Stmt) -> dict:
@@ -200,10 +199,7 @@ class _Sync:
 
     @staticmethod
     def _uniform_exprs(exprs, ctx: _Ctx) -> bool:
-        bad = []
-        for e in exprs:
-            walk(e, lambda n: bad.append(n) if isinstance(n, Var) and id(n) in ctx.tdep else None)
-        return not bad
+        return not any(id(v) in ctx.tdep for v in free_vars(exprs))
 
     def uniform_for(self, s: For, pending: dict, ctx: _Ctx) -> dict:
         """A serial loop around thread-bound loops, in uniform code.

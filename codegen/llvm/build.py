@@ -22,16 +22,17 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from te.expr import IntImm, Var, walk
+from te.expr import IntImm, Var
+from te.queries import free_vars
 from te.tensor import Buffer, Tensor
 from loopnest.passes import legalize_for_target
+from loopnest.queries import external_buffers, stmt_free_vars
 from loopnest.stmt import For, ForKind, Stmt, Store, iter_stmts
 
 from ..kernel import BuildError, Kernel, Param, sanitize_name
 from . import jit
 from .cache_key import stmt_key
 from .emit import ALIASED, RUNTIMES, EmitOptions, emit_module
-from .outline import free_vars_and_buffers
 from .types import arg_type, round_to_dtype
 
 __all__ = ["build_llvm", "LLVMKernel"]
@@ -307,16 +308,15 @@ def _scalar_vars(root, params: Sequence[Param], name: str) -> list[Var]:
     overlap check computes every argument's extent from its shape, so those sizes are passed
     too (a size that appears only in a shape, like ``M`` of ``A[M]`` read at ``i < N``)."""
     buffer_params = [p for p in params if p.is_buffer]
-    free_vars, free_bufs = free_vars_and_buffers(root)
     param_bufs = {id(p.buffer) for p in buffer_params}
-    for b in free_bufs:
+    for b in external_buffers(root):
         if id(b) not in param_bufs:
             raise BuildError(f"kernel {name}: buffer {b.name} is accessed but is neither a parameter nor "
                              "allocated in the nest (was the nest prepared with prepare_for_codegen()?)")
     out = [p.var for p in params if not p.is_buffer]
     have = {id(v) for v in out}
     shape_vars = {id(d): d for p in buffer_params for d in p.buffer.dims if isinstance(d, Var)}
-    for v in free_vars:
+    for v in stmt_free_vars(root):
         if id(v) in have:
             continue
         if id(v) not in shape_vars:
@@ -325,7 +325,7 @@ def _scalar_vars(root, params: Sequence[Param], name: str) -> list[Var]:
         out.append(v)
         have.add(id(v))
     for p in buffer_params:
-        for v in _vars_of(p.buffer.dims):
+        for v in free_vars(p.buffer.dims):
             if id(v) not in have:
                 out.append(v)
                 have.add(id(v))
@@ -334,14 +334,6 @@ def _scalar_vars(root, params: Sequence[Param], name: str) -> list[Var]:
             raise BuildError(f"kernel {name}: scalar parameter {v.name} has the vector dtype {v.dtype}; kernel "
                              f"parameters are scalars or buffers: pass a buffer of {v.dtype.element} instead")
     return out
-
-
-def _vars_of(exprs) -> list[Var]:
-    """The variables of ``exprs`` in first-use order."""
-    out: dict[int, Var] = {}
-    for e in exprs:
-        walk(e, lambda n: out.setdefault(id(n), n) if isinstance(n, Var) else None)
-    return list(out.values())
 
 
 def _check_half_support(source: str, name: str) -> None:

@@ -72,7 +72,9 @@ from llvmlite import ir
 from te import expr as E
 from te.dtypes import Dtype
 from te.expr import Expr, IntImm, Var
-from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store, iter_stmts, stmt_exprs
+from te.queries import has_load
+from loopnest.queries import stmt_loaded_buffers, stmt_stored_buffers
+from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store
 
 from ..kernel import BuildError, Param, sanitize_name
 from . import lowp, mathfns
@@ -186,16 +188,6 @@ def _is_signed(dt: Dtype) -> bool:
     return dt.is_int
 
 
-def _has_load(e: Expr) -> bool:
-    found = []
-
-    def f(n):
-        if isinstance(n, E.Load):
-            found.append(n)
-    E.walk(e, f)
-    return bool(found)
-
-
 class _Emitter:
     def __init__(self, symbol: str, buffer_params: Sequence[Param], scalar_vars: Sequence[Var],
                  options: EmitOptions):
@@ -287,7 +279,7 @@ class _Emitter:
         for k, a in enumerate(fn.args):
             a.name = impl.args[k].name
         self.bind_scalar_args(st, fn.args[nbuf:])
-        written = {id(x.buffer) for x in iter_stmts(root) if isinstance(x, Store)}
+        written = {id(b) for b in stmt_stored_buffers(root)}
         # [lo, hi) byte range and "written" flag of each argument, in three small arrays
         arr_t = ir.ArrayType(I64, nbuf)
         los, his, wrs = st.alloca(arr_t, "lo"), st.alloca(arr_t, "hi"), st.alloca(arr_t, "written")
@@ -930,7 +922,7 @@ class _Emitter:
         return st.b.select(c, t, f)
 
     def e_IfThenElse(self, st, e: E.IfThenElse, lane):
-        if not (_has_load(e.t) or _has_load(e.f)):
+        if not (has_load(e.t) or has_load(e.f)):
             return self.e_Select(st, e, lane)
         b = st.b
         if e.cond.dtype.lanes > 1 and lane is None:  # a vector condition: lane by lane
@@ -971,7 +963,7 @@ class _Emitter:
     def _logical(self, st, e, lane, is_and: bool):
         b = st.b
         a = self.expr(st, e.a, lane)
-        if self._dt(e, lane).lanes > 1 or not _has_load(e.b):
+        if self._dt(e, lane).lanes > 1 or not has_load(e.b):
             y = self.expr(st, e.b, lane)
             return b.and_(a, y) if is_and else b.or_(a, y)
         short = ir.Constant(I1, 0 if is_and else 1)
@@ -1273,15 +1265,8 @@ def streaming_outputs(root: Stmt, buffer_params: Sequence[Param], min_bytes: int
     of the memory traffic of a copy). Empty when ``min_bytes`` is 0."""
     if min_bytes <= 0:
         return frozenset()
-    read: set[int] = set()
-
-    def note(n):
-        if isinstance(n, E.Load):
-            read.add(id(n.buffer))
-    for s in iter_stmts(root):
-        for e in stmt_exprs(s):
-            E.walk(e, note)
-    written = {id(s.buffer) for s in iter_stmts(root) if isinstance(s, Store)}
+    read = {id(b) for b in stmt_loaded_buffers(root)}
+    written = {id(b) for b in stmt_stored_buffers(root)}
     sizes = {}
     for p in buffer_params:
         buf = p.buffer

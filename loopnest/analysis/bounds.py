@@ -27,13 +27,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import reduce
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 import islpy as isl
 
 from te import expr as E
+from te.queries import fold_int, free_vars, loads
 from te.simplify import simplify
 
+from ..queries import stmt_free_vars
 from ..stmt import Block, Cond, For, Let, Stmt, Store, stmt_exprs
 
 __all__ = ["access_region", "access_bounds", "writes_cover_box", "DimBounds", "pw_aff_to_expr", "RegionError"]
@@ -101,7 +103,7 @@ class _Affine:
             return f"({a} {'+' if t is E.Add else '-'} {b})"
         if t is E.Mul:
             for c, x in ((e.a, e.b), (e.b, e.a)):
-                k = _int_const(c)
+                k = fold_int(c)
                 if k is not None:
                     xs = self(x)
                     if xs is None:
@@ -109,7 +111,7 @@ class _Affine:
                     return f"({k}*{xs})" if k >= 0 else f"(-{-k}*{xs})"  # isl rejects (-1)*x
             return None
         if t in (E.FloorDiv, E.FloorMod, E.Div, E.Mod):
-            k = _int_const(e.b)
+            k = fold_int(e.b)
             a = self(e.a)
             if k is None or k <= 0 or a is None:
                 return None
@@ -165,14 +167,6 @@ class _Affine:
             op = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "=", E.NE: "!="}[type(e)]
             return [f"({a} {op} {b})"], True
         return [], False
-
-
-def _int_const(e: E.Expr) -> int | None:
-    if isinstance(e, E.IntImm):
-        return e.value
-    if isinstance(e, E.Cast):
-        return _int_const(e.value)
-    return None
 
 
 def _affine(e: E.Expr, env: dict) -> str | None:
@@ -265,9 +259,7 @@ class _Collector:
     def _loads(self, e: E.Expr, inner, cons):
         if not self.reads:
             return
-        found: list[E.Load] = []
-        E.walk(e, lambda n: found.append(n) if isinstance(n, E.Load) and n.buffer is self.buffer else None)
-        for ld in found:
+        for ld in loads(e, self.buffer):
             self._access(ld.indices, inner, cons)
 
     def _access(self, indices, inner, cons):
@@ -489,35 +481,6 @@ def _plus(aff, c: int):
 # ------------------------------------------------------------------------------------
 # the region
 # ------------------------------------------------------------------------------------
-def _free_vars(root: Stmt, extra: Iterable[E.Expr]) -> list[E.Var]:
-    """Variables used in ``root`` (and ``extra``) that it does not bind itself."""
-    seen: dict[int, E.Var] = {}
-    bound: set[int] = set()
-
-    def note(e):
-        E.walk(e, lambda n: seen.setdefault(id(n), n) if isinstance(n, E.Var) and n.dtype.is_integer else None)
-
-    def rec(s):
-        if isinstance(s, (For, Let)):
-            bound.add(id(s.var))
-        for e in stmt_exprs(s):
-            note(e)
-            E.walk(e, lambda n: bound.add(id(n.var)) if isinstance(n, E.Let) else None)
-        if isinstance(s, Block):
-            for x in s.stmts:
-                rec(x)
-        elif isinstance(s, (For, Let)):
-            rec(s.body)
-        elif isinstance(s, Cond):
-            rec(s.then)
-            if s.otherwise is not None:
-                rec(s.otherwise)
-    rec(root)
-    for e in extra:
-        note(e)
-    return [v for k, v in seen.items() if k not in bound]
-
-
 def _outer_ranges_from_nest(nest, outer_vars) -> dict:
     out = {}
     if nest is None:
@@ -547,7 +510,9 @@ def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -
     for v, (lo, hi) in (outer_ranges or {}).items():
         ranges[v] = (E.as_expr(lo, v), E.as_expr(hi, v))
     range_exprs = [x for se in ranges.values() for x in se]
-    params = _free_vars(stmt, list(buffer.dims) + range_exprs)
+    # the integer variables used in stmt (not counting allocations) or the region's context
+    params = [v for v in stmt_free_vars(stmt, list(buffer.dims) + range_exprs, allocations=False)
+              if v.dtype.is_integer]
     for v in list(outer_vars) + list(ranges):
         if all(p is not v for p in params):
             params.append(v)
@@ -564,7 +529,7 @@ def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -
         if t is not None:
             clamp.append(f"0 <= x{d} < {t}")
     ctx = []
-    size_vars = {id(n) for d in buffer.dims for n in _vars(d)}
+    size_vars = {id(n) for n in free_vars(buffer.dims)}
     for v in params:
         if id(v) in size_vars:
             ctx.append(f"{env[id(v)]} >= 0")
@@ -661,12 +626,6 @@ def writes_cover_box(stmt: Stmt, buffer, bounds: Sequence[DimBounds], outer_vars
         return False
 
 
-def _vars(e: E.Expr) -> list[E.Var]:
-    out: list[E.Var] = []
-    E.walk(e, lambda n: out.append(n) if isinstance(n, E.Var) else None)
-    return out
-
-
 def _const_or(e: E.Expr):
     return e.value if isinstance(e, E.IntImm) else e
 
@@ -679,7 +638,7 @@ def _extent_bound(ext: E.Expr, params, env, ranges, outer_ids, ctx, pdecl, dim):
     consts = _min_constants(ext)
     if consts:
         return min(consts)
-    uses_outer = any(id(v) in outer_ids for v in _vars(ext))
+    uses_outer = any(id(v) in outer_ids for v in free_vars(ext))
     if not uses_outer:
         return ext
     t = _affine(ext, env)

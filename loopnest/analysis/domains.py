@@ -36,7 +36,9 @@ from typing import Any
 import islpy as isl
 
 from te import expr as E
+from te.queries import fold_int
 
+from ..queries import stmt_free_vars
 from ..stmt import Block, Cond, For, Let, Stmt, Store
 
 __all__ = ["Instance", "Access", "LoopInfo", "Analysis", "analyze", "affine_text", "cond_text",
@@ -232,13 +234,13 @@ class _Converter(_ExprConverter):
             return self._binary(e, lambda a, b: f"({a} {sign} {b})")
         if t is E.Mul:
             for c, x in ((e.a, e.b), (e.b, e.a)):
-                k = _const(c)
+                k = fold_int(c)
                 if k is not None:
                     xs = self.aff(x)
                     return None if xs is None else f"({k}*{xs})" if k >= 0 else f"(({k})*{xs})"
             return None
         if t in (E.FloorDiv, E.FloorMod, E.Div, E.Mod):
-            k = _const(e.b)
+            k = fold_int(e.b)
             a = self.aff(e.a)
             if k is None or k == 0 or a is None:
                 return None
@@ -282,53 +284,8 @@ class _Converter(_ExprConverter):
 _MISSING = object()
 
 
-def _const(e: E.Expr) -> int | None:
-    if isinstance(e, E.IntImm):
-        return e.value
-    if isinstance(e, E.Cast):
-        return _const(e.value)
-    return None
-
-
-def const_int(e: E.Expr) -> int | None:
-    """The value of a constant integer expression (folding + - * min max and divisions of
-    constants), else None; independent of the simplifier.
-
-    >>> from te import IntImm
-    >>> const_int(IntImm(8) - IntImm(0))
-    8
-    """
-    t = type(e)
-    if t is E.IntImm:
-        return e.value
-    if t is E.Cast:
-        return const_int(e.value) if e.dtype.is_integer and e.value.dtype.is_integer else None
-    if isinstance(e, E.BinaryOp) and not isinstance(e, (E.CmpOp, E.And, E.Or)):
-        a, b = const_int(e.a), const_int(e.b)
-        if a is None or b is None:
-            return None
-        if t is E.Add:
-            return a + b
-        if t is E.Sub:
-            return a - b
-        if t is E.Mul:
-            return a * b
-        if t is E.Min:
-            return min(a, b)
-        if t is E.Max:
-            return max(a, b)
-        if b == 0:
-            return None
-        if t is E.FloorDiv:
-            return a // b
-        if t is E.FloorMod:
-            return a % b
-        q = abs(a) // abs(b) * (1 if (a >= 0) == (b > 0) else -1)
-        if t is E.Div:
-            return q
-        if t is E.Mod:
-            return a - q * b
-    return None
+#: the value of a constant integer expression: ``te.queries.fold_int`` (name kept for importers)
+const_int = fold_int
 
 
 def affine_text(e: E.Expr, env: dict | None = None) -> str | None:
@@ -672,14 +629,14 @@ class Analysis:
         return inst
 
     def _pseudo(self, s, exprs, loops, env, dom, exact, position) -> None:
-        loads = _loads(exprs)
+        loads = _loads_with_lets(exprs)
         if not loads:
             return
         inst = self._instance(s, loops, dom, exact, position)
         self._reads(inst, env, exprs, loads)
 
     def _reads(self, inst: Instance, env: dict, exprs, loads=None) -> None:
-        for ld, lets in (loads if loads is not None else _loads(exprs)):
+        for ld, lets in (loads if loads is not None else _loads_with_lets(exprs)):
             full = env
             if lets:
                 full = dict(env)
@@ -750,13 +707,13 @@ class _PwConverter(_ExprConverter):
             return self._binary(e, lambda a, b: a.add(b) if t is E.Add else a.sub(b))
         if t is E.Mul:
             for c, x in ((e.a, e.b), (e.b, e.a)):
-                k = _const(c)
+                k = fold_int(c)
                 if k is not None:
                     xs = self.aff(x)
                     return None if xs is None else xs.scale_val(isl.Val.int_from_si(self.an.ctx, k))
             return None
         if t in (E.FloorDiv, E.FloorMod, E.Div, E.Mod):
-            k = _const(e.b)
+            k = fold_int(e.b)
             a = self.aff(e.a)
             if k is None or k == 0 or a is None:
                 return None
@@ -792,25 +749,12 @@ class _PwConverter(_ExprConverter):
 
 def _free_int_vars(root: Stmt) -> list:
     """Scalar integer variables used in ``root`` and bound by no loop or let: the sizes."""
-    from ..stmt import iter_stmts, stmt_exprs
-    bound: set[int] = set()
-    seen: dict[int, E.Var] = {}
-
-    def visit(n):
-        if isinstance(n, E.Var):
-            seen.setdefault(id(n), n)
-        elif isinstance(n, E.Let):
-            bound.add(id(n.var))
-    for s in iter_stmts(root):
-        if isinstance(s, (For, Let)):
-            bound.add(id(s.var))
-        for e in stmt_exprs(s):
-            E.walk(e, visit)
-    return [v for k, v in seen.items() if k not in bound and v.dtype.is_integer and not v.dtype.is_vector]
+    return [v for v in stmt_free_vars(root, allocations=False) if v.dtype.is_integer and not v.dtype.is_vector]
 
 
-def _loads(exprs) -> list:
-    """Every Load in ``exprs`` with the let bindings in scope at it (pairs (var, value))."""
+def _loads_with_lets(exprs) -> list:
+    """Every Load in ``exprs`` with the let bindings in scope at it (pairs (var, value)); the
+    plain list of loads is ``te.queries.loads``."""
     out = []
 
     def rec(e, lets):

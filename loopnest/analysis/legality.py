@@ -23,10 +23,12 @@ from typing import Any, NoReturn, Sequence
 
 import islpy as isl
 
+from te.queries import fold_int
+
 from ..errors import ScheduleError
 from .dependences import (Dependence, _zero_prefix, buffers_carried_by, carried_by, dependences_in,
                           lex_negative_after, reorder_violations, value_flow)
-from .domains import analyze, const_int, loop_var_of
+from .domains import analyze, loop_var_of
 
 __all__ = ["refuse", "check_parallelize", "check_vectorize", "check_reorder", "check_fuse",
            "check_distribute", "check_gpu_bind", "blocking_parallel", "blocking_buffers",
@@ -170,9 +172,9 @@ def check_gpu_bind(nest: Any, loop: Any, label: str) -> None:
 def constant_extent(f: Any) -> int | None:
     """The trip count of a For when it is a constant."""
     from te.simplify import simplify
-    n = const_int(f.stop - f.start)
+    n = fold_int(f.stop - f.start)
     if n is None:
-        n = const_int(simplify(f.stop - f.start))
+        n = fold_int(simplify(f.stop - f.start))
     return n
 
 

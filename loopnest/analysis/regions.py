@@ -44,6 +44,7 @@ import islpy as isl
 from te import expr as E
 from te.dtypes import int32, int64
 
+from ..queries import stmt_free_vars, stmt_loads
 from ..stmt import Block, Cond, For, Let, Stmt, Store
 from .domains import Analysis, _LetBinding, _PwConverter
 
@@ -264,27 +265,12 @@ def _params(root: Stmt, buffers) -> list:
     """The size variables: integer variables of ``root`` that no loop or let binds, and
     those of the buffers' shapes and of views' strides and offsets, in a fixed order."""
     from te.view import TensorView
-    from ..stmt import iter_stmts, stmt_exprs
-    seen: dict[int, E.Var] = {}
-    bound: set[int] = set()
     extra: list = [d for b in buffers for d in b.dims]
-
-    def visit(n):
-        t = type(n)
-        if t is E.Var:
-            seen.setdefault(id(n), n)
-        elif t is E.Let:
-            bound.add(id(n.var))
-        elif t is E.Load and isinstance(n.buffer, TensorView):
-            extra.extend(_view_exprs(n.buffer))
-    for s in iter_stmts(root):
-        if isinstance(s, (For, Let)):
-            bound.add(id(s.var))
-        for e in stmt_exprs(s):
-            E.walk(e, visit)
-    for e in extra:
-        E.walk(e, visit)
-    return [v for k, v in seen.items() if k not in bound and v.dtype.is_integer and not v.dtype.is_vector]
+    for ld in stmt_loads(root):
+        if isinstance(ld.buffer, TensorView):
+            extra.extend(_view_exprs(ld.buffer))
+    return [v for v in stmt_free_vars(root, extra, allocations=False)
+            if v.dtype.is_integer and not v.dtype.is_vector]
 
 
 def _view_exprs(v) -> list:

@@ -8,44 +8,20 @@ i * 8
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable
 
-from te.expr import (Add, Expr, FloorDiv, FloorMod, IntImm, Load, Mul, Sub, Var, as_expr, substitute,
-                     walk)
+from te.expr import Add, Expr, FloorDiv, FloorMod, IntImm, Mul, Sub, Var, as_expr, substitute
+from te.queries import fold_int
 from te.simplify import simplify
 
 from ..printer import stmt_to_str
-from ..stmt import Block, Cond, For, Let, Stmt, StmtMutator, Store, iter_stmts, stmt_exprs
+from ..stmt import Block, Cond, For, Let, Stmt, StmtMutator, Store, iter_stmts
 
 
 # ------------------------------------------------------------------------------------
-# integer arithmetic that folds constants and drops neutral terms (prints cleanly even
-# before the simplifier canonicalises)
+# integer arithmetic that folds constants (``te.queries.fold_int``) and drops neutral terms
+# (prints cleanly even before the simplifier canonicalises)
 # ------------------------------------------------------------------------------------
-def const_int(e: Expr) -> int | None:
-    """The value of a constant integer expression, else None.
-
-    >>> const_int(IntImm(3) * 4 - 2)
-    10
-    """
-    if isinstance(e, IntImm):
-        return e.value
-    if isinstance(e, (Add, Sub, Mul, FloorDiv, FloorMod)):
-        a, b = const_int(e.a), const_int(e.b)
-        if a is None or b is None:
-            return None
-        if isinstance(e, Add):
-            return a + b
-        if isinstance(e, Sub):
-            return a - b
-        if isinstance(e, Mul):
-            return a * b
-        if b == 0:
-            return None
-        return a // b if isinstance(e, FloorDiv) else a % b
-    return None
-
-
 def _c(v: int, like: Expr) -> Expr:
     return IntImm(v, like.dtype)
 
@@ -61,7 +37,7 @@ def _pair(a, b) -> tuple[Expr, Expr]:
 def add(a, b) -> Expr:
     """``a + b`` with constants folded and ``+ 0`` dropped."""
     a, b = _pair(a, b)
-    ca, cb = const_int(a), const_int(b)
+    ca, cb = fold_int(a), fold_int(b)
     if ca is not None and cb is not None:
         return _c(ca + cb, a)
     if cb == 0:
@@ -76,7 +52,7 @@ def add(a, b) -> Expr:
 def sub(a, b) -> Expr:
     """``a - b`` with constants folded and ``- 0`` dropped."""
     a, b = _pair(a, b)
-    ca, cb = const_int(a), const_int(b)
+    ca, cb = fold_int(a), fold_int(b)
     if ca is not None and cb is not None:
         return _c(ca - cb, a)
     if cb == 0:
@@ -89,7 +65,7 @@ def sub(a, b) -> Expr:
 def mul(a, b) -> Expr:
     """``a * b`` with constants folded and ``* 1`` dropped."""
     a, b = _pair(a, b)
-    ca, cb = const_int(a), const_int(b)
+    ca, cb = fold_int(a), fold_int(b)
     if ca is not None and cb is not None:
         return _c(ca * cb, a)
     if cb == 1:
@@ -102,14 +78,14 @@ def mul(a, b) -> Expr:
 
 
 def floordiv_c(a: Expr, f: int) -> Expr:
-    ca = const_int(a)
+    ca = fold_int(a)
     if ca is not None:
         return _c(ca // f, a)
     return a if f == 1 else FloorDiv(a, _c(f, a))
 
 
 def floormod_c(a: Expr, f: int) -> Expr:
-    ca = const_int(a)
+    ca = fold_int(a)
     if ca is not None:
         return _c(ca % f, a)
     return _c(0, a) if f == 1 else FloorMod(a, _c(f, a))
@@ -239,53 +215,6 @@ def stmt_text(s) -> str:
     lines = stmt_to_str(s).splitlines()
     text = lines[0] if lines else type(s).__name__
     return text if len(text) <= 60 else text[:57] + "..."
-
-
-# ------------------------------------------------------------------------------------
-# buffer uses
-# ------------------------------------------------------------------------------------
-def expr_loads(e: Expr, buf=None) -> list[Load]:
-    """Loads in ``e`` (of ``buf`` when given)."""
-    out: list[Load] = []
-    walk(e, lambda n: out.append(n) if isinstance(n, Load) and (buf is None or n.buffer is buf) else None)
-    return out
-
-
-def stmt_reads(s: Stmt, buf) -> bool:
-    """Does any expression in the tree ``s`` load ``buf``?"""
-    for x in iter_stmts(s):
-        for e in stmt_exprs(x):
-            if expr_loads(e, buf):
-                return True
-    return False
-
-
-def stmt_writes(s: Stmt, buf) -> bool:
-    return any(isinstance(x, Store) and x.buffer is buf for x in iter_stmts(s))
-
-
-def stores_to(s: Stmt, buf) -> list[Store]:
-    return [x for x in iter_stmts(s) if isinstance(x, Store) and x.buffer is buf]
-
-
-def buffers_read(s: Stmt) -> set:
-    out = set()
-    for x in iter_stmts(s):
-        for e in stmt_exprs(x):
-            for ld in expr_loads(e):
-                out.add(ld.buffer)
-    return out
-
-
-def buffers_written(s: Stmt) -> set:
-    return {x.buffer for x in iter_stmts(s) if isinstance(x, Store)}
-
-
-def free_vars(exprs: Iterable[Expr]) -> list[Var]:
-    seen: dict[int, Var] = {}
-    for e in exprs:
-        walk(e, lambda n: seen.setdefault(id(n), n) if isinstance(n, Var) else None)
-    return list(seen.values())
 
 
 # ------------------------------------------------------------------------------------

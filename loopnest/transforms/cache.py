@@ -22,12 +22,14 @@ for (int i = 0; i < 4; i++) {
 from __future__ import annotations
 
 from te.expr import Expr, ExprMutator, IntImm, Load, Var, check_identifier
+from te.queries import fold_int, free_vars
 from te.tensor import Buffer
 
 from ..errors import ScheduleError
 from ..lazy_analysis import bounds_inference, islpy, polyhedral_domains
+from ..queries import stmt_reads, stmt_writes
 from ..stmt import Block, For, ForKind, Stmt, StmtMutator, Store
-from ._rewrite import add, const_int, free_vars, loop_path, replace_loop, stmt_reads, stmt_writes, sub, tidy
+from ._rewrite import add, loop_path, replace_loop, sub, tidy
 
 __all__ = ["cache_accesses"]
 
@@ -130,7 +132,7 @@ def _size_vars(nest) -> set[int]:
 def _copy(nest, name: str, dst_of, src_of, bounds, dtype_like: Var) -> Stmt:
     vs = []
     for d, b in enumerate(bounds):
-        vs.append(Var(nest.fresh_name(f"{name}_i{d}"), dtype_like.dtype) if const_int(b.extent) != 1 else None)
+        vs.append(Var(nest.fresh_name(f"{name}_i{d}"), dtype_like.dtype) if fold_int(b.extent) != 1 else None)
     rel = [v if v is not None else IntImm(0, b.min.dtype) for v, b in zip(vs, bounds)]
     s: Stmt = Store(dst_of[0], dst_of[1](rel), Load(src_of[0], src_of[1](rel)))
     for v, b in reversed(list(zip(vs, bounds))):

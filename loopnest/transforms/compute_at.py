@@ -21,14 +21,15 @@ for (int i_1 = 0; i_1 < 4; i_1++) {
 from __future__ import annotations
 
 from te.expr import IntImm, Load, Var, substitute
+from te.queries import fold_int, has_load, loads
 from te.tensor import Buffer, Tensor
 
 from ..errors import ScheduleError
 from ..lazy_analysis import bounds_inference
 from ..loop import Loop
+from ..queries import stores_to
 from ..stmt import Block, For, ForKind, Stmt, Store, iter_stmts, stmt_exprs
-from ._rewrite import (const_int, expr_loads, find_loop, loop_path, remove_stores, replace_loop, stores_to,
-                       tidy)
+from ._rewrite import find_loop, loop_path, remove_stores, replace_loop, tidy
 from .inline import check_inputs_ready, check_movable_tensor
 
 __all__ = ["compute_at", "compute_at_candidates"]
@@ -44,7 +45,7 @@ def _consumer_reads(root: Stmt, t: Tensor) -> list[Stmt]:
     for s in iter_stmts(root):
         if isinstance(s, Store) and s.buffer is t:
             continue
-        if any(expr_loads(e, t) for e in stmt_exprs(s)):
+        if has_load(stmt_exprs(s), t):
             out.append(s)
     return out
 
@@ -52,12 +53,11 @@ def _consumer_reads(root: Stmt, t: Tensor) -> list[Stmt]:
 def _check_pristine(root: Stmt, t: Tensor) -> None:
     allowed = {id(b) for b in t.inputs()} | {id(t)}
     for s in stores_to(root, t):
-        for e in list(s.indices) + [s.value]:
-            for ld in expr_loads(e):
-                if id(ld.buffer) not in allowed:
-                    raise _Refused(f"the store `{str(s).strip()}` reads {ld.buffer.name}, which is not in the "
-                                   f"definition of {t.name} (it was rewritten by rfactor or cache_accesses); "
-                                   "apply compute_at before those transforms")
+        for ld in loads([*s.indices, s.value]):
+            if id(ld.buffer) not in allowed:
+                raise _Refused(f"the store `{str(s).strip()}` reads {ld.buffer.name}, which is not in the "
+                               f"definition of {t.name} (it was rewritten by rfactor or cache_accesses); "
+                               "apply compute_at before those transforms")
 
 
 def _region_loops(nest, t: Tensor, bounds) -> Stmt:
@@ -66,7 +66,7 @@ def _region_loops(nest, t: Tensor, bounds) -> Stmt:
     idx = []
     loops = []
     for a, b in zip(t.args, bounds):
-        if const_int(b.extent) == 1:
+        if fold_int(b.extent) == 1:
             idx.append(b.min)
             continue
         v = Var(nest.fresh_name(a.name), a.dtype)

@@ -11,8 +11,10 @@
 """
 from __future__ import annotations
 
+from te.queries import loads
+
 from ..stmt import Store, iter_stmts, stmt_exprs
-from ._rewrite import expr_loads, remove_stores
+from ._rewrite import remove_stores
 
 __all__ = ["eliminate_dead_stores"]
 
@@ -20,10 +22,9 @@ __all__ = ["eliminate_dead_stores"]
 def _read_buffers(root) -> set[int]:
     out: set[int] = set()
     for s in iter_stmts(root):
-        for e in stmt_exprs(s):
-            for ld in expr_loads(e):
-                if not (isinstance(s, Store) and s.buffer is ld.buffer):
-                    out.add(id(ld.buffer))
+        for ld in loads(stmt_exprs(s)):
+            if not (isinstance(s, Store) and s.buffer is ld.buffer):
+                out.add(id(ld.buffer))
     return out
 
 

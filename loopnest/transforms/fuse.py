@@ -17,14 +17,15 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from te.expr import FloorDiv, FloorMod, IntImm, Var, walk
+from te.expr import FloorDiv, FloorMod, IntImm, Var
+from te.queries import fold_int, free_vars
 from te.printer import expr_to_str
 
 from ..errors import ScheduleError
 from ..lazy_analysis import legality_checks, polyhedral_domains
 from ..loop import Loop
 from ..stmt import Block, Cond, For, ForKind, Let, Stmt, StmtMutator
-from ._rewrite import (const_int, floordiv_c, floormod_c, mul, replace_loop, stmt_text,
+from ._rewrite import (floordiv_c, floormod_c, mul, replace_loop, stmt_text,
                        substitute_stmt, tidy)
 from .reorder import perfect_chain
 
@@ -188,13 +189,12 @@ def flatten(nest, loops: Sequence):
     chain_vars = {id(f.var) for f in chain}
     dtype = chain[0].var.dtype
     for f in chain:
-        if const_int(f.start) != 0:
+        if fold_int(f.start) != 0:
             raise ScheduleError(f"flatten: loop {f.var.name} starts at {f.start}, not 0; normalize({f.var.name}) first")
         if f.var.dtype != dtype:
             raise ScheduleError(f"flatten: loops {names[0]} and {f.var.name} have different index types "
                                 f"({dtype}, {f.var.dtype})")
-        used = []
-        walk(f.stop, lambda x: used.append(x) if isinstance(x, Var) and id(x) in chain_vars else None)
+        used = [v for v in free_vars(f.stop) if id(v) in chain_vars]
         if used:
             raise ScheduleError(f"flatten: the bound of loop {f.var.name} depends on loop {used[0].name} "
                                 "(only rectangular nests can be flattened)")
@@ -212,7 +212,7 @@ def flatten(nest, loops: Sequence):
     body = substitute_stmt(chain[-1].body, mapping)
     kinds = {(f.kind, f.axis) for f in chain}
     kind, axis = kinds.pop() if len(kinds) == 1 else (ForKind.SERIAL, None)
-    if kind == ForKind.VECTORIZED and const_int(total) is None:
+    if kind == ForKind.VECTORIZED and fold_int(total) is None:
         kind = ForKind.SERIAL
     new = For(flat, IntImm(0, dtype), total, body, kind, axis)
     nest.root = replace_loop(nest.root, chain[0].var, lambda _: new)
@@ -220,14 +220,14 @@ def flatten(nest, loops: Sequence):
 
 
 def _div(a, e):
-    c = const_int(e)
+    c = fold_int(e)
     if c is not None:
         return floordiv_c(a, c)
     return FloorDiv(a, e)
 
 
 def _mod(a, e):
-    c = const_int(e)
+    c = fold_int(e)
     if c is not None:
         return floormod_c(a, c)
     return FloorMod(a, e)

@@ -17,8 +17,9 @@ from te.expr import Expr, ExprMutator, Load, substitute
 from te.tensor import Buffer, Tensor
 
 from ..errors import ScheduleError
+from ..queries import stores_to
 from ..stmt import Block, Cond, For, Let, Stmt, StmtMutator, Store, stmt_exprs
-from ._rewrite import remove_stores, stores_to, tidy
+from ._rewrite import remove_stores, tidy
 
 __all__ = ["compute_inline", "check_inputs_ready", "check_movable_tensor"]
 

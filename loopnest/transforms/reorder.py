@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from te.expr import Var, walk
+from te.queries import free_vars
 
 from ..errors import ScheduleError
 from ..lazy_analysis import legality_checks
@@ -121,9 +121,7 @@ def reorder(nest, loops: Sequence, permutation: Sequence[int]):
 def _check_bounds_order(new_chain: list[For]) -> None:
     for d, f in enumerate(new_chain):
         inner = {id(g.var): g for g in new_chain[d:]}
-        used = []
-        for e in (f.start, f.stop):
-            walk(e, lambda x: used.append(x) if isinstance(x, Var) and id(x) in inner else None)
+        used = [v for v in free_vars([f.start, f.stop]) if id(v) in inner]
         if used:
             v = used[0]
             raise ScheduleError(f"reorder: the bounds of loop {f.var.name} use {v.name}, but loop {v.name} "

@@ -23,11 +23,13 @@ for (int i = 0; i < 4; i++) {
 from __future__ import annotations
 
 from te.expr import Expr, ExprMutator, IntImm, Load, Var, structural_equal
+from te.queries import free_vars, has_load, loads
 from te.tensor import Buffer, Tensor
 
 from ..errors import ScheduleError
+from ..queries import stores_to
 from ..stmt import Block, For, Stmt, StmtMutator, Store, iter_stmts, stmt_exprs
-from ._rewrite import expr_loads, free_vars, loop_path, stores_to, sub, tidy
+from ._rewrite import loop_path, sub, tidy
 
 __all__ = ["rfactor"]
 
@@ -107,15 +109,15 @@ def rfactor(nest, buf: Buffer, loop) -> Buffer:
     if not isinstance(t, Tensor) or not t.is_reduction:
         _refuse(t, loop, f"{t.name} is not a reduction (rfactor splits the reduction loops of a Reduce tensor)")
     stores = stores_to(nest.root, t)
-    inits = [s for s in stores if not expr_loads(s.value, t)]
-    updates = [s for s in stores if expr_loads(s.value, t)]
+    inits = [s for s in stores if not has_load(s.value, t)]
+    updates = [s for s in stores if has_load(s.value, t)]
     if len(inits) != 1 or len(updates) != 1:
         _refuse(t, loop, f"{t.name} is computed by {len(inits)} initialising and {len(updates)} accumulating "
                          "stores; rfactor needs one of each (split reduction loops with split_with_mask, and "
                          "apply rfactor before compute_at or slicing)")
     init, update = inits[0], updates[0]
     idx = update.indices
-    acc_loads = expr_loads(update.value, t)
+    acc_loads = loads(update.value, t)
     if not _same_indices(init.indices, idx) or any(not _same_indices(ld.indices, idx) for ld in acc_loads):
         _refuse(t, loop, f"the stores of {t.name} do not all access the same element")
     f = loop.stmt
@@ -139,7 +141,7 @@ def rfactor(nest, buf: Buffer, loop) -> Buffer:
     for s in iter_stmts(child):
         if s is update:
             continue
-        if any(expr_loads(e, t) for e in stmt_exprs(s)) or (isinstance(s, Store) and s.buffer is t):
+        if has_load(stmt_exprs(s), t) or (isinstance(s, Store) and s.buffer is t):
             _refuse(t, loop, f"{t.name} is also accessed inside its reduction loops (`{str(s).splitlines()[0]}`), "
                              "so its partial values are observed")
     ext = tidy(sub(f.stop, f.start))

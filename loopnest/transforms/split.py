@@ -26,12 +26,13 @@ for (int i_tail = 0; i_tail < 4; i_tail++) {
 from __future__ import annotations
 
 from te.expr import And, Expr, IntImm, LT, Max, Min, Var
+from te.queries import fold_int, free_vars
 
 from ..errors import ScheduleError
 from ..lazy_analysis import legality_checks
 from ..loop import Loop
 from ..stmt import Block, Cond, For, ForKind
-from ._rewrite import (add, clone_fresh, const_int, floordiv_c, floormod_c, free_vars, mul,
+from ._rewrite import (add, clone_fresh, floordiv_c, floormod_c, mul,
                        replace_loop, sub, substitute_stmt, tidy)
 
 __all__ = ["split_with_tail", "split_with_mask", "tile", "slice_head", "slice_tail", "normalize"]
@@ -80,7 +81,7 @@ def split_with_tail(nest, loop, factor: int):
     f = loop.stmt
     v = f.var
     ext = _extent(f)
-    e = const_int(ext)
+    e = fold_int(ext)
     outer = _new_var(nest, f"{v.name}_outer", v)
     inner = _new_var(nest, f"{v.name}_inner", v)
     if e is not None:
@@ -107,7 +108,7 @@ def split_with_tail(nest, loop, factor: int):
 def _mask_parts(f: For, factor: int):
     """(outer trip count, guard needed?) of a masked split of ``f`` by ``factor``."""
     ext = _extent(f)
-    e = const_int(ext)
+    e = fold_int(ext)
     if e is not None:
         return IntImm(-(-e // factor), f.var.dtype), e % factor != 0, ext
     return floordiv_c(add(ext, factor - 1), factor), factor > 1, ext
@@ -222,7 +223,7 @@ def tile(nest, x, y, x_factor: int, y_factor: int):
 
 
 def _piece_kind(f: For, extent: Expr) -> str:
-    if f.kind == ForKind.VECTORIZED and const_int(extent) is None:
+    if f.kind == ForKind.VECTORIZED and fold_int(extent) is None:
         return ForKind.SERIAL
     return f.kind
 
@@ -252,7 +253,7 @@ def _slice(nest, loop, factor, side: str):
     Returns ``(head, tail)``, with ``None`` for the peeled side when nothing changes."""
     factor, f = _check_slice(nest, loop, factor, f"slice_{side}")
     v = f.var
-    ext = const_int(_extent(f))
+    ext = fold_int(_extent(f))
     if ext is not None and factor >= ext:
         return (loop, None) if side == "head" else (None, loop)
     cut = _slice_cut(f, factor, ext, side)
@@ -322,7 +323,7 @@ def normalize(nest, loop):
     The loop keeps its variable (handles stay valid). Always legal.
     """
     f = loop.stmt
-    if const_int(f.start) == 0:
+    if fold_int(f.start) == 0:
         return loop
     v = f.var
     body = substitute_stmt(f.body, {v: tidy(add(v, f.start))})
