@@ -726,7 +726,7 @@ class _Compiler:
                 fo(fr)
         return cond
 
-    def s_Let(self, s: LetStmt) -> Fn:
+    def s_LetStmt(self, s: LetStmt) -> Fn:
         fv = self.expr(s.value)
         slot = self.bind_var(s.var)
         return self._let(fv, slot, self.stmt(s.body))

@@ -53,7 +53,7 @@ class _Lines(Functor):
             self.visit(s.otherwise, ind + "  ")
         self.out.append(f"{ind}}}")
 
-    def visit_Let(self, s: Let, ind: str):
+    def visit_LetStmt(self, s: Let, ind: str):
         ctype = _C_TYPES.get(s.var.dtype.name, s.var.dtype.name)
         self.out.append(f"{ind}{{ {ctype} {s.var.name} = {expr_to_str(s.value)};")
         self.visit(s.body, ind + "  ")

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Sequence
 from te.expr import Expr, Var, as_expr, const
 from te.functor import Functor
 
-__all__ = ["ForKind", "Stmt", "For", "Store", "Cond", "Block", "Let", "Allocate", "Free",
+__all__ = ["ForKind", "Stmt", "For", "Store", "Cond", "Block", "Let", "LetStmt", "Allocate", "Free",
            "StmtMutator", "StmtVisitor", "iter_stmts", "as_block"]
 
 
@@ -159,8 +159,11 @@ class Cond(Stmt):
 
 
 @dataclass(frozen=True, eq=False, slots=True, repr=False)
-class Let(Stmt):
-    """``var = value`` bound for ``body``."""
+class LetStmt(Stmt):
+    """``var = value`` bound for ``body``. Exported as ``Let`` too; the class is named
+    ``LetStmt`` so that no statement class shares its name with an expression class
+    (``te.Let``): one functor can dispatch on both (``visit_LetStmt``, ``visit_Let``).
+    """
 
     var: Var
     value: Expr
@@ -194,6 +197,8 @@ class Free(Stmt):
 # ------------------------------------------------------------------------------------
 # traversal
 # ------------------------------------------------------------------------------------
+Let = LetStmt
+
 _EXPR_FIELDS = {For: ("start", "stop"), Store: ("indices", "value"), Cond: ("cond",), Let: ("value",)}
 _STMT_FIELDS = {For: ("body",), Cond: ("then", "otherwise"), Let: ("body",), Block: ("stmts",)}
 

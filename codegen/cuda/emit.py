@@ -547,7 +547,7 @@ class CudaEmitter:
         else:
             self.emit(f"{st} {n}[{max(size, 1)}];")
 
-    def _s_Let(self, s: Let):
+    def _s_LetStmt(self, s: Let):
         ct = compute_type(s.value.dtype)
         n = self.var(s.var)
         self.emit("{")

@@ -359,7 +359,7 @@ class _Emitter:
         for x in s.stmts:
             self.stmt(st, x)
 
-    def s_Let(self, st: _Fn, s: Let):
+    def s_LetStmt(self, st: _Fn, s: Let):
         v = self.expr(st, s.value)
         old = st.vars.get(id(s.var))
         st.vars[id(s.var)] = v

@@ -133,7 +133,7 @@ class _Renamer(StmtMutator):
         body = self.visit(s.body)
         return For(nv, start, stop, body, s.kind, s.axis)
 
-    def visit_Let(self, s: Let):
+    def visit_LetStmt(self, s: Let):
         nv = Var(self.fresh_name(s.var.name), s.var.dtype)
         value = self.visit_expr(s.value)
         self.mapping[s.var] = nv
@@ -245,7 +245,7 @@ class _Remove(StmtMutator):
             return None
         return s.replace(body=body)
 
-    def visit_Let(self, s: Let):
+    def visit_LetStmt(self, s: Let):
         body = self.visit(s.body)
         if not body.stmts:
             return None
