@@ -13,7 +13,8 @@ Every other backend is checked against IREval, so it implements the semantics of
 * ``Cast`` follows C: float -> int truncates toward zero, saturating out of range, NaN -> 0
   (``te.lowprec.float_to_int``); int -> int wraps; int -> float rounds to nearest (once); any
   -> bool is ``value != 0``; float -> float rounds once with ``te.lowprec.convert``;
-* ``Min``/``Max`` on floats propagate NaN (``np.minimum``/``np.maximum``);
+* ``Min``/``Max`` on floats are IEEE 754-2019 ``minimum``/``maximum``: NaN propagates and
+  ``-0.0 < +0.0``;
 * ``Select`` evaluates both sides, ``IfThenElse`` only the taken side (per lane for vectors),
   scalar ``And``/``Or`` short-circuit (vector ones evaluate both operands, as the spec allows);
 * intrinsics use numpy in the dtype's precision (``sigmoid = 1/(1+exp(-x))``,
@@ -64,13 +65,16 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from loopnest.printer import stmt_to_str
-from loopnest.stmt import Allocate, Block, Cond, For, Free, Let as LetStmt, Stmt, Store, iter_stmts
+from loopnest.queries import stmt_free_vars
+from loopnest.stmt import Allocate, Block, Cond, For, Free, LetStmt, Stmt, Store, iter_stmts
 from te import expr as E
 from te.dtypes import Dtype
+from te.functor import Functor
 from te.lowprec import convert as _lp_convert, float_to_int as _lp_float_to_int
+from te.queries import free_vars
 
 from .ireval_batch import plan_batch
-from .ireval_common import _ALLOW, Fn, _check_access, _flat_idx, _free_vars_expr, _restrict, _walk_vars
+from .ireval_common import _ALLOW, Fn, _check_access, _flat_idx, _restrict
 from .kernel import BuildError, Kernel, Param, sanitize_name
 
 __all__ = ["IREvalKernel", "build_ireval", "evaluate", "OPTIONS"]
@@ -253,65 +257,74 @@ class _LaneOf(E.Expr):
         object.__setattr__(self, "dtype", value.dtype.element)
 
 
-def _lane(e: E.Expr, k: int, vmap: dict) -> E.Expr:
-    """The scalar expression computing lane ``k`` of ``e`` (scalar parts are shared)."""
-    if e.dtype.lanes == 1 and not (isinstance(e, E.Var) and e in vmap):
-        return e
-    t = type(e)
-    if t is E.Ramp:
+class _Lanes(Functor):
+    """``visit(e, k, vmap)``: the scalar expression computing lane ``k`` of ``e`` (scalar
+    parts are shared); ``vmap`` maps the vector variables of the enclosing lets to their
+    lane variables. A node with no per-lane form becomes ``_LaneOf(node, k)``.
+
+    >>> from te import Buffer, Ramp, Var
+    >>> A = Buffer("A", (16,), "float32")
+    >>> i = Var("i")
+    >>> str(_lane(A[Ramp(i, 2, 4)] * 3.0, 1, {}))
+    'A[i + 2 * 1] * 3.0f'
+    """
+
+    def visit(self, e: E.Expr, k: int, vmap: dict) -> E.Expr:
+        if e.dtype.lanes == 1 and not (isinstance(e, E.Var) and e in vmap):
+            return e
+        return super().visit(e, k, vmap)
+
+    def visit_Ramp(self, e: E.Ramp, k: int, vmap: dict) -> E.Expr:
         return e.base if k == 0 else E.Add(e.base, E.Mul(e.stride, E.IntImm(k, e.base.dtype)))
-    if t is E.Broadcast:
+
+    def visit_Broadcast(self, e: E.Broadcast, k: int, vmap: dict) -> E.Expr:
         return e.value
-    if t is E.Var:
+
+    def visit_Var(self, e: E.Var, k: int, vmap: dict) -> E.Expr:
         return vmap[e][k] if e in vmap else _LaneOf(e, k)
-    if isinstance(e, E.BinaryOp):
-        return t(_lane(e.a, k, vmap), _lane(e.b, k, vmap))
-    if t is E.Not:
-        return E.Not(_lane(e.a, k, vmap))
-    if t is E.Cast:
-        return E.Cast(e.dtype.element, _lane(e.value, k, vmap))
-    if t is E.Select or t is E.IfThenElse:
-        return t(_lane(e.cond, k, vmap), _lane(e.t, k, vmap), _lane(e.f, k, vmap))
-    if t is E.Load and e.buffer.dtype.lanes == 1 and e.indices:
-        return E.Load(e.buffer, e.indices[:-1] + (_lane(e.indices[-1], k, vmap),))
-    if t is E.Call:
-        return E.Call(e.name, [_lane(a, k, vmap) for a in e.args], e.dtype.element)
-    if t is E.Let:
+
+    def visit_BinaryOp(self, e: E.BinaryOp, k: int, vmap: dict) -> E.Expr:
+        return type(e)(self.visit(e.a, k, vmap), self.visit(e.b, k, vmap))
+
+    visit_Add = visit_Sub = visit_Mul = visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = visit_BinaryOp
+    visit_Min = visit_Max = visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = visit_BinaryOp
+    visit_And = visit_Or = visit_BinaryOp
+
+    def visit_Not(self, e: E.Not, k: int, vmap: dict) -> E.Expr:
+        return E.Not(self.visit(e.a, k, vmap))
+
+    def visit_Cast(self, e: E.Cast, k: int, vmap: dict) -> E.Expr:
+        return E.Cast(e.dtype.element, self.visit(e.value, k, vmap))
+
+    def visit_Select(self, e: E.Select, k: int, vmap: dict) -> E.Expr:
+        return type(e)(self.visit(e.cond, k, vmap), self.visit(e.t, k, vmap), self.visit(e.f, k, vmap))
+
+    visit_IfThenElse = visit_Select
+
+    def visit_Load(self, e: E.Load, k: int, vmap: dict) -> E.Expr:
+        if e.buffer.dtype.lanes == 1 and e.indices:
+            return E.Load(e.buffer, e.indices[:-1] + (self.visit(e.indices[-1], k, vmap),))
+        return _LaneOf(e, k)
+
+    def visit_Call(self, e: E.Call, k: int, vmap: dict) -> E.Expr:
+        return E.Call(e.name, [self.visit(a, k, vmap) for a in e.args], e.dtype.element)
+
+    def visit_Let(self, e: E.Let, k: int, vmap: dict) -> E.Expr:
         if e.var.dtype.lanes == 1:
-            return E.Let(e.var, e.value, _lane(e.body, k, vmap))
+            return E.Let(e.var, e.value, self.visit(e.body, k, vmap))
         lane_vars = vmap.get(("let", e.var))
         if lane_vars is None:
             lane_vars = [E.Var(e.var.name, e.var.dtype.element) for _ in range(e.var.dtype.lanes)]
             vmap[("let", e.var)] = lane_vars
         inner = dict(vmap)
         inner[e.var] = lane_vars
-        return E.Let(lane_vars[k], _lane(e.value, k, vmap), _lane(e.body, k, inner))
-    return _LaneOf(e, k)
+        return E.Let(lane_vars[k], self.visit(e.value, k, vmap), self.visit(e.body, k, inner))
+
+    def generic(self, e: E.Expr, k: int, vmap: dict) -> E.Expr:
+        return _LaneOf(e, k)
 
 
-def _stmt_exprs(s: Stmt) -> list[E.Expr]:
-    if isinstance(s, For):
-        return [s.start, s.stop]
-    if isinstance(s, Store):
-        return list(s.indices) + [s.value]
-    if isinstance(s, Cond):
-        return [s.cond]
-    if isinstance(s, LetStmt):
-        return [s.value]
-    if isinstance(s, Allocate):
-        return list(s.buffer.dims)
-    return []
-
-
-def _free_vars_stmt(s: Stmt) -> list[E.Var]:
-    used: dict = {}
-    bound: set = set()
-    for x in iter_stmts(s):
-        if isinstance(x, (For, LetStmt)):
-            bound.add(id(x.var))
-        for e in _stmt_exprs(x):
-            _walk_vars(e, used, bound)
-    return [v for i, v in used.items() if i not in bound]
+_lane = _Lanes().visit      # stateless: one instance serves every compiler
 
 
 # ------------------------------------------------------------------------------------
@@ -326,7 +339,33 @@ _UNARY_F = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqr
 _ERF = np.frompyfunc(math.erf, 1, 1)
 
 
-class _Compiler:
+class _Compiler(Functor):
+    """Compiles IR into closures over a frame: ``expr(e)`` / ``stmt(s)`` (the functor's
+    ``visit``) return the closure of a node, built by its ``visit_<Class>`` method once per
+    node (``memoize``: a node shared by several parents is compiled once). Variables get
+    frame slots by identity, buffers by name.
+
+    >>> import numpy as np
+    >>> from te import Var, int32
+    >>> from loopnest.stmt import Stmt
+    >>> c = _Compiler(batch=False, poison=False, chunk=1 << 16)
+    >>> i = Var("i", int32)
+    >>> s = c.bind_var(i)
+    >>> twice = i * 2
+    >>> c.expr(twice) is c.expr(twice)
+    True
+    >>> fr = [False] * c.nslots; fr[s] = np.int32(5); int(c.expr(twice + 1)(fr))
+    11
+    >>> class Nop(Stmt):
+    ...     __slots__ = ()
+    >>> c.stmt(Nop())
+    Traceback (most recent call last):
+    ...
+    codegen.kernel.BuildError: IREval cannot run Nop statements
+    """
+
+    memoize = True      # closures address frame slots, which are per compiler, not per scope
+
     def __init__(self, batch: bool, poison: bool, chunk: int):
         self.batch = batch
         self.poison = poison
@@ -335,9 +374,7 @@ class _Compiler:
         self.var_slots: dict[int, int] = {}
         self.buf_slots: dict[str, int] = {}
         self.buffers: dict[str, Any] = {}
-        self._expr_cache: dict[int, Fn] = {}
-        self._stmt_cache: dict[int, Fn] = {}
-        self._keep: list = []                # keeps cached nodes alive (ids stay unique)
+        self._keep: list = []                # keeps the variables of var_slots alive (ids stay unique)
 
     # -- slots ------------------------------------------------------------------------
     def bind_var(self, v: E.Var) -> int:
@@ -363,22 +400,17 @@ class _Compiler:
         return [(self.var_slots[id(v)], 0 if v.dtype.lanes == 1 else 1)
                 for v in vars_ if id(v) in self.var_slots]
 
-    # -- expressions --------------------------------------------------------------------
-    def _compiled(self, node, prefix: str, cache: dict[int, Fn], cannot: str) -> Fn:
-        """The closure of ``node``, built once by the method ``prefix + class name`` and cached
-        by the node's id (the node is kept alive, so the id stays unique). A class without
-        such a method is a ``BuildError`` worded by ``cannot``, a format string given the
-        class name as ``{kind}`` and the node as ``{node}``."""
-        f = cache.get(id(node))
-        if f is None:
-            m = getattr(self, prefix + type(node).__name__, None)
-            if m is None:
-                raise BuildError(cannot.format(kind=type(node).__name__, node=node))
-            f = m(node)
-            cache[id(node)] = f
-            self._keep.append(node)
-        return f
+    # -- dispatch -----------------------------------------------------------------------
+    expr = stmt = Functor.visit     # two names for the reader: the closure of an expression / a statement
 
+    def generic(self, node, *args) -> Fn:
+        """A node class IREval has no ``visit_`` method for: a BuildError."""
+        kind = type(node).__name__
+        if isinstance(node, Stmt):
+            raise BuildError(f"IREval cannot run {kind} statements")
+        raise BuildError(f"IREval cannot evaluate {kind} nodes (`{node}`)")
+
+    # -- expressions --------------------------------------------------------------------
     @staticmethod
     def _let(fv: Fn, slot: int, fb: Fn) -> Fn:
         """A let (expression or statement): ``slot`` holds ``fv``'s value while ``fb`` runs,
@@ -391,29 +423,26 @@ class _Compiler:
             return r
         return let
 
-    def expr(self, e: E.Expr) -> Fn:
-        return self._compiled(e, "e_", self._expr_cache, "IREval cannot evaluate {kind} nodes (`{node}`)")
-
-    def e_Var(self, e: E.Var) -> Fn:
+    def visit_Var(self, e: E.Var) -> Fn:
         s = self.var_slots.get(id(e))
         if s is None:
             raise BuildError(f"variable {e.name} is used outside the loop or let that binds it, and is "
                              "not a kernel argument or a dimension of one")
         return operator.itemgetter(s)
 
-    def e_IntImm(self, e: E.IntImm) -> Fn:
+    def visit_IntImm(self, e: E.IntImm) -> Fn:
         c = _const_value(e.dtype, e.value)
         return lambda fr: c
 
-    def e_FloatImm(self, e: E.FloatImm) -> Fn:
+    def visit_FloatImm(self, e: E.FloatImm) -> Fn:
         c = _const_value(e.dtype, e.value)
         return lambda fr: c
 
-    def e__LaneOf(self, e: _LaneOf) -> Fn:
+    def visit__LaneOf(self, e: _LaneOf) -> Fn:
         f, k = self.expr(e.value), e.k
         return lambda fr: _scalar(f(fr)[..., k])
 
-    def e_Cast(self, e: E.Cast) -> Fn:
+    def visit_Cast(self, e: E.Cast) -> Fn:
         f = self.expr(e.value)
         c = _cast_fn(e.value.dtype, e.dtype)
         return lambda fr: c(f(fr))
@@ -423,9 +452,9 @@ class _Compiler:
         if t in _CMP:
             return _CMP[t]
         if t is E.Min:
-            return np.minimum
+            return _ieee_min if dt.is_float else np.minimum
         if t is E.Max:
-            return np.maximum
+            return _ieee_max if dt.is_float else np.maximum
         if dt.is_bool:
             raise BuildError(f"arithmetic {t.__name__} on bool operands is not defined (`{e}`)")
         if dt.is_integer:
@@ -446,7 +475,7 @@ class _Compiler:
             return lambda a, b: rnd(a - rnd(np.floor(rnd(a / b)) * b))
         raise BuildError(f"IREval: {t.__name__} is not defined on {dt} (`{e}`)")
 
-    def e_BinaryOp(self, e: E.BinaryOp) -> Fn:
+    def visit_BinaryOp(self, e: E.BinaryOp) -> Fn:
         if type(e) is E.And or type(e) is E.Or:
             return self._logical(e)
         op = self._binop_fn(e)
@@ -456,8 +485,9 @@ class _Compiler:
             return lambda fr: op(fa(fr), cb)
         return lambda fr: op(fa(fr), fb(fr))
 
-    e_Add = e_Sub = e_Mul = e_Div = e_Mod = e_FloorDiv = e_FloorMod = e_Min = e_Max = e_BinaryOp
-    e_EQ = e_NE = e_LT = e_LE = e_GT = e_GE = e_And = e_Or = e_BinaryOp
+    visit_Add = visit_Sub = visit_Mul = visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = visit_BinaryOp
+    visit_Min = visit_Max = visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = visit_BinaryOp
+    visit_And = visit_Or = visit_BinaryOp
 
     def _logical(self, e: E.And) -> Fn:
         fa, fb = self.expr(e.a), self.expr(e.b)
@@ -465,7 +495,7 @@ class _Compiler:
         if e.dtype.lanes > 1:           # vectors: both sides evaluated (no per-lane short circuit)
             op = np.logical_and if is_and else np.logical_or
             return lambda fr: op(fa(fr), fb(fr))
-        slots = self.restrict_slots(_free_vars_expr([e.b]))
+        slots = self.restrict_slots(free_vars(e.b))
         guarded = _may_raise(e.b)
 
         def logical(fr):
@@ -486,11 +516,11 @@ class _Compiler:
             return out
         return logical
 
-    def e_Not(self, e: E.Not) -> Fn:
+    def visit_Not(self, e: E.Not) -> Fn:
         f = self.expr(e.a)
         return lambda fr: ~f(fr)
 
-    def e_Select(self, e: E.Select) -> Fn:
+    def visit_Select(self, e: E.Select) -> Fn:
         fc, ft, ff = self.expr(e.cond), self.expr(e.t), self.expr(e.f)
         widen = e.cond.dtype.lanes == 1 and e.dtype.lanes > 1
 
@@ -503,7 +533,7 @@ class _Compiler:
             return t if c else f
         return select
 
-    def e_IfThenElse(self, e: E.IfThenElse) -> Fn:
+    def visit_IfThenElse(self, e: E.IfThenElse) -> Fn:
         if e.cond.dtype.lanes > 1:
             return self._ite_lanes(e)
         fc, ft, ff = self.expr(e.cond), self.expr(e.t), self.expr(e.f)
@@ -518,8 +548,8 @@ class _Compiler:
                     return np.where(c[..., None] if widen else c, ft(fr), ff(fr))
                 return ft(fr) if c else ff(fr)
             return ite_pure
-        st = self.restrict_slots(_free_vars_expr([e.t]))
-        sf = self.restrict_slots(_free_vars_expr([e.f]))
+        st = self.restrict_slots(free_vars(e.t))
+        sf = self.restrict_slots(free_vars(e.f))
 
         def ite(fr):
             c = fc(fr)
@@ -541,7 +571,6 @@ class _Compiler:
         vmap: dict = {}
         lanes = [E.IfThenElse(_lane(e.cond, k, vmap), _lane(e.t, k, vmap), _lane(e.f, k, vmap))
                  for k in range(e.dtype.lanes)]
-        self._keep.extend(lanes)
         fns = [self.expr(x) for x in lanes]
         npdt = _internal_np(e.dtype)
 
@@ -552,7 +581,7 @@ class _Compiler:
             return np.array(vals, dtype=npdt)
         return ite_lanes
 
-    def e_Load(self, e: E.Load) -> Fn:
+    def visit_Load(self, e: E.Load) -> Fn:
         buf = e.buffer
         bs = self.buf_slot(buf)
         fi = self.expr(_flat_idx(e.indices))
@@ -594,12 +623,12 @@ class _Compiler:
             return _widen_storage(v, fmt) if fmt is not None else v
         return load
 
-    def e_Let(self, e: E.Let) -> Fn:
+    def visit_Let(self, e: E.Let) -> Fn:
         fv = self.expr(e.value)
         slot = self.bind_var(e.var)
         return self._let(fv, slot, self.expr(e.body))
 
-    def e_Ramp(self, e: E.Ramp) -> Fn:
+    def visit_Ramp(self, e: E.Ramp) -> Fn:
         fb, fs = self.expr(e.base), self.expr(e.stride)
         ar = np.arange(e.lanes, dtype=_internal_np(e.dtype))
 
@@ -610,7 +639,7 @@ class _Compiler:
             return b + s * ar
         return ramp
 
-    def e_Broadcast(self, e: E.Broadcast) -> Fn:
+    def visit_Broadcast(self, e: E.Broadcast) -> Fn:
         fv, lanes = self.expr(e.value), e.lanes
         npdt = _internal_np(e.dtype)
 
@@ -621,7 +650,7 @@ class _Compiler:
             return np.full(lanes, v, dtype=npdt)
         return broadcast
 
-    def e_Call(self, e: E.Call) -> Fn:
+    def visit_Call(self, e: E.Call) -> Fn:
         args = [self.expr(a) for a in e.args]
         adt = e.args[0].dtype
         npdt = _internal_np(adt)
@@ -655,10 +684,7 @@ class _Compiler:
         return lambda fr: rnd(fn(f(fr)))
 
     # -- statements ---------------------------------------------------------------------
-    def stmt(self, s: Stmt) -> Fn:
-        return self._compiled(s, "s_", self._stmt_cache, "IREval cannot run {kind} statements")
-
-    def s_Block(self, s: Block) -> Fn:
+    def visit_Block(self, s: Block) -> Fn:
         fs = tuple(self.stmt(x) for x in s.stmts)
         if len(fs) == 1:
             return fs[0]
@@ -670,7 +696,7 @@ class _Compiler:
                 f(fr)
         return block
 
-    def s_Store(self, s: Store) -> Fn:
+    def visit_Store(self, s: Store) -> Fn:
         buf = s.buffer
         bs = self.buf_slot(buf)
         fi = self.expr(_flat_idx(s.indices))
@@ -701,12 +727,12 @@ class _Compiler:
                     arr.reshape(-1).view(_NAN_FORMATS[nan_fmt][2])[ib[nb]] = _nan_storage_bits(vb[nb], nan_fmt)
         return store
 
-    def s_Cond(self, s: Cond) -> Fn:
+    def visit_Cond(self, s: Cond) -> Fn:
         fc = self.expr(s.cond)
         ft = self.stmt(s.then)
         fo = self.stmt(s.otherwise) if s.otherwise is not None and s.otherwise.stmts else None
-        st = self.restrict_slots(_free_vars_stmt(s.then))
-        so = self.restrict_slots(_free_vars_stmt(s.otherwise)) if fo is not None else []
+        st = self.restrict_slots(stmt_free_vars(s.then))
+        so = self.restrict_slots(stmt_free_vars(s.otherwise)) if fo is not None else []
 
         def cond(fr):
             c = fc(fr)
@@ -726,12 +752,12 @@ class _Compiler:
                 fo(fr)
         return cond
 
-    def s_LetStmt(self, s: LetStmt) -> Fn:
+    def visit_LetStmt(self, s: LetStmt) -> Fn:
         fv = self.expr(s.value)
         slot = self.bind_var(s.var)
         return self._let(fv, slot, self.stmt(s.body))
 
-    def s_Allocate(self, s: Allocate) -> Fn:
+    def visit_Allocate(self, s: Allocate) -> Fn:
         buf = s.buffer
         bs = self.buf_slot(buf)
         npdt = buf.dtype.numpy
@@ -768,14 +794,14 @@ class _Compiler:
                 fr[bs] = np.full(np.prod(n) * npdt.itemsize, 0xCD, np.uint8).view(npdt).reshape(n)
         return allocate
 
-    def s_Free(self, s: Free) -> Fn:
+    def visit_Free(self, s: Free) -> Fn:
         bs = self.buf_slot(s.buffer)
 
         def free(fr):
             fr[bs] = None
         return free
 
-    def s_For(self, s: For) -> Fn:
+    def visit_For(self, s: For) -> Fn:
         slot = self.bind_var(s.var)
         fa, fb = self.expr(s.start), self.expr(s.stop)
         body = self.stmt(s.body)
@@ -791,6 +817,25 @@ class _Compiler:
 
         plan = plan_batch(self, s, serial_range) if self.batch else None
         return plan or serial
+
+
+def _ieee_max(a, b):
+    """IEEE 754-2019 ``maximum``: NaN propagates and ``-0.0 < +0.0`` (numpy's ``maximum``
+    returns the second operand of two equal zeros instead)."""
+    r = np.maximum(a, b)
+    tie = (a == b) & (a == 0)
+    if np.any(tie):      # zeros: +0 unless both are -0, which is what adding them gives
+        r = np.where(tie, a + b, r) if isinstance(r, np.ndarray) else a + b
+    return r
+
+
+def _ieee_min(a, b):
+    """IEEE 754-2019 ``minimum``: NaN propagates and ``-0.0 < +0.0``."""
+    r = np.minimum(a, b)
+    tie = (a == b) & (a == 0)
+    if np.any(tie):      # zeros: -0 unless both are +0
+        r = np.where(tie, -(-a - b), r) if isinstance(r, np.ndarray) else -(-a - b)
+    return r
 
 
 def _int_div_fn(t, dt: Dtype) -> Callable[[Any, Any], Any]:
@@ -976,7 +1021,7 @@ def build_ireval(nest, params: list[Param], **options) -> IREvalKernel:
             by_id[id(p.var)] = p.var
             by_name[p.var.name] = p.var
     size_slots = []
-    for v in _free_vars_stmt(root):
+    for v in stmt_free_vars(root):
         src = v if id(v) in by_id else by_name.get(v.name)
         if src is None:
             raise BuildError(f"variable {v.name} is used by the nest but is neither a kernel argument nor a "

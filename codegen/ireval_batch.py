@@ -49,10 +49,12 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from loopnest.stmt import Allocate, Block, Cond, For, Free, Let as LetStmt, Store, iter_stmts
+from loopnest.stmt import Allocate, Block, Cond, For, Free, LetStmt, Stmt, Store, iter_stmts
 from te import expr as E
+from te.functor import Functor
+from te.queries import free_vars, has_load, loads as loads_in, structural_key, uses_var
 
-from .ireval_common import _ALLOW, Fn, _flat_idx, _free_vars_expr, _oob, _restrict, _unallocated
+from .ireval_common import _ALLOW, Fn, _flat_idx, _oob, _restrict, _unallocated
 from .kernel import BuildError
 
 if TYPE_CHECKING:
@@ -65,31 +67,21 @@ _REDUCE_UFUNC = {E.Add: np.add, E.Mul: np.multiply, E.Min: np.minimum, E.Max: np
                  E.Sub: np.subtract}
 
 
-def _has_load(e: E.Expr, name: str | None = None) -> bool:
-    found = []
-    E.walk(e, lambda n: found.append(1) if isinstance(n, E.Load)
-           and (name is None or n.buffer.name == name) else None)
-    return bool(found)
+def _loads_named(e: E.Expr, name: str) -> bool:
+    """Whether ``e`` loads from a buffer named ``name``: IREval gives a buffer its frame slot
+    by name, so buffers of one name are one memory (``te.queries.has_load`` compares by identity).
+
+    >>> from te import Buffer
+    >>> A, A2 = Buffer("A", (8,), "float32"), Buffer("A", (8,), "float32")
+    >>> _loads_named(A2[0] + 1.0, "A"), _loads_named(A2[0] + 1.0, "B")
+    (True, False)
+    """
+    return any(ld.buffer.name == name for ld in loads_in(e))
 
 
-def _refs(e: E.Expr, var_ids: set) -> bool:
-    found = []
-    E.walk(e, lambda n: found.append(1) if isinstance(n, E.Var) and id(n) in var_ids else None)
-    return bool(found)
-
-
-def _key(e: E.Expr):
-    """Structural key with variables compared by identity."""
-    if isinstance(e, E.Var):
-        return ("Var", id(e))
-    if isinstance(e, (E.IntImm, E.FloatImm)):
-        return (type(e).__name__, e.value, e.dtype.name)
-    if isinstance(e, E.Load):
-        return ("Load", e.buffer.name, tuple(_key(i) for i in e.indices))
-    if isinstance(e, E.Call):
-        return ("Call", e.name, e.dtype.name, tuple(_key(a) for a in e.args))
-    extra = tuple(getattr(e, s) for s in ("lanes",) if hasattr(e, s))
-    return (type(e).__name__, e.dtype.name, extra, tuple(_key(c) for c in e.children()))
+def _uses_any(exprs, vars_) -> bool:
+    """Whether one of the variables ``vars_`` occurs in ``exprs`` (``te.queries.uses_var``)."""
+    return any(uses_var(exprs, v) for v in vars_)
 
 
 def _chain(s: For):
@@ -104,81 +96,105 @@ def _chain(s: For):
     cur = s
     while len(cur.body.stmts) == 1 and isinstance(cur.body.stmts[0], For):
         nxt = cur.body.stmts[0]
-        ids = {id(f.var) for f in loops}
-        for b in (nxt.start, nxt.stop):
-            if _refs(b, ids) or _has_load(b):
-                return None
+        bounds = (nxt.start, nxt.stop)
+        if _uses_any(bounds, [f.var for f in loops]) or has_load(bounds):
+            return None
         loops.append(nxt)
         cur = nxt
-    batched = {id(f.var) for f in loops}
+    batched = [f.var for f in loops]
     inner = []
     for x in iter_stmts(cur.body):
         if isinstance(x, (Allocate, Free)):
             return None
         if isinstance(x, LetStmt):
-            batched.add(id(x.var))
+            batched.append(x.var)
     for x in iter_stmts(cur.body):
         if isinstance(x, For):
-            for b in (x.start, x.stop):
-                if _refs(b, batched) or _has_load(b):
-                    return None
+            bounds = (x.start, x.stop)
+            if _uses_any(bounds, batched) or has_load(bounds):
+                return None
             inner.append(x)
     return loops, inner
 
 
-def _accesses(block: Block):
-    """Stores (stmt, let-expanded index) and loads (buffer name, let-expanded index) of a body,
-    and the ids of the variables of the loops inside it."""
-    stores: list[tuple[Store, E.Expr]] = []
-    loads: list[tuple[str, E.Expr]] = []
-    loop_vars: set[int] = set()
+class _Accesses(Functor):
+    """``visit(body, {})`` collects the accesses of a loop body: ``stores`` (the Store and its
+    flat index) and ``loads`` (the buffer name and the flat index), indices with the
+    let-bound variables in scope substituted (the second argument maps them to their
+    values), and ``loop_vars``, the variables of the loops inside the body. A statement that
+    a batch cannot hold (Allocate, Free) is a BuildError.
 
-    def sub(e, m):
-        return E.substitute(e, m) if m else e
+    >>> from te import Buffer, Var
+    >>> from loopnest.stmt import Block, LetStmt, Store
+    >>> A, B = Buffer("A", (8,), "float32"), Buffer("B", (8,), "float32")
+    >>> i, t = Var("i"), Var("t")
+    >>> acc = _Accesses()
+    >>> acc.visit(Block([LetStmt(t, i + 1, Block([Store(B, (t,), A[t * 2])]))]), {})
+    >>> [(b, str(ix)) for b, ix in acc.loads], [(s.buffer.name, str(ix)) for s, ix in acc.stores]
+    ([('A', '(i + 1) * 2')], [('B', 'i + 1')])
+    """
 
-    def ex(e, m):
-        if isinstance(e, E.Let):
-            ex(e.value, m)
-            m2 = dict(m)
-            m2[e.var] = sub(e.value, m)
-            ex(e.body, m2)
-            return
-        if isinstance(e, E.Load):
-            loads.append((e.buffer.name, sub(_flat_idx(e.indices), m)))
+    def __init__(self):
+        self.stores: list[tuple[Store, E.Expr]] = []
+        self.loads: list[tuple[str, E.Expr]] = []
+        self.loop_vars: list[E.Var] = []
+
+    # -- expressions --------------------------------------------------------------------
+    def visit_Let(self, e: E.Let, m: dict) -> None:
+        self.visit(e.value, m)
+        self.visit(e.body, _bind(m, e.var, e.value))
+
+    def visit_Load(self, e: E.Load, m: dict) -> None:
+        self.loads.append((e.buffer.name, _sub(_flat_idx(e.indices), m)))
         for c in e.children():
-            ex(c, m)
+            self.visit(c, m)
 
-    def st(s, m):
-        if isinstance(s, Block):
-            for x in s.stmts:
-                st(x, m)
-        elif isinstance(s, Store):
-            for e in list(s.indices) + [s.value]:
-                ex(e, m)
-            stores.append((s, sub(_flat_idx(s.indices), m)))
-        elif isinstance(s, Cond):
-            ex(s.cond, m)
-            st(s.then, m)
-            if s.otherwise is not None:
-                st(s.otherwise, m)
-        elif isinstance(s, LetStmt):
-            ex(s.value, m)
-            m2 = dict(m)
-            m2[s.var] = sub(s.value, m)
-            st(s.body, m2)
-        elif isinstance(s, For):
-            loop_vars.add(id(s.var))
-            st(s.body, m)
-        else:
-            raise BuildError(f"unexpected {type(s).__name__} in a loop body")
-    st(block, {})
-    return stores, loads, loop_vars
+    def generic(self, node, m: dict) -> None:
+        if isinstance(node, Stmt):
+            raise BuildError(f"unexpected {type(node).__name__} in a loop body")
+        for c in node.children():
+            self.visit(c, m)
+
+    # -- statements ---------------------------------------------------------------------
+    def visit_Block(self, s: Block, m: dict) -> None:
+        for x in s.stmts:
+            self.visit(x, m)
+
+    def visit_Store(self, s: Store, m: dict) -> None:
+        for e in list(s.indices) + [s.value]:
+            self.visit(e, m)
+        self.stores.append((s, _sub(_flat_idx(s.indices), m)))
+
+    def visit_Cond(self, s: Cond, m: dict) -> None:
+        self.visit(s.cond, m)
+        self.visit(s.then, m)
+        if s.otherwise is not None:
+            self.visit(s.otherwise, m)
+
+    def visit_LetStmt(self, s: LetStmt, m: dict) -> None:
+        self.visit(s.value, m)
+        self.visit(s.body, _bind(m, s.var, s.value))
+
+    def visit_For(self, s: For, m: dict) -> None:
+        self.loop_vars.append(s.var)
+        self.visit(s.body, m)
+
+
+def _sub(e: E.Expr, m: dict) -> E.Expr:
+    return E.substitute(e, m) if m else e
+
+
+def _bind(m: dict, var: E.Var, value: E.Expr) -> dict:
+    """``m`` and ``var`` bound to ``value`` with the bindings of ``m`` substituted."""
+    m2 = dict(m)
+    m2[var] = _sub(value, m)
+    return m2
 
 
 def _work_estimate(c: _Compiler, inner: list[For]):
     """Bound closures of the perfect nests of the top-level loops in a body: their trip counts
     estimate the serial work of one batched iteration."""
-    inner_ids = {id(f.var) for f in inner}
+    inner_vars = [f.var for f in inner]
     nested = {id(x) for f in inner for x in iter_stmts(f.body) if isinstance(x, For)}
     nests = []
     for f in inner:
@@ -187,7 +203,7 @@ def _work_estimate(c: _Compiler, inner: list[For]):
         bounds = []
         cur = f
         while True:
-            if not (_refs(cur.start, inner_ids) or _refs(cur.stop, inner_ids)):
+            if not _uses_any((cur.start, cur.stop), inner_vars):
                 bounds.append((c.expr(cur.start), c.expr(cur.stop)))
             if len(cur.body.stmts) != 1 or not isinstance(cur.body.stmts[0], For):
                 break
@@ -269,18 +285,18 @@ def plan_batch(c: _Compiler, s: For, serial_range) -> Fn | None:
     dtypes = [f.var.dtype.numpy for f in loops]
     fstart, fstop = c.expr(s.start), c.expr(s.stop)
     inner_bounds = [(c.expr(f.start), c.expr(f.stop)) for f in loops[1:]]
-    chain_ids = {id(f.var) for f in loops}
+    acc = _Accesses()
     try:
-        stores, loads, inner_ids = _accesses(body)
+        acc.visit(body, {})
     except BuildError:
         return None
-    reduction = None if inner else _reduction_plan(c, body, chain_ids)
+    reduction = None if inner else _reduction_plan(c, body, [f.var for f in loops])
     estimate = None
     if reduction is not None:
         run_chunk, finish = reduction
         check = None
     else:
-        check = _map_check(c, stores, loads, inner_ids)
+        check = _map_check(c, acc.stores, acc.loads, acc.loop_vars)
         if check is None:
             return None
         body_fn = c.stmt(body)
@@ -332,7 +348,7 @@ def plan_batch(c: _Compiler, s: For, serial_range) -> Fn | None:
     return batched
 
 
-def _map_check(c: _Compiler, stores, loads, inner_ids: set):
+def _map_check(c: _Compiler, stores, loads, inner_vars: list):
     """The run-time legality check of a map batch, or None when it can never be legal."""
     by_buf: dict[str, list] = {}
     for st, idx in stores:
@@ -341,13 +357,14 @@ def _map_check(c: _Compiler, stores, loads, inner_ids: set):
     for name, sts in by_buf.items():
         st, sidx = sts[0]
         lidx = [ix for b, ix in loads if b == name] + [ix for _, ix in sts[1:]]
-        if any(_has_load(ix) or _refs(ix, inner_ids) for ix in [sidx] + lidx):
+        if any(has_load(ix) or _uses_any(ix, inner_vars) for ix in [sidx] + lidx):
             return None
         lanes = sidx.dtype.lanes
         if any(ix.dtype.lanes != lanes for ix in lidx):
             return None
-        same = _key(sidx)
-        fl = [c.expr(ix) for ix in lidx if _key(ix) != same]   # identical forms need no check
+        same = structural_key(sidx, vars_by_identity=True)
+        fl = [c.expr(ix) for ix in lidx                        # identical forms need no check
+              if structural_key(ix, vars_by_identity=True) != same]
         checks.append((c.buf_slot(st.buffer), c.expr(sidx), fl, lanes))
 
     def check(fr, n):
@@ -367,7 +384,7 @@ def _map_check(c: _Compiler, stores, loads, inner_ids: set):
     return check
 
 
-def _reduction_plan(c: _Compiler, body: Block, chain_ids):
+def _reduction_plan(c: _Compiler, body: Block, chain_vars: list):
     """``C[e] = C[e] op x(k)`` under then-only guards, ``e`` invariant in the batched loops."""
     conds = []
     node = body
@@ -388,20 +405,24 @@ def _reduction_plan(c: _Compiler, body: Block, chain_ids):
     op = type(v)
     if op not in _REDUCE_UFUNC or dt.lanes != 1 or v.dtype.lanes != 1 or dt.is_bool or dt.is_lowp_float:
         return None
+    if op in (E.Min, E.Max) and dt.is_float:    # numpy's ufuncs order signed zeros otherwise than IEEE
+        return None
     sidx = _flat_idx(st.indices)
-    if _has_load(sidx) or _refs(sidx, chain_ids):
+    if has_load(sidx) or _uses_any(sidx, chain_vars):
         return None
     name = st.buffer.name
+    skey = structural_key(sidx, vars_by_identity=True)
 
     def is_acc(x):
-        return isinstance(x, E.Load) and x.buffer.name == name and _key(_flat_idx(x.indices)) == _key(sidx)
+        return (isinstance(x, E.Load) and x.buffer.name == name
+                and structural_key(_flat_idx(x.indices), vars_by_identity=True) == skey)
     if is_acc(v.a):
         x = v.b
     elif is_acc(v.b) and op in (E.Add, E.Mul):       # exactly commutative in IEEE arithmetic
         x = v.a
     else:
         return None
-    if _has_load(x, name) or any(_has_load(cd, name) for cd in conds):
+    if _loads_named(x, name) or any(_loads_named(cd, name) for cd in conds):
         return None
     ufunc = _REDUCE_UFUNC[op]
     npdt = dt.numpy
@@ -411,7 +432,7 @@ def _reduction_plan(c: _Compiler, body: Block, chain_ids):
     fconds = []
     for k, cd in enumerate(conds):
         rest = conds[k + 1:] + [x]
-        fconds.append((c.expr(cd), c.restrict_slots(_free_vars_expr(rest))))
+        fconds.append((c.expr(cd), c.restrict_slots(free_vars(rest))))
     where = f"{name}[{sidx}]"
 
     def run_chunk(fr, n, state):

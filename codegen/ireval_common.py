@@ -1,7 +1,8 @@
 """Helpers shared by the IREval interpreter (``codegen.ireval``) and its batch planner
-(``codegen.ireval_batch``): the frame conventions, the variable and index queries both
-make, and the access checks with their error messages. Neither of those modules is
-imported here, so both can import this one.
+(``codegen.ireval_batch``): the frame conventions, the flat index of an access, and the
+access checks with their error messages (the IR queries both make are ``te.queries`` and
+``loopnest.queries``). Neither of those modules is imported here, so both can import this
+one.
 
 A *frame* is the list of slots a compiled program runs over (variables and buffers); in a
 batch a variable's slot holds an array with one value per batched iteration.
@@ -23,23 +24,6 @@ from .kernel import BuildError
 _ALLOW = 0                # frame slot: may this call batch loops (False when arguments alias)
 
 Fn = Callable[[list], Any]
-
-
-def _walk_vars(e: E.Expr, used: dict, bound: set) -> None:
-    def f(n):
-        if isinstance(n, E.Var):
-            used.setdefault(id(n), n)
-        elif isinstance(n, E.Let):
-            bound.add(id(n.var))
-    E.walk(e, f)
-
-
-def _free_vars_expr(exprs: Sequence[E.Expr]) -> list[E.Var]:
-    used: dict = {}
-    bound: set = set()
-    for e in exprs:
-        _walk_vars(e, used, bound)
-    return [v for i, v in used.items() if i not in bound]
 
 
 def _flat_idx(indices) -> E.Expr:

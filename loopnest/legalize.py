@@ -10,13 +10,12 @@ pass dumps (``LOOPNEST_DUMP_PASSES=1``). The rules they implement are those of
 * ``guard_int_division`` (compiled targets): integer ``x / 0``, ``x % 0``, ``floordiv(x, 0)``
   and ``floormod(x, 0)`` are 0; ``INT_MIN / -1`` wraps to ``INT_MIN`` and ``INT_MIN % -1`` is 0.
   After the pass every integer division divides by a value that is neither 0 nor (signed) -1,
-  which is defined behaviour in C, LLVM and PTX alike;
-* ``expand_float_min_max`` (compiled targets): ``maximum(a, b)`` is ``a`` when ``a > b`` or
-  ``a`` is NaN, else ``b`` (``minimum`` with ``<``): NaN propagates and, of two equal values
-  (``0.0`` and ``-0.0``), the second is returned, as numpy does.
+  which is defined behaviour in C, LLVM and PTX alike.
 
 IREval implements the same rules directly on the unexpanded nodes (it is their definition);
-the LLVM and CUDA printers only print the expanded forms.
+the LLVM and CUDA printers only print the expanded forms. (Float ``maximum`` / ``minimum`` need
+no pass: they are IEEE 754-2019 ``maximum`` / ``minimum``, which LLVM has as intrinsics and the
+CUDA helpers implement.)
 
 >>> from te import Buffer, Compute, int32
 >>> from loopnest import LoopNest
@@ -29,15 +28,13 @@ for (int i = 0; i < 4; i++) {
 """
 from __future__ import annotations
 
-import math
-
 from te import expr as E
 from te.dtypes import Dtype, int64
 from te.queries import int_value
 
 from .stmt import Stmt, StmtMutator, Store
 
-__all__ = ["widen_indices", "guard_int_division", "expand_float_min_max", "may_exceed_int32"]
+__all__ = ["widen_indices", "guard_int_division", "may_exceed_int32"]
 
 _INT32_LIMIT = 2 ** 31
 
@@ -174,37 +171,3 @@ def guard_int_division(nest, root: Stmt) -> Stmt:
     ``x / -1`` becomes ``0 - x``.
     """
     return _ExprPass(_GuardDivision()).visit(root)
-
-
-# ------------------------------------------------------------------------------------
-# float minimum / maximum
-# ------------------------------------------------------------------------------------
-def _is_number(e: E.Expr) -> bool:
-    """A constant that is not NaN."""
-    if isinstance(e, E.Broadcast):
-        e = e.value
-    return isinstance(e, E.FloatImm) and not math.isnan(e.value)
-
-
-class _ExpandMinMax(E.ExprMutator):
-    def _visit_min_max(self, e):
-        e = self.generic(e)
-        if not e.dtype.is_float:
-            return e
-        a, b = e.a, e.b
-        wins = E.GT(a, b) if isinstance(e, E.Max) else E.LT(a, b)
-        if _is_number(a):
-            return E.Select(wins, a, b)
-        return E.Select(wins, a, E.Select(E.Call("isnan", (a,), wins.dtype), a, b))
-
-    visit_Min = visit_Max = _visit_min_max
-
-
-def expand_float_min_max(nest, root: Stmt) -> Stmt:
-    """Float ``maximum`` / ``minimum`` spelled out with numpy's rule.
-
-    Before: ``C[i] = max(A[i], B[i])``.
-    After: ``C[i] = select(A[i] > B[i], A[i], select(isnan(A[i]), A[i], B[i]))``: NaN propagates from
-    either side, and of two equal values (``0.0``, ``-0.0``) the second is the result.
-    """
-    return _ExprPass(_ExpandMinMax()).visit(root)

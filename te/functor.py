@@ -4,7 +4,8 @@ A ``Functor`` subclass handles a node class ``C`` with a method ``visit_C(node, 
 method is found once per (functor class, node class) pair and kept in a table, so a visit is
 one dictionary lookup. Only the node's exact class is looked up (node classes do not inherit
 from one another); a node without a method goes to ``generic``. Extra positional arguments
-are passed through (a printer's precedence, a code generator's builder state...).
+are passed through (a printer's precedence, a code generator's builder state...). Methods are
+bound into the table on first use: a test that replaces one afterwards also resets ``_table``.
 
 ``memoize = True`` on a subclass caches results by node identity for one functor object: a
 subexpression shared by several parents is visited once, and a mutator maps it to one

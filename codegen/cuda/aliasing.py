@@ -59,11 +59,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from te import expr as E
-from te.expr import walk
+from te.expr import ExprVisitor
 from te.queries import loaded_buffers
 from loopnest.queries import stmt_free_vars, stmt_loaded_buffers, stmt_stored_buffers
-from loopnest.stmt import Cond, iter_stmts, stmt_exprs
+from loopnest.stmt import Cond, StmtVisitor
 
 from ..kernel import BuildError
 from .ir_queries import extent
@@ -139,20 +138,54 @@ def _select_hazards(k: KernelPlan, readonly: set[int], written: set[int]) -> dic
             if id(r) in readonly:
                 out.setdefault(id(r), (r, w))
 
-    def on_expr(n) -> None:
-        if isinstance(n, (E.Select, E.IfThenElse)):
-            t, f = loaded_buffers(n.t), loaded_buffers(n.f)
-            check(t, f)
-            check(f, t)
+    def on_choice(t: list, f: list) -> None:
+        check(t, f)
+        check(f, t)
 
-    for x in iter_stmts(k.stmt):
-        for e in stmt_exprs(x):
-            walk(e, on_expr)
-        if isinstance(x, Cond) and x.otherwise is not None and x.otherwise.stmts:
-            t, f = stmt_loaded_buffers(x.then), stmt_loaded_buffers(x.otherwise)
-            check(t, f)
-            check(f, t)
+    _Choices(on_choice).visit(k.stmt)
     return out
+
+
+class _Choices(StmtVisitor):
+    """Calls ``on_choice(one side, other side)`` with the buffers loaded on the two sides of
+    every choice in a statement tree, in pre-order: ``select`` / ``if_then_else`` expressions
+    and ``Cond`` statements with an ``else``.
+
+    >>> from te import Buffer, Var, select
+    >>> from loopnest.stmt import Store
+    >>> A, B, C = (Buffer(n, (8,), "float32") for n in "ABC"); i = Var("i")
+    >>> st = Store(C, (i,), select(i < 4, A[i], B[i]))
+    >>> _Choices(lambda t, f: print([b.name for b in t], [b.name for b in f])).visit(st)
+    ['A'] ['B']
+    """
+
+    def __init__(self, on_choice):
+        self.on_choice = on_choice
+        self.exprs = _SelectChoices(on_choice)
+
+    def visit_expr(self, e) -> None:
+        self.exprs.visit(e)
+
+    def visit_Cond(self, s: Cond) -> None:
+        self.visit_expr(s.cond)
+        if s.otherwise is not None and s.otherwise.stmts:
+            self.on_choice(stmt_loaded_buffers(s.then), stmt_loaded_buffers(s.otherwise))
+        self.visit(s.then)
+        if s.otherwise is not None:
+            self.visit(s.otherwise)
+
+
+class _SelectChoices(ExprVisitor):
+    """The expression side of :class:`_Choices`."""
+
+    def __init__(self, on_choice):
+        self.on_choice = on_choice
+
+    def visit_Select(self, e) -> None:
+        self.on_choice(loaded_buffers(e.t), loaded_buffers(e.f))
+        self.generic(e)
+
+    visit_IfThenElse = visit_Select
 
 
 def _buffers(k: KernelPlan) -> tuple[dict[int, Any], set[int]]:

@@ -64,9 +64,10 @@ import numpy as np
 from te import expr as E
 from te.dtypes import Dtype
 from te.expr import Expr, IntImm, Var
+from te.functor import Functor
 from te.lowprec import convert
 from te.queries import fold_int
-from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store
+from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, LetStmt, Stmt, Store
 
 from ..kernel import BuildError, Param, eval_int_expr, sanitize_name
 from .helpers import LOWP_INFO, HelperSet
@@ -166,9 +167,13 @@ _ARITH = {E.Add: "+", E.Sub: "-", E.Mul: "*"}
 _WRAP_FN = {E.Add: "tc_add", E.Sub: "tc_sub", E.Mul: "tc_mul"}
 
 
-class CudaEmitter:
+class CudaEmitter(Functor):
     """Prints the CUDA C of a :class:`CudaPlan` (use :func:`emit_cuda`): names, types,
     literals, expressions and statements; the decisions come from the plan.
+
+    A :class:`~te.functor.Functor` over expression and statement nodes alike:
+    ``visit(e, lane, idx)`` returns the C text of an expression (through :meth:`expr`, which
+    checks the lane), ``visit(s)`` appends the lines of a statement.
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest
@@ -288,36 +293,43 @@ class CudaEmitter:
     def expr(self, e: Expr, lane: str | None = None, idx: bool = False) -> str:
         """C text of ``e`` in its compute type; ``lane`` selects one lane of a vector
         expression; ``idx`` marks index arithmetic (plain C, no wrapping helpers)."""
-        m = getattr(self, "_x_" + type(e).__name__, None)
-        if m is None:
-            raise BuildError(f"the CUDA backend cannot emit the expression {type(e).__name__}: `{e}`")
-        if e.dtype.is_vector and lane is None:
+        if lane is None and isinstance(e, Expr) and e.dtype.is_vector:   # other objects: generic
             raise BuildError(f"vector expression `{e}` ({e.dtype}) outside a vector store; "
                              "vector values must be stored lane by lane")
-        return m(e, lane, idx)
+        return self.visit(e, lane, idx)
 
-    def _x_Var(self, e: Var, lane, idx):
+    def generic(self, node, *args):
+        """Nodes the CUDA backend has no translation for (no ``visit_<Class>``): a BuildError.
+
+        >>> CudaEmitter(None).visit(1.5)          # a Python number, not a te.FloatImm
+        Traceback (most recent call last):
+        codegen.kernel.BuildError: the CUDA backend cannot emit the expression float: `1.5`
+        """
+        what = "statement" if isinstance(node, Stmt) else "expression"
+        raise BuildError(f"the CUDA backend cannot emit the {what} {type(node).__name__}: `{node}`")
+
+    def visit_Var(self, e: Var, lane, idx):
         n = self.var(e)
         if e.dtype.is_vector and id(e) in self._vector_vars and id(e) not in self._lane_scalar:
             return f"{n}[{lane}]"
         return n
 
-    def _x_IntImm(self, e, lane, idx):
+    def visit_IntImm(self, e, lane, idx):
         return self.int_lit(e.value, e.dtype)
 
-    def _x_FloatImm(self, e, lane, idx):
+    def visit_FloatImm(self, e, lane, idx):
         return self.float_lit(e.value, e.dtype)
 
-    def _x_Ramp(self, e: E.Ramp, lane, idx):
+    def visit_Ramp(self, e: E.Ramp, lane, idx):
         b = self.expr(e.base, lane, idx)
         s = self.expr(e.stride, lane, idx)
         ct = compute_type(e.dtype)
         return f"({b} + ({ct})({lane}) * {s})"
 
-    def _x_Broadcast(self, e: E.Broadcast, lane, idx):
+    def visit_Broadcast(self, e: E.Broadcast, lane, idx):
         return self.expr(e.value, None, idx)
 
-    def _x_Load(self, e: E.Load, lane, idx):
+    def visit_Load(self, e: E.Load, lane, idx):
         if len(e.indices) > 1:
             raise BuildError(f"load of {e.buffer.name} has {len(e.indices)} indices: the CUDA backend "
                              "takes a prepared nest (nest.prepare_for_codegen())")
@@ -329,7 +341,7 @@ class CudaEmitter:
             return f"{info[0]}_ld({ref})"
         return ref
 
-    def _x_Let(self, e: E.Let, lane, idx):
+    def visit_Let(self, e: E.Let, lane, idx):
         ct = compute_type(e.value.dtype)
         val = self.expr(e.value, lane if e.value.dtype.is_vector else None, idx)
         name = self.var(e.var)
@@ -344,7 +356,7 @@ class CudaEmitter:
         rt = compute_type(e.dtype)
         return f"([&]() -> {rt} {{ const {ct} {name} = {val}; return {body}; }}())"
 
-    def _x_Cast(self, e: E.Cast, lane, idx):
+    def visit_Cast(self, e: E.Cast, lane, idx):
         src, dst = e.value.dtype.element, e.dtype.element
         x = self.expr(e.value, lane, idx)
         return self.cast(x, src, dst)
@@ -382,86 +394,110 @@ class CudaEmitter:
                     f"{self.int_lit(dst.max_value(), dst)})")
         return f"(({ct})({x}))"
 
-    def _x_binary(self, e, lane, idx):
-        dt = e.a.dtype.element
-        a = self.expr(e.a, lane, idx)
-        b = self.expr(e.b, lane, idx)
-        t = type(e)
-        ct = compute_type(dt)
-        if t in _CMP:
-            return f"({a} {_CMP[t]} {b})"
-        if t is E.And:
-            return f"({a} && {b})"
-        if t is E.Or:
-            return f"({a} || {b})"
+    # -- binary operators: the operands' dtype picks the C form ------------------------------
+    def _operands(self, e, lane, idx) -> tuple[Dtype, str, str]:
+        return e.a.dtype.element, self.expr(e.a, lane, idx), self.expr(e.b, lane, idx)
+
+    def _rounded(self, r: str, dt: Dtype) -> str:
+        """A float result ``r`` rounded to ``dt`` when that is a low-precision format."""
+        return f"tc_rnd_{self.lowp(dt)[1]}({r})" if dt.is_lowp_float else r
+
+    @staticmethod
+    def _refuse_bool(e, dt: Dtype) -> None:
         if dt.is_bool:
-            if t in (E.Min, E.Max):
-                return f"({a} {'&&' if t is E.Min else '||'} {b})"
-            raise BuildError(f"{t.__name__} on bool operands is not supported (`{e}`)")
+            raise BuildError(f"{type(e).__name__} on bool operands is not supported (`{e}`)")
+
+    def _compare(self, e, lane, idx):
+        _, a, b = self._operands(e, lane, idx)
+        return f"({a} {_CMP[type(e)]} {b})"
+
+    visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _compare
+
+    def visit_And(self, e, lane, idx):
+        _, a, b = self._operands(e, lane, idx)
+        return f"({a} && {b})"
+
+    def visit_Or(self, e, lane, idx):
+        _, a, b = self._operands(e, lane, idx)
+        return f"({a} || {b})"
+
+    def _add_sub_mul(self, e, lane, idx):
+        dt, a, b = self._operands(e, lane, idx)
+        op = _ARITH[type(e)]
+        self._refuse_bool(e, dt)
         if dt.is_float:
-            if t in _ARITH or t is E.Div:
-                r = f"({a} {_ARITH.get(t, '/')} {b})"
-            elif t is E.Min or t is E.Max:
-                self.helpers.need("tc_minmax")
-                r = f"tc_f{'min' if t is E.Min else 'max'}({a}, {b})"
-            elif t is E.FloorDiv:
-                fn = "floor" if ct == "double" else "floorf"
-                r = f"{fn}({a} / {b})"
-            elif t is E.FloorMod:
-                self.helpers.need("tc_floormodf")
-                r = f"tc_floormodf({a}, {b})"
-            else:
-                raise BuildError(f"{t.__name__} is not defined on {dt} (`{e}`)")
-            if dt.is_lowp_float and t not in (E.Min, E.Max):
-                r = f"tc_rnd_{self.lowp(dt)[1]}({r})"
-            return r
-        # integers
-        narrow = _is_narrow(dt)
-        if t in _ARITH:
-            if idx:
-                return f"({a} {_ARITH[t]} {b})"
-            if dt.is_uint and not narrow:
-                return f"({a} {_ARITH[t]} {b})"
-            self.helpers.need("tc_wrap")
-            return f"{_WRAP_FN[t]}<{ct}, {_unsigned_of(dt)}>({a}, {b})"
-        if t is E.Div or t is E.Mod:
-            op = "/" if t is E.Div else "%"
-            if idx or dt.is_uint or narrow:
-                r = f"({a} {op} {b})"
-                return f"(({ct}){r})" if narrow else r
-            self.helpers.need("tc_div")
-            return f"tc_div<{ct}, {_unsigned_of(dt)}>({a}, {b})" if t is E.Div else f"tc_mod<{ct}>({a}, {b})"
-        if t is E.FloorDiv or t is E.FloorMod:
-            op = "/" if t is E.FloorDiv else "%"
-            k = fold_int(e.b)
-            if idx and k is not None and k > 0 and nonneg(e.a, self.plan.nonneg_vars):
-                return f"({a} {op} {b})"   # same as floor division for a >= 0, b > 0
-            if dt.is_uint:
-                r = f"({a} {op} {b})"
-                return f"(({ct}){r})" if narrow else r
-            self.helpers.need("tc_floordiv")
-            fn = "tc_floordiv" if t is E.FloorDiv else "tc_floormod"
-            if narrow:
-                return f"(({ct}){fn}<int>({a}, {b}))"
-            return f"{fn}<{ct}>({a}, {b})"
-        if t is E.Min or t is E.Max:
-            self.helpers.need("tc_minmax")
-            return f"tc_{'min' if t is E.Min else 'max'}<{ct}>({a}, {b})"
-        raise BuildError(f"unsupported integer operator {t.__name__} (`{e}`)")
+            return self._rounded(f"({a} {op} {b})", dt)
+        if idx or (dt.is_uint and not _is_narrow(dt)):
+            return f"({a} {op} {b})"
+        self.helpers.need("tc_wrap")
+        return f"{_WRAP_FN[type(e)]}<{compute_type(dt)}, {_unsigned_of(dt)}>({a}, {b})"
 
-    _x_Add = _x_Sub = _x_Mul = _x_Div = _x_Mod = _x_FloorDiv = _x_FloorMod = _x_binary
-    _x_Min = _x_Max = _x_EQ = _x_NE = _x_LT = _x_LE = _x_GT = _x_GE = _x_And = _x_Or = _x_binary
+    visit_Add = visit_Sub = visit_Mul = _add_sub_mul
 
-    def _x_Not(self, e, lane, idx):
+    def _div_mod(self, e, lane, idx):
+        dt, a, b = self._operands(e, lane, idx)
+        div = type(e) is E.Div
+        self._refuse_bool(e, dt)
+        if dt.is_float:
+            if not div:
+                raise BuildError(f"Mod is not defined on {dt} (`{e}`)")
+            return self._rounded(f"({a} / {b})", dt)
+        ct, narrow = compute_type(dt), _is_narrow(dt)
+        if idx or dt.is_uint or narrow:
+            r = f"({a} {'/' if div else '%'} {b})"
+            return f"(({ct}){r})" if narrow else r
+        self.helpers.need("tc_div")
+        return f"tc_div<{ct}, {_unsigned_of(dt)}>({a}, {b})" if div else f"tc_mod<{ct}>({a}, {b})"
+
+    visit_Div = visit_Mod = _div_mod
+
+    def _floor_div_mod(self, e, lane, idx):
+        dt, a, b = self._operands(e, lane, idx)
+        div = type(e) is E.FloorDiv
+        self._refuse_bool(e, dt)
+        ct = compute_type(dt)
+        if dt.is_float:
+            if div:
+                return self._rounded(f"{'floor' if ct == 'double' else 'floorf'}({a} / {b})", dt)
+            self.helpers.need("tc_floormodf")
+            return self._rounded(f"tc_floormodf({a}, {b})", dt)
+        op, narrow = "/" if div else "%", _is_narrow(dt)
+        k = fold_int(e.b)
+        if idx and k is not None and k > 0 and nonneg(e.a, self.plan.nonneg_vars):
+            return f"({a} {op} {b})"   # same as floor division for a >= 0, b > 0
+        if dt.is_uint:
+            r = f"({a} {op} {b})"
+            return f"(({ct}){r})" if narrow else r
+        self.helpers.need("tc_floordiv")
+        fn = "tc_floordiv" if div else "tc_floormod"
+        if narrow:
+            return f"(({ct}){fn}<int>({a}, {b}))"
+        return f"{fn}<{ct}>({a}, {b})"
+
+    visit_FloorDiv = visit_FloorMod = _floor_div_mod
+
+    def _min_max(self, e, lane, idx):
+        dt, a, b = self._operands(e, lane, idx)
+        which = "min" if type(e) is E.Min else "max"
+        if dt.is_bool:
+            return f"({a} {'&&' if which == 'min' else '||'} {b})"
+        self.helpers.need("tc_minmax")
+        if dt.is_float:   # NaN-propagating and exact in every format: no rounding
+            return f"tc_f{which}({a}, {b})"
+        return f"tc_{which}<{compute_type(dt)}>({a}, {b})"
+
+    visit_Min = visit_Max = _min_max
+
+    def visit_Not(self, e, lane, idx):
         return f"(!{self.expr(e.a, lane, idx)})"
 
-    def _x_Select(self, e, lane, idx):
+    def visit_Select(self, e, lane, idx):
         c = self.expr(e.cond, lane if e.cond.dtype.is_vector else None, idx)
         return f"({c} ? {self.expr(e.t, lane, idx)} : {self.expr(e.f, lane, idx)})"
 
-    _x_IfThenElse = _x_Select
+    visit_IfThenElse = visit_Select
 
-    def _x_Call(self, e: E.Call, lane, idx):
+    def visit_Call(self, e: E.Call, lane, idx):
         args = [self.expr(a, lane, idx) for a in e.args]
         adt = e.args[0].dtype.element if e.args else e.dtype.element
         name = e.name
@@ -490,18 +526,13 @@ class CudaEmitter:
             r = f"{fn}({', '.join(args)})"
         else:
             raise BuildError(f"the CUDA backend has no translation for the intrinsic {name!r}")
-        if e.dtype.element.is_lowp_float:
-            r = f"tc_rnd_{self.lowp(e.dtype)[1]}({r})"
-        return r
+        return self._rounded(r, e.dtype.element)
 
 
     # ==============================================================================
     # statements
     # ==============================================================================
-    def stmt(self, s: Stmt) -> None:
-        getattr(self, "_s_" + type(s).__name__)(s)
-
-    def _s_Block(self, s: Block):
+    def visit_Block(self, s: Block):
         """Siblings, with the plan's barriers before them and its one-thread guards around them."""
         stmts = s.stmts
         i = 0
@@ -511,7 +542,7 @@ class CudaEmitter:
                 self.emit("__syncthreads();")
             g = self.kernel.guards.get(id(x)) if self.kernel is not None else None
             if g is None:
-                self.stmt(x)
+                self.visit(x)
                 i += 1
                 continue
             group = stmts[i:i + g.span]
@@ -519,22 +550,22 @@ class CudaEmitter:
                 self.emit(f"if ({g.cond}) {{")
                 self.indent += 1
                 for y in group:
-                    self.stmt(y)
+                    self.visit(y)
                 self.indent -= 1
                 self.emit("}")
             else:
                 saved, self._store_guard = self._store_guard, g.cond
                 try:
                     for y in group:
-                        self.stmt(y)
+                        self.visit(y)
                 finally:
                     self._store_guard = saved
             i += g.span
 
-    def _s_Free(self, s: Free):
+    def visit_Free(self, s: Free):
         pass
 
-    def _s_Allocate(self, s: Allocate):
+    def visit_Allocate(self, s: Allocate):
         b = s.buffer
         p = self.plan.placements[id(b)]
         if p.scope == "global":
@@ -547,7 +578,7 @@ class CudaEmitter:
         else:
             self.emit(f"{st} {n}[{max(size, 1)}];")
 
-    def _s_LetStmt(self, s: Let):
+    def visit_LetStmt(self, s: LetStmt):
         ct = compute_type(s.value.dtype)
         n = self.var(s.var)
         self.emit("{")
@@ -560,19 +591,19 @@ class CudaEmitter:
             self.emit(f"for (int tc_l = 0; tc_l < {lanes}; ++tc_l) {n}[tc_l] = {self.expr(s.value, 'tc_l')};")
         else:
             self.emit(f"const {ct} {n} = {self.expr(s.value)};")
-        self.stmt(s.body)
+        self.visit(s.body)
         self.indent -= 1
         self.emit("}")
 
-    def _s_Cond(self, s: Cond):
+    def visit_Cond(self, s: Cond):
         self.emit(f"if ({self.expr(s.cond)}) {{")
         self.indent += 1
-        self.stmt(s.then)
+        self.visit(s.then)
         self.indent -= 1
         if s.otherwise is not None and s.otherwise.stmts:
             self.emit("} else {")
             self.indent += 1
-            self.stmt(s.otherwise)
+            self.visit(s.otherwise)
             self.indent -= 1
         self.emit("}")
 
@@ -604,7 +635,7 @@ class CudaEmitter:
             return f"{self.lowp(dt)[0]}_st({value})"
         return value
 
-    def _s_Store(self, s: Store):
+    def visit_Store(self, s: Store):
         if len(s.indices) > 1:
             raise BuildError(f"store to {s.buffer.name} has {len(s.indices)} indices: the CUDA backend "
                              "takes a prepared nest (nest.prepare_for_codegen())")
@@ -636,7 +667,7 @@ class CudaEmitter:
             self.indent -= 1
             self.emit("}")
 
-    def _s_For(self, s: For):
+    def visit_For(self, s: For):
         v = self.var(s.var)
         vt = compute_type(s.var.dtype)
         if s.kind == ForKind.GPU_THREAD:
@@ -647,7 +678,7 @@ class CudaEmitter:
         start, stop = self.expr(s.start, None, True), self.expr(s.stop, None, True)
         self.emit(f"for ({vt} {v} = {start}; {v} < {stop}; ++{v}) {{")
         self.indent += 1
-        self.stmt(s.body)
+        self.visit(s.body)
         self.indent -= 1
         self.emit("}")
 
@@ -668,7 +699,7 @@ class CudaEmitter:
         if guard:
             self.emit(f"if (({vt})threadIdx.{AXES[s.axis]} < {self.expr(extent(s), None, True)}) {{")
             self.indent += 1
-        self.stmt(s.body)
+        self.visit(s.body)
         if guard:
             self.indent -= 1
             self.emit("}")
@@ -686,7 +717,7 @@ class CudaEmitter:
         self.indent = 1
         for f in k.block_loops:
             self.emit(self._bound_var_line(f, f"blockIdx.{AXES[f.axis]}"))
-        self.stmt(k.region)
+        self.visit(k.region)
         body = self.lines[body_mark:]
         del self.lines[body_mark:]
         self.indent = 0

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from te import expr as E
 from te.expr import Expr, IntImm, Var
+from te.functor import Functor
 from te.queries import fold_int, uses_var
 from loopnest.stmt import Block, For, ForKind, Stmt, iter_stmts
 
-__all__ = ["AXES", "extent", "flatten", "contains_thread_loop", "fresh_copy", "nonneg", "linear_coeff",
-           "interval"]
+__all__ = ["AXES", "extent", "flatten", "contains_thread_loop", "fresh_copy", "StmtWalk", "nonneg",
+           "linear_coeff", "interval"]
 
 AXES = "xyz"
 
@@ -85,6 +85,32 @@ def fresh_copy(s: Stmt) -> Stmt:
     return type(s)(**vals)
 
 
+class StmtWalk(Functor):
+    """A walk over a statement tree that hands extra arguments down: ``generic(s, *args)``
+    visits the child statements of ``s`` in order with the same arguments. Subclasses
+    override ``visit_<Class>`` and call ``self.generic`` to go on below (with new arguments).
+
+    >>> from te import Buffer, Var
+    >>> from loopnest.stmt import Store
+    >>> A = Buffer("A", (4,), "int32"); i = Var("i")
+    >>> class Depths(StmtWalk):
+    ...     def visit_For(self, s, depth): self.generic(s, depth + 1)
+    ...     def visit_Store(self, s, depth): print(s.buffer.name, depth)
+    >>> Depths().visit(Block([Store(A, (0,), 1), For(i, 0, 4, Block([Store(A, (i,), i)]))]), 0)
+    A 0
+    A 1
+    """
+
+    def generic(self, s: Stmt, *args) -> None:
+        for f in fields(s):
+            v = getattr(s, f.name)
+            if isinstance(v, Stmt):
+                self.visit(v, *args)
+            elif f.name == "stmts":
+                for x in v:
+                    self.visit(x, *args)
+
+
 def nonneg(e: Expr, nonneg_vars: set[int]) -> bool:
     """Whether ``e`` is provably >= 0, given the ids of variables known to be >= 0
     (loop variables counting up from non-negative starts; unsigned variables always).
@@ -94,20 +120,38 @@ def nonneg(e: Expr, nonneg_vars: set[int]) -> bool:
     >>> nonneg(floordiv(i * 4 + 3, 2), {id(i)}), nonneg(i - 1, {id(i)}), nonneg(j, {id(i)})
     (True, False, False)
     """
-    t = type(e)
-    if t is IntImm:
+    return _NONNEG.visit(e, nonneg_vars)
+
+
+class _NonNeg(Functor):
+    """Whether an expression is provably >= 0 (see :func:`nonneg`)."""
+
+    def visit_IntImm(self, e, nonneg_vars):
         return e.value >= 0
-    if t is Var:
+
+    def visit_Var(self, e, nonneg_vars):
         return id(e) in nonneg_vars or e.dtype.is_uint
-    if t in (E.Add, E.Mul, E.Min, E.Max):
-        return nonneg(e.a, nonneg_vars) and nonneg(e.b, nonneg_vars)
-    if t in (E.FloorDiv, E.Div):
+
+    def _both(self, e, nonneg_vars):
+        return self.visit(e.a, nonneg_vars) and self.visit(e.b, nonneg_vars)
+
+    visit_Add = visit_Mul = visit_Min = visit_Max = _both
+
+    def _by_positive_constant(self, e, nonneg_vars):
         k = fold_int(e.b)
-        return k is not None and k > 0 and nonneg(e.a, nonneg_vars)
-    if t is E.FloorMod:
+        return k is not None and k > 0 and self.visit(e.a, nonneg_vars)
+
+    visit_FloorDiv = visit_Div = _by_positive_constant
+
+    def visit_FloorMod(self, e, nonneg_vars):
         k = fold_int(e.b)
         return k is not None and k > 0
-    return False
+
+    def generic(self, e, nonneg_vars):
+        return False
+
+
+_NONNEG = _NonNeg()
 
 
 def linear_coeff(e: Expr, v: Var) -> int | None:
@@ -122,18 +166,32 @@ def linear_coeff(e: Expr, v: Var) -> int | None:
         return 0
     if e is v:
         return 1
-    t = type(e)
-    if t in (E.Add, E.Sub):
+    return _LINEAR.visit(e, v)
+
+
+class _LinearCoeff(Functor):
+    """The coefficient of ``v`` in an expression that uses it (see :func:`linear_coeff`)."""
+
+    def visit_Add(self, e, v):
         a, b = linear_coeff(e.a, v), linear_coeff(e.b, v)
-        if a is None or b is None:
-            return None
-        return a + b if t is E.Add else a - b
-    if t is E.Mul:
+        return None if a is None or b is None else a + b
+
+    def visit_Sub(self, e, v):
+        a, b = linear_coeff(e.a, v), linear_coeff(e.b, v)
+        return None if a is None or b is None else a - b
+
+    def visit_Mul(self, e, v):
         for x, y in ((e.a, e.b), (e.b, e.a)):
             if not uses_var(y, v):
                 c, k = linear_coeff(x, v), fold_int(y)
                 return None if c is None or k is None else c * k
-    return None
+        return None
+
+    def generic(self, e, v):
+        return None
+
+
+_LINEAR = _LinearCoeff()
 
 
 def interval(e: Expr, ranges: dict) -> tuple[int, int] | None:
@@ -144,28 +202,52 @@ def interval(e: Expr, ranges: dict) -> tuple[int, int] | None:
     >>> interval(i * 4 + floormod(i, 3), {id(i): (0, 7)})
     (0, 30)
     """
-    t = type(e)
-    if t is IntImm:
+    return _INTERVAL.visit(e, ranges)
+
+
+class _Interval(Functor):
+    """Integer bounds (see :func:`interval`); ``None`` where they are not known."""
+
+    def visit_IntImm(self, e, ranges):
         return e.value, e.value
-    if t is Var:
+
+    def visit_Var(self, e, ranges):
         return ranges.get(id(e))
-    if t in (E.Add, E.Sub, E.Mul, E.Min, E.Max):
-        a, b = interval(e.a, ranges), interval(e.b, ranges)
-        if a is None or b is None:
-            return None
-        if t is E.Add:
-            return a[0] + b[0], a[1] + b[1]
-        if t is E.Sub:
-            return a[0] - b[1], a[1] - b[0]
-        if t is E.Min:
-            return min(a[0], b[0]), min(a[1], b[1])
-        if t is E.Max:
-            return max(a[0], b[0]), max(a[1], b[1])
-        prods = [x * y for x in a for y in b]
-        return min(prods), max(prods)
-    if t in (E.FloorDiv, E.FloorMod):
-        a, k = interval(e.a, ranges), fold_int(e.b)
-        if a is None or not k or k <= 0:
-            return None
-        return (a[0] // k, a[1] // k) if t is E.FloorDiv else (0, k - 1)
-    return None
+
+    def _both(self, e, ranges, combine):
+        a, b = self.visit(e.a, ranges), self.visit(e.b, ranges)
+        return None if a is None or b is None else combine(a, b)
+
+    def visit_Add(self, e, ranges):
+        return self._both(e, ranges, lambda a, b: (a[0] + b[0], a[1] + b[1]))
+
+    def visit_Sub(self, e, ranges):
+        return self._both(e, ranges, lambda a, b: (a[0] - b[1], a[1] - b[0]))
+
+    def visit_Min(self, e, ranges):
+        return self._both(e, ranges, lambda a, b: (min(a[0], b[0]), min(a[1], b[1])))
+
+    def visit_Max(self, e, ranges):
+        return self._both(e, ranges, lambda a, b: (max(a[0], b[0]), max(a[1], b[1])))
+
+    def visit_Mul(self, e, ranges):
+        def corners(a, b):
+            prods = [x * y for x in a for y in b]
+            return min(prods), max(prods)
+        return self._both(e, ranges, corners)
+
+    def _by_positive_constant(self, e, ranges, combine):
+        a, k = self.visit(e.a, ranges), fold_int(e.b)
+        return None if a is None or not k or k <= 0 else combine(a, k)
+
+    def visit_FloorDiv(self, e, ranges):
+        return self._by_positive_constant(e, ranges, lambda a, k: (a[0] // k, a[1] // k))
+
+    def visit_FloorMod(self, e, ranges):
+        return self._by_positive_constant(e, ranges, lambda a, k: (0, k - 1))
+
+    def generic(self, e, ranges):
+        return None
+
+
+_INTERVAL = _Interval()

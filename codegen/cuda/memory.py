@@ -50,7 +50,7 @@ from loopnest.queries import stmt_touches
 from loopnest.stmt import Allocate, Block, For, ForKind, Free, Stmt, Store, iter_stmts, stmt_exprs
 
 from ..kernel import BuildError
-from .ir_queries import AXES, extent, flatten, interval, linear_coeff
+from .ir_queries import AXES, StmtWalk, extent, flatten, interval, linear_coeff
 from .plan import CudaPlan, KernelPlan, Placement
 
 __all__ = ["assign_memory_scopes", "promote_private", "private_index"]
@@ -116,21 +116,25 @@ def _placements_in(plan: CudaPlan, k: KernelPlan) -> list[Placement]:
 
 
 def _classify_allocs(plan: CudaPlan, k: KernelPlan) -> None:
-    def rec(s, bound: frozenset):
-        if isinstance(s, Block):
-            for n, x in enumerate(s.stmts):
-                if isinstance(x, Allocate):
-                    _classify(plan, k, x, bound, s.stmts[n + 1:])
-                else:
-                    rec(x, bound)
-            return
-        if isinstance(s, For) and s.kind == ForKind.GPU_THREAD:
-            bound = bound | {s.axis}
-        for f in ("body", "then", "otherwise"):
-            c = getattr(s, f, None)
-            if c is not None:
-                rec(c, bound)
-    rec(k.stmt, frozenset())
+    _Allocations(plan, k).visit(k.stmt, frozenset())
+
+
+class _Allocations(StmtWalk):
+    """``visit(s, bound)`` places every buffer allocated in ``s`` (``bound``: the thread axes
+    bound around ``s``)."""
+
+    def __init__(self, plan: CudaPlan, k: KernelPlan):
+        self.plan, self.k = plan, k
+
+    def visit_Block(self, s: Block, bound: frozenset) -> None:
+        for n, x in enumerate(s.stmts):
+            if isinstance(x, Allocate):   # its scope: the siblings after it
+                _classify(self.plan, self.k, x, bound, s.stmts[n + 1:])
+            else:
+                self.visit(x, bound)
+
+    def visit_For(self, s: For, bound: frozenset) -> None:
+        self.generic(s, bound | {s.axis} if s.kind == ForKind.GPU_THREAD else bound)
 
 
 def _classify(plan: CudaPlan, k: KernelPlan, a: Allocate, bound: frozenset, after) -> None:
@@ -191,7 +195,7 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
         return
     info: dict[int, dict] = {i: {"coef": None, "R": 0, "ext": {}, "ok": True} for i in cands}
 
-    def visit_index(bid, ix: Expr, threads: dict, ranges: dict):
+    def check_index(bid, ix: Expr, threads: dict, ranges: dict):
         st = info[bid]
         if not st["ok"]:
             return
@@ -228,28 +232,7 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
             return
         st["R"] = max(st["R"], lo_hi[1] + 1)
 
-    def index_of(node) -> Expr:
-        return node.indices[0] if node.indices else IntImm(0)
-
-    def rec(s: Stmt, threads: dict, ranges: dict):
-        if isinstance(s, For):
-            if s.kind == ForKind.GPU_THREAD:
-                threads = {**threads, s.axis: s}
-            lo, hi = fold_int(s.start), fold_int(s.stop)
-            ranges = {**ranges, id(s.var): (lo, hi - 1) if lo is not None and hi is not None else None}
-        for ld in loads(stmt_exprs(s)):
-            if id(ld.buffer) in info:
-                visit_index(id(ld.buffer), index_of(ld), threads, ranges)
-        if isinstance(s, Store) and id(s.buffer) in info:
-            visit_index(id(s.buffer), index_of(s), threads, ranges)
-        if isinstance(s, Block):
-            for x in s.stmts:
-                rec(x, threads, ranges)
-        for f in ("body", "then", "otherwise"):
-            c = getattr(s, f, None)
-            if c is not None:
-                rec(c, threads, ranges)
-    rec(k.stmt, {}, {})
+    _Accesses(info, check_index).visit(k.stmt, {}, {})
     for bid, st in info.items():
         if not st["ok"] or st["coef"] is None:
             continue
@@ -264,6 +247,38 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
         if disjoint:
             p = cands[bid]
             p.scope, p.private_size = "local", st["R"]
+
+
+class _Accesses(StmtWalk):
+    """``visit(s, threads, ranges)`` calls ``on_index(id(buffer), index, threads, ranges)`` for
+    every load and store in ``s`` of the buffers keyed in ``bids``, with the thread loops
+    around it (``{axis: For}``) and the ranges of the loop variables (``{id(var): (lo, hi)}``,
+    None when not constant)."""
+
+    def __init__(self, bids, on_index):
+        self.bids, self.on_index = bids, on_index
+
+    def visit_For(self, s: For, threads: dict, ranges: dict) -> None:
+        if s.kind == ForKind.GPU_THREAD:
+            threads = {**threads, s.axis: s}
+        lo, hi = fold_int(s.start), fold_int(s.stop)
+        ranges = {**ranges, id(s.var): (lo, hi - 1) if lo is not None and hi is not None else None}
+        self.generic(s, threads, ranges)
+
+    def visit_Store(self, s: Store, threads: dict, ranges: dict) -> None:
+        self.generic(s, threads, ranges)
+        if id(s.buffer) in self.bids:
+            self.on_index(id(s.buffer), _index_of(s), threads, ranges)
+
+    def generic(self, s: Stmt, threads: dict, ranges: dict) -> None:
+        for ld in loads(stmt_exprs(s)):
+            if id(ld.buffer) in self.bids:
+                self.on_index(id(ld.buffer), _index_of(ld), threads, ranges)
+        super().generic(s, threads, ranges)
+
+
+def _index_of(node) -> Expr:
+    return node.indices[0] if node.indices else IntImm(0)
 
 
 def private_index(k: KernelPlan, ix: Expr) -> Expr:

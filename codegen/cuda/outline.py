@@ -43,10 +43,10 @@ from typing import Any
 from te import expr as E
 from te.expr import Expr, IntImm
 from te.queries import fold_int, free_vars, structural_equal
-from loopnest.stmt import Allocate, Block, For, ForKind, Free, Stmt, iter_stmts
+from loopnest.stmt import Allocate, For, ForKind, Free, Stmt, iter_stmts
 
 from ..kernel import BuildError
-from .ir_queries import AXES, extent, flatten, fresh_copy, nonneg
+from .ir_queries import AXES, StmtWalk, extent, flatten, fresh_copy, nonneg
 from .plan import CudaPlan, KernelPlan
 
 __all__ = ["outline_kernels", "MAX_THREADS_PER_BLOCK", "MAX_SHARED_BYTES", "MAX_BLOCK_DIMS", "MAX_GRID_DIMS"]
@@ -104,28 +104,30 @@ def _kernel(stmt: Stmt, index: int, base: str) -> KernelPlan:
     if len(set(axes)) != len(axes):
         raise BuildError(f"two gpu_block loops of one nest are bound to the same axis "
                          f"({', '.join(f'{f.var.name}->blockIdx.{AXES[f.axis]}' for f in block_loops)})")
-    thread_loops: list[For] = []
-    _find_threads(region, (), thread_loops)
-    return KernelPlan(index, f"k{index}_{base}", stmt, block_loops, thread_loops, region)
+    finder = _ThreadLoops()
+    finder.visit(region, ())
+    return KernelPlan(index, f"k{index}_{base}", stmt, block_loops, finder.found, region)
 
 
-def _find_threads(s: Stmt, outer: tuple, found: list) -> None:
-    if isinstance(s, For) and s.kind == ForKind.GPU_THREAD:
-        if s.axis not in (0, 1, 2):
-            raise BuildError(f"gpu_thread loop {s.var.name} has axis {s.axis!r}; expected 0, 1 or 2")
-        for o in outer:
-            if o.axis == s.axis:
-                raise BuildError(f"gpu_thread loop {s.var.name} is nested inside gpu_thread loop "
-                                 f"{o.var.name}, both bound to threadIdx.{AXES[s.axis]}")
-        found.append(s)
-        outer = outer + (s,)
-    for f in ("body", "then", "otherwise"):
-        c = getattr(s, f, None)
-        if c is not None:
-            _find_threads(c, outer, found)
-    if isinstance(s, Block):
-        for x in s.stmts:
-            _find_threads(x, outer, found)
+class _ThreadLoops(StmtWalk):
+    """``visit(s, outer)`` collects the ``gpu_thread`` loops of ``s`` in ``found`` (pre-order),
+    refusing bad axes and a loop nested in one bound to the same axis (``outer``: the thread
+    loops around ``s``)."""
+
+    def __init__(self):
+        self.found: list[For] = []
+
+    def visit_For(self, s: For, outer: tuple) -> None:
+        if s.kind == ForKind.GPU_THREAD:
+            if s.axis not in (0, 1, 2):
+                raise BuildError(f"gpu_thread loop {s.var.name} has axis {s.axis!r}; expected 0, 1 or 2")
+            for o in outer:
+                if o.axis == s.axis:
+                    raise BuildError(f"gpu_thread loop {s.var.name} is nested inside gpu_thread loop "
+                                     f"{o.var.name}, both bound to threadIdx.{AXES[s.axis]}")
+            self.found.append(s)
+            outer = outer + (s,)
+        self.generic(s, outer)
 
 
 def _launch_extent(f: For, what: str, size_ids: set[int]) -> Expr:

@@ -39,8 +39,9 @@ kernel k0_mm: 2 barrier(s), 0 one-thread section(s)
 """
 from __future__ import annotations
 
+from te.functor import Functor
 from te.queries import free_vars, loads
-from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store, iter_stmts, stmt_exprs
+from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, LetStmt, Stmt, Store, iter_stmts, stmt_exprs
 
 from ..kernel import BuildError
 from .ir_queries import AXES, contains_thread_loop, flatten
@@ -66,7 +67,7 @@ def plan_sync(plan: CudaPlan) -> None:
     """
     for k in plan.kernels:
         if k.bound:
-            _Sync(plan, k).uniform(k.region, {}, _Ctx())
+            _Uniform(plan, k).visit(k.region, {}, _Ctx())
 
 
 class _Ctx:
@@ -102,36 +103,42 @@ def _conflict(a: dict, b: dict) -> str | None:
     return None
 
 
-class _Sync:
-    """The walk over one kernel. Barriers are appended to ``k.barriers`` as the printed text
-    would hold them; the tentative walks of a serial loop are undone by truncating it."""
+def _accesses(plan: CudaPlan, s: Stmt) -> dict:
+    """{id(buffer): [buffer, modes]} of the non-thread-local buffers ``s`` touches."""
+    out: dict[int, list] = {}
+
+    def add(b, mode):
+        if plan.scope(b) != "local":
+            out.setdefault(id(b), [b, set()])[1].add(mode)
+
+    for x in iter_stmts(s):
+        if isinstance(x, Store):
+            add(x.buffer, "w")
+        for ld in loads(stmt_exprs(x)):
+            add(ld.buffer, "r")
+    return out
+
+
+def _header_accesses(plan: CudaPlan, exprs) -> dict:
+    """Like :func:`_accesses`, for the loads of a compound statement's header ``exprs``."""
+    out: dict[int, list] = {}
+    for ld in loads(exprs):
+        if plan.scope(ld.buffer) != "local":
+            out.setdefault(id(ld.buffer), [ld.buffer, set()])[1].add("r")
+    return out
+
+
+class _Uniform(Functor):
+    """The walk over the code of one kernel that every thread of the block reaches together,
+    where barriers may go: ``visit(s, pending, ctx)`` returns the accesses made since the last
+    barrier (``pending``: those made before ``s``). Barriers are appended to ``k.barriers`` as
+    the printed text would hold them; the tentative walks of a serial loop are undone by
+    truncating it. Statements whose threads run apart go to :class:`_PerThread`."""
 
     def __init__(self, plan: CudaPlan, k: KernelPlan):
         self.plan = plan
         self.k = k
-
-    # -- accesses ------------------------------------------------------------------
-    def accesses(self, s: Stmt) -> dict:
-        """{id(buffer): [buffer, modes]} of the non-thread-local buffers ``s`` touches."""
-        out: dict[int, list] = {}
-
-        def add(b, mode):
-            if self.plan.scope(b) != "local":
-                out.setdefault(id(b), [b, set()])[1].add(mode)
-
-        for x in iter_stmts(s):
-            if isinstance(x, Store):
-                add(x.buffer, "w")
-            for ld in loads(stmt_exprs(x)):
-                add(ld.buffer, "r")
-        return out
-
-    def header_accesses(self, exprs) -> dict:
-        out: dict[int, list] = {}
-        for ld in loads(exprs):
-            if self.plan.scope(ld.buffer) != "local":
-                out.setdefault(id(ld.buffer), [ld.buffer, set()])[1].add("r")
-        return out
+        self.per_thread = _PerThread(plan, k)
 
     def barrier_if(self, pending: dict, acc: dict, at: Stmt) -> dict:
         if self.k.thread_axes and _conflict(pending, acc) is not None:
@@ -139,67 +146,76 @@ class _Sync:
             return {}
         return pending
 
-    # -- uniform code: every thread of the block arrives together ------------------------
-    def uniform(self, s: Stmt, pending: dict, ctx: _Ctx) -> dict:
-        """Walk ``s``; returns the accesses made since the last barrier."""
-        if isinstance(s, Block):
-            stmts = list(s.stmts)
-            i = 0
-            while i < len(stmts):
-                x = stmts[i]
-                if isinstance(x, (Allocate, Free)) or contains_thread_loop(x):
-                    pending = self.uniform(x, pending, ctx)
-                    i += 1
-                    continue
-                # a run of statements without thread-bound loops: one guard around them
-                j = i
-                while j < len(stmts) and not isinstance(stmts[j], (Allocate, Free)) \
-                        and not contains_thread_loop(stmts[j]):
-                    j += 1
-                acc = self.accesses(Block(tuple(stmts[i:j])))
-                pending = self.barrier_if(pending, acc, x)
-                self.single_or_distributed(stmts[i:j], ctx)
-                pending = _merge(pending, acc)
-                i = j
-            return pending
-        if isinstance(s, (Allocate, Free)):
-            return pending
-        if isinstance(s, For) and s.kind == ForKind.GPU_THREAD:
+    def visit_Block(self, s: Block, pending: dict, ctx: _Ctx) -> dict:
+        stmts = list(s.stmts)
+        i = 0
+        while i < len(stmts):
+            x = stmts[i]
+            if isinstance(x, (Allocate, Free)) or contains_thread_loop(x):
+                pending = self.visit(x, pending, ctx)
+                i += 1
+                continue
+            # a run of statements without thread-bound loops: one guard around them
+            j = i
+            while j < len(stmts) and not isinstance(stmts[j], (Allocate, Free)) \
+                    and not contains_thread_loop(stmts[j]):
+                j += 1
+            acc = _accesses(self.plan, Block(tuple(stmts[i:j])))
+            pending = self.barrier_if(pending, acc, x)
+            self.per_thread.single_or_distributed(stmts[i:j], ctx)
+            pending = _merge(pending, acc)
+            i = j
+        return pending
+
+    def visit_Allocate(self, s, pending: dict, ctx: _Ctx) -> dict:
+        return pending
+
+    visit_Free = visit_Allocate
+
+    def visit_For(self, s: For, pending: dict, ctx: _Ctx) -> dict:
+        if s.kind == ForKind.GPU_THREAD:
             if id(s) not in self.k.guarded and contains_thread_loop(s.body):
                 # every thread runs the body once: still uniform, barriers allowed inside
                 inner = _Ctx(ctx.bound_axes | {s.axis}, True, ctx.tdep | {id(s.var)})
-                return self.uniform(s.body, pending, inner)
-            acc = self.accesses(s)
-            pending = self.barrier_if(pending, acc, s)
-            self.thread_loop(s, ctx)
-            return _merge(pending, acc)
-        if not contains_thread_loop(s):
-            acc = self.accesses(s)
-            pending = self.barrier_if(pending, acc, s)
-            self.single_or_distributed([s], ctx)
-            return _merge(pending, acc)
-        # a compound statement with thread-bound loops inside
-        head_exprs = {For: lambda: [s.start, s.stop], Cond: lambda: [s.cond], Let: lambda: [s.value]}[type(s)]()
-        if not self._uniform_exprs(head_exprs, ctx):
-            acc = self.accesses(s)
-            pending = self.barrier_if(pending, acc, s)
-            self.single_or_distributed([s], ctx)
-            return _merge(pending, acc)
-        head = self.header_accesses(head_exprs)
-        pending = _merge(self.barrier_if(pending, head, s), head)
-        if isinstance(s, For):
-            return self.uniform_for(s, pending, ctx)
-        if isinstance(s, Cond):
-            r1 = self.uniform(s.then, dict(pending), ctx)
-            r2 = self.uniform(s.otherwise, dict(pending), ctx) if s.otherwise is not None and s.otherwise.stmts \
-                else None
-            return _merge(r1, r2 if r2 is not None else pending)
+                return self.visit(s.body, pending, inner)
+            return self.generic(s, pending, ctx)
+        if self._runs_apart(s, [s.start, s.stop], ctx):
+            return self.generic(s, pending, ctx)
+        return self.uniform_for(s, self._after_header(s, [s.start, s.stop], pending), ctx)
+
+    def visit_Cond(self, s: Cond, pending: dict, ctx: _Ctx) -> dict:
+        if self._runs_apart(s, [s.cond], ctx):
+            return self.generic(s, pending, ctx)
+        pending = self._after_header(s, [s.cond], pending)
+        r1 = self.visit(s.then, dict(pending), ctx)
+        r2 = self.visit(s.otherwise, dict(pending), ctx) if s.otherwise is not None and s.otherwise.stmts \
+            else None
+        return _merge(r1, r2 if r2 is not None else pending)
+
+    def visit_LetStmt(self, s: LetStmt, pending: dict, ctx: _Ctx) -> dict:
+        if self._runs_apart(s, [s.value], ctx):
+            return self.generic(s, pending, ctx)
+        pending = self._after_header(s, [s.value], pending)
         _check_scalar_let(s)
-        return self.uniform(s.body, dict(pending), ctx)
+        return self.visit(s.body, dict(pending), ctx)
+
+    def generic(self, s: Stmt, pending: dict, ctx: _Ctx) -> dict:
+        """A statement whose threads run apart (a store, a guarded thread loop, a compound
+        statement without uniform thread-bound loops inside): a barrier before it if needed."""
+        acc = _accesses(self.plan, s)
+        pending = self.barrier_if(pending, acc, s)
+        self.per_thread.single_or_distributed([s], ctx)
+        return _merge(pending, acc)
 
     @staticmethod
-    def _uniform_exprs(exprs, ctx: _Ctx) -> bool:
-        return not any(id(v) in ctx.tdep for v in free_vars(exprs))
+    def _runs_apart(s: Stmt, head: list, ctx: _Ctx) -> bool:
+        """Whether the compound statement ``s`` with header expressions ``head`` is per-thread
+        code: it holds no thread-bound loop, or its header differs between threads."""
+        return not contains_thread_loop(s) or any(id(v) in ctx.tdep for v in free_vars(head))
+
+    def _after_header(self, s: Stmt, head: list, pending: dict) -> dict:
+        acc = _header_accesses(self.plan, head)
+        return _merge(self.barrier_if(pending, acc, s), acc)
 
     def uniform_for(self, s: For, pending: dict, ctx: _Ctx) -> dict:
         """A serial loop around thread-bound loops, in uniform code.
@@ -208,7 +224,7 @@ class _Sync:
         loop (run once) replaces the one the body would otherwise get on every iteration --
         unless the body needs as many barriers anyway for the accesses its iterations
         exchange, in which case the loop is left as it is."""
-        if _conflict(pending, self.accesses(s.body)) is None:
+        if _conflict(pending, _accesses(self.plan, s.body)) is None:
             return self.serial_loop(s, pending, ctx)
         mark = len(self.k.barriers)
         self.serial_loop(s, pending, ctx)
@@ -226,14 +242,54 @@ class _Sync:
         left pending after it (the body may run zero times)."""
         # loop-carried: iteration n+1 starts with what iteration n left pending
         mark = len(self.k.barriers)
-        end1 = self.uniform(s.body, dict(pending), ctx)
+        end1 = self.visit(s.body, dict(pending), ctx)
         del self.k.barriers[mark:]
-        end2 = self.uniform(s.body, _merge(pending, end1), ctx)
+        end2 = self.visit(s.body, _merge(pending, end1), ctx)
         return _merge(pending, end2)
 
-    # -- per-thread code: no barrier possible ---------------------------------------------
-    def thread_loop(self, s: For, ctx: _Ctx) -> None:
-        self.thread_body(s.body, _Ctx(ctx.bound_axes | {s.axis}, True, ctx.tdep | {id(s.var)}))
+
+class _PerThread(Functor):
+    """The walk over code that threads run apart, where no barrier can go:
+    :meth:`single_or_distributed` takes sibling statements, ``visit(s, ctx)`` goes into a
+    statement that holds thread-bound loops."""
+
+    def __init__(self, plan: CudaPlan, k: KernelPlan):
+        self.plan = plan
+        self.k = k
+
+    def single_or_distributed(self, run: list, ctx: _Ctx) -> None:
+        """``run`` (sibling statements) executed per thread: if it stores while thread axes
+        are unbound around it, only the threads with index 0 on those axes store."""
+        unbound = tuple(a for a in self.k.thread_axes if a not in ctx.bound_axes)
+        x = run[0]
+        if len(run) == 1 and isinstance(x, (Allocate, Free)):
+            return
+        if len(run) == 1 and contains_thread_loop(x):
+            self.visit(x, ctx)
+            return
+        stores = {self.plan.scope(y.buffer) for z in run for y in iter_stmts(z) if isinstance(y, Store)}
+        if not unbound or not (stores - {"local"}):
+            return
+        self.k.guards[id(x)] = Guard(unbound, "local" not in stores, len(run))
+
+    def visit_For(self, s: For, ctx: _Ctx) -> None:
+        if s.kind == ForKind.GPU_THREAD:
+            self.thread_body(s.body, _Ctx(ctx.bound_axes | {s.axis}, True, ctx.tdep | {id(s.var)}))
+        else:
+            self._body(s.body, _Ctx(ctx.bound_axes, ctx.in_thread, ctx.tdep | {id(s.var)}))
+
+    def visit_Cond(self, s: Cond, ctx: _Ctx) -> None:
+        self._body(s.then, ctx)
+        if s.otherwise is not None and s.otherwise.stmts:
+            self._body(s.otherwise, ctx)
+
+    def visit_LetStmt(self, s: LetStmt, ctx: _Ctx) -> None:
+        _check_scalar_let(s)
+        self._body(s.body, _Ctx(ctx.bound_axes, ctx.in_thread, ctx.tdep | {id(s.var)}))
+
+    def visit_Block(self, s: Block, ctx: _Ctx) -> None:
+        for y in s.stmts:
+            self.single_or_distributed([y], ctx)
 
     def thread_body(self, body: Block, ctx: _Ctx) -> None:
         """Statements reached per thread. Threads on the axes not bound yet run this code
@@ -244,7 +300,7 @@ class _Sync:
             return
         stmts = flatten(body)
         parts = [x for x in stmts if not isinstance(x, (Allocate, Free))]
-        accs = [self.accesses(x) for x in parts]
+        accs = [_accesses(self.plan, x) for x in parts]
         for i in range(len(parts)):
             for j in range(i + 1, len(parts)):
                 conflict = _conflict(accs[i], accs[j])
@@ -260,42 +316,13 @@ class _Sync:
         for x in stmts:
             self.single_or_distributed([x], ctx)
 
-    def single_or_distributed(self, run: list, ctx: _Ctx) -> None:
-        """``run`` (sibling statements) executed per thread: if it stores while thread axes
-        are unbound around it, only the threads with index 0 on those axes store."""
-        unbound = tuple(a for a in self.k.thread_axes if a not in ctx.bound_axes)
-        x = run[0]
-        if len(run) == 1 and isinstance(x, (Allocate, Free)):
-            return
-        if len(run) == 1 and contains_thread_loop(x):
-            if isinstance(x, For) and x.kind == ForKind.GPU_THREAD:
-                self.thread_loop(x, ctx)
-            elif isinstance(x, For):
-                self._body(x.body, _Ctx(ctx.bound_axes, ctx.in_thread, ctx.tdep | {id(x.var)}))
-            elif isinstance(x, Cond):
-                self._body(x.then, ctx)
-                if x.otherwise is not None and x.otherwise.stmts:
-                    self._body(x.otherwise, ctx)
-            elif isinstance(x, Let):
-                _check_scalar_let(x)
-                self._body(x.body, _Ctx(ctx.bound_axes, ctx.in_thread, ctx.tdep | {id(x.var)}))
-            elif isinstance(x, Block):
-                for y in x.stmts:
-                    self.single_or_distributed([y], ctx)
-            return
-        stores = {self.plan.scope(y.buffer) for z in run for y in iter_stmts(z) if isinstance(y, Store)}
-        if not unbound or not (stores - {"local"}):
-            return
-        self.k.guards[id(x)] = Guard(unbound, "local" not in stores, len(run))
-
     def _body(self, b: Block, ctx: _Ctx) -> None:
         if ctx.in_thread:
             self.thread_body(b, ctx)
         else:
-            for y in b.stmts:
-                self.single_or_distributed([y], ctx)
+            self.visit_Block(b, ctx)
 
 
-def _check_scalar_let(s: Let) -> None:
+def _check_scalar_let(s: LetStmt) -> None:
     if s.var.dtype.is_vector:
         raise BuildError(f"vector let {s.var.name} around GPU-bound loops is not supported")

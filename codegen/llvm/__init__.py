@@ -22,11 +22,14 @@ the threads of parallel loops; ``cache_stats()`` / ``clear_cache()`` inspect the
 >>> "fmul contract float" in k.source
 True
 
-Modules: ``emit`` (statements and expressions -> ``llvmlite.ir``), ``lowp`` (bfloat16 / tf32
-/ float8 conversions in integer IR), ``types``, ``outline`` (captures of parallel bodies),
-``mathfns`` (inline vectorisable float32 exp), ``jit`` (target machine, O3 pipeline, MCJIT,
-caches), ``runtime`` (parallel loops), ``pool`` (the native thread pool),
-``cache_key`` (structural keys), ``build`` (``build_llvm`` and ``LLVMKernel``).
+Modules: ``emit`` (statements and expressions -> ``llvmlite.ir``), ``fnstate`` (the function
+being emitted), ``arith`` (operators and intrinsics on register values), ``casts`` (dtype
+conversions), ``lowp`` (bfloat16 / tf32 / float8 conversions in integer IR), ``mathfns``
+(inline vectorisable float32 exp), ``parallel`` (outlined parallel loops and their runtime
+calls), ``outline`` (captures of parallel bodies), ``entry`` (overlap check and Python entry
+point), ``streaming`` (non-temporal stores), ``decls`` (declarations), ``types``, ``jit``
+(target machine, O3 pipeline, MCJIT, caches), ``runtime`` (parallel loops), ``pool`` (the
+native thread pool), ``cache_key`` (structural keys), ``build`` (``build_llvm`` and ``LLVMKernel``).
 """
 from .build import LLVMKernel, build_llvm
 from .jit import cache_stats, clear_cache

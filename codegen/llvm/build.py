@@ -32,7 +32,9 @@ from loopnest.stmt import For, ForKind, Stmt, Store, iter_stmts
 from ..kernel import BuildError, Kernel, Param, sanitize_name
 from . import jit
 from .cache_key import stmt_key
-from .emit import ALIASED, RUNTIMES, EmitOptions, emit_module
+from .emit import EmitOptions, emit_module
+from .entry import ALIASED
+from .parallel import RESERVED_SYMBOLS, RUNTIMES
 from .types import arg_type, round_to_dtype
 
 __all__ = ["build_llvm", "LLVMKernel"]
@@ -390,7 +392,6 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
     codegen.kernel.BuildError: fp_contract must be a bool, got 'no'
     """
     from . import runtime
-    from .emit import RESERVED_SYMBOLS
     root = getattr(nest, "root", None)
     if not isinstance(root, Stmt):
         raise BuildError(f"build_llvm needs a prepared LoopNest (with a root statement), got {nest!r}")

@@ -19,13 +19,15 @@ from __future__ import annotations
 import hashlib
 from typing import Sequence
 
-from te import expr as E
+from te.functor import Functor
 from loopnest.stmt import Allocate, Block, Cond, For, Free, Let, Stmt, Store
 
 __all__ = ["stmt_key"]
 
 
-class _Keyer:
+class _Keyer(Functor):
+    """``visit(node)`` appends the key of a statement or expression to ``out``."""
+
     def __init__(self):
         self.out: list[str] = []
         self.vars: dict[int, int] = {}
@@ -51,72 +53,101 @@ class _Keyer:
             self.out.append("]")
         return f"b{n}"
 
+    # -- expressions -------------------------------------------------------------------------
     def expr(self, e) -> None:
-        out = self.out
+        """The key of ``e``, or a reference to where a shared subexpression was keyed."""
         k = self.seen.get(id(e))
         if k is not None:
-            out.append(f"@{k}")
+            self.out.append(f"@{k}")
             return
-        t = type(e)
-        if t is E.Var:
-            out.append(self.var(e))
-            return
-        if t is E.IntImm:
-            out.append(f"{e.value}:{e.dtype.name}")
-            return
-        if t is E.FloatImm:
-            out.append(f"{float(e.value).hex()}:{e.dtype.name}")
-            return
+        self.visit(e)
+
+    def visit_Var(self, e):
+        self.out.append(self.var(e))
+
+    def visit_IntImm(self, e):
+        self.out.append(f"{e.value}:{e.dtype.name}")
+
+    def visit_FloatImm(self, e):
+        self.out.append(f"{float(e.value).hex()}:{e.dtype.name}")
+
+    def _begin(self, e) -> None:
+        """Number ``e`` (later occurrences refer to it) and start its key."""
         self.seen[id(e)] = len(self.seen)
         self.keep.append(e)
-        out.append(f"({t.__name__}:{e.dtype.name}")
-        if t is E.Load:
-            out.append(self.buf(e.buffer))
-        elif t is E.Call:
-            out.append(e.name)
-        elif t is E.Let:
-            out.append(self.var(e.var))
-        elif t in (E.Ramp, E.Broadcast):
-            out.append(str(e.lanes))
+        self.out.append(f"({type(e).__name__}:{e.dtype.name}")
+
+    def _end(self, e) -> None:
         for c in e.children():
             self.expr(c)
-        out.append(")")
+        self.out.append(")")
 
-    def stmt(self, s: Stmt) -> None:
-        out = self.out
-        t = type(s)
-        if t is Block:
-            out.append("{")
-            for x in s.stmts:
-                self.stmt(x)
-            out.append("}")
-        elif t is For:
-            out.append(f"for:{s.kind}:{s.axis}:{self.var(s.var)}")
-            self.expr(s.start)
-            self.expr(s.stop)
-            self.stmt(s.body)
-        elif t is Store:
-            out.append(f"store:{self.buf(s.buffer)}")
-            for i in s.indices:
-                self.expr(i)
-            self.expr(s.value)
-        elif t is Cond:
-            out.append("if")
-            self.expr(s.cond)
-            self.stmt(s.then)
-            if s.otherwise is not None:
-                out.append("else")
-                self.stmt(s.otherwise)
-        elif t is Let:
-            out.append(f"let:{self.var(s.var)}")
-            self.expr(s.value)
-            self.stmt(s.body)
-        elif t is Allocate:
-            out.append(f"alloc:{self.buf(s.buffer)}:{s.scope}")
-        elif t is Free:
-            out.append(f"free:{self.buf(s.buffer)}")
-        else:
-            out.append(f"?{t.__name__}:{id(s)}")  # unknown statements never share a key
+    def visit_Load(self, e):
+        self._begin(e)
+        self.out.append(self.buf(e.buffer))
+        self._end(e)
+
+    def visit_Call(self, e):
+        self._begin(e)
+        self.out.append(e.name)
+        self._end(e)
+
+    def visit_Let(self, e):
+        self._begin(e)
+        self.out.append(self.var(e.var))
+        self._end(e)
+
+    def visit_Ramp(self, e):
+        self._begin(e)
+        self.out.append(str(e.lanes))
+        self._end(e)
+
+    visit_Broadcast = visit_Ramp
+
+    # -- statements --------------------------------------------------------------------------
+    def visit_Block(self, s: Block):
+        self.out.append("{")
+        for x in s.stmts:
+            self.visit(x)
+        self.out.append("}")
+
+    def visit_For(self, s: For):
+        self.out.append(f"for:{s.kind}:{s.axis}:{self.var(s.var)}")
+        self.expr(s.start)
+        self.expr(s.stop)
+        self.visit(s.body)
+
+    def visit_Store(self, s: Store):
+        self.out.append(f"store:{self.buf(s.buffer)}")
+        for i in s.indices:
+            self.expr(i)
+        self.expr(s.value)
+
+    def visit_Cond(self, s: Cond):
+        self.out.append("if")
+        self.expr(s.cond)
+        self.visit(s.then)
+        if s.otherwise is not None:
+            self.out.append("else")
+            self.visit(s.otherwise)
+
+    def visit_LetStmt(self, s: Let):
+        self.out.append(f"let:{self.var(s.var)}")
+        self.expr(s.value)
+        self.visit(s.body)
+
+    def visit_Allocate(self, s: Allocate):
+        self.out.append(f"alloc:{self.buf(s.buffer)}:{s.scope}")
+
+    def visit_Free(self, s: Free):
+        self.out.append(f"free:{self.buf(s.buffer)}")
+
+    def generic(self, node):
+        if isinstance(node, Stmt):
+            self.out.append(f"?{type(node).__name__}:{id(node)}")  # unknown statements never share a key
+            return
+        self._begin(node)     # any other expression: its class, dtype and children
+        self._end(node)
 
 
 def stmt_key(root: Stmt, buffers: Sequence, scalar_vars: Sequence) -> str:
@@ -128,5 +159,5 @@ def stmt_key(root: Stmt, buffers: Sequence, scalar_vars: Sequence) -> str:
     for v in scalar_vars:
         k.out.append(k.var(v))
     k.out.append("|")
-    k.stmt(root)
+    k.visit(root)
     return hashlib.sha256(" ".join(k.out).encode()).hexdigest()

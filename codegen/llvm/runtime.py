@@ -166,7 +166,7 @@ def _get_pool(n: int) -> ThreadPoolExecutor:
 
 def ensure_runtime(runtime: str) -> None:
     """Make the symbols a kernel built for ``runtime`` links against resolvable."""
-    from .emit import FORKED_SYMBOL, NUM_THREADS_SYMBOL, PARALLEL_FOR_SYMBOL
+    from .parallel import FORKED_SYMBOL, NUM_THREADS_SYMBOL, PARALLEL_FOR_SYMBOL
     with _lock:
         if not _state["threads_installed"]:
             llvm.add_symbol(NUM_THREADS_SYMBOL, ctypes.addressof(_NUM_THREADS))

@@ -138,7 +138,6 @@ def test_arguments_record_the_const_and_restrict_facts():
     ex = examples.softmax_rows()
     assert _plan(ex.nest, ex.args).describe_arguments() == """\
 X: const __restrict__ (no kernel writes it)
-  only const in k0_Y: a select loads it on one side and mx, which the module writes, on the other
 mx (scratch): neither const nor __restrict__ (written by k0_Y)
 e (scratch): neither const nor __restrict__ (written by k1_Y)
 s (scratch): neither const nor __restrict__ (written by k2_Y)
@@ -216,7 +215,7 @@ def test_written_buffers_get_neither_const_nor_restrict_in_any_kernel():
     ex = examples.softmax_rows()
     src = build(ex.nest, ex.args, target="cuda").source
     sigs = re.findall(r"void __launch_bounds__\(\d+\) (k\d_Y\([^)]*\))", src)
-    assert sigs == ["k0_Y(const float* b_X, float* b_mx, int v_R)",
+    assert sigs == ["k0_Y(const float* __restrict__ b_X, float* b_mx, int v_R)",
                     "k1_Y(const float* __restrict__ b_X, float* b_mx, float* b_e, int v_R)",
                     "k2_Y(float* b_e, float* b_s, int v_R)",
                     "k3_Y(float* b_Y, float* b_e, float* b_s, int v_R)"]

@@ -270,9 +270,10 @@ def test_cuda_emulation_size_only_in_a_shape():
 def test_llvm_emitter_internal_error_is_not_a_build_error(monkeypatch, exc):
     from codegen.llvm import emit
 
-    def broken(self, st, e, lane):
+    def broken(self, e, st, lane):
         raise exc
-    monkeypatch.setattr(emit._Emitter, "e_FloatImm", broken)
+    monkeypatch.setattr(emit._Emitter, "visit_FloatImm", broken)
+    monkeypatch.setattr(emit._Emitter, "_table", {})   # the dispatch table keeps the methods it found
     A = Buffer("A", (4,), float32)
     B = Compute("B", (4,), lambda i: A[i] * 3.0)
     with pytest.raises(type(exc)) as info:

@@ -1,0 +1,236 @@
+"""Arithmetic, comparisons and math functions on register values.
+
+The instructions of one operator (``binop``) or intrinsic (``call``) applied to values
+already in registers, with the semantics of the TIR spec: integers wrap around, ``Div`` /
+``Mod`` are C division, ``FloorDiv`` / ``FloorMod`` adjust it when the signs differ;
+float16 is computed in float32 and rounded back after each operation, bfloat16 / tf32 /
+float8 (held in float32 registers) are rounded to their format after each operation
+(``float_compute``); float ``Min`` / ``Max`` are IEEE 754-2019 ``minimum`` / ``maximum``.
+
+>>> from llvmlite import ir
+>>> from te import expr as E
+>>> from te.dtypes import as_dtype
+>>> from codegen.llvm.types import F32
+>>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(F32, [F32, F32]), "f")
+>>> b = ir.IRBuilder(f.append_basic_block())
+>>> mode = FloatMode(contract=("contract",))
+>>> _ = b.ret(binop(b, mode, E.Mul, as_dtype("float32"), *f.args))
+>>> "fmul contract float" in str(m)
+True
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from llvmlite import ir
+
+from te import expr as E
+from te.dtypes import Dtype
+
+from ..kernel import BuildError
+from . import lowp, mathfns
+from .decls import declare, intrinsic
+from .types import F32, I1, I32, intrinsic_suffix, is_bit_float, splat_const, value_type
+
+__all__ = ["FloatMode", "float_compute", "binop", "int_division", "compare", "call", "exp"]
+
+#: intrinsics that are one LLVM intrinsic call
+_SIMPLE = {"exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log", "log2": "llvm.log2", "sqrt": "llvm.sqrt",
+           "abs": "llvm.fabs", "floor": "llvm.floor", "ceil": "llvm.ceil", "round": "llvm.roundeven",
+           "sin": "llvm.sin", "cos": "llvm.cos", "pow": "llvm.pow"}
+_PREDICATES = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
+
+
+@dataclass(frozen=True)
+class FloatMode:
+    """How float operations are emitted."""
+
+    #: fast-math flags of every float instruction
+    fast: tuple = ()
+    #: extra flags of ``fadd`` / ``fsub`` / ``fmul``: ``("contract",)`` lets LLVM fuse a multiply
+    #: and the add using it into one FMA
+    contract: tuple = ()
+    #: the target has fused multiply-add instructions (inline math uses them)
+    fma: bool = False
+
+    @classmethod
+    def of(cls, options) -> "FloatMode":
+        """The mode of an ``emit.EmitOptions``.
+
+        >>> from codegen.llvm.emit import EmitOptions
+        >>> FloatMode.of(EmitOptions(triple="aarch64-unknown-linux-gnu"))
+        FloatMode(fast=(), contract=('contract',), fma=True)
+        """
+        fma = options.triple.startswith(("aarch64", "arm64")) or "+fma" in options.cpu_features.split(",")
+        return cls(("fast",) if options.fast_math else (),
+                   ("contract",) if options.fp_contract and not options.fast_math else (), fma)
+
+
+def float_compute(b: ir.IRBuilder, dt: Dtype, args: Sequence[ir.Value], fn: Callable) -> ir.Value:
+    """Apply ``fn`` to float values of dtype ``dt``: float16 through float32, the bit formats
+    rounded back to their format afterwards."""
+    if dt.kind == "float" and dt.bits == 16:
+        ft = F32 if dt.lanes == 1 else ir.VectorType(F32, dt.lanes)
+        r = fn(*[b.fpext(a, ft) for a in args])
+        return b.fptrunc(r, value_type(dt)) if r.type == ft else r
+    r = fn(*args)
+    if is_bit_float(dt) and not _is_i1(r.type):
+        return lowp.round_to(b, r, lowp.format_name(dt))
+    return r
+
+
+def binop(b: ir.IRBuilder, mode: FloatMode, cls: type, dt: Dtype, a: ir.Value, y: ir.Value) -> ir.Value:
+    """``a <cls> y`` (``cls``: a binary expression class, ``E.Add`` ... ``E.GE``) on operands of dtype ``dt``."""
+    if issubclass(cls, E.CmpOp):
+        return compare(b, mode, cls, dt, a, y)
+    if dt.is_bool:
+        if cls is E.Max:
+            return b.or_(a, y)
+        if cls is E.Min:
+            return b.and_(a, y)
+        raise BuildError(f"arithmetic {cls.__name__} on bool operands is not defined")
+    if dt.is_float:
+        fm = mode.fast
+        if cls in (E.FloorDiv, E.FloorMod):
+            return _float_floor_div_mod(b, mode, cls, dt, a, y)
+
+        fmc = fm + mode.contract
+
+        def op(x, z):
+            if cls is E.Add:
+                return b.fadd(x, z, flags=fmc)
+            if cls is E.Sub:
+                return b.fsub(x, z, flags=fmc)
+            if cls is E.Mul:
+                return b.fmul(x, z, flags=fmc)
+            if cls is E.Div:
+                return b.fdiv(x, z, flags=fm)
+            raise BuildError(f"{cls.__name__} is not defined on float operands")
+        if cls in (E.Min, E.Max):  # exactly IEEE 754-2019 minimum / maximum; nothing to round
+            return _fcall(b, mode, "llvm.minimum" if cls is E.Min else "llvm.maximum", [a, y])
+        return float_compute(b, dt, [a, y], op)
+    signed = dt.is_int
+    if cls is E.Add:
+        return b.add(a, y)
+    if cls is E.Sub:
+        return b.sub(a, y)
+    if cls is E.Mul:
+        return b.mul(a, y)
+    if cls in (E.Min, E.Max):
+        pred = "<" if cls is E.Min else ">"
+        c = b.icmp_signed(pred, a, y) if signed else b.icmp_unsigned(pred, a, y)
+        return b.select(c, a, y)
+    if cls in (E.Div, E.Mod, E.FloorDiv, E.FloorMod):
+        return int_division(b, cls, signed, a, y)
+    raise BuildError(f"{cls.__name__} is not supported on {dt}")  # pragma: no cover
+
+
+def _float_floor_div_mod(b: ir.IRBuilder, mode: FloatMode, cls: type, dt: Dtype, a: ir.Value,
+                         y: ir.Value) -> ir.Value:
+    """floor(a / b) and a - floor(a / b) * b, rounding to ``dt`` after every step (as IREval)."""
+    fm = mode.fast
+
+    def div(x, z):
+        return float_compute(b, dt, [x, z], lambda p, q: b.fdiv(p, q, flags=fm))
+    q = float_compute(b, dt, [div(a, y)], lambda p: _fcall(b, mode, "llvm.floor", [p]))
+    if cls is E.FloorDiv:
+        return q
+    qb = float_compute(b, dt, [q, y], lambda p, r: b.fmul(p, r, flags=fm))
+    return float_compute(b, dt, [a, qb], lambda p, r: b.fsub(p, r, flags=fm))
+
+
+def int_division(b: ir.IRBuilder, cls: type, signed: bool, a: ir.Value, y: ir.Value) -> ir.Value:
+    """C division / remainder and their floor variants. The divisor is never 0 nor, for
+    signed types, -1: ``loopnest.legalize.guard_int_division`` rewrote those cases."""
+    zero, one = splat_const(a.type, 0), splat_const(a.type, 1)
+    if cls is E.Div or (cls is E.FloorDiv and not signed):
+        return b.sdiv(a, y) if signed else b.udiv(a, y)
+    r = b.srem(a, y) if signed else b.urem(a, y)
+    if cls is E.Mod or not signed:
+        return r
+    # floor variants for signed operands: adjust when the remainder and divisor differ in sign
+    adjust = b.and_(b.icmp_unsigned("!=", r, zero), b.icmp_signed("<", b.xor(r, y), zero))
+    if cls is E.FloorDiv:
+        q = b.sdiv(a, y)
+        return b.select(adjust, b.sub(q, one), q)
+    return b.select(adjust, b.add(r, y), r)
+
+
+def compare(b: ir.IRBuilder, mode: FloatMode, cls: type, dt: Dtype, a: ir.Value, y: ir.Value) -> ir.Value:
+    """The ``i1`` result of comparison ``cls`` (``E.EQ`` ... ``E.GE``); float ``NE`` is unordered
+    (true for NaN), the others ordered."""
+    op = _PREDICATES[cls]
+    if dt.is_float:
+        if dt.kind == "float" and dt.bits == 16:
+            ft = F32 if dt.lanes == 1 else ir.VectorType(F32, dt.lanes)
+            a, y = b.fpext(a, ft), b.fpext(y, ft)
+        if cls is E.NE:
+            return b.fcmp_unordered("!=", a, y, flags=mode.fast)
+        return b.fcmp_ordered(op, a, y, flags=mode.fast)
+    if dt.is_int:
+        return b.icmp_signed(op, a, y)
+    return b.icmp_unsigned(op, a, y)
+
+
+def call(b: ir.IRBuilder, mode: FloatMode, name: str, dt: Dtype, args: Sequence[ir.Value]) -> ir.Value:
+    """The intrinsic ``name`` (``te.Call``) of arguments of dtype ``dt``."""
+    if name == "abs" and dt.is_integer:
+        x = args[0]
+        if not dt.is_int:
+            return x
+        fn = declare(b.module, f"llvm.abs.{intrinsic_suffix(x.type)}", x.type, [x.type, I1])
+        return b.call(fn, [x, ir.Constant(I1, 0)])  # abs(MIN) wraps to MIN
+    if not dt.is_float:
+        raise BuildError(f"intrinsic {name} needs a float argument, got {dt}")
+    fm = mode.fast
+
+    def op(*xs):
+        if name == "exp":
+            return exp(b, mode, xs[0])
+        if name in _SIMPLE:
+            return _fcall(b, mode, _SIMPLE[name], xs)
+        x = xs[0]
+        one = splat_const(x.type, 1.0)
+        if name == "rsqrt":
+            return b.fdiv(one, _fcall(b, mode, "llvm.sqrt", [x]), flags=fm)
+        if name == "sigmoid":
+            ex = exp(b, mode, b.fneg(x, flags=fm))
+            return b.fdiv(one, b.fadd(one, ex, flags=fm), flags=fm)
+        if name in ("tanh", "erf"):
+            return _libm(b, name, x)
+        raise BuildError(f"unknown intrinsic {name!r}")
+    if name == "isnan":
+        return b.fcmp_unordered("uno", args[0], args[0])
+    return float_compute(b, dt, args, op)
+
+
+def exp(b: ir.IRBuilder, mode: FloatMode, x: ir.Value) -> ir.Value:
+    """float32 exp inline (vectorisable, see ``mathfns``); float64 through ``llvm.exp``."""
+    et = x.type.element if isinstance(x.type, ir.VectorType) else x.type
+    if et == F32:
+        return mathfns.exp_f32(b, x, lambda name, args: _fcall(b, mode, name, args), fused=mode.fma)
+    return _fcall(b, mode, "llvm.exp", [x])
+
+
+def _fcall(b: ir.IRBuilder, mode: FloatMode, name: str, args: Sequence[ir.Value]) -> ir.Value:
+    fn = intrinsic(b.module, name, args[0].type, len(args))
+    return b.call(fn, list(args), fastmath=mode.fast)
+
+
+def _libm(b: ir.IRBuilder, base: str, x: ir.Value) -> ir.Value:
+    """A libm function (``tanhf``/``tanh``), called lane by lane on vectors."""
+    t = x.type
+    et = t.element if isinstance(t, ir.VectorType) else t
+    fn = declare(b.module, base + ("f" if et == F32 else ""), et, [et])
+    if not isinstance(t, ir.VectorType):
+        return b.call(fn, [x])
+    out = ir.Constant(t, ir.Undefined)
+    for k in range(t.count):
+        ck = ir.Constant(I32, k)
+        out = b.insert_element(out, b.call(fn, [b.extract_element(x, ck)]), ck)
+    return out
+
+
+def _is_i1(t: ir.Type) -> bool:
+    return t == I1 or (isinstance(t, ir.VectorType) and t.element == I1)
