@@ -10,10 +10,15 @@ for (int i = 0; i < 4; i++) {
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from te.functor import Functor
 from te.printer import expr_to_str
 
-from .stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store
+from .kinds import ForKind
+
+if TYPE_CHECKING:   # the statement module imports this one (Stmt.__str__); dispatch is by class name
+    from .stmt import Allocate, Block, Cond, For, Free, Let, Stmt, Store
 
 _C_TYPES = {"int32": "int", "int64": "int64_t"}
 _KIND_PREFIX = {ForKind.SERIAL: "", ForKind.PARALLEL: "parallel ", ForKind.VECTORIZED: "vectorized ",

@@ -20,20 +20,11 @@ from typing import Any, Callable, Iterator, Sequence
 from te.expr import Expr, Var, as_expr, const
 from te.functor import Functor
 
+from .kinds import ForKind
+from .printer import stmt_to_str
+
 __all__ = ["ForKind", "Stmt", "For", "Store", "Cond", "Block", "Let", "LetStmt", "Allocate", "Free",
            "StmtMutator", "StmtVisitor", "iter_stmts", "as_block"]
-
-
-class ForKind:
-    """Loop kinds (strings, so they print and serialise as themselves)."""
-
-    SERIAL = "serial"
-    PARALLEL = "parallel"
-    VECTORIZED = "vectorized"
-    UNROLLED = "unrolled"
-    GPU_BLOCK = "gpu_block"
-    GPU_THREAD = "gpu_thread"
-    ALL = (SERIAL, PARALLEL, VECTORIZED, UNROLLED, GPU_BLOCK, GPU_THREAD)
 
 
 class Stmt:
@@ -50,7 +41,6 @@ class Stmt:
         return type(self)(**vals)
 
     def __str__(self) -> str:
-        from .printer import stmt_to_str
         return stmt_to_str(self)
 
     def __repr__(self) -> str:

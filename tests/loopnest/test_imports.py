@@ -17,9 +17,9 @@ import loopnest
 
 PACKAGE_DIR = Path(loopnest.__file__).parent
 
-# Stmt.__str__ prints through loopnest.printer, which imports the statement classes; stmt.py
-# and printer.py were outside the change that removed the other circles.
-KNOWN_LAZY_EDGES = {("loopnest.stmt", "loopnest.printer")}
+# Import edges allowed to close a circle (none: loopnest.printer names the statement classes
+# only for type checking, so stmt.py can import it for Stmt.__str__).
+KNOWN_LAZY_EDGES: set = set()
 
 
 def _module_files(package_dir: Path) -> dict[str, tuple[Path, bool]]:
@@ -48,17 +48,23 @@ def _imported(module: str, is_pkg: bool, node: ast.AST, modules) -> list[str]:
     return [n for n in names if n in modules]
 
 
+def _is_type_checking_block(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:``: imports that only type checkers run."""
+    return isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+
+
 def import_graph(package_dir: Path = PACKAGE_DIR) -> tuple[dict[str, set[str]], list]:
-    """(module -> the modules of the package it imports, [(module, imported, line)] of the
-    imports made inside functions)."""
+    """(module -> the modules of the package it imports at run time, [(module, imported, line)]
+    of the imports made inside functions). Imports under ``if TYPE_CHECKING:`` do not count."""
     modules = _module_files(package_dir)
     graph: dict[str, set[str]] = {m: set() for m in modules}
     lazy = []
     for m, (path, is_pkg) in modules.items():
         tree = ast.parse(path.read_text(), str(path))
         top = {id(n) for n in tree.body}
+        typing_only = {id(x) for node in tree.body if _is_type_checking_block(node) for x in ast.walk(node)}
         for node in ast.walk(tree):
-            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or id(node) in typing_only:
                 continue
             for target in _imported(m, is_pkg, node, modules):
                 if target == m:
