@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from te import expr as E
 from te.dtypes import Dtype, int64
+from te.functor import Functor
 from te.queries import int_value
 
 from .stmt import Stmt, StmtMutator, Store
@@ -64,23 +65,41 @@ def _wide(dt: Dtype) -> Dtype:
     return int64.with_lanes(dt.lanes)
 
 
-def _widen(e: E.Expr) -> E.Expr:
-    """``e`` computed in int64: arithmetic nodes are rebuilt on widened operands, anything
-    else (variables, loads, calls, casts) is cast to int64 at the leaf."""
-    dt = e.dtype
-    if not dt.is_integer or dt.bits == 64:
-        return e
-    if isinstance(e, E.IntImm):
+class _Widen(Functor):
+    """``visit(e)``: ``e`` computed in int64. Arithmetic nodes are rebuilt on widened operands;
+    anything else (variables, loads, calls, casts) is cast to int64 at the leaf."""
+
+    def visit(self, e: E.Expr) -> E.Expr:
+        if not e.dtype.is_integer or e.dtype.bits == 64:
+            return e
+        return super().visit(e)
+
+    def visit_IntImm(self, e):
         return E.IntImm(e.value, int64)
-    if isinstance(e, (E.Add, E.Sub, E.Mul, E.Div, E.Mod, E.FloorDiv, E.FloorMod, E.Min, E.Max)):
-        return type(e)(_widen(e.a), _widen(e.b))
-    if type(e) in (E.Select, E.IfThenElse):
-        return type(e)(e.cond, _widen(e.t), _widen(e.f))
-    if isinstance(e, E.Ramp):
-        return E.Ramp(_widen(e.base), _widen(e.stride), e.lanes)
-    if isinstance(e, E.Broadcast):
-        return E.Broadcast(_widen(e.value), e.lanes)
-    return E.Cast(_wide(dt), e)
+
+    def _binary(self, e):
+        return type(e)(self.visit(e.a), self.visit(e.b))
+
+    visit_Add = visit_Sub = visit_Mul = visit_Div = visit_Mod = _binary
+    visit_FloorDiv = visit_FloorMod = visit_Min = visit_Max = _binary
+
+    def _choice(self, e):
+        return type(e)(e.cond, self.visit(e.t), self.visit(e.f))
+
+    visit_Select = visit_IfThenElse = _choice
+
+    def visit_Ramp(self, e):
+        return E.Ramp(self.visit(e.base), self.visit(e.stride), e.lanes)
+
+    def visit_Broadcast(self, e):
+        return E.Broadcast(self.visit(e.value), e.lanes)
+
+    def generic(self, e):
+        return E.Cast(_wide(e.dtype), e)
+
+
+def _widen(e: E.Expr) -> E.Expr:
+    return _Widen().visit(e)
 
 
 class _WidenExpr(E.ExprMutator):

@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import reduce
+from functools import reduce, wraps
 from typing import Any, Sequence
 
 import islpy as isl
 
 from te import expr as E
+from te.functor import Functor
 from te.queries import fold_int, free_vars, loads
 from te.simplify import simplify
 
@@ -72,14 +73,26 @@ class DimBounds:
 # ------------------------------------------------------------------------------------
 # expressions <-> isl text
 # ------------------------------------------------------------------------------------
-class _Affine:
+def _int_only(method):
+    """``method`` (a ``visit_<Class>`` of ``_Affine``) restricted to scalar integer
+    expressions: None for non-integer and vector ones."""
+    @wraps(method)
+    def visit(self, e: E.Expr):
+        if not e.dtype.is_integer or e.dtype.is_vector:
+            return None
+        return method(self, e)
+    return visit
+
+
+class _Affine(Functor):
     """te integer expressions -> isl quasi-affine text (None when not representable).
 
     ``env`` maps ``id(var)`` to isl text (a loop dimension, a parameter, or the text of a
     let-bound value; None for a non-affine let value). C division and remainder by a
     constant introduce auxiliary variables (``aux``, named with ``prefix``) defined by
     constraints (``defs``), which the caller quantifies; floor division / modulo, min and
-    max are native isl.
+    max are native isl. ``conv(e)`` dispatches on the class of ``e`` to ``visit_<Class>``
+    (``te.functor.Functor``); classes without a method give None.
     """
 
     def __init__(self, env: dict, prefix: str = "q"):
@@ -89,83 +102,124 @@ class _Affine:
         self.defs: list[str] = []
 
     def __call__(self, e: E.Expr) -> str | None:
-        t = type(e)
-        if t is E.IntImm:
-            return str(e.value) if e.value >= 0 else f"(-{-e.value})"
-        if t is E.Var:
-            return self.env.get(id(e))
-        if not e.dtype.is_integer or e.dtype.is_vector:
-            return None
-        if t is E.Add or t is E.Sub:
-            a, b = self(e.a), self(e.b)
-            if a is None or b is None:
-                return None
-            return f"({a} {'+' if t is E.Add else '-'} {b})"
-        if t is E.Mul:
-            for c, x in ((e.a, e.b), (e.b, e.a)):
-                k = fold_int(c)
-                if k is not None:
-                    xs = self(x)
-                    if xs is None:
-                        return None
-                    return f"({k}*{xs})" if k >= 0 else f"(-{-k}*{xs})"  # isl rejects (-1)*x
-            return None
-        if t in (E.FloorDiv, E.FloorMod, E.Div, E.Mod):
-            k = fold_int(e.b)
-            a = self(e.a)
-            if k is None or k <= 0 or a is None:
-                return None
-            if t is E.FloorDiv:
-                return f"floor(({a})/{k})"
-            if t is E.FloorMod:
-                return f"(({a}) mod {k})"
-            q = f"{self.prefix}{len(self.aux)}"  # C division truncates toward zero
-            self.aux.append(q)
-            self.defs.append(f"(({a} >= 0 and {k}*{q} <= {a} <= {k}*{q} + {k - 1}) or "
-                             f"({a} < 0 and {k}*{q} - {k - 1} <= {a} <= {k}*{q}))")
-            return q if t is E.Div else f"({a} - {k}*{q})"
-        if t is E.Min or t is E.Max:
-            a, b = self(e.a), self(e.b)
-            if a is None or b is None:
-                return None
-            return f"{'min' if t is E.Min else 'max'}({a}, {b})"
-        if t is E.Cast:
-            v = e.value.dtype
-            if v.is_integer and (v.bits < e.dtype.bits or (v.bits == e.dtype.bits and v.is_int == e.dtype.is_int)):
-                return self(e.value)
-            return None
-        if t is E.Let:
-            saved = self.env.get(id(e.var), _MISSING)
-            self.env[id(e.var)] = self(e.value)
-            try:
-                return self(e.body)
-            finally:
-                if saved is _MISSING:
-                    del self.env[id(e.var)]
-                else:
-                    self.env[id(e.var)] = saved
+        return self.visit(e)
+
+    def generic(self, e: E.Expr) -> None:
         return None
+
+    def visit_IntImm(self, e: E.IntImm) -> str:
+        return str(e.value) if e.value >= 0 else f"(-{-e.value})"
+
+    def visit_Var(self, e: E.Var) -> str | None:
+        return self.env.get(id(e))
+
+    @_int_only
+    def visit_Add(self, e: E.Expr) -> str | None:
+        a, b = self(e.a), self(e.b)
+        if a is None or b is None:
+            return None
+        return f"({a} {'+' if type(e) is E.Add else '-'} {b})"
+
+    visit_Sub = visit_Add
+
+    @_int_only
+    def visit_Mul(self, e: E.Mul) -> str | None:
+        for c, x in ((e.a, e.b), (e.b, e.a)):
+            k = fold_int(c)
+            if k is not None:
+                xs = self(x)
+                if xs is None:
+                    return None
+                return f"({k}*{xs})" if k >= 0 else f"(-{-k}*{xs})"  # isl rejects (-1)*x
+        return None
+
+    @_int_only
+    def visit_FloorDiv(self, e: E.Expr) -> str | None:
+        t = type(e)
+        k = fold_int(e.b)
+        a = self(e.a)
+        if k is None or k <= 0 or a is None:
+            return None
+        if t is E.FloorDiv:
+            return f"floor(({a})/{k})"
+        if t is E.FloorMod:
+            return f"(({a}) mod {k})"
+        q = f"{self.prefix}{len(self.aux)}"  # C division truncates toward zero
+        self.aux.append(q)
+        self.defs.append(f"(({a} >= 0 and {k}*{q} <= {a} <= {k}*{q} + {k - 1}) or "
+                         f"({a} < 0 and {k}*{q} - {k - 1} <= {a} <= {k}*{q}))")
+        return q if t is E.Div else f"({a} - {k}*{q})"
+
+    visit_FloorMod = visit_Div = visit_Mod = visit_FloorDiv
+
+    @_int_only
+    def visit_Min(self, e: E.Expr) -> str | None:
+        a, b = self(e.a), self(e.b)
+        if a is None or b is None:
+            return None
+        return f"{'min' if type(e) is E.Min else 'max'}({a}, {b})"
+
+    visit_Max = visit_Min
+
+    @_int_only
+    def visit_Cast(self, e: E.Cast) -> str | None:
+        v = e.value.dtype
+        if v.is_integer and (v.bits < e.dtype.bits or (v.bits == e.dtype.bits and v.is_int == e.dtype.is_int)):
+            return self(e.value)
+        return None
+
+    @_int_only
+    def visit_Let(self, e: E.Let) -> str | None:
+        saved = self.env.get(id(e.var), _MISSING)
+        self.env[id(e.var)] = self(e.value)
+        try:
+            return self(e.body)
+        finally:
+            if saved is _MISSING:
+                del self.env[id(e.var)]
+            else:
+                self.env[id(e.var)] = saved
 
     def cond(self, e: E.Expr) -> tuple[list[str], bool]:
         """Constraints implied by a bool expression (its affine top-level conjuncts) and
         whether they are exactly the expression."""
-        if isinstance(e, E.And):
-            a, ea = self.cond(e.a)
-            b, eb = self.cond(e.b)
-            return a + b, ea and eb
-        if isinstance(e, E.Not) and isinstance(e.a, E.CmpOp):
+        return _AffineCond(self).visit(e)
+
+
+class _AffineCond(Functor):
+    """``_Affine.cond``, dispatched on the class of the bool expression (classes without a
+    method give no constraint, inexactly)."""
+
+    def __init__(self, conv: _Affine):
+        self.conv = conv
+
+    def visit_And(self, e: E.And) -> tuple[list[str], bool]:
+        a, ea = self.visit(e.a)
+        b, eb = self.visit(e.b)
+        return a + b, ea and eb
+
+    def visit_Not(self, e: E.Not) -> tuple[list[str], bool]:
+        if isinstance(e.a, E.CmpOp):
             neg = {E.LT: E.GE, E.LE: E.GT, E.GT: E.LE, E.GE: E.LT, E.EQ: E.NE, E.NE: E.EQ}[type(e.a)]
-            return self.cond(neg(e.a.a, e.a.b))
-        if isinstance(e, E.Not) and isinstance(e.a, E.Or):
-            return self.cond(E.And(E.Not(e.a.a), E.Not(e.a.b)))
-        if isinstance(e, E.Not) and isinstance(e.a, E.Not):
-            return self.cond(e.a.a)
-        if isinstance(e, E.CmpOp) and e.a.dtype.is_integer and not e.a.dtype.is_vector:
-            a, b = self(e.a), self(e.b)
-            if a is None or b is None:
-                return [], False
-            op = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "=", E.NE: "!="}[type(e)]
-            return [f"({a} {op} {b})"], True
+            return self.visit(neg(e.a.a, e.a.b))
+        if isinstance(e.a, E.Or):
+            return self.visit(E.And(E.Not(e.a.a), E.Not(e.a.b)))
+        if isinstance(e.a, E.Not):
+            return self.visit(e.a.a)
+        return [], False
+
+    def visit_LT(self, e: E.CmpOp) -> tuple[list[str], bool]:
+        if not e.a.dtype.is_integer or e.a.dtype.is_vector:
+            return [], False
+        a, b = self.conv(e.a), self.conv(e.b)
+        if a is None or b is None:
+            return [], False
+        op = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "=", E.NE: "!="}[type(e)]
+        return [f"({a} {op} {b})"], True
+
+    visit_LE = visit_GT = visit_GE = visit_EQ = visit_NE = visit_LT
+
+    def generic(self, e: E.Expr) -> tuple[list[str], bool]:
         return [], False
 
 
@@ -184,12 +238,14 @@ def _add_const(e: E.Expr, c: int) -> E.Expr:
     return e + c if c > 0 else e - (-c)
 
 
-class _Collector:
+class _Collector(Functor):
     """Walk a subtree, recording for each access of ``buffer`` its isl set text.
 
     ``inner`` lists the existentially quantified names (inner loop variables and the
     auxiliaries of C divisions), ``cons`` the constraints on them (loop bounds, affine
     conditions). ``exact`` turns False when a bound, condition or index was dropped.
+    ``walk`` dispatches on the statement class to ``visit_<Class>(s, inner, cons)``
+    (``te.functor.Functor``); other statements only have their loads recorded.
     """
 
     def __init__(self, buffer, env: dict, reads: bool, writes: bool):
@@ -206,55 +262,66 @@ class _Collector:
         return _Affine(self.env, prefix=f"q{self.n}_")
 
     def walk(self, s: Stmt, inner: list[str], cons: list[str]):
-        if isinstance(s, Block):
-            for x in s.stmts:
-                self.walk(x, inner, cons)
-            return
+        self.visit(s, inner, cons)
+
+    def _stmt_loads(self, s: Stmt, inner, cons):
         for e in stmt_exprs(s):
             self._loads(e, inner, cons)
-        if isinstance(s, Store):
-            if self.writes and s.buffer is self.buffer:
-                self._access(s.indices, inner, cons)
-            return
-        if isinstance(s, For):
-            self.n += 1
-            name = f"l{self.n}"
+
+    def visit_Block(self, s: Block, inner: list[str], cons: list[str]):
+        for x in s.stmts:
+            self.visit(x, inner, cons)
+
+    def visit_Store(self, s: Store, inner: list[str], cons: list[str]):
+        self._stmt_loads(s, inner, cons)
+        if self.writes and s.buffer is self.buffer:
+            self._access(s.indices, inner, cons)
+
+    def visit_For(self, s: For, inner: list[str], cons: list[str]):
+        self._stmt_loads(s, inner, cons)
+        self.n += 1
+        name = f"l{self.n}"
+        conv = self._conv()
+        lo, hi = conv(s.start), conv(s.stop)
+        c = list(cons) + conv.defs
+        if lo is not None:
+            c.append(f"{name} >= {lo}")
+        if hi is not None:
+            c.append(f"{name} < {hi}")
+        if lo is None or hi is None:
+            self.exact = False
+        saved = self.env.get(id(s.var), _MISSING)
+        self.env[id(s.var)] = name
+        self.visit(s.body, inner + conv.aux + [name], c)
+        if saved is _MISSING:
+            del self.env[id(s.var)]
+        else:
+            self.env[id(s.var)] = saved
+
+    def visit_Cond(self, s: Cond, inner: list[str], cons: list[str]):
+        self._stmt_loads(s, inner, cons)
+        conv = self._conv()
+        then_c, exact = conv.cond(s.cond)
+        self.exact &= exact
+        self.visit(s.then, inner + conv.aux, cons + conv.defs + then_c)
+        if s.otherwise is not None:
             conv = self._conv()
-            lo, hi = conv(s.start), conv(s.stop)
-            c = list(cons) + conv.defs
-            if lo is not None:
-                c.append(f"{name} >= {lo}")
-            if hi is not None:
-                c.append(f"{name} < {hi}")
-            if lo is None or hi is None:
-                self.exact = False
-            saved = self.env.get(id(s.var), _MISSING)
-            self.env[id(s.var)] = name
-            self.walk(s.body, inner + conv.aux + [name], c)
-            if saved is _MISSING:
-                del self.env[id(s.var)]
-            else:
-                self.env[id(s.var)] = saved
-            return
-        if isinstance(s, Cond):
-            conv = self._conv()
-            then_c, exact = conv.cond(s.cond)
+            else_c, exact = conv.cond(E.Not(s.cond))
             self.exact &= exact
-            self.walk(s.then, inner + conv.aux, cons + conv.defs + then_c)
-            if s.otherwise is not None:
-                conv = self._conv()
-                else_c, exact = conv.cond(E.Not(s.cond))
-                self.exact &= exact
-                self.walk(s.otherwise, inner + conv.aux, cons + conv.defs + else_c)
-            return
-        if isinstance(s, Let):
-            saved = self.env.get(id(s.var), _MISSING)
-            self.env[id(s.var)] = _affine(s.value, self.env)
-            self.walk(s.body, inner, cons)
-            if saved is _MISSING:
-                del self.env[id(s.var)]
-            else:
-                self.env[id(s.var)] = saved
+            self.visit(s.otherwise, inner + conv.aux, cons + conv.defs + else_c)
+
+    def visit_LetStmt(self, s: Let, inner: list[str], cons: list[str]):
+        self._stmt_loads(s, inner, cons)
+        saved = self.env.get(id(s.var), _MISSING)
+        self.env[id(s.var)] = _affine(s.value, self.env)
+        self.visit(s.body, inner, cons)
+        if saved is _MISSING:
+            del self.env[id(s.var)]
+        else:
+            self.env[id(s.var)] = saved
+
+    def generic(self, s: Stmt, inner: list[str], cons: list[str]):
+        self._stmt_loads(s, inner, cons)
 
     def _loads(self, e: E.Expr, inner, cons):
         if not self.reads:
@@ -662,12 +729,21 @@ def _extent_bound(ext: E.Expr, params, env, ranges, outer_ids, ctx, pdecl, dim):
     return bound.value if isinstance(bound, E.IntImm) else bound
 
 
-def _min_constants(e: E.Expr) -> list[int]:
-    if isinstance(e, E.IntImm):
+class _MinConstants(Functor):
+    """The constant operands of a tree of Min nodes (``[]`` for anything else)."""
+
+    def visit_IntImm(self, e: E.IntImm) -> list[int]:
         return [e.value]
-    if isinstance(e, E.Min):
-        return _min_constants(e.a) + _min_constants(e.b)
-    return []
+
+    def visit_Min(self, e: E.Min) -> list[int]:
+        return self.visit(e.a) + self.visit(e.b)
+
+    def generic(self, e: E.Expr) -> list[int]:
+        return []
+
+
+def _min_constants(e: E.Expr) -> list[int]:
+    return _MinConstants().visit(e)
 
 
 def access_region(stmt: Stmt, buffer, outer_vars: Sequence[E.Var] = (), nest=None, *,

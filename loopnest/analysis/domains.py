@@ -29,6 +29,7 @@ In the isl objects, size parameters are named ``p<k>``, statements ``S<k>`` and 
 """
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,7 @@ from typing import Any
 import islpy as isl
 
 from te import expr as E
+from te.functor import Functor
 from te.queries import fold_int
 
 from ..queries import stmt_free_vars
@@ -56,21 +58,39 @@ class _LetBinding:
 # ------------------------------------------------------------------------------------
 # what the two converters share
 # ------------------------------------------------------------------------------------
-class _ExprConverter:
+def _scalar_int(method):
+    """``method`` (a ``visit_<Class>`` of a converter) restricted to scalar integer
+    expressions: None for vector and non-integer ones."""
+    @functools.wraps(method)
+    def visit(self, e: E.Expr, *args):
+        if e.dtype.is_vector or not e.dtype.is_integer:
+            return None
+        return method(self, e, *args)
+    return visit
+
+
+class _ExprConverter(Functor):
     """Base of ``_Converter`` (isl text) and ``_PwConverter`` (isl objects).
 
-    It holds what does not depend on the result type: the scoping of let-bound variables in
-    ``env``, the translation of bool expressions (``cond``), of binary operations
-    (``_binary``) and of casts, selects and lets (``_aff_common``),
-    written in terms of ``aff`` and of the primitives each subclass defines: ``_both``
-    (conjunction), ``_either`` (disjunction), ``_truth`` (the constant true / false),
-    ``_compare`` (a comparison) and ``_choose`` (a select of two values).
+    ``aff(e)`` dispatches on the class of ``e`` to ``visit_<Class>`` (``te.functor.Functor``;
+    expressions without a method are not affine: None). This base holds what does not depend
+    on the result type: the scoping of let-bound variables in ``env``, the translation of
+    bool expressions (``cond``, through ``_CondConverter``), of binary operations
+    (``_binary``) and of casts, selects and lets (``visit_Cast``, ``visit_Select``,
+    ``visit_IfThenElse``, ``visit_Let``), written in terms of ``aff`` and of the primitives
+    each subclass defines: ``_both`` (conjunction), ``_either`` (disjunction), ``_truth``
+    (the constant true / false), ``_compare`` (a comparison) and ``_choose`` (a select of
+    two values).
     """
 
     env: dict
 
     def aff(self, e: E.Expr):
-        raise NotImplementedError
+        """The converted integer expression ``e``, or None when it is not quasi-affine."""
+        return self.visit(e)
+
+    def generic(self, e: E.Expr):
+        return None
 
     def _both(self, a, b):
         raise NotImplementedError
@@ -111,19 +131,14 @@ class _ExprConverter:
         a, b = self.aff(e.a), self.aff(e.b)
         return None if a is None or b is None else combine(a, b)
 
-    def _aff_common(self, e: E.Expr):
-        """The integer expressions that convert alike in every converter: a Cast that keeps
-        the value, a Select / IfThenElse, a Let; None for anything else."""
-        t = type(e)
-        if t is E.Cast:
-            return self.aff(e.value) if _cast_keeps_value(e) else None
-        if t is E.Select or t is E.IfThenElse:
-            return self._select(e)
-        if t is E.Let:
-            return self._under_let(e, self.aff)
-        return None
+    # the integer expressions that convert alike in every converter: a Cast that keeps the
+    # value, a Select / IfThenElse, a Let
+    @_scalar_int
+    def visit_Cast(self, e: E.Cast):
+        return self.aff(e.value) if _cast_keeps_value(e) else None
 
-    def _select(self, e: E.Expr):
+    @_scalar_int
+    def visit_Select(self, e: E.Expr):
         """A Select / IfThenElse: ``_choose(cond, not cond, true value, false value)`` with
         each part converted exactly, or None when any of them cannot be."""
         c = self.cond(e.cond, exact=True)
@@ -133,32 +148,60 @@ class _ExprConverter:
             return None
         return self._choose(c, nc, a, b)
 
+    visit_IfThenElse = visit_Select
+
+    @_scalar_int
+    def visit_Let(self, e: E.Let):
+        return self._under_let(e, self.aff)
+
     def cond(self, e: E.Expr, negate: bool = False, exact: bool = False):
         """The converted constraint of a bool expression (of its negation with ``negate``).
 
         None means "no constraint": with ``exact=False`` a non-affine condition is
         over-approximated by true; with ``exact=True`` None means "cannot express".
         """
-        t = type(e)
-        if t is E.Not:
-            return self.cond(e.a, not negate, exact)
-        if t is E.And or t is E.Or:
-            conj = (t is E.And) != negate
-            a, b = self.cond(e.a, negate, exact), self.cond(e.b, negate, exact)
-            if conj:
-                if a is None or b is None:
-                    return None if exact else (a if b is None else b)
-                return self._both(a, b)
+        return _CondConverter(self).visit(e, negate, exact)
+
+
+class _CondConverter(Functor):
+    """The bool half of an ``_ExprConverter``: ``visit(e, negate, exact)`` is
+    ``conv.cond(e, negate, exact)``, dispatched on the class of ``e`` (None for classes
+    without a method: no constraint / cannot express)."""
+
+    def __init__(self, conv: _ExprConverter):
+        self.conv = conv
+
+    def visit_Not(self, e: E.Not, negate: bool, exact: bool):
+        return self.visit(e.a, not negate, exact)
+
+    def visit_And(self, e: E.Expr, negate: bool, exact: bool):
+        conj = (type(e) is E.And) != negate
+        a, b = self.visit(e.a, negate, exact), self.visit(e.b, negate, exact)
+        if conj:
             if a is None or b is None:
-                return None
-            return self._either(a, b)
-        if t is E.IntImm and e.dtype.is_bool:
-            return self._truth(bool(e.value) != negate)
-        if isinstance(e, E.CmpOp) and e.a.dtype.is_integer and not e.a.dtype.is_vector:
-            op = _NEGATED_CMP[t] if negate else t
-            return self._binary(e, lambda a, b: self._compare(op, a, b))
-        if t is E.Let:
-            return self._under_let(e, self.cond, negate, exact)
+                return None if exact else (a if b is None else b)
+            return self.conv._both(a, b)
+        if a is None or b is None:
+            return None
+        return self.conv._either(a, b)
+
+    visit_Or = visit_And
+
+    def visit_IntImm(self, e: E.IntImm, negate: bool, exact: bool):
+        return self.conv._truth(bool(e.value) != negate) if e.dtype.is_bool else None
+
+    def visit_LT(self, e: E.CmpOp, negate: bool, exact: bool):
+        if not e.a.dtype.is_integer or e.a.dtype.is_vector:
+            return None
+        op = _NEGATED_CMP[type(e)] if negate else type(e)
+        return self.conv._binary(e, lambda a, b: self.conv._compare(op, a, b))
+
+    visit_LE = visit_GT = visit_GE = visit_EQ = visit_NE = visit_LT
+
+    def visit_Let(self, e: E.Let, negate: bool, exact: bool):
+        return self.conv._under_let(e, self.conv.cond, negate, exact)
+
+    def generic(self, e: E.Expr, negate: bool, exact: bool):
         return None
 
 
@@ -216,50 +259,62 @@ class _Converter(_ExprConverter):
             return cons
         return f"exists ({', '.join(self.aux)} : {' and '.join(self.defs + [cons])})"
 
-    def aff(self, e: E.Expr) -> str | None:
+    # ``aff`` (inherited) gives isl text (str | None)
+    def visit_IntImm(self, e: E.IntImm) -> str:
+        return str(e.value) if e.value >= 0 else f"({e.value})"
+
+    def visit_Var(self, e: E.Var) -> str | None:
+        b = self.env.get(id(e), _MISSING)
+        if b is _MISSING:
+            return self.param(e) if e.dtype.is_integer and not e.dtype.is_vector else None
+        if isinstance(b, _LetBinding):
+            return self._let_value(b)
+        return b
+
+    @_scalar_int
+    def visit_Add(self, e: E.Expr) -> str | None:
+        sign = "+" if type(e) is E.Add else "-"
+        return self._binary(e, lambda a, b: f"({a} {sign} {b})")
+
+    visit_Sub = visit_Add
+
+    @_scalar_int
+    def visit_Mul(self, e: E.Mul) -> str | None:
+        for c, x in ((e.a, e.b), (e.b, e.a)):
+            k = fold_int(c)
+            if k is not None:
+                xs = self.aff(x)
+                return None if xs is None else f"({k}*{xs})" if k >= 0 else f"(({k})*{xs})"
+        return None
+
+    @_scalar_int
+    def visit_FloorDiv(self, e: E.Expr) -> str | None:
         t = type(e)
-        if t is E.IntImm:
-            return str(e.value) if e.value >= 0 else f"({e.value})"
-        if t is E.Var:
-            b = self.env.get(id(e), _MISSING)
-            if b is _MISSING:
-                return self.param(e) if e.dtype.is_integer and not e.dtype.is_vector else None
-            if isinstance(b, _LetBinding):
-                return self._let_value(b)
-            return b
-        if e.dtype.is_vector or not e.dtype.is_integer:
+        k = fold_int(e.b)
+        a = self.aff(e.a)
+        if k is None or k == 0 or a is None:
             return None
-        if t is E.Add or t is E.Sub:
-            sign = "+" if t is E.Add else "-"
-            return self._binary(e, lambda a, b: f"({a} {sign} {b})")
-        if t is E.Mul:
-            for c, x in ((e.a, e.b), (e.b, e.a)):
-                k = fold_int(c)
-                if k is not None:
-                    xs = self.aff(x)
-                    return None if xs is None else f"({k}*{xs})" if k >= 0 else f"(({k})*{xs})"
-            return None
-        if t in (E.FloorDiv, E.FloorMod, E.Div, E.Mod):
-            k = fold_int(e.b)
-            a = self.aff(e.a)
-            if k is None or k == 0 or a is None:
-                return None
-            if t is E.FloorDiv:
-                return f"floor(({a})/{k})" if k > 0 else f"floor((-{a})/{-k})"
-            if t is E.FloorMod:
-                return f"({a} mod {k})" if k > 0 else None
-            # C division truncates: q = trunc(a / |k|), a / k = sign(k) q, a % k = a - |k| q
-            m = abs(k)
-            q = self._fresh()
-            self.defs.append(f"(({a} >= 0 and {m}*{q} <= {a} <= {m}*{q} + {m - 1}) or "
-                             f"({a} < 0 and {m}*{q} - {m - 1} <= {a} <= {m}*{q}))")
-            if t is E.Div:
-                return q if k > 0 else f"(-{q})"
-            return f"({a} - {m}*{q})"
-        if t is E.Min or t is E.Max:
-            fn = "min" if t is E.Min else "max"
-            return self._binary(e, lambda a, b: f"{fn}({a}, {b})")
-        return self._aff_common(e)
+        if t is E.FloorDiv:
+            return f"floor(({a})/{k})" if k > 0 else f"floor((-{a})/{-k})"
+        if t is E.FloorMod:
+            return f"({a} mod {k})" if k > 0 else None
+        # C division truncates: q = trunc(a / |k|), a / k = sign(k) q, a % k = a - |k| q
+        m = abs(k)
+        q = self._fresh()
+        self.defs.append(f"(({a} >= 0 and {m}*{q} <= {a} <= {m}*{q} + {m - 1}) or "
+                         f"({a} < 0 and {m}*{q} - {m - 1} <= {a} <= {m}*{q}))")
+        if t is E.Div:
+            return q if k > 0 else f"(-{q})"
+        return f"({a} - {m}*{q})"
+
+    visit_FloorMod = visit_Div = visit_Mod = visit_FloorDiv
+
+    @_scalar_int
+    def visit_Min(self, e: E.Expr) -> str | None:
+        fn = "min" if type(e) is E.Min else "max"
+        return self._binary(e, lambda a, b: f"{fn}({a}, {b})")
+
+    visit_Max = visit_Min
 
     # ``cond`` (inherited) gives isl constraint text; auxiliary definitions go to ``defs``
     def _both(self, a: str, b: str) -> str:
@@ -559,68 +614,12 @@ class Analysis:
     # -- construction ----------------------------------------------------------------
     def _build(self, root: Stmt) -> None:
         self._counters: list[int] = [0]
-        self._walk(root, (), {}, self.space(0)[2], True, ())
+        _DomainWalk(self).visit(root, (), {}, self.space(0)[2], True, ())
 
     def _next_pos(self) -> int:
         p = self._counters[-1]
         self._counters[-1] += 1
         return p
-
-    def _walk(self, s: Stmt, loops: tuple, env: dict, dom, exact: bool, prefix: tuple) -> None:
-        if isinstance(s, Block):
-            for x in s.stmts:
-                self._walk(x, loops, env, dom, exact, prefix)
-            return
-        if isinstance(s, Store):
-            pos = self._next_pos()
-            inst = self._instance(s, loops, dom, exact, prefix + (pos,))
-            inst.accesses.append(self._access(inst, env, s.buffer, s.indices, True, s))
-            self._reads(inst, env, list(s.indices) + [s.value])
-            return
-        if isinstance(s, For):
-            pos = self._next_pos()
-            self._pseudo(s, [s.start, s.stop], loops, env, dom, exact, prefix + (pos,))
-            d = len(loops)
-            inner_dom = dom.add_dims(isl.dim_type.set, 1)
-            conv = _PwConverter(self, d + 1, env)
-            var = isl.PwAff.from_aff(isl.Aff.var_on_domain(self.space(d + 1)[1], isl.dim_type.set, d))
-            lo, hi = conv.aff(s.start), conv.aff(s.stop)
-            if lo is not None:
-                inner_dom = inner_dom.intersect(var.ge_set(lo))
-            if hi is not None:
-                inner_dom = inner_dom.intersect(var.lt_set(hi))
-            inner_env = dict(env)
-            inner_env[id(s.var)] = d
-            info = LoopInfo(s, d, prefix + (pos,), loops=loops + (s,))
-            self.loops.setdefault(id(s.var), info)
-            self._counters.append(0)
-            for x in s.body.stmts:
-                info.child_starts.append(self._counters[-1])
-                self._walk(x, loops + (s,), inner_env, inner_dom, exact and lo is not None and hi is not None,
-                           prefix + (pos,))
-            self._counters.pop()
-            return
-        if isinstance(s, Cond):
-            pos = self._next_pos()
-            self._pseudo(s, [s.cond], loops, env, dom, exact, prefix + (pos,))
-            conv = _PwConverter(self, len(loops), env)
-            c = conv.cond(s.cond, exact=True)
-            nc = conv.cond(s.cond, negate=True, exact=True)
-            ok = c is not None and nc is not None
-            if not ok:  # not affine: over-approximate (keep the affine conjuncts, if any)
-                c, nc = conv.cond(s.cond), conv.cond(s.cond, negate=True)
-            self._walk(s.then, loops, env, dom if c is None else dom.intersect(c), exact and ok, prefix)
-            if s.otherwise is not None:
-                self._walk(s.otherwise, loops, env, dom if nc is None else dom.intersect(nc), exact and ok, prefix)
-            return
-        if isinstance(s, Let):
-            pos = self._next_pos()
-            self._pseudo(s, [s.value], loops, env, dom, exact, prefix + (pos,))
-            inner_env = dict(env)
-            inner_env[id(s.var)] = _LetBinding(s.value, env)
-            self._walk(s.body, loops, inner_env, dom, exact, prefix)
-            return
-        # Allocate / Free and unknown statements touch no element values
 
     def _instance(self, s, loops, dom, exact, position) -> Instance:
         name = f"S{len(self.instances)}"
@@ -676,6 +675,77 @@ class Analysis:
         return acc
 
 
+class _DomainWalk(Functor):
+    """The statement walk that builds an ``Analysis``: ``visit(s, loops, env, dom, exact,
+    prefix)`` records the instances and accesses of ``s``, which runs inside ``loops`` with
+    the environment ``env`` (see ``_PwConverter``), on the iteration domain ``dom`` (exact
+    or over-approximated) at the schedule position prefix ``prefix``."""
+
+    def __init__(self, an: Analysis):
+        self.an = an
+
+    def visit_Block(self, s: Block, loops: tuple, env: dict, dom, exact: bool, prefix: tuple) -> None:
+        for x in s.stmts:
+            self.visit(x, loops, env, dom, exact, prefix)
+
+    def visit_Store(self, s: Store, loops: tuple, env: dict, dom, exact: bool, prefix: tuple) -> None:
+        an = self.an
+        pos = an._next_pos()
+        inst = an._instance(s, loops, dom, exact, prefix + (pos,))
+        inst.accesses.append(an._access(inst, env, s.buffer, s.indices, True, s))
+        an._reads(inst, env, list(s.indices) + [s.value])
+
+    def visit_For(self, s: For, loops: tuple, env: dict, dom, exact: bool, prefix: tuple) -> None:
+        an = self.an
+        pos = an._next_pos()
+        an._pseudo(s, [s.start, s.stop], loops, env, dom, exact, prefix + (pos,))
+        d = len(loops)
+        inner_dom = dom.add_dims(isl.dim_type.set, 1)
+        conv = _PwConverter(an, d + 1, env)
+        var = isl.PwAff.from_aff(isl.Aff.var_on_domain(an.space(d + 1)[1], isl.dim_type.set, d))
+        lo, hi = conv.aff(s.start), conv.aff(s.stop)
+        if lo is not None:
+            inner_dom = inner_dom.intersect(var.ge_set(lo))
+        if hi is not None:
+            inner_dom = inner_dom.intersect(var.lt_set(hi))
+        inner_env = dict(env)
+        inner_env[id(s.var)] = d
+        info = LoopInfo(s, d, prefix + (pos,), loops=loops + (s,))
+        an.loops.setdefault(id(s.var), info)
+        an._counters.append(0)
+        for x in s.body.stmts:
+            info.child_starts.append(an._counters[-1])
+            self.visit(x, loops + (s,), inner_env, inner_dom, exact and lo is not None and hi is not None,
+                       prefix + (pos,))
+        an._counters.pop()
+
+    def visit_Cond(self, s: Cond, loops: tuple, env: dict, dom, exact: bool, prefix: tuple) -> None:
+        an = self.an
+        pos = an._next_pos()
+        an._pseudo(s, [s.cond], loops, env, dom, exact, prefix + (pos,))
+        conv = _PwConverter(an, len(loops), env)
+        c = conv.cond(s.cond, exact=True)
+        nc = conv.cond(s.cond, negate=True, exact=True)
+        ok = c is not None and nc is not None
+        if not ok:  # not affine: over-approximate (keep the affine conjuncts, if any)
+            c, nc = conv.cond(s.cond), conv.cond(s.cond, negate=True)
+        self.visit(s.then, loops, env, dom if c is None else dom.intersect(c), exact and ok, prefix)
+        if s.otherwise is not None:
+            self.visit(s.otherwise, loops, env, dom if nc is None else dom.intersect(nc), exact and ok, prefix)
+
+    def visit_LetStmt(self, s: Let, loops: tuple, env: dict, dom, exact: bool, prefix: tuple) -> None:
+        an = self.an
+        pos = an._next_pos()
+        an._pseudo(s, [s.value], loops, env, dom, exact, prefix + (pos,))
+        inner_env = dict(env)
+        inner_env[id(s.var)] = _LetBinding(s.value, env)
+        self.visit(s.body, loops, inner_env, dom, exact, prefix)
+
+    def generic(self, s: Stmt, *args) -> None:
+        """Allocate / Free and unknown statements touch no element values."""
+        return None
+
+
 class _PwConverter(_ExprConverter):
     """te integer expressions to ``isl.PwAff`` on the iteration space of one depth (None when
     not quasi-affine); bool expressions to ``isl.Set``."""
@@ -689,44 +759,58 @@ class _PwConverter(_ExprConverter):
     def _var(self, kind, pos):
         return isl.PwAff.from_aff(isl.Aff.var_on_domain(self.ls, kind, pos))
 
-    def aff(self, e: E.Expr):
+    # ``aff`` (inherited) gives an ``isl.PwAff`` (or None)
+    def visit_IntImm(self, e: E.IntImm):
+        return self.an.const(self.depth, e.value)
+
+    def visit_Var(self, e: E.Var):
+        b = self.env.get(id(e), _MISSING)
+        if b is _MISSING:
+            pos = self.an._param_pos.get(id(e))
+            return None if pos is None else self._var(isl.dim_type.param, pos)
+        if isinstance(b, _LetBinding):
+            return self._let_value(b)
+        return self._var(isl.dim_type.set, b)
+
+    @_scalar_int
+    def visit_Add(self, e: E.Expr):
+        add = type(e) is E.Add
+        return self._binary(e, lambda a, b: a.add(b) if add else a.sub(b))
+
+    visit_Sub = visit_Add
+
+    @_scalar_int
+    def visit_Mul(self, e: E.Mul):
+        for c, x in ((e.a, e.b), (e.b, e.a)):
+            k = fold_int(c)
+            if k is not None:
+                xs = self.aff(x)
+                return None if xs is None else xs.scale_val(isl.Val.int_from_si(self.an.ctx, k))
+        return None
+
+    @_scalar_int
+    def visit_FloorDiv(self, e: E.Expr):
         t = type(e)
-        if t is E.IntImm:
-            return self.an.const(self.depth, e.value)
-        if t is E.Var:
-            b = self.env.get(id(e), _MISSING)
-            if b is _MISSING:
-                pos = self.an._param_pos.get(id(e))
-                return None if pos is None else self._var(isl.dim_type.param, pos)
-            if isinstance(b, _LetBinding):
-                return self._let_value(b)
-            return self._var(isl.dim_type.set, b)
-        if e.dtype.is_vector or not e.dtype.is_integer:
+        k = fold_int(e.b)
+        a = self.aff(e.a)
+        if k is None or k == 0 or a is None:
             return None
-        if t is E.Add or t is E.Sub:
-            return self._binary(e, lambda a, b: a.add(b) if t is E.Add else a.sub(b))
-        if t is E.Mul:
-            for c, x in ((e.a, e.b), (e.b, e.a)):
-                k = fold_int(c)
-                if k is not None:
-                    xs = self.aff(x)
-                    return None if xs is None else xs.scale_val(isl.Val.int_from_si(self.an.ctx, k))
-            return None
-        if t in (E.FloorDiv, E.FloorMod, E.Div, E.Mod):
-            k = fold_int(e.b)
-            a = self.aff(e.a)
-            if k is None or k == 0 or a is None:
-                return None
-            kv = isl.Val.int_from_si(self.an.ctx, abs(k))
-            if t is E.FloorDiv:
-                return (a if k > 0 else a.neg()).scale_down_val(kv).floor()
-            if t is E.FloorMod:
-                return a.mod_val(kv) if k > 0 else None
-            kc = self.an.const(self.depth, k)
-            return a.tdiv_q(kc) if t is E.Div else a.tdiv_r(kc)
-        if t is E.Min or t is E.Max:
-            return self._binary(e, lambda a, b: a.min(b) if t is E.Min else a.max(b))
-        return self._aff_common(e)
+        kv = isl.Val.int_from_si(self.an.ctx, abs(k))
+        if t is E.FloorDiv:
+            return (a if k > 0 else a.neg()).scale_down_val(kv).floor()
+        if t is E.FloorMod:
+            return a.mod_val(kv) if k > 0 else None
+        kc = self.an.const(self.depth, k)
+        return a.tdiv_q(kc) if t is E.Div else a.tdiv_r(kc)
+
+    visit_FloorMod = visit_Div = visit_Mod = visit_FloorDiv
+
+    @_scalar_int
+    def visit_Min(self, e: E.Expr):
+        is_min = type(e) is E.Min
+        return self._binary(e, lambda a, b: a.min(b) if is_min else a.max(b))
+
+    visit_Max = visit_Min
 
     # ``cond`` (inherited) gives the ``isl.Set`` where a bool expression holds
     def _both(self, a, b):
@@ -755,32 +839,53 @@ def _free_int_vars(root: Stmt) -> list:
 def _loads_with_lets(exprs) -> list:
     """Every Load in ``exprs`` with the let bindings in scope at it (pairs (var, value)); the
     plain list of loads is ``te.queries.loads``."""
-    out = []
-
-    def rec(e, lets):
-        if isinstance(e, E.Load):
-            out.append((e, lets))
-        if isinstance(e, E.Let):
-            rec(e.value, lets)
-            rec(e.body, lets + ((e.var, e.value),))
-            return
-        for c in e.children():
-            rec(c, lets)
+    rec = _LoadsWithLets()
     for e in exprs:
-        rec(e, ())
-    return out
+        rec.visit(e, ())
+    return rec.out
+
+
+class _LoadsWithLets(Functor):
+    """``visit(e, lets)`` appends to ``out`` every Load of ``e`` with ``lets`` extended by the
+    let bindings around it in ``e``."""
+
+    def __init__(self):
+        self.out: list = []
+
+    def visit_Load(self, e: E.Load, lets: tuple) -> None:
+        self.out.append((e, lets))
+        self.generic(e, lets)
+
+    def visit_Let(self, e: E.Let, lets: tuple) -> None:
+        self.visit(e.value, lets)
+        self.visit(e.body, lets + ((e.var, e.value),))
+
+    def generic(self, e: E.Expr, lets: tuple) -> None:
+        for c in e.children():
+            self.visit(c, lets)
+
+
+class _MaxDepth(Functor):
+    """The deepest loop nesting of a statement tree (0 without loops)."""
+
+    def visit_For(self, s: For) -> int:
+        return 1 + self.visit(s.body)
+
+    def visit_Block(self, s: Block) -> int:
+        return max((self.visit(x) for x in s.stmts), default=0)
+
+    def visit_Cond(self, s: Cond) -> int:
+        return max(self.visit(s.then), self.visit(s.otherwise) if s.otherwise is not None else 0)
+
+    def visit_LetStmt(self, s: Let) -> int:
+        return self.visit(s.body)
+
+    def generic(self, s: Stmt) -> int:
+        return 0
 
 
 def _max_depth(s: Stmt) -> int:
-    if isinstance(s, For):
-        return 1 + _max_depth(s.body)
-    if isinstance(s, Block):
-        return max((_max_depth(x) for x in s.stmts), default=0)
-    if isinstance(s, Cond):
-        return max(_max_depth(s.then), _max_depth(s.otherwise) if s.otherwise is not None else 0)
-    if isinstance(s, Let):
-        return _max_depth(s.body)
-    return 0
+    return _MaxDepth().visit(s)
 
 
 def loop_var_of(loop: Any) -> E.Var:

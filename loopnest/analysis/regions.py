@@ -43,6 +43,7 @@ import islpy as isl
 
 from te import expr as E
 from te.dtypes import int32, int64
+from te.functor import Functor
 
 from ..queries import stmt_free_vars, stmt_loads
 from ..stmt import Block, Cond, For, Let, Stmt, Store
@@ -299,9 +300,13 @@ def _context(model: _Model, buffers, params) -> Any:
     return c.params()
 
 
-class _Walker:
+class _Walker(Functor):
     """Collect, per (argument buffer, axis), the exactly represented accesses (``touches``)
-    and the axes with an access that is not (``unknown``)."""
+    and the axes with an access that is not (``unknown``).
+
+    ``stmt`` dispatches on the statement class to ``visit_<Class>(s, depth, env, dom, exact)``
+    (``te.functor.Functor``), ``expr`` on the expression class through ``_ExprWalker``.
+    """
 
     def __init__(self, model: _Model, targets: dict, flattened: bool):
         self.model = model
@@ -310,42 +315,52 @@ class _Walker:
         self.touches: dict[tuple, list] = {}
         self.unknown: set = set()
         self._limits: dict = {}
+        self._exprs = _ExprWalker(self)
 
     # -- statements --------------------------------------------------------------------
     def stmt(self, s: Stmt, depth: int, env: dict, dom, exact: bool) -> None:
-        if isinstance(s, Block):
-            for x in s.stmts:
-                self.stmt(x, depth, env, dom, exact)
-        elif isinstance(s, Store):
-            for e in list(s.indices) + [s.value]:
-                self.expr(e, depth, env, dom, exact)
-            self.access((s.buffer, s.indices, True), depth, env, dom, exact)
-        elif isinstance(s, For):
-            self.expr(s.start, depth, env, dom, exact)
-            self.expr(s.stop, depth, env, dom, exact)
-            conv = _PwConverter(self.model, depth + 1, env)
-            inner = dom.add_dims(isl.dim_type.set, 1)
-            var = isl.PwAff.from_aff(isl.Aff.var_on_domain(self.model.space(depth + 1)[1], isl.dim_type.set, depth))
-            lo, hi = conv.aff(s.start), conv.aff(s.stop)
-            if lo is not None:
-                inner = inner.intersect(var.ge_set(lo))
-            if hi is not None:
-                inner = inner.intersect(var.lt_set(hi))
-            inner_env = dict(env)
-            inner_env[id(s.var)] = depth
-            self.stmt(s.body, depth + 1, inner_env, inner, exact and lo is not None and hi is not None)
-        elif isinstance(s, Cond):
-            self.expr(s.cond, depth, env, dom, exact)
-            then_dom, else_dom, ok = self._split(s.cond, depth, env, dom)
-            self.stmt(s.then, depth, env, then_dom, exact and ok)
-            if s.otherwise is not None:
-                self.stmt(s.otherwise, depth, env, else_dom, exact and ok)
-        elif isinstance(s, Let):
-            self.expr(s.value, depth, env, dom, exact)
-            inner_env = dict(env)
-            inner_env[id(s.var)] = _LetBinding(s.value, env)
-            self.stmt(s.body, depth, inner_env, dom, exact)
-        # Allocate / Free touch no elements
+        self.visit(s, depth, env, dom, exact)
+
+    def visit_Block(self, s: Block, depth: int, env: dict, dom, exact: bool) -> None:
+        for x in s.stmts:
+            self.visit(x, depth, env, dom, exact)
+
+    def visit_Store(self, s: Store, depth: int, env: dict, dom, exact: bool) -> None:
+        for e in list(s.indices) + [s.value]:
+            self.expr(e, depth, env, dom, exact)
+        self.access((s.buffer, s.indices, True), depth, env, dom, exact)
+
+    def visit_For(self, s: For, depth: int, env: dict, dom, exact: bool) -> None:
+        self.expr(s.start, depth, env, dom, exact)
+        self.expr(s.stop, depth, env, dom, exact)
+        conv = _PwConverter(self.model, depth + 1, env)
+        inner = dom.add_dims(isl.dim_type.set, 1)
+        var = isl.PwAff.from_aff(isl.Aff.var_on_domain(self.model.space(depth + 1)[1], isl.dim_type.set, depth))
+        lo, hi = conv.aff(s.start), conv.aff(s.stop)
+        if lo is not None:
+            inner = inner.intersect(var.ge_set(lo))
+        if hi is not None:
+            inner = inner.intersect(var.lt_set(hi))
+        inner_env = dict(env)
+        inner_env[id(s.var)] = depth
+        self.visit(s.body, depth + 1, inner_env, inner, exact and lo is not None and hi is not None)
+
+    def visit_Cond(self, s: Cond, depth: int, env: dict, dom, exact: bool) -> None:
+        self.expr(s.cond, depth, env, dom, exact)
+        then_dom, else_dom, ok = self._split(s.cond, depth, env, dom)
+        self.visit(s.then, depth, env, then_dom, exact and ok)
+        if s.otherwise is not None:
+            self.visit(s.otherwise, depth, env, else_dom, exact and ok)
+
+    def visit_LetStmt(self, s: Let, depth: int, env: dict, dom, exact: bool) -> None:
+        self.expr(s.value, depth, env, dom, exact)
+        inner_env = dict(env)
+        inner_env[id(s.var)] = _LetBinding(s.value, env)
+        self.visit(s.body, depth, inner_env, dom, exact)
+
+    def generic(self, s: Stmt, depth: int, env: dict, dom, exact: bool) -> None:
+        """Allocate / Free touch no elements."""
+        return None
 
     def _split(self, cond: E.Expr, depth: int, env: dict, dom):
         """(where ``cond`` holds, where it does not, whether both are exact)."""
@@ -358,28 +373,7 @@ class _Walker:
 
     # -- expressions -------------------------------------------------------------------
     def expr(self, e: E.Expr, depth: int, env: dict, dom, exact: bool) -> None:
-        t = type(e)
-        if t is E.Load:
-            for ix in e.indices:
-                self.expr(ix, depth, env, dom, exact)
-            self.access((e.buffer, e.indices, False), depth, env, dom, exact)
-        elif t is E.IfThenElse:
-            self.expr(e.cond, depth, env, dom, exact)
-            then_dom, else_dom, ok = self._split(e.cond, depth, env, dom)
-            self.expr(e.t, depth, env, then_dom, exact and ok)
-            self.expr(e.f, depth, env, else_dom, exact and ok)
-        elif (t is E.And or t is E.Or) and not e.dtype.is_vector:
-            self.expr(e.a, depth, env, dom, exact)
-            then_dom, else_dom, ok = self._split(e.a, depth, env, dom)
-            self.expr(e.b, depth, env, then_dom if t is E.And else else_dom, exact and ok)
-        elif t is E.Let:
-            self.expr(e.value, depth, env, dom, exact)
-            inner_env = dict(env)
-            inner_env[id(e.var)] = _LetBinding(e.value, env)
-            self.expr(e.body, depth, inner_env, dom, exact)
-        else:
-            for c in e.children():
-                self.expr(c, depth, env, dom, exact)
+        self._exprs.visit(e, depth, env, dom, exact)
 
     # -- accesses ----------------------------------------------------------------------
     def access(self, access: tuple, depth: int, env: dict, dom, exact: bool) -> None:
@@ -412,6 +406,46 @@ class _Walker:
             e = _limit_expr(buf, axis)
             self._limits[key] = None if e is None else _PwConverter(self.model, depth, {}).aff(e)
         return self._limits[key]
+
+
+class _ExprWalker(Functor):
+    """The expression half of ``_Walker``: ``visit(e, depth, env, dom, exact)`` records the
+    accesses of the loads in ``e``, narrowing ``dom`` under the conditions of IfThenElse,
+    And and Or (which evaluate their operands conditionally)."""
+
+    def __init__(self, w: _Walker):
+        self.w = w
+
+    def visit_Load(self, e: E.Load, depth: int, env: dict, dom, exact: bool) -> None:
+        for ix in e.indices:
+            self.visit(ix, depth, env, dom, exact)
+        self.w.access((e.buffer, e.indices, False), depth, env, dom, exact)
+
+    def visit_IfThenElse(self, e: E.IfThenElse, depth: int, env: dict, dom, exact: bool) -> None:
+        self.visit(e.cond, depth, env, dom, exact)
+        then_dom, else_dom, ok = self.w._split(e.cond, depth, env, dom)
+        self.visit(e.t, depth, env, then_dom, exact and ok)
+        self.visit(e.f, depth, env, else_dom, exact and ok)
+
+    def visit_And(self, e: E.Expr, depth: int, env: dict, dom, exact: bool) -> None:
+        if e.dtype.is_vector:
+            self.generic(e, depth, env, dom, exact)
+            return
+        self.visit(e.a, depth, env, dom, exact)
+        then_dom, else_dom, ok = self.w._split(e.a, depth, env, dom)
+        self.visit(e.b, depth, env, then_dom if type(e) is E.And else else_dom, exact and ok)
+
+    visit_Or = visit_And
+
+    def visit_Let(self, e: E.Let, depth: int, env: dict, dom, exact: bool) -> None:
+        self.visit(e.value, depth, env, dom, exact)
+        inner_env = dict(env)
+        inner_env[id(e.var)] = _LetBinding(e.value, env)
+        self.visit(e.body, depth, inner_env, dom, exact)
+
+    def generic(self, e: E.Expr, depth: int, env: dict, dom, exact: bool) -> None:
+        for c in e.children():
+            self.visit(c, depth, env, dom, exact)
 
 
 def _index_forms(ix: E.Expr) -> list | None:
