@@ -214,6 +214,23 @@ def fold_int(e: Any) -> int | None:
 # ------------------------------------------------------------------------------------
 # loads
 # ------------------------------------------------------------------------------------
+def _iter_loads(exprs, buffer):
+    """The loads of ``exprs`` (of ``buffer`` when given), pre-order, produced lazily."""
+    stack = _roots(exprs)
+    pop, push = stack.pop, stack.extend
+    while stack:
+        n = pop()
+        t = type(n)
+        if t is Load:
+            if buffer is None or n.buffer is buffer:
+                yield n
+        elif t in _LEAVES:
+            continue
+        kids = n.children()
+        kids.reverse()
+        push(kids)
+
+
 def loads(exprs: Expr | Iterable[Expr], buffer: Any = None) -> list[Load]:
     """Every ``Load`` node in ``exprs`` (of ``buffer`` when given, by identity), in pre-order;
     a load nested in another load's index comes after it. Repeated nodes are listed again.
@@ -226,21 +243,7 @@ def loads(exprs: Expr | Iterable[Expr], buffer: Any = None) -> list[Load]:
     >>> [str(ld) for ld in loads([A[i], B[i] + 1], B)]
     ['B[i]']
     """
-    out: list[Load] = []
-    stack = _roots(exprs)
-    pop, push = stack.pop, stack.extend
-    while stack:
-        n = pop()
-        t = type(n)
-        if t is Load:
-            if buffer is None or n.buffer is buffer:
-                out.append(n)
-        elif t in _LEAVES:
-            continue
-        kids = n.children()
-        kids.reverse()
-        push(kids)
-    return out
+    return list(_iter_loads(exprs, buffer))
 
 
 def has_load(exprs: Expr | Iterable[Expr], buffer: Any = None) -> bool:
@@ -253,18 +256,7 @@ def has_load(exprs: Expr | Iterable[Expr], buffer: Any = None) -> bool:
     >>> has_load(A[i] + 1.0), has_load(A[i] + 1.0, B), has_load(i + 1)
     (True, False, False)
     """
-    stack = _roots(exprs)
-    pop, push = stack.pop, stack.extend
-    while stack:
-        n = pop()
-        t = type(n)
-        if t is Load:
-            if buffer is None or n.buffer is buffer:
-                return True
-        elif t in _LEAVES:
-            continue
-        push(n.children())  # any order will do
-    return False
+    return next(_iter_loads(exprs, buffer), None) is not None
 
 
 def loaded_buffers(exprs: Expr | Iterable[Expr]) -> list:

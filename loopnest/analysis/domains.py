@@ -675,6 +675,21 @@ class Analysis:
         return acc
 
 
+def loop_domain(an: "Analysis", s: For, depth: int, env: dict, dom):
+    """(the iterations of loop ``s`` inside ``dom``, as a set with one more dimension ``depth``
+    for its variable; whether both its bounds were represented exactly). A bound that is not
+    quasi-affine is left out, which over-approximates the domain."""
+    inner = dom.add_dims(isl.dim_type.set, 1)
+    conv = _PwConverter(an, depth + 1, env)
+    var = isl.PwAff.from_aff(isl.Aff.var_on_domain(an.space(depth + 1)[1], isl.dim_type.set, depth))
+    lo, hi = conv.aff(s.start), conv.aff(s.stop)
+    if lo is not None:
+        inner = inner.intersect(var.ge_set(lo))
+    if hi is not None:
+        inner = inner.intersect(var.lt_set(hi))
+    return inner, lo is not None and hi is not None
+
+
 class _DomainWalk(Functor):
     """The statement walk that builds an ``Analysis``: ``visit(s, loops, env, dom, exact,
     prefix)`` records the instances and accesses of ``s``, which runs inside ``loops`` with
@@ -700,14 +715,7 @@ class _DomainWalk(Functor):
         pos = an._next_pos()
         an._pseudo(s, [s.start, s.stop], loops, env, dom, exact, prefix + (pos,))
         d = len(loops)
-        inner_dom = dom.add_dims(isl.dim_type.set, 1)
-        conv = _PwConverter(an, d + 1, env)
-        var = isl.PwAff.from_aff(isl.Aff.var_on_domain(an.space(d + 1)[1], isl.dim_type.set, d))
-        lo, hi = conv.aff(s.start), conv.aff(s.stop)
-        if lo is not None:
-            inner_dom = inner_dom.intersect(var.ge_set(lo))
-        if hi is not None:
-            inner_dom = inner_dom.intersect(var.lt_set(hi))
+        inner_dom, bounded = loop_domain(an, s, d, env, dom)
         inner_env = dict(env)
         inner_env[id(s.var)] = d
         info = LoopInfo(s, d, prefix + (pos,), loops=loops + (s,))
@@ -715,7 +723,7 @@ class _DomainWalk(Functor):
         an._counters.append(0)
         for x in s.body.stmts:
             info.child_starts.append(an._counters[-1])
-            self.visit(x, loops + (s,), inner_env, inner_dom, exact and lo is not None and hi is not None,
+            self.visit(x, loops + (s,), inner_env, inner_dom, exact and bounded,
                        prefix + (pos,))
         an._counters.pop()
 

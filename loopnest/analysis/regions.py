@@ -47,7 +47,7 @@ from te.functor import Functor
 
 from ..queries import stmt_free_vars, stmt_loads
 from ..stmt import Block, Cond, For, Let, Stmt, Store
-from .domains import Analysis, _LetBinding, _PwConverter
+from .domains import Analysis, _LetBinding, _PwConverter, loop_domain
 
 __all__ = ["AxisRegion", "Regions", "argument_regions"]
 
@@ -333,17 +333,10 @@ class _Walker(Functor):
     def visit_For(self, s: For, depth: int, env: dict, dom, exact: bool) -> None:
         self.expr(s.start, depth, env, dom, exact)
         self.expr(s.stop, depth, env, dom, exact)
-        conv = _PwConverter(self.model, depth + 1, env)
-        inner = dom.add_dims(isl.dim_type.set, 1)
-        var = isl.PwAff.from_aff(isl.Aff.var_on_domain(self.model.space(depth + 1)[1], isl.dim_type.set, depth))
-        lo, hi = conv.aff(s.start), conv.aff(s.stop)
-        if lo is not None:
-            inner = inner.intersect(var.ge_set(lo))
-        if hi is not None:
-            inner = inner.intersect(var.lt_set(hi))
+        inner, bounded = loop_domain(self.model, s, depth, env, dom)
         inner_env = dict(env)
         inner_env[id(s.var)] = depth
-        self.visit(s.body, depth + 1, inner_env, inner, exact and lo is not None and hi is not None)
+        self.visit(s.body, depth + 1, inner_env, inner, exact and bounded)
 
     def visit_Cond(self, s: Cond, depth: int, env: dict, dom, exact: bool) -> None:
         self.expr(s.cond, depth, env, dom, exact)
