@@ -129,7 +129,18 @@ def make_params(nest, args: Sequence[Any]) -> list[Param]:
 
 
 def eval_int_expr(e: Expr, env: dict) -> int:
-    """Evaluate an integer size expression with Python ints (used for shapes)."""
+    """Evaluate an integer size expression with Python ints (used for shapes); ``env`` maps
+    ``id(var)`` to its value. KernelArgumentError for an unbound variable or a division by 0.
+
+    >>> from te import Var
+    >>> N, M = Var("N"), Var("M")
+    >>> eval_int_expr(N // M, {id(N): 8, id(M): 2})
+    4
+    >>> eval_int_expr(N // M, {id(N): 8, id(M): 0})
+    Traceback (most recent call last):
+      ...
+    codegen.kernel.KernelArgumentError: the size expression floordiv(N, M) divides by zero: M = 0 for the sizes given; give sizes for which M is not 0
+    """
     from te import expr as E
     if isinstance(e, IntImm):
         return e.value
@@ -140,6 +151,9 @@ def eval_int_expr(e: Expr, env: dict) -> int:
     a = eval_int_expr(e.a, env) if hasattr(e, "a") else None
     b = eval_int_expr(e.b, env) if hasattr(e, "b") else None
     t = type(e)
+    if b == 0 and t in (E.FloorDiv, E.FloorMod, E.Div, E.Mod):
+        raise KernelArgumentError(f"the size expression {e} divides by zero: {e.b} = 0 for the sizes given; "
+                                  f"give sizes for which {e.b} is not 0")
     if t is E.Add: return a + b
     if t is E.Sub: return a - b
     if t is E.Mul: return a * b

@@ -64,7 +64,9 @@ def _decode(nest, x: Any) -> Any:
 
 
 def replay(nest, history: Any) -> None:
-    """Apply ``history`` (records, or their JSON text) to ``nest`` in order.
+    """Apply ``history`` (records, or their JSON text) to ``nest`` in order, all or nothing:
+    when a record fails, the nest (history included) is restored to what it was before the
+    first record and the error propagates.
 
     >>> from te import Compute
     >>> from loopnest import LoopNest
@@ -72,14 +74,29 @@ def replay(nest, history: Any) -> None:
     >>> replay(nest, '[{"op": "split_with_mask", "args": [{"loop": "i"}, 4], "kwargs": {}}]')
     >>> [l.name for l in nest.get_all_loops()]
     ['i_outer', 'i_inner']
+    >>> replay(nest, [{"op": "unroll", "args": [{"loop": "i_inner"}], "kwargs": {}},
+    ...               {"op": "unroll", "args": [{"loop": "i_inner"}], "kwargs": {}}])
+    Traceback (most recent call last):
+      ...
+    loopnest.errors.ScheduleError: no loop named 'i_inner' in this nest; loops are ['i_outer']
+    >>> [l.name for l in nest.get_all_loops()], len(nest.history)
+    (['i_outer', 'i_inner'], 1)
     """
     if isinstance(history, (str, bytes)):
         history = json.loads(history)
-    for k, rec in enumerate(history):
-        op = rec.get("op") if isinstance(rec, dict) else None
-        fn = getattr(nest, op, None) if isinstance(op, str) else None
-        if fn is None or not getattr(fn, "is_transform", False):
-            raise ScheduleError(f"history record {k} names no transform: {rec!r}")
-        args = [_decode(nest, a) for a in rec.get("args", [])]
-        kwargs = {key: _decode(nest, v) for key, v in rec.get("kwargs", {}).items()}
-        fn(*args, **kwargs)
+    saved, recorded = nest._snapshot(), len(nest.history)
+    done = False
+    try:
+        for k, rec in enumerate(history):
+            op = rec.get("op") if isinstance(rec, dict) else None
+            fn = getattr(nest, op, None) if isinstance(op, str) else None
+            if fn is None or not getattr(fn, "is_transform", False):
+                raise ScheduleError(f"history record {k} names no transform: {rec!r}")
+            args = [_decode(nest, a) for a in rec.get("args", [])]
+            kwargs = {key: _decode(nest, v) for key, v in rec.get("kwargs", {}).items()}
+            fn(*args, **kwargs)
+        done = True
+    finally:
+        if not done:
+            nest._restore(saved)
+            del nest.history[recorded:]

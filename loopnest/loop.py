@@ -158,9 +158,18 @@ def resolve_loop(nest: Any, x: Any) -> Loop:
     Traceback (most recent call last):
       ...
     loopnest.errors.ScheduleError: no loop named 'k' in this nest; loops are ['i']
+    >>> resolve_loop(nest, LoopNest([B]).get_loops_for(B)[0])
+    Traceback (most recent call last):
+      ...
+    loopnest.errors.ScheduleError: the handle of loop i belongs to another LoopNest, not this one; get handles from this nest (nest.get_loops_for(...), nest.loop(name)) or pass the loop's name
     """
     if isinstance(x, Loop):
         if x.nest is not nest:
+            # a copy of a nest shares its loop variables, so its handles are valid here
+            if nest.loop_index().get(x.var) is None:
+                raise ScheduleError(f"the handle of loop {x.name} belongs to another LoopNest, not this one; "
+                                    "get handles from this nest (nest.get_loops_for(...), nest.loop(name)) "
+                                    "or pass the loop's name")
             x = Loop(nest, x.var)
         x.stmt  # raises if gone
         return x

@@ -44,7 +44,8 @@ __all__ = [
     "substitute", "structural_key", "structural_equal", "IDENTIFIER_RE", "check_identifier",
 ]
 
-IDENTIFIER_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+#: A whole user-given name (``\Z``, not ``$``: ``$`` also matches before a final newline).
+IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 
 
 def check_identifier(name: Any, what: str) -> str:
@@ -54,8 +55,12 @@ def check_identifier(name: Any, what: str) -> str:
 
     >>> check_identifier("A_1", "buffer")
     'A_1'
+    >>> check_identifier("A\\n", "buffer")
+    Traceback (most recent call last):
+      ...
+    ValueError: invalid buffer name 'A\\n': expected an identifier of letters, digits, '_' and '.', starting with a letter or '_' (at most 128 characters)
     """
-    if not isinstance(name, str) or not IDENTIFIER_RE.match(name) or len(name) > 128:
+    if not isinstance(name, str) or not IDENTIFIER_RE.fullmatch(name) or len(name) > 128:
         raise ValueError(f"invalid {what} name {name!r}: expected an identifier of letters, digits, "
                          "'_' and '.', starting with a letter or '_' (at most 128 characters)")
     return name

@@ -83,7 +83,9 @@ def autotune(outputs: Sequence[Tensor] | Tensor, args: Sequence[Any], target: st
     (``build_timeout`` / ``run_timeout`` set them apart; defaults 60 s and 30 s). ``sizes``
     gives concrete values to size variables; ``inputs`` and ``reference`` fix the data and
     the expected outputs (see ``Task``). Every candidate is recorded in ``db`` (a path, a
-    Database, or None for memory only); running again with the same ``db`` resumes.
+    Database, or None for memory only); running again with the same ``db`` resumes. A
+    damaged database raises ``DatabaseError`` before anything is measured; one that fails
+    during the run costs no measurement (see ``TuneResult.unsaved``).
     ``time_budget_s`` ends the search after that many seconds from this call (counting the
     reference computation), whichever of it and ``trials`` comes first; the final build
     comes after. ``return_result=True`` returns ``(kernel, record, TuneResult)``.
@@ -111,7 +113,8 @@ def autotune(outputs: Sequence[Tensor] | Tensor, args: Sequence[Any], target: st
                        executor=executor, options=options, seed=seed, progress=progress,
                        time_budget_s=None if time_budget_s is None else
                        time_budget_s - (time.monotonic() - started))
-    best = database.best(task.key, target, device_fingerprint(target)[0]) or result.best
+    stored = database.best(task.key, target, device_fingerprint(target)[0]) if result.db_error is None else None
+    best = stored or result.best
     if best is None:
         raise TuneError(f"no candidate of {[t.name for t in outputs]} built and ran correctly in {trials} trials; "
                         f"failures: {result.errors()}; first error: "

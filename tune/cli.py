@@ -5,6 +5,10 @@ elementwise), prints the progress line, the best time (and GFLOP/s), its knobs a
 scheduled loop nest; ``--plot`` saves the tuning curve; ``--export`` writes the records
 as JSON lines. Kernel parameters are set with ``-p NAME=VALUE`` (e.g. ``-p M=256``).
 
+A tuning error (a damaged database, no candidate that built and ran) is printed as one line
+on stderr, exit status 1; so is a database that failed during the run, after the results
+(the records it did not take are saved as JSON lines, see ``tune.tuner``).
+
 >>> main(["--list"])
 matmul conv2d softmax elementwise
 0
@@ -16,6 +20,7 @@ import inspect
 import sys
 from typing import Sequence
 
+from .errors import TuneError
 from .workloads import WORKLOADS
 
 __all__ = ["main", "build_parser"]
@@ -60,6 +65,14 @@ def _params(kernel: str, items: Sequence[str]) -> dict:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except TuneError as e:
+        print(f"python -m tune: error: {e}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.list:
         print(" ".join(WORKLOADS))
@@ -91,6 +104,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.plot:
         if plot_tuning_curve(result.costs, args.plot, flops=w.flops, title=f"{args.kernel} ({args.target})"):
             print(f"tuning curve: {args.plot}")
+    if result.db_error is not None:
+        saved = f"written to {result.unsaved_path}" if result.unsaved_path else "not saved"
+        print(f"python -m tune: error: the database failed during the run ({result.db_error}); "
+              f"{len(result.unsaved)} records it did not take are {saved}", file=sys.stderr)
+        return 1
     if args.export:
         from .api import open_db
         n = open_db(args.db).export_jsonl(args.export)

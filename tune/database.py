@@ -6,6 +6,12 @@ time statistics and any error. A candidate is identified by (workload, target, d
 trace), so a resumed run finds what it already measured; ``best`` never returns a failed
 record. Records move between machines as JSON lines.
 
+A database file is checked when it is opened (``PRAGMA quick_check``, and that it is an
+SQLite file with the records table): a damaged one raises ``DatabaseError`` before anything
+is measured. A path that does not exist is a new database; an existing empty file is not
+(it is what a crash or a full disk leaves), so it is reported as damaged too. Every SQLite
+failure of a query is a ``DatabaseError`` naming the file.
+
 >>> import os, tempfile
 >>> db = Database(os.path.join(tempfile.mkdtemp(), "records.db"))
 >>> db.journal_mode
@@ -17,19 +23,23 @@ True
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sqlite3
 import time
+import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable, Iterator
 
 from .errors import DatabaseError
 
-__all__ = ["Database", "Record", "trace_key"]
+__all__ = ["Database", "Record", "trace_key", "write_jsonl"]
 
 SCHEMA_VERSION = 1
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -134,6 +144,43 @@ _JSON_COLS = ("point", "device_desc", "versions", "costs")
 _COLS = [f.name for f in fields(Record) if f.name != "id"]
 
 
+def write_jsonl(records: Iterable[Record], path: str | os.PathLike) -> int:
+    """Write ``records`` as JSON lines (``Database.import_jsonl`` reads them back); returns how many.
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "r.jsonl")
+    >>> write_jsonl([Record(workload_key="w", target="llvm", device="d")], path)
+    1
+    """
+    n = 0
+    with open(path, "w") as f:
+        for r in records:
+            f.write(json.dumps(r.to_json(), sort_keys=True) + "\n")
+            n += 1
+    return n
+
+
+def _damage_advice(path: str, recoverable: bool = True) -> str:
+    advice = "move it aside or delete it to start a new database"
+    return advice + (f" (`sqlite3 {path} .recover` may save its readable records)" if recoverable else "")
+
+
+def _is_damage(e: sqlite3.DatabaseError) -> bool:
+    """Whether SQLite reports a damaged file (rather than a lock, a full disk, a permission)."""
+    return getattr(e, "sqlite_errorname", None) in ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+
+
+def _check_header(path: str) -> str | None:
+    """What is wrong with the existing file ``path`` as an SQLite database, or None."""
+    with open(path, "rb") as f:
+        head = f.read(len(_SQLITE_HEADER))
+    if not head:
+        return "it is an empty file (0 bytes), not a database"
+    if head != _SQLITE_HEADER:
+        return "it is not an SQLite database (it does not start with the SQLite header)"
+    return None
+
+
 class Database:
     """Tuning records in an SQLite file (WAL mode: readers never block the writer).
 
@@ -142,35 +189,87 @@ class Database:
 
     def __init__(self, path: str | os.PathLike, timeout: float = 30.0):
         self.path = os.fspath(path)
-        d = os.path.dirname(os.path.abspath(self.path))
-        os.makedirs(d, exist_ok=True)
+        in_memory = self.path in ("", ":memory:")
+        if not in_memory:
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+                if not os.path.exists(self.path):
+                    _create(self.path)
+                problem = _check_header(self.path)
+            except (OSError, sqlite3.DatabaseError) as e:
+                raise DatabaseError(f"cannot open the tuning database {self.path!r}: {e}") from e
+            if problem is not None:
+                raise self._damaged(problem, recoverable=False)
         try:
             self._con = sqlite3.connect(self.path, timeout=timeout, check_same_thread=False)
-            self.journal_mode = self._con.execute("PRAGMA journal_mode=WAL").fetchone()[0]
-            self._con.execute("PRAGMA synchronous=NORMAL")
-            self._con.executescript(_SCHEMA)
-            self._con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            self._con.commit()
         except sqlite3.DatabaseError as e:
             raise DatabaseError(f"cannot open the tuning database {self.path!r}: {e}") from e
+        try:
+            if not in_memory:
+                self._check_integrity()
+            self.journal_mode = _init(self._con)
+        except sqlite3.DatabaseError as e:
+            self._con.close()
+            if _is_damage(e):
+                raise self._damaged(f"it is damaged ({e})") from e
+            raise DatabaseError(f"cannot open the tuning database {self.path!r}: {e}") from e
+        except DatabaseError:
+            self._con.close()
+            raise
+
+    def _damaged(self, problem: str, recoverable: bool = True) -> DatabaseError:
+        return DatabaseError(f"cannot open the tuning database {self.path!r}: {problem}; "
+                             + _damage_advice(self.path, recoverable))
+
+    def _check_integrity(self) -> None:
+        rows = [r[0] for r in self._con.execute("PRAGMA quick_check(3)").fetchall()]
+        if rows != ["ok"]:
+            found = "; ".join(line.strip() for r in rows for line in str(r).splitlines() if line.strip())
+            raise self._damaged(f"it is damaged (integrity check: {found})")
+        cols = {r[1] for r in self._con.execute("PRAGMA table_info(records)")}
+        missing = sorted(set(_COLS) - cols)
+        if cols and missing:
+            raise DatabaseError(f"cannot open the tuning database {self.path!r}: it is an SQLite database but "
+                                f"its records table lacks the columns {', '.join(missing[:4])}"
+                                f"{', ...' if len(missing) > 4 else ''}; it is not "
+                                "a tuning database (or one of another version): give another path")
+
+    @contextlib.contextmanager
+    def _query(self, doing: str):
+        """Turn SQLite failures into DatabaseError naming the file."""
+        try:
+            yield
+        except sqlite3.ProgrammingError:   # a misuse (a closed database): a bug, not the file
+            raise
+        except sqlite3.DatabaseError as e:
+            advice = "; it is damaged: " + _damage_advice(self.path) if _is_damage(e) else ""
+            raise DatabaseError(f"{doing} the tuning database {self.path!r} failed: {e}{advice}") from e
 
     # -- writing ----------------------------------------------------------------------
     def add(self, rec: Record) -> bool:
         """Store ``rec``; False (and nothing changes) when this candidate is already stored."""
         row = [json.dumps(getattr(rec, c)) if c in _JSON_COLS else getattr(rec, c) for c in _COLS]
-        cur = self._con.execute(
-            f"INSERT OR IGNORE INTO records ({', '.join(_COLS)}) VALUES ({', '.join('?' * len(_COLS))})", row)
-        self._con.commit()
+        with self._query("writing to"):
+            try:
+                cur = self._con.execute(
+                    f"INSERT OR IGNORE INTO records ({', '.join(_COLS)}) VALUES ({', '.join('?' * len(_COLS))})",
+                    row)
+                self._con.commit()
+            except sqlite3.DatabaseError:
+                self._con.rollback()
+                raise
         if cur.rowcount:
             rec.id = cur.lastrowid
         return bool(cur.rowcount)
 
     # -- reading ----------------------------------------------------------------------
     def _rows(self, sql: str, params: Iterable[Any] = ()) -> list[Record]:
-        cur = self._con.execute(sql, tuple(params))
+        with self._query("reading"):
+            cur = self._con.execute(sql, tuple(params))
+            rows = cur.fetchall()
         names = [d[0] for d in cur.description]
         out = []
-        for row in cur.fetchall():
+        for row in rows:
             d = dict(zip(names, row))
             for c in _JSON_COLS:
                 d[c] = json.loads(d[c])
@@ -216,7 +315,8 @@ class Database:
 
     def count(self, workload_key: str | None = None, target: str | None = None, device: str | None = None) -> int:
         where, params = self._where(workload_key, target, device)
-        return self._con.execute(f"SELECT COUNT(*) FROM records{where}", params).fetchone()[0]
+        with self._query("reading"):
+            return self._con.execute(f"SELECT COUNT(*) FROM records{where}", params).fetchone()[0]
 
     def __len__(self) -> int:
         return self.count()
@@ -227,11 +327,7 @@ class Database:
     # -- exchange ---------------------------------------------------------------------
     def export_jsonl(self, path: str | os.PathLike, workload_key: str | None = None) -> int:
         """Write records as JSON lines; returns how many."""
-        recs = self.records(workload_key)
-        with open(path, "w") as f:
-            for r in recs:
-                f.write(json.dumps(r.to_json(), sort_keys=True) + "\n")
-        return len(recs)
+        return write_jsonl(self.records(workload_key), path)
 
     def import_jsonl(self, path: str | os.PathLike) -> int:
         """Add the records of a JSON-lines file (already stored ones are skipped); returns how many were new."""
@@ -255,3 +351,37 @@ class Database:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _init(con: sqlite3.Connection) -> str:
+    """Set WAL mode and create the tables (when missing); returns the journal mode."""
+    mode = con.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    con.execute("PRAGMA synchronous=NORMAL")
+    con.executescript(_SCHEMA)
+    con.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+    con.commit()
+    return mode
+
+
+def _create(path: str) -> None:
+    """Create a new database at ``path`` whole: made under a temporary name, then linked into
+    place, so another process never finds it empty (an empty file is reported as damaged).
+    When ``path`` appears meanwhile, that database is kept."""
+    tmp = f"{path}.{uuid.uuid4().hex[:12]}.new"
+    try:
+        con = sqlite3.connect(tmp)
+        try:
+            _init(con)
+        finally:
+            con.close()
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        except OSError:          # a file system without hard links: move it unless one appeared
+            if not os.path.exists(path):
+                os.replace(tmp, path)
+    finally:
+        for p in (tmp, tmp + "-wal", tmp + "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(p)

@@ -62,7 +62,7 @@ def _const_value(e: Expr, env: Mapping[str, int]) -> int | None:
         ids[id(v)] = int(env[v.name])
     try:
         return int(eval_int_expr(e, ids))
-    except (KernelArgumentError, ZeroDivisionError):   # not a size expression, or a division by 0
+    except KernelArgumentError:   # not a size expression, or a division by 0
         return None
 
 

@@ -8,6 +8,11 @@ in it or in the transforms, and propagates); a schedule already in the database 
 workload, target, device and trace) reuses its stored result, so a run that was killed
 resumes where it stopped; the rest are measured in worker processes. The unscheduled
 nest is always measured first, as the baseline and the fallback.
+
+A measurement is never lost to the database: when a write (or a lookup) fails, the run
+warns and goes on without the database, keeping the records it could not store in
+``TuneResult.unsaved``; at the end they are also written as JSON lines next to the
+database file (``TuneResult.unsaved_path``), ready for ``Database.import_jsonl``.
 """
 from __future__ import annotations
 
@@ -17,16 +22,17 @@ import signal
 import threading
 import time
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
 
-from .database import Database, Record, trace_key
+from .database import Database, Record, trace_key, write_jsonl
 from .device import device_fingerprint, library_versions
 from loopnest import ScheduleError
 
-from .errors import RESOURCE_ERRORS, ErrorKind
+from .errors import RESOURCE_ERRORS, DatabaseError, ErrorKind
 from .features import FEATURE_COUNT, nest_features
 from .progress import Progress
 from .runner import MeasureOptions, MeasureResult, Runner
@@ -84,6 +90,9 @@ class TuneResult:
     reused: int = 0       # candidates whose result came from the database
     invalid: int = 0      # points whose schedule raised (not counted as trials)
     out_of_time: bool = False   # stopped by ``time_budget_s`` before ``trials`` were done
+    db_error: str | None = None         # why the database stopped taking records, if it did
+    unsaved: list[Record] = field(default_factory=list)   # records the database did not take
+    unsaved_path: str | None = None     # the JSON-lines file holding ``unsaved``, if written
 
     @property
     def costs(self) -> list[float]:
@@ -215,7 +224,7 @@ class Tuner:
                             pending.append(prep)
                             continue
                         result.invalid += 1
-                        self.db.add(self._record(prep, None, ErrorKind.INVALID_SCHEDULE, prep.error))
+                        self._store(result, self._record(prep, None, ErrorKind.INVALID_SCHEDULE, prep.error))
                         self.strategy.update([pt], [float("inf")])
                     if result.invalid > invalid_budget:
                         break
@@ -226,7 +235,7 @@ class Tuner:
                 again: list[Prepared] = []      # same schedule as a candidate of this batch
                 for prep in pending:
                     key = trace_key(prep.trace)
-                    stored = seen_traces.get(key) or self.db.get(self.task.key, self.target, self.device, key)
+                    stored = seen_traces.get(key) or self._lookup(result, key)
                     if stored is not None:
                         result.reused += 1
                         self._finish(result, prep, stored, bar)
@@ -248,12 +257,13 @@ class Tuner:
                     measured = runner.run(ref, [p.trace for p in chunk], self.options)
                     for prep, res in zip(chunk, measured):
                         rec = self._record(prep, res)
-                        self.db.add(rec)
+                        self._store(result, rec)
                         seen_traces[rec.trace_key] = rec
                         result.measured += 1
                         self._finish(result, prep, rec, bar)
         finally:
             bar.close()
+            self._save_unsaved(result)
             if own_runner:
                 runner.close()
             if ref is not None and ref.path:
@@ -265,6 +275,49 @@ class Tuner:
         ok = [r for r in result.records if r.ok]
         result.best = min(ok, key=lambda r: r.median) if ok else None
         return result
+
+    # -- the database ---------------------------------------------------------------------
+    def _db_failed(self, result: TuneResult, e: DatabaseError) -> None:
+        result.db_error = str(e)
+        warnings.warn(f"{e}. The tuning run goes on without the database; its records are kept in "
+                      "TuneResult.unsaved and written as JSON lines at the end", RuntimeWarning, stacklevel=3)
+
+    def _store(self, result: TuneResult, rec: Record) -> None:
+        """Add ``rec`` to the database, or to ``result.unsaved`` once the database has failed."""
+        if result.db_error is None:
+            try:
+                self.db.add(rec)
+                return
+            except DatabaseError as e:
+                self._db_failed(result, e)
+        result.unsaved.append(rec)
+
+    def _lookup(self, result: TuneResult, key: str) -> Record | None:
+        """The stored record of the candidate ``key`` (None once the database has failed)."""
+        if result.db_error is not None:
+            return None
+        try:
+            return self.db.get(self.task.key, self.target, self.device, key)
+        except DatabaseError as e:
+            self._db_failed(result, e)
+            return None
+
+    def _save_unsaved(self, result: TuneResult) -> None:
+        """Write the records the database did not take next to its file, and say where."""
+        if not result.unsaved:
+            return
+        where = "they are only in TuneResult.unsaved"
+        if self.db.path not in ("", ":memory:"):
+            path = f"{self.db.path}.unsaved-{self.run_id}.jsonl"
+            try:
+                write_jsonl(result.unsaved, path)
+                result.unsaved_path = path
+                where = (f"they are written to {path} (add them to a sound database with "
+                         "Database.import_jsonl) and kept in TuneResult.unsaved")
+            except OSError as e:
+                where += f" (writing them to {path} failed: {e})"
+        warnings.warn(f"{len(result.unsaved)} records of this tuning run could not be stored in the database "
+                      f"{self.db.path!r} ({result.db_error}); {where}", RuntimeWarning, stacklevel=2)
 
     def _finish(self, result: TuneResult, prep: Prepared, rec: Record, bar: Progress) -> None:
         result.records.append(rec)

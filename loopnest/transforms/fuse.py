@@ -75,9 +75,9 @@ def fuse(nest, loops: Sequence):
     loops = list(loops)
     names = [l.name for l in loops]
     legality = legality_checks()
-    what = legality.loops_text(loops)
     if len(loops) < 2:
         raise ScheduleError(f"fuse needs at least two loops, got {names}")
+    what = legality.loops_text(loops)
     if len({id(l.var) for l in loops}) != len(loops):
         raise ScheduleError(f"fuse: the loops {names} name one loop twice")
     places = []

@@ -45,6 +45,11 @@ def _check_factor(factor, op: str, loop) -> int:
     factor = int(factor)
     if factor < 1:
         raise ScheduleError(f"{op}({loop.name}, {factor}): the factor must be >= 1")
+    dtype = loop.var.dtype
+    if factor > int(dtype.max_value()):
+        raise ScheduleError(f"{op}({loop.name}, {factor}): the factor does not fit the loop variable's type "
+                            f"{dtype} (at most {int(dtype.max_value())}); use a factor no larger than the "
+                            "loop's extent")
     return factor
 
 
