@@ -148,11 +148,13 @@ def vectorize(nest, root: Stmt) -> Stmt:
 
 
 class _Allocator(StmtMutator):
-    """Wrap the tightest Block range that uses ``buf`` in Allocate/Free."""
+    """Wrap the tightest Block range that uses ``buf`` in Allocate/Free, going into a loop
+    only when ``keep_inside(loop)`` allows it."""
 
-    def __init__(self, buf, scope="global"):
+    def __init__(self, buf, scope="global", keep_inside: Callable[[For], bool] = lambda f: True):
         self.buf = buf
         self.scope = scope
+        self.keep_inside = keep_inside
         self.done = False
 
     def visit_Block(self, b: Block):
@@ -171,6 +173,8 @@ class _Allocator(StmtMutator):
                      + (Free(self.buf),) + b.stmts[hi + 1:])
 
     def visit_For(self, s: For):
+        if not self.keep_inside(s):
+            return s    # the caller allocates around the loop
         body = self.visit_Block(s.body)
         return s.replace(body=body)
 
@@ -182,11 +186,41 @@ class _Allocator(StmtMutator):
 
 
 def insert_allocations(nest, root: Stmt) -> Stmt:
-    """Each intermediate buffer gets an Allocate/Free around the tightest range of its uses."""
+    """Each intermediate buffer gets an Allocate/Free around the tightest range of its uses.
+
+    The range goes into a loop only when each iteration reads nothing of the buffer that
+    another iteration wrote (``privatizable``, decided on the nest's schedule, whose loops
+    ``root`` keeps): a fresh buffer per iteration would lose such values.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4, 8), "float32")
+    >>> T1 = Compute("T1", (4, 8), lambda i, j: A[i, j] + 1.0)
+    >>> nest = LoopNest([Compute("T2", (4,), lambda i: T1[i / 2, 0] * 2.0)])
+    >>> _ = nest.fuse([nest.get_loops_for("T1")[0], nest.get_loops_for("T2")[0]])
+    >>> print(insert_allocations(nest, nest.root))
+    float32 T1[4, 8]; // alloc
+    for (int i = 0; i < 4; i++) {
+      for (int j = 0; j < 8; j++) {
+        T1[i, j] = A[i, j] + 1.0f;
+      }
+      T2[i] = T1[i / 2, 0] * 2.0f;
+    }
+    free(T1);
+    """
     for buf in nest.intermediates:
         scope = getattr(buf, "scope", "global")
-        root = _Allocator(buf, scope).visit(root)
+        root = _Allocator(buf, scope, lambda f, buf=buf: _private_to(nest, buf, f)).visit(root)
     return root
+
+
+def _private_to(nest, buf, f: For) -> bool:
+    """Whether ``buf`` may be allocated inside loop ``f`` (a loop of ``nest.root`` or a lowered
+    copy of one); False for a loop the nest's analysis does not know."""
+    from .lazy_analysis import legality_checks, polyhedral_domains
+    if id(f.var) not in polyhedral_domains().analyze(nest).loops:
+        return False
+    return legality_checks().privatizable(nest, buf, f.var)
 
 
 def final_simplify(nest, root: Stmt) -> Stmt:

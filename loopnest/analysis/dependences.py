@@ -34,8 +34,8 @@ import islpy as isl
 from .domains import Access, Analysis, analyze, loop_var_of
 
 __all__ = ["Dependence", "compute_dependences", "carried_by", "dependences_in", "distance_vectors",
-           "lex_negative_after", "value_flow", "conflict_distances", "buffers_carried_by",
-           "reorder_violations"]
+           "lex_negative_after", "value_flow", "reads_written_in_iteration", "conflict_distances",
+           "buffers_carried_by", "reorder_violations"]
 
 
 @dataclass(eq=False)
@@ -492,6 +492,77 @@ def lex_negative_after(dep: Dependence, outer: int, band: list[int], order: list
     return _lex_signed(s, new_seq, positive=False)
 
 
+def reads_written_in_iteration(nest_or_root: Any, buffer: Any, loop: Any) -> bool:
+    """True when every read of ``buffer`` inside ``loop`` is of an element that an exactly
+    represented write stored earlier in the same iteration of ``loop``: then the last write
+    before each read is in the read's own iteration, so no value of ``buffer`` flows between
+    iterations. False when some read is not shown to be so (not exact, or reading what
+    another iteration or nothing wrote): a sufficient test, cheaper than ``value_flow``.
+
+    A read counts as written earlier when, for one of the loops around it (``loop`` or one
+    inside it), the statements before the read's own in that loop's body write every element
+    the read takes in the same iteration of that loop.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4, 8), "float32")
+    >>> T1 = Compute("T1", (4, 8), lambda i, j: A[i, j] + 1.0)
+    >>> nest = LoopNest([Compute("T2", (4,), lambda i: T1[i, 7] + T1[i / 2, 0])])
+    >>> i = nest.fuse([nest.get_loops_for("T1")[0], nest.get_loops_for("T2")[0]])
+    >>> reads_written_in_iteration(nest, nest.buffer("T1"), i)   # T1[i / 2, 0]: row i / 2
+    False
+    >>> nest = LoopNest([Compute("T2", (4,), lambda i: T1[i, 7] + T1[i, 0])])
+    >>> i = nest.fuse([nest.get_loops_for("T1")[0], nest.get_loops_for("T2")[0]])
+    >>> reads_written_in_iteration(nest, nest.buffer("T1"), i)
+    True
+    """
+    an = analyze(nest_or_root)
+    info = an.loop_info(loop)
+    accs = an.accesses_of(buffer)
+    writes = [a for a in accs if a.is_write and a.exact and a.instance.domain_exact]
+    found = an.__dict__.setdefault("_written_before", {})   # id(read) -> (searched from, depth)
+    for a in accs:
+        if a.is_write or not info.contains(a.instance):
+            continue
+        lo, d = found.get(id(a), (None, None))
+        if d is not None and d >= info.depth:
+            continue
+        if lo is None or lo > info.depth or d is not None:
+            d = _written_before(a, writes, info.depth)
+            found[id(a)] = (info.depth, d)
+        if d is None:
+            return False
+    return True
+
+
+def _written_before(read: Access, writes: list, outer: int) -> int | None:
+    """The first loop depth d >= ``outer`` around ``read`` at which the writes placed before it
+    in that loop's body cover every element it reads in the same iteration (see
+    ``reads_written_in_iteration``); None when there is none."""
+    if not read.exact:
+        return None
+    pos = read.instance.position
+    for d in range(outer, read.instance.depth):
+        before = [w for w in writes if w.instance.position[:d + 1] == pos[:d + 1]
+                  and w.instance.depth > d and w.instance.position[d + 1] < pos[d + 1]]
+        if not before:
+            continue
+        written = None
+        for w in before:
+            m = _per_iteration(w, d)
+            written = m if written is None else written.union(m)
+        if _per_iteration(read, d).is_subset(written):
+            return d
+    return None
+
+
+def _per_iteration(a: Access, d: int):
+    """``{ [i0, ..., id] -> M[e] }``: the elements ``a`` touches in each iteration of the loops
+    at depths 0 to d around it."""
+    n = a.instance.depth
+    return a.relation.project_out(isl.dim_type.in_, d + 1, n - d - 1).reset_tuple_id(isl.dim_type.in_)
+
+
 def value_flow(root: Any, buffer: Any):
     """Value-based flow dependences on ``buffer``: for every read, the writes whose value it
     may read (the last write before it, exactly for affine programs), as an
@@ -501,6 +572,14 @@ def value_flow(root: Any, buffer: Any):
     sources (they do not hide earlier writes).
     """
     an = analyze(root)
+    cache = an.__dict__.setdefault("_value_flow", {})
+    hit = cache.get(id(buffer))
+    if hit is None or hit[0] is not buffer:
+        hit = cache[id(buffer)] = (buffer, _value_flow(an, buffer))   # holding buffer keeps its id
+    return hit[1]
+
+
+def _value_flow(an: Analysis, buffer: Any):
     accs = an.accesses_of(buffer)
     reads = [a for a in accs if not a.is_write]
     writes = [a for a in accs if a.is_write]

@@ -27,12 +27,12 @@ from te.queries import fold_int
 
 from ..errors import ScheduleError
 from .dependences import (Dependence, _zero_prefix, buffers_carried_by, carried_by, dependences_in,
-                          lex_negative_after, reorder_violations, value_flow)
+                          lex_negative_after, reads_written_in_iteration, reorder_violations, value_flow)
 from .domains import analyze, loop_var_of
 
 __all__ = ["refuse", "check_parallelize", "check_vectorize", "check_reorder", "check_fuse",
            "check_distribute", "check_gpu_bind", "blocking_parallel", "blocking_buffers",
-           "legal_parallel_loops", "constant_extent", "loops_text", "check_kinds_after"]
+           "legal_parallel_loops", "privatizable", "constant_extent", "loops_text", "check_kinds_after"]
 
 
 def _name(loop: Any) -> str:
@@ -88,7 +88,7 @@ def blocking_buffers(nest: Any, loop: Any, privatize: bool = True) -> list:
     """
     bufs = buffers_carried_by(nest, loop)
     if privatize:
-        bufs = [b for b in bufs if not _privatizable(nest, b, loop)]
+        bufs = [b for b in bufs if not privatizable(nest, b, loop)]
     return bufs
 
 
@@ -104,7 +104,27 @@ def blocking_parallel(nest: Any, loop: Any, privatize: bool = True) -> list[Depe
     return deps
 
 
-def _privatizable(nest: Any, buffer: Any, loop: Any) -> bool:
+def privatizable(nest: Any, buffer: Any, loop: Any) -> bool:
+    """True when the intermediate ``buffer`` may get fresh storage in every iteration of
+    ``loop``: all its accesses are inside the loop and every value read comes from a write
+    in the same iteration of ``loop`` (and of each loop around it). Then no value of the
+    buffer flows between iterations: ``insert_allocations`` may put its Allocate/Free
+    inside the loop body, and a dependence on it does not keep the loop from running in
+    parallel. Where indices or bounds are not affine, the answer errs towards False.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4, 8), "float32")
+    >>> T1 = Compute("T1", (4, 8), lambda i, j: A[i, j] + 1.0)
+    >>> same = LoopNest([Compute("T2", (4,), lambda i: T1[i, 0] * 2.0)])
+    >>> fused = same.fuse([same.get_loops_for("T1")[0], same.get_loops_for("T2")[0]])
+    >>> privatizable(same, same.buffer("T1"), fused)
+    True
+    >>> earlier = LoopNest([Compute("T2", (4,), lambda i: T1[i / 2, 0] * 2.0)])
+    >>> fused = earlier.fuse([earlier.get_loops_for("T1")[0], earlier.get_loops_for("T2")[0]])
+    >>> privatizable(earlier, earlier.buffer("T1"), fused)    # iteration i reads row i / 2
+    False
+    """
     intermediates = getattr(nest, "intermediates", None)
     if intermediates is None or not any(b is buffer for b in intermediates):
         return False
@@ -112,7 +132,8 @@ def _privatizable(nest: Any, buffer: Any, loop: Any) -> bool:
     info = an.loop_info(loop)
     if not all(info.contains(a.instance) for a in an.accesses_of(buffer)):
         return False
-    flow = value_flow(nest, buffer)
+    if reads_written_in_iteration(nest, buffer, loop):
+        return True
     c = info.depth
     bad = []
 
@@ -122,10 +143,13 @@ def _privatizable(nest: Any, buffer: Any, loop: Any) -> bool:
         if sd <= c or td <= c:
             bad.append(m)
             return
-        if not (m.order_lt(isl.dim_type.in_, c, isl.dim_type.out, c).is_empty()
-                and m.order_gt(isl.dim_type.in_, c, isl.dim_type.out, c).is_empty()):
-            bad.append(m)
-    flow.foreach_map(check)
+        # writer and reader in the same iteration of ``loop`` and of every loop around it
+        for d in range(c + 1):
+            if not (m.order_lt(isl.dim_type.in_, d, isl.dim_type.out, d).is_empty()
+                    and m.order_gt(isl.dim_type.in_, d, isl.dim_type.out, d).is_empty()):
+                bad.append(m)
+                return
+    value_flow(nest, buffer).foreach_map(check)
     return not bad
 
 
