@@ -14,7 +14,7 @@ import inspect
 import math
 from typing import Any, Callable, Sequence
 
-from .dtypes import Dtype, as_dtype, int32
+from .dtypes import Dtype, as_dtype, int32, int64
 from .expr import Cast, Expr, IntImm, Load, Var, as_expr, check_identifier
 from .queries import loaded_buffers
 
@@ -33,6 +33,19 @@ def _as_dim(d: Any, name: str, k: int) -> Expr:
     if isinstance(e, IntImm) and e.value < 0:
         raise ValueError(f"dimension {k} of {name} is negative ({e.value})")
     return e
+
+
+def _index_dtype(d: Any, name: str, k: int) -> Dtype:
+    """The dtype of the index variable that runs over dimension ``d``: int64 when the
+    dimension is an int64 expression or a constant past int32, int32 otherwise.
+
+    >>> _index_dtype(Var("N", "int64"), "C", 0), _index_dtype(8, "C", 0)
+    (int64, int32)
+    """
+    e = _as_dim(d, name, k)
+    if e.dtype.bits > 32 or (isinstance(e, IntImm) and e.value > 2**31 - 1):
+        return int64
+    return int32
 
 
 class Buffer:
@@ -197,7 +210,7 @@ def Compute(name: str, shape: Sequence[Any], fn: Callable[..., Any], dtype: Any 
     if isinstance(shape, (int, Expr)):
         shape = (shape,)
     names = _arg_names(fn, len(shape), "i")
-    args = [Var(n, int32) for n in names]
+    args = [Var(n, _index_dtype(d, name, k)) for k, (n, d) in enumerate(zip(names, shape))]
     body = _call_body(fn, args, name)
     dt = as_dtype(dtype) if dtype is not None else body.dtype
     if body.dtype.is_vector and dt.is_scalar:   # a vector body makes a tensor of vector elements
@@ -296,8 +309,8 @@ def Reduce(name: str, shape: Sequence[Any], reducer: Reducer, fn: Callable[..., 
         raise ValueError(f"reduction {name} needs at least one reduction dimension")
     n, r = len(shape), len(reduce_shape)
     names = _arg_names(fn, n + r, "i")
-    args = [Var(x, int32) for x in names[:n]]
-    rargs = [Var(x, int32) for x in names[n:]]
+    args = [Var(x, _index_dtype(d, name, k)) for k, (x, d) in enumerate(zip(names[:n], shape))]
+    rargs = [Var(x, _index_dtype(d, name, k)) for k, (x, d) in enumerate(zip(names[n:], reduce_shape))]
     body = _call_body(fn, args + rargs, name)
     dt = as_dtype(dtype) if dtype is not None else body.dtype
     if body.dtype != dt:
