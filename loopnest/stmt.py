@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, Iterator, Sequence
 
-from te.expr import Expr, Var, as_expr, const
+from te.expr import Expr, Var, as_expr, check_condition, const
 from te.functor import Functor
 
 from .kinds import ForKind
@@ -144,6 +144,8 @@ class Cond(Stmt):
             object.__setattr__(self, "then", as_block(self.then))
         if self.otherwise is not None and not isinstance(self.otherwise, Block):
             object.__setattr__(self, "otherwise", as_block(self.otherwise))
+        if not isinstance(self.cond, Expr):
+            object.__setattr__(self, "cond", check_condition(self.cond, "Cond's condition"))
         if not self.cond.dtype.is_bool or self.cond.dtype.is_vector:
             raise TypeError(f"condition `{self.cond}` must be a scalar bool, got {self.cond.dtype}")
 

@@ -2,9 +2,19 @@
 
 Nodes are small immutable objects: assigning (or deleting) any attribute of a constructed
 node raises ``AttributeError``; build a changed copy with ``e.replace(field=...)``.
-``==`` and ``hash`` are identity based so variables can key dictionaries; build equality
-tests with ``a.eq(b)`` / ``a.ne(b)`` (the ordering operators ``<``, ``<=``, ``>``, ``>=``
-build comparison nodes directly).
+Comparison operators build comparison nodes: ``i == 0`` is the ``EQ`` node ``i.eq(0)`` and
+``i != 0`` the ``NE`` node ``i.ne(0)``, as ``<``, ``<=``, ``>``, ``>=`` build theirs. Hashing is
+by identity, and the truth value of a node built by ``==`` / ``!=`` is the identity of its
+operands, so expressions and variables still key dictionaries, fill sets and are found by
+``in`` and ``list.index`` exactly as identity-compared objects are (TVM's design). A condition
+that is a Python bool (say ``n == 0`` with ``n`` a Python int) is refused with a TypeError.
+
+>>> from te import Var, select
+>>> c, j = Var("c"), Var("j")
+>>> print(select(c == 0, j * 10, j))
+select(c == 0, j * 10, j)
+>>> {c: "row"}[c], c in [j, c], bool(c == j)
+('row', True, False)
 
 No concrete node class derives from another one, so ``isinstance(e, And)`` is true only for
 ``And`` (``Or`` is a sibling) and ``isinstance(e, Select)`` only for ``Select`` (not
@@ -42,6 +52,7 @@ __all__ = [
     "as_expr", "const", "floordiv", "floormod", "truncdiv", "truncmod", "if_then_else",
     "logical_and", "logical_or", "logical_not", "ExprMutator", "ExprVisitor", "walk",
     "substitute", "structural_key", "structural_equal", "IDENTIFIER_RE", "check_identifier",
+    "Incomparable", "check_condition",
 ]
 
 #: A whole user-given name (``\Z``, not ``$``: ``$`` also matches before a final newline).
@@ -150,8 +161,9 @@ class Expr:
         return cls(**vals)
 
     def __bool__(self):
-        raise TypeError(f"the truth value of the symbolic expression `{self}` is unknown; "
-                        "use te.select / if_then_else, or compare with .eq()/.ne()")
+        raise TypeError(f"the truth value of the symbolic expression `{self}` is unknown: use it as "
+                        "the condition of te.select / if_then_else (te.structural_equal compares "
+                        "two expressions' structure)")
 
     def __repr__(self) -> str:
         from .printer import expr_to_str
@@ -179,21 +191,54 @@ class Expr:
     def __le__(self, o): return _binop(LE, self, o)
     def __gt__(self, o): return _binop(GT, self, o)
     def __ge__(self, o): return _binop(GE, self, o)
-    def __and__(self, o): return _binop(And, self, o)
-    def __rand__(self, o): return _binop(And, o, self)
-    def __or__(self, o): return _binop(Or, self, o)
-    def __ror__(self, o): return _binop(Or, o, self)
+    def __and__(self, o): return _binop(And, self, check_condition(o, "the right operand of &"))
+    def __rand__(self, o): return _binop(And, check_condition(o, "the left operand of &"), self)
+    def __or__(self, o): return _binop(Or, self, check_condition(o, "the right operand of |"))
+    def __ror__(self, o): return _binop(Or, check_condition(o, "the left operand of |"), self)
     def __invert__(self): return Not(self)
 
+    def __eq__(self, o):
+        """``self == o`` builds an ``EQ`` node whose truth value is ``self is o``.
+
+        >>> i, j = Var("i"), Var("j")
+        >>> c = i == 0
+        >>> print(c)
+        i == 0
+        >>> isinstance(c, EQ), bool(c), bool(i == i), bool(i == j)
+        (True, False, True, False)
+        >>> i in [j, i], [j, i].index(i), {i: 1}[i], len({i, j, i})
+        (True, 1, 1, 2)
+        """
+        return _compare(EQ, self, o)
+
+    def __ne__(self, o):
+        """``self != o`` builds an ``NE`` node whose truth value is ``self is not o``.
+
+        >>> i = Var("i")
+        >>> print(i != 1)
+        i != 1
+        >>> bool(i != i), bool(i != 1)
+        (False, True)
+        """
+        return _compare(NE, self, o)
+
+    __hash__ = object.__hash__  # defining __eq__ would otherwise make expressions unhashable
+
     def eq(self, o) -> "Expr":
-        """``self == o`` as an expression (``==`` itself is identity)."""
+        """``self == o`` as an expression (the same node ``==`` builds).
+
+        >>> print(Var("i").eq(3))
+        i == 3
+        """
         return _binop(EQ, self, o)
 
     def ne(self, o) -> "Expr":
-        """``self != o`` as an expression."""
-        return _binop(NE, self, o)
+        """``self != o`` as an expression (the same node ``!=`` builds).
 
-    __hash__ = object.__hash__
+        >>> print(Var("i").ne(3))
+        i != 3
+        """
+        return _binop(NE, self, o)
 
 
 _set_dtype, = _slot_setters(Expr, "dtype")
@@ -476,13 +521,36 @@ class CmpOp(BinaryOp):
 
 
 class EQ(CmpOp):
-    __slots__ = ()
+    """``a == b``. Built by ``a == b`` (then its truth value is ``a is b``, so that lookups in
+    dicts, sets and lists keep identity semantics) or by ``a.eq(b)``.
+
+    >>> i = Var("i")
+    >>> print(i == 2)
+    i == 2
+    >>> bool(i == i), bool(i.eq(2) == i.eq(2))
+    (True, False)
+    """
+    __slots__ = ("_same",)
     symbol = "=="
+
+    def __bool__(self):
+        return _identity_truth(self, True)
 
 
 class NE(CmpOp):
-    __slots__ = ()
+    """``a != b``. Built by ``a != b`` (then its truth value is ``a is not b``) or by ``a.ne(b)``.
+
+    >>> i = Var("i")
+    >>> print(i != 2)
+    i != 2
+    >>> bool(i != i), bool(i != 2)
+    (False, True)
+    """
+    __slots__ = ("_same",)
     symbol = "!="
+
+    def __bool__(self):
+        return _identity_truth(self, False)
 
 
 class LT(CmpOp):
@@ -540,7 +608,7 @@ class Not(Expr):
     _fields = ("a",)
 
     def __init__(self, a: Expr):
-        a = as_expr(a)
+        a = check_condition(a, "the operand of Not")
         if not a.dtype.is_bool:
             raise TypeError(f"Not needs a bool operand, got {a.dtype} (`{a}`)")
         _set_not_a(self, a)
@@ -548,6 +616,104 @@ class Not(Expr):
 
 
 _set_not_a, = _slot_setters(Not, "a")
+
+
+def _identity_truth(node, want_same: bool) -> bool:
+    """The truth value of an ``EQ`` / ``NE`` node: identity of the operands of the ``==`` /
+    ``!=`` that built it; any other node has no truth value."""
+    try:
+        same = node._same
+    except AttributeError:  # built by .eq() / .ne() or rebuilt by a pass: symbolic
+        return Expr.__bool__(node)
+    return same is want_same
+
+
+_set_eq_same, = _slot_setters(EQ, "_same")
+_set_ne_same, = _slot_setters(NE, "_same")
+_SAME_SETTER = {EQ: _set_eq_same, NE: _set_ne_same}
+
+
+class Incomparable:
+    """What ``a == b`` / ``a != b`` gives when no comparison node can be built from the
+    operands (their dtypes differ, or a literal does not fit ``a``'s dtype). Its truth value is
+    identity, as for a comparison node, so lookups in lists and dicts still work; used as an
+    expression (a condition, an operand) it raises the TypeError that ``a.eq(b)`` raises.
+
+    >>> i, n = Var("i"), Var("n", "int64")
+    >>> c = i == n
+    >>> bool(c), bool(i != n)
+    (False, True)
+    >>> Select(c, 1, 0)
+    Traceback (most recent call last):
+        ...
+    TypeError: operands of EQ have different dtypes: `i` is int32, `n` is int64; cast one of them with te.cast
+    """
+
+    __slots__ = ("op", "a", "b", "same")
+
+    def __init__(self, op: type, a: Expr, b: Any, same: bool):
+        self.op, self.a, self.b, self.same = op, a, b, same
+
+    def __bool__(self):
+        return self.same is (self.op is EQ)
+
+    def as_expr(self) -> Expr:
+        """Build the comparison node: raises the TypeError that says why it cannot be built."""
+        return _binop(self.op, self.a, self.b)
+
+    def __and__(self, o): return self.as_expr() & o
+    def __rand__(self, o): return o & self.as_expr()
+    def __or__(self, o): return self.as_expr() | o
+    def __ror__(self, o): return o | self.as_expr()
+    def __invert__(self): return ~self.as_expr()
+
+    def __repr__(self) -> str:
+        return f"<{self.op.__name__} of `{self.a}` and {self.b!r} that cannot be built>"
+
+
+def _compare(op: type, a: Expr, b: Any):
+    """``a == b`` / ``a != b`` (``op`` EQ / NE): a comparison node whose truth value is the
+    identity of ``a`` and ``b``; an ``Incomparable`` when the node cannot be built;
+    ``NotImplemented`` (Python's identity fallback) for operands that are no expressions."""
+    if isinstance(b, Expr):
+        dt = a.dtype
+        if dt is b.dtype and dt.lanes == 1:  # fast path: `in` and list.index compare this way
+            node = op.__new__(op)
+            _set_bin_a(node, a)
+            _set_bin_b(node, b)
+            _set_dtype(node, bool_)
+            _SAME_SETTER[op](node, a is b)
+            return node
+        if dt is not b.dtype and dt != b.dtype and dt.lanes == b.dtype.lanes:
+            return Incomparable(op, a, b, False)  # checked first: the node's error message costs
+    elif not isinstance(b, (numbers.Number, np.bool_)) and not hasattr(b, "as_expr"):
+        return NotImplemented
+    try:
+        node = _binop(op, a, b)
+    except TypeError:
+        return Incomparable(op, a, b, a is b)
+    _SAME_SETTER[op](node, a is b)
+    return node
+
+
+def check_condition(cond: Any, what: str) -> Expr:
+    """``cond`` as an expression, for ``what`` (a condition, an operand of ``&``); a Python
+    bool is refused: it is a comparison Python evaluated to a constant, almost always a mistake.
+
+    >>> i = Var("i")
+    >>> print(check_condition(i == 0, "select's condition"))
+    i == 0
+    >>> check_condition(i is None, "select's condition")
+    Traceback (most recent call last):
+        ...
+    TypeError: select's condition is the Python bool False, not an expression: Python evaluated the comparison itself (no operand was a te expression, e.g. a Python int, or it was written with `is`); build it from expressions, e.g. a.eq(b) / a.ne(b), or write te.const(False, 'bool') for a constant condition
+    """
+    if isinstance(cond, (bool, np.bool_)):
+        raise TypeError(f"{what} is the Python bool {bool(cond)}, not an expression: Python evaluated "
+                        "the comparison itself (no operand was a te expression, e.g. a Python int, or "
+                        "it was written with `is`); build it from expressions, e.g. a.eq(b) / a.ne(b), "
+                        f"or write te.const({bool(cond)}, 'bool') for a constant condition")
+    return as_expr(cond)
 
 
 def _check_cond(cond: Expr, t: Expr, what: str):
@@ -580,7 +746,7 @@ class _Conditional(Expr):
     _fields = ("cond", "t", "f")
 
     def __init__(self, cond: Expr, t: Expr, f: Expr):
-        cond = as_expr(cond)
+        cond = check_condition(cond, f"{_COND_WHAT.get(type(self), type(self).__name__)}'s condition")
         t, f = _unify(t, f)
         if t.dtype is not f.dtype and t.dtype != f.dtype:
             raise TypeError(f"select branches have different dtypes: `{t}` is {t.dtype}, `{f}` is {f.dtype}")
@@ -617,6 +783,9 @@ class IfThenElse(_Conditional):
     False
     """
     __slots__ = ()
+
+
+_COND_WHAT = {Select: "select", IfThenElse: "if_then_else"}
 
 
 class Load(Expr):
@@ -768,15 +937,20 @@ def if_then_else(cond, t, f) -> Expr:
 
 
 def logical_and(a, b) -> Expr:
-    return _binop(And, a, b)
+    """``a && b`` (a Python bool operand is refused)."""
+    return _binop(And, check_condition(a, "logical_and's first operand"),
+                  check_condition(b, "logical_and's second operand"))
 
 
 def logical_or(a, b) -> Expr:
-    return _binop(Or, a, b)
+    """``a || b`` (a Python bool operand is refused)."""
+    return _binop(Or, check_condition(a, "logical_or's first operand"),
+                  check_condition(b, "logical_or's second operand"))
 
 
 def logical_not(a) -> Expr:
-    return Not(as_expr(a))
+    """``!a`` (a Python bool operand is refused)."""
+    return Not(check_condition(a, "logical_not's operand"))
 
 
 # ------------------------------------------------------------------------------------

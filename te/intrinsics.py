@@ -91,7 +91,8 @@ def minimum(a, b) -> Expr:
 
 
 def select(cond, t, f) -> Expr:
-    """``cond ? t : f``; both sides are evaluated (use ``if_then_else`` to guard a load)."""
+    """``cond ? t : f``; both sides are evaluated (use ``if_then_else`` to guard a load).
+    ``select(c == 0, a, b)`` compares ``c`` with 0; a Python bool condition is refused."""
     return Select(cond, t, f)
 
 

@@ -134,7 +134,7 @@ def prove(cond: E.Expr, ranges: dict[E.Var, tuple] | None = None) -> bool | None
     >>> prove(i < n, {i: (0, n)}), prove(i >= 8, {i: (0, 8)}), prove(i < 4, {i: (0, 8)})
     (True, False, None)
     """
-    cond = E.as_expr(cond)
+    cond = E.check_condition(cond, "prove's condition")
     if not cond.dtype.is_bool:
         raise TypeError(f"prove needs a bool condition, got `{cond}` of dtype {cond.dtype}")
     s = simplify(cond, ranges)
