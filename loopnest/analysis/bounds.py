@@ -441,16 +441,20 @@ def _project(region, d: int):
     return region.project_out(isl.dim_type.set, d + 1, n - d - 1).project_out(isl.dim_type.set, 0, d)
 
 
-def _hull(s):
+def _hull(s, box):
     # isl's exact convex hull can take exponential time on unions of many pieces (a tiled
     # convolution's padded window); a union of few pieces gets the exact hull, others the
-    # cheaper simple hull, which is still a safe over-approximation of the region.
+    # cheaper simple hull, which is still a safe over-approximation of the region. A hull
+    # can reach outside the buffer although ``s`` does not (the simple hull drops the
+    # clamp's constraints), so it is intersected with ``box``, the dimension's valid indices.
     try:
         if s.n_basic_set() <= 4:
-            return isl.Set.from_basic_set(s.convex_hull())
-        return isl.Set.from_basic_set(s.simple_hull())
+            hull = isl.Set.from_basic_set(s.convex_hull())
+        else:
+            hull = isl.Set.from_basic_set(s.simple_hull())
     except isl.Error:
         return s
+    return hull.intersect(box)
 
 
 def _bound_candidates(s, upper: bool) -> list:
@@ -636,11 +640,12 @@ def access_bounds(stmt: Stmt, buffer, outer_vars: Sequence[E.Var] = (), nest=Non
                 out.append(DimBounds(zero, E.IntImm(-1, dim.dtype), zero, True, 0, zero))
                 continue
             proj = _project(region, d)
-            hull = _hull(proj)
+            dt = _affine(dim, env)
+            box = isl.Set(f"{r.pdecl}{{ [x] : 0 <= x" + (f" < {dt}" if dt is not None else "") + " }")
+            hull = _hull(proj, box)
             lows, highs = _bound_candidates(hull, False), _bound_candidates(hull, True)
             # the buffer's own bounds keep the region in bounds where it is empty
             lows.append(isl.Aff(f"{r.pdecl}{{ [(0)] }}"))
-            dt = _affine(dim, env)
             if dt is not None:
                 highs.append(isl.Aff(f"{r.pdecl}{{ [({dt} - 1)] }}"))
             try:

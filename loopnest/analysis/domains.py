@@ -44,7 +44,7 @@ from ..queries import stmt_free_vars
 from ..stmt import Block, Cond, For, Let, Stmt, Store
 
 __all__ = ["Instance", "Access", "LoopInfo", "Analysis", "analyze", "affine_text", "cond_text",
-           "loop_var_of", "const_int", "provably_equal"]
+           "loop_var_of", "const_int", "provably_equal", "provably_nonnegative"]
 
 
 @dataclass(frozen=True)
@@ -398,6 +398,48 @@ def provably_equal(a: E.Expr, b: E.Expr) -> bool:
     names = sorted(conv.used, key=lambda n: int(n[1:]))
     decl = f"[{', '.join(names)}] -> " if names else ""
     return isl.Set(f"{decl}{{ [] : {conv.wrap(f'{ta} != {tb}')} }}").is_empty()
+
+
+def provably_nonnegative(e: E.Expr, ranges: dict | None = None, nonneg=()) -> bool:
+    """True when the integer expression ``e`` is ``>= 0`` wherever every variable of
+    ``ranges`` (``var -> (start, stop)``) lies in ``[start, stop)`` and every variable of
+    ``nonneg`` (sizes) is ``>= 0``: by ``te.simplify.prove``, else in exact integer
+    arithmetic (isl) for quasi-affine ``e`` and products of such factors. False when unsure.
+
+    >>> from te import Var
+    >>> i, n, m = Var("i"), Var("n"), Var("m")
+    >>> provably_nonnegative(n - i - 1, {i: (0, n)}), provably_nonnegative(n - i - 2, {i: (0, n)})
+    (True, False)
+    >>> provably_nonnegative((n + 7) // 8, nonneg=[n]), provably_nonnegative(n - 1, nonneg=[n])
+    (True, False)
+    >>> provably_nonnegative(n * m, nonneg=[n, m])
+    True
+    """
+    from te.simplify import prove
+    ranges = dict(ranges or {})
+    if type(e) is E.Mul and all(provably_nonnegative(x, ranges, nonneg) for x in (e.a, e.b)):
+        return True
+    known = {v: (E.as_expr(lo, v), E.as_expr(hi, v) - E.as_expr(lo, v)) for v, (lo, hi) in ranges.items()}
+    for v in nonneg:
+        if v.dtype.is_integer and v not in known:
+            known[v] = (E.IntImm(0, v.dtype), E.IntImm(int(v.dtype.max_value()), v.dtype))
+    if prove(E.GE(e, E.IntImm(0, e.dtype)), known) is True:   # cheap, but wary of overflow
+        return True
+    conv = _Converter({})
+    neg = conv.cond(E.LT(e, E.IntImm(0, e.dtype)), exact=True)
+    if neg is not None:
+        cons = [neg] + [f"{conv.param(v)} >= 0" for v in nonneg if v.dtype.is_integer]
+        for v, (lo, hi) in ranges.items():
+            c = conv.cond(E.And(E.GE(v, E.as_expr(lo, v)), E.LT(v, E.as_expr(hi, v))))
+            if c is not None:   # None: not affine, no constraint (a weaker context stays sound)
+                cons.append(c)
+        names = sorted(conv.used, key=lambda n: int(n[1:]))
+        decl = f"[{', '.join(names)}] -> " if names else ""
+        try:
+            return isl.Set(f"{decl}{{ [] : {conv.wrap(' and '.join(cons))} }}").is_empty()
+        except isl.Error:
+            pass
+    return False
 
 
 # ------------------------------------------------------------------------------------

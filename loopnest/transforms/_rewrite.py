@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from te.expr import Add, Expr, FloorDiv, FloorMod, IntImm, Mul, Sub, Var, as_expr, substitute
-from te.queries import fold_int
+from te.expr import Add, Expr, FloorDiv, FloorMod, IntImm, Max, Mul, Sub, Var, as_expr, substitute
+from te.queries import fold_int, free_vars
 from te.simplify import simplify
 
+from ..lazy_analysis import polyhedral_domains
 from ..printer import stmt_to_str
 from ..stmt import Block, Cond, For, Let, Stmt, StmtMutator, Store, iter_stmts
 
@@ -94,6 +95,32 @@ def floormod_c(a: Expr, f: int) -> Expr:
 def tidy(e: Expr) -> Expr:
     """Simplify an expression built by a transform."""
     return simplify(e)
+
+
+def nonnegative_extent(nest, f: For) -> Expr:
+    """``f``'s extent ``stop - start`` when it is provably ``>= 0`` (a constant, or under the
+    ranges of the loops around ``f``, sizes being ``>= 0``), else ``max(stop - start, 0)``.
+    A loop with a negative extent runs no iteration; splitting it into ``floordiv`` and
+    ``floormod`` of its extent must keep that.
+
+    >>> from te import Buffer, Compute, Var
+    >>> from loopnest import LoopNest
+    >>> N = Var("N"); A = Buffer("A", (N,), "float32")
+    >>> B = Compute("B", (N,), lambda i: A[i] + 1.0)
+    >>> C = Compute("C", (N - 1,), lambda i: A[i] * 2.0)
+    >>> nest = LoopNest([B, C]); (b,), (c,) = nest.get_loops_for(B), nest.get_loops_for(C)
+    >>> print(nonnegative_extent(nest, b.stmt), nonnegative_extent(nest, c.stmt))
+    N max(N - 1, 0)
+    """
+    ext = tidy(sub(f.stop, f.start))
+    e = fold_int(ext)
+    if e is not None:
+        return _c(max(e, 0), ext)
+    ranges = {g.var: (g.start, g.stop) for g in nest.loop_index().enclosing(f.var) if g is not f}
+    sizes = free_vars([d for b in nest.buffers.values() for d in b.dims])
+    if polyhedral_domains().provably_nonnegative(ext, ranges, sizes):
+        return ext
+    return tidy(Max(ext, _c(0, ext)))
 
 
 # ------------------------------------------------------------------------------------

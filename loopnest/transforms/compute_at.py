@@ -30,7 +30,7 @@ from ..loop import Loop
 from ..queries import stores_to
 from ..stmt import Block, For, ForKind, Stmt, Store, iter_stmts, stmt_exprs
 from ._rewrite import find_loop, loop_path, remove_stores, replace_loop, tidy
-from .inline import check_inputs_ready, check_movable_tensor
+from .inline import check_inputs_ready, check_movable_tensor, current_definition, definition_inputs
 
 __all__ = ["compute_at", "compute_at_candidates"]
 
@@ -51,18 +51,22 @@ def _consumer_reads(root: Stmt, t: Tensor) -> list[Stmt]:
 
 
 def _check_pristine(root: Stmt, t: Tensor) -> None:
-    allowed = {id(b) for b in t.inputs()} | {id(t)}
+    """``t``'s stores compute its current definition: they read no buffer made by a transform
+    (a cache of cache_accesses, a partial result of rfactor), which rebuilding ``t`` from the
+    definition would lose."""
+    allowed = {id(b) for b in definition_inputs(root, t)} | {id(t)}
     for s in stores_to(root, t):
         for ld in loads([*s.indices, s.value]):
             if id(ld.buffer) not in allowed:
-                raise _Refused(f"the store `{str(s).strip()}` reads {ld.buffer.name}, which is not in the "
-                               f"definition of {t.name} (it was rewritten by rfactor or cache_accesses); "
-                               "apply compute_at before those transforms")
+                raise _Refused(f"the store `{str(s).strip()}` reads {ld.buffer.name}, which {t.name}'s "
+                               f"definition does not read ({ld.buffer.name} was made by a transform such as "
+                               "rfactor or cache_accesses); apply compute_at before that transform")
 
 
-def _region_loops(nest, t: Tensor, bounds) -> Stmt:
-    """The statements computing ``t`` over the region ``bounds`` (one DimBounds per dim);
-    a dimension of extent 1 becomes no loop."""
+def _region_loops(nest, t: Tensor, definition, bounds) -> Stmt:
+    """The statements computing ``t`` (whose current definition is the expression
+    ``definition`` over ``t.args``) over the region ``bounds`` (one DimBounds per dim); a
+    dimension of extent 1 becomes no loop."""
     idx = []
     loops = []
     for a, b in zip(t.args, bounds):
@@ -76,14 +80,14 @@ def _region_loops(nest, t: Tensor, bounds) -> Stmt:
     if t.is_reduction:
         rvars = [Var(nest.fresh_name(r.name), r.dtype) for r in t.reduce_args]
         mapping.update(zip(t.reduce_args, rvars))
-        body = tidy(substitute(t.body, mapping))
+        body = tidy(substitute(definition, mapping))
         index = tuple(idx)
         inner: Stmt = Store(t, index, t.reducer.combine(Load(t, index), body))
         for v, d in reversed(list(zip(rvars, t.reduce_dims))):
             inner = For(v, IntImm(0, v.dtype), d, Block((inner,)))
         stmts: tuple = (Store(t, index, t.reducer.identity(t.dtype)), inner)
     else:
-        stmts = (Store(t, tuple(idx), tidy(substitute(t.body, mapping))),)
+        stmts = (Store(t, tuple(idx), tidy(substitute(definition, mapping))),)
     out: Stmt = Block(stmts)
     for v, lo, hi in reversed(loops):
         out = Block((For(v, lo, hi, out),))
@@ -110,7 +114,7 @@ def _plan(nest, t: Tensor, loop_var: Var) -> Stmt:
     ranges = {g.var: (g.start, g.stop) for g in chain}
     bounds = bounds_inference().access_bounds(f0.body, t, [g.var for g in chain], writes=False,
                                               outer_ranges=ranges)
-    compute = _region_loops(nest, t, bounds)
+    compute = _region_loops(nest, t, current_definition(root, t), bounds)
     body = f0.body.stmts
     first = next(k for k, s in enumerate(body) if _consumer_reads(s, t))
     new_f = f0.replace(body=Block(body[:first] + (compute,) + body[first:]))
@@ -173,17 +177,18 @@ def compute_at(nest, buf: Buffer, loop) -> None:
 
     The region comes from bounds inference (``analysis.bounds``): exact for affine
     indices, as expressions of the loops enclosing and including ``loop`` (clamped to the
-    shape of B), else the whole dimension. B's loops are generated afresh from its
-    definition over that region (a dimension of extent 1 gets no loop; a reduction gets
-    its initialisation and reduction loops); earlier schedules of B's loops are dropped, so
-    schedule them after compute_at (``nest.get_loops_for(B)``). B keeps its full-size
-    storage. Elements needed by several iterations are recomputed by each.
+    shape of B), else the whole dimension. B's loops are generated afresh over that region
+    from its current definition (``current_definition``: what was inlined into B stays
+    inlined); a dimension of extent 1 gets no loop, a reduction gets its initialisation and
+    reduction loops. Earlier schedules of B's loops are dropped, so schedule them after
+    compute_at (``nest.get_loops_for(B)``). B keeps its full-size storage. Elements needed
+    by several iterations are recomputed by each.
 
     Legality: B must be an intermediate tensor (not an output, an input, or a buffer made
     by a transform), every read of B must be inside ``loop``, ``loop`` must not be
-    vectorized, B's stores must still compute its definition, and every buffer B reads
-    must be complete where B is now computed. When refused, the ScheduleError lists the
-    loops where compute_at would be legal.
+    vectorized, B's stores must not read a buffer made by a transform (rfactor,
+    cache_accesses), and every buffer B reads must be complete where B is now computed.
+    When refused, the ScheduleError lists the loops where compute_at would be legal.
     """
     check_movable_tensor(nest, buf, f"compute {buf.name} at loop {loop.name}")
     t: Tensor = buf

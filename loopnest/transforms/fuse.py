@@ -25,7 +25,7 @@ from ..errors import ScheduleError
 from ..lazy_analysis import legality_checks, polyhedral_domains
 from ..loop import Loop
 from ..stmt import Block, Cond, For, ForKind, Let, Stmt, StmtMutator
-from ._rewrite import (floordiv_c, floormod_c, mul, replace_loop, stmt_text,
+from ._rewrite import (floordiv_c, floormod_c, mul, nonnegative_extent, replace_loop, stmt_text,
                        substitute_stmt, tidy)
 from .reorder import perfect_chain
 
@@ -198,7 +198,7 @@ def flatten(nest, loops: Sequence):
         if used:
             raise ScheduleError(f"flatten: the bound of loop {f.var.name} depends on loop {used[0].name} "
                                 "(only rectangular nests can be flattened)")
-    extents = [tidy(f.stop) for f in chain]
+    extents = [nonnegative_extent(nest, f) for f in chain]
     total = extents[0]
     for e in extents[1:]:
         total = tidy(mul(total, e))

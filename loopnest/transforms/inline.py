@@ -14,6 +14,7 @@ for (int i_1 = 0; i_1 < 8; i_1++) {
 from __future__ import annotations
 
 from te.expr import Expr, ExprMutator, Load, substitute
+from te.queries import loaded_buffers
 from te.tensor import Buffer, Tensor
 
 from ..errors import ScheduleError
@@ -21,7 +22,8 @@ from ..queries import stores_to
 from ..stmt import Block, Cond, For, Let, Stmt, StmtMutator, Store, stmt_exprs
 from ._rewrite import remove_stores, tidy
 
-__all__ = ["compute_inline", "check_inputs_ready", "check_movable_tensor"]
+__all__ = ["compute_inline", "check_inputs_ready", "check_movable_tensor", "current_definition",
+           "definition_inputs"]
 
 
 def check_movable_tensor(nest, buf: Buffer, action: str) -> Tensor:
@@ -79,7 +81,7 @@ def _container_kinds(root: Stmt, path: tuple) -> list[type]:
 
 
 def check_inputs_ready(root: Stmt, tensor: Tensor, sites, op: str) -> None:
-    """Every buffer that ``tensor``'s definition reads and that the nest computes must be
+    """Every buffer that ``tensor``'s current definition reads and that the nest computes must be
     complete before each of ``sites`` (statements of ``root`` that now evaluate the
     definition): each of its stores must come earlier in the innermost block holding both.
 
@@ -88,7 +90,7 @@ def check_inputs_ready(root: Stmt, tensor: Tensor, sites, op: str) -> None:
     in that block has already produced, in the current iteration of the loops around the
     block, what the moved computation reads.
     """
-    inputs = [b for b in tensor.inputs() if b is not tensor]
+    inputs = definition_inputs(root, tensor)
     site_ids = {id(s) for s in sites}
     site_paths = _paths(root, lambda s: id(s) in site_ids)
     for x in inputs:
@@ -108,21 +110,74 @@ def check_inputs_ready(root: Stmt, tensor: Tensor, sites, op: str) -> None:
 
 
 class _Inliner(ExprMutator):
-    def __init__(self, tensor: Tensor):
-        self.tensor = tensor
+    """Replace each read of a tensor of ``defs`` (id -> (tensor, body)) by the body at the
+    read's indices."""
+
+    def __init__(self, defs: dict):
+        self.defs = defs
         self.count = 0
 
     def visit_Load(self, e: Load) -> Expr:
         idx = tuple(self.visit(i) for i in e.indices)
-        if e.buffer is self.tensor:
+        d = self.defs.get(id(e.buffer))
+        if d is not None:
             self.count += 1
-            return substitute(self.tensor.body, dict(zip(self.tensor.args, idx)))
+            t, body = d
+            return substitute(body, dict(zip(t.args, idx)))
         return e.replace(indices=idx) if any(a is not b for a, b in zip(idx, e.indices)) else e
 
 
+def current_definition(root: Stmt, t: Tensor) -> Expr:
+    """The expression ``t``'s stores in ``root`` compute, over ``t.args``: ``t.body`` with
+    every read of a tensor that ``root`` no longer stores (one inlined earlier) replaced by
+    that tensor's current definition. Transforms that rebuild ``t`` (compute_inline,
+    compute_at) start from it, never from ``t.body`` alone.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (8,), "float32")
+    >>> B = Compute("B", (8,), lambda i: A[i] * 2.0)
+    >>> C = Compute("C", (8,), lambda i: B[i] + 1.0)
+    >>> D = Compute("D", (8,), lambda i: C[i] - A[i])
+    >>> nest = LoopNest([D]); nest.compute_inline(B)
+    >>> print(current_definition(nest.root, C))
+    A[i] * 2.0f + 1.0f
+    """
+    return _resolve(root, t, {})
+
+
+def _resolve(root: Stmt, t: Tensor, memo: dict) -> Expr:
+    gone = {}
+    for b in loaded_buffers(t.body):
+        if isinstance(b, Tensor) and b is not t and not b.is_reduction and not stores_to(root, b):
+            if id(b) not in memo:
+                memo[id(b)] = _resolve(root, b, memo)
+            gone[id(b)] = (b, memo[id(b)])
+    return _Inliner(gone).visit(t.body) if gone else t.body
+
+
+def definition_inputs(root: Stmt, t: Tensor) -> list[Buffer]:
+    """The buffers ``t``'s current definition (``current_definition``) reads, ``t`` excluded.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (8,), "float32")
+    >>> B = Compute("B", (8,), lambda i: A[i] * 2.0)
+    >>> C = Compute("C", (8,), lambda i: B[i] + 1.0)
+    >>> D = Compute("D", (8,), lambda i: C[i] - A[i])
+    >>> nest = LoopNest([D])
+    >>> [b.name for b in definition_inputs(nest.root, C)]
+    ['B']
+    >>> nest.compute_inline(B); [b.name for b in definition_inputs(nest.root, C)]
+    ['A']
+    """
+    body = current_definition(root, t)
+    return [b for b in loaded_buffers([body, *t.dims, *t.reduce_dims]) if b is not t]
+
+
 class _InlineStmt(StmtMutator):
-    def __init__(self, tensor: Tensor):
-        self.ex = _Inliner(tensor)
+    def __init__(self, tensor: Tensor, body: Expr):
+        self.ex = _Inliner({id(tensor): (tensor, body)})
         self.sites: list[Stmt] = []
 
     def visit_expr(self, e):
@@ -145,7 +200,8 @@ def _check_legal(nest, tensor: Tensor, new_root: Stmt, sites: list[Stmt]) -> Non
 
 def compute_inline(nest, buf: Buffer) -> None:
     """Replace every read ``B[e0, e1]`` of the tensor ``B`` by its defining expression with
-    the indices substituted, and drop B's loops and store.
+    the indices substituted, and drop B's loops and store. The expression is the one the
+    nest now computes (``current_definition``: what was inlined into B stays inlined).
 
     Before / after ``compute_inline(B)``::
 
@@ -173,8 +229,9 @@ def compute_inline(nest, buf: Buffer) -> None:
                             "with a tail or sliced); inline needs the single store of its definition: inline "
                             "before splitting its loops, or split with split_with_mask")
     store = stores[0]
+    body = current_definition(nest.root, t)
     root = remove_stores(nest.root, lambda s: s is store)
-    m = _InlineStmt(t)
+    m = _InlineStmt(t, body)
     new_root = m.visit(root)
     if m.ex.count == 0:
         raise ScheduleError(f"cannot inline {t.name}: nothing in the nest reads it")

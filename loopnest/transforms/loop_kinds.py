@@ -22,7 +22,7 @@ from ..lazy_analysis import legality_checks
 from ..loop import Loop
 from ..stmt import Block, For, ForKind, Stmt, iter_stmts
 from ..vectorize_lowering import lower_vectorized_loops  # re-exported: it used to live here
-from ._rewrite import add, clone_fresh, floordiv_c, mul, replace_loop, sub, substitute_stmt, tidy
+from ._rewrite import add, clone_fresh, floordiv_c, mul, nonnegative_extent, replace_loop, substitute_stmt, tidy
 
 __all__ = ["vectorize", "unroll", "parallelize", "set_gpu_index", "lower_vectorized_loops",
            "MAX_UNROLL"]
@@ -196,8 +196,7 @@ def unroll(nest, loop, factor: int | None = None):
     if n is not None and factor >= n:
         raise ScheduleError(f"unroll({loop.name}, {factor}): the factor is not below the extent {n}; "
                             f"use unroll({loop.name}) to unroll fully")
-    ext = tidy(sub(f.stop, f.start))
-    trip = IntImm(n // factor, v.dtype) if n is not None else floordiv_c(ext, factor)
+    trip = IntImm(n // factor, v.dtype) if n is not None else floordiv_c(nonnegative_extent(nest, f), factor)
     body: list[Stmt] = []
     for c in range(factor):
         value = tidy(add(add(mul(v, factor), c), f.start))

@@ -32,7 +32,7 @@ from ..errors import ScheduleError
 from ..lazy_analysis import legality_checks
 from ..loop import Loop
 from ..stmt import Block, Cond, For, ForKind
-from ._rewrite import (add, clone_fresh, floordiv_c, floormod_c, mul,
+from ._rewrite import (add, clone_fresh, floordiv_c, floormod_c, mul, nonnegative_extent,
                        replace_loop, sub, substitute_stmt, tidy)
 
 __all__ = ["split_with_tail", "split_with_mask", "tile", "slice_head", "slice_tail", "normalize"]
@@ -78,14 +78,16 @@ def split_with_tail(nest, loop, factor: int):
 
     Returns ``(outer, inner, tail)``; ``tail`` is None when ``factor`` divides a constant
     extent. With a symbolic extent ``N`` the outer loop runs ``floordiv(N, factor)`` times
-    and (for ``factor > 1``) a tail loop of ``floormod(N, factor)`` iterations always exists. The loop ``loop``
-    itself disappears (its handle becomes stale); the new loops are serial. Always legal
-    (iterations keep their order); ScheduleError for a factor that is not an int >= 1.
+    and (for ``factor > 1``) a tail loop of ``floormod(N, factor)`` iterations always exists;
+    an extent that may be negative (the loop then runs no iteration) is split as
+    ``max(N, 0)``. The loop ``loop`` itself disappears (its handle becomes stale); the new
+    loops are serial. Always legal (iterations keep their order); ScheduleError for a
+    factor that is not an int >= 1.
     """
     factor = _check_factor(factor, "split_with_tail", loop)
     f = loop.stmt
     v = f.var
-    ext = _extent(f)
+    ext = nonnegative_extent(nest, f)
     e = fold_int(ext)
     outer = _new_var(nest, f"{v.name}_outer", v)
     inner = _new_var(nest, f"{v.name}_inner", v)
