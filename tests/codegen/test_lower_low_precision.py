@@ -117,12 +117,17 @@ OPS = {
 }
 
 
-def _run_all(target: str, fmt: str, inputs) -> dict[str, np.ndarray]:
+def _run_all(target: str, fmt: str, inputs, lanes: int = 0) -> dict[str, np.ndarray]:
+    """Every OPS output of the inputs, compiled for ``target``; ``lanes``: vectorized by that many."""
     n = len(inputs[0])
     bufs = [Buffer(name, (n,), fmt) for name in "ABC"]
     outs = [Compute(f"O_{name}", (n,), (lambda f: lambda i: f(*[x[i] for x in bufs]))(fn))
             for name, fn in OPS.items()]
-    k = build(LoopNest(outs), bufs + outs, target=target)
+    nest = LoopNest(outs)
+    for o in outs if lanes else ():
+        _, inner, _ = nest.split_with_tail(nest.get_loops_for(o)[0], lanes)
+        nest.vectorize(inner)
+    k = build(nest, bufs + outs, target=target)
     nd = numpy_dtype(fmt)
     args = [convert(x, "float32", fmt).astype(nd) for x in inputs]
     res = [np.zeros(n, nd) for _ in outs]
@@ -138,12 +143,12 @@ def _bits(x: np.ndarray) -> np.ndarray:
     return x.view(np.uint16 if x.dtype.itemsize == 2 else np.uint8)
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", TARGETS + ["llvm_vectorized"])
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_low_precision_arithmetic_is_bit_identical_to_ireval(target, fmt):
     inputs = _edge_inputs(fmt)
     want = _run_all("ireval", fmt, inputs)
-    got = _run_all(target, fmt, inputs)
+    got = _run_all(target.split("_")[0], fmt, inputs, lanes=8 if target.endswith("vectorized") else 0)
     for name in OPS:
         w, g = _bits(want[name]), _bits(got[name])
         differ = w != g
