@@ -474,9 +474,9 @@ class _Emitter(Functor):
     def visit_Cast(self, e: E.Cast, st: FnState, lane):
         src = e.value.dtype if lane is None else e.value.dtype.element
         x = e.value
-        if e.dtype.is_lowp_float and type(x) in (E.Add, E.Sub, E.Mul) and x.dtype.element == float32:
-            # rounded to the format at once: not contracted (LLVM would narrow a float16 multiply
-            # and fuse it into the add that uses it, skipping this rounding)
+        if type(x) in (E.Add, E.Sub, E.Mul) and _narrows(x.dtype, e.dtype):
+            # rounded to a narrower format at once: not contracted (LLVM would narrow the multiply
+            # and fuse it into the add that uses the rounded value, skipping this rounding)
             v = arith.binop(st.b, self.exact_mode, type(x), src, self.operand(st, x.a, lane),
                             self.operand(st, x.b, lane))
         else:
@@ -662,6 +662,11 @@ class _RampParts(Functor):
 
 
 ramp_parts = _RampParts().visit
+
+
+def _narrows(src: Dtype, dst: Dtype) -> bool:
+    """A float -> float cast that rounds: to a low-precision format, or float64 -> float32."""
+    return src.is_float and dst.is_float and (dst.is_lowp_float or dst.bits < src.bits)
 
 
 def _lane_dtype(e: Expr, lane) -> Dtype:

@@ -191,3 +191,22 @@ def test_lowered_nest_means_what_ireval_computes_on_the_unlowered_one():
             results.append(res)
         for name, w, g in zip(OPS, *results):
             assert np.array_equal(_bits(w), _bits(g)), f"{name} on {fmt}"
+
+
+def test_a_product_rounded_to_a_narrower_format_is_not_fused_into_the_add_using_it():
+    """fp_contract fuses a float multiply into the add that uses it; a rounding in between (to
+    float16, or float64 -> float32) is part of the meaning and stays (LLVM narrows such a
+    multiply and would fuse it otherwise)."""
+    n = 512
+    rng = np.random.default_rng(5)
+    a, b, c = (rng.standard_normal(n).astype(np.float32) * 10 for _ in range(3))
+    A, B, C = (Buffer(name, (n,), "float32") for name in "ABC")
+    f64 = Compute("F64", (n,), lambda i: cast(cast(A[i], "float64") * cast(B[i], "float64"), float32) + C[i])
+    f16 = Compute("F16", (n,), lambda i: cast(cast(A[i], "float16") * cast(B[i], "float16"), float32) + C[i])
+    outs = {}
+    for target in ("ireval", "llvm"):
+        res = [np.zeros(n, np.float32), np.zeros(n, np.float32)]
+        build(LoopNest([f64, f16]), [A, B, C, f64, f16], target=target)(a, b, c, *res)
+        outs[target] = res
+    for want, got in zip(outs["ireval"], outs["llvm"]):
+        assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
