@@ -10,7 +10,12 @@ pass dumps (``LOOPNEST_DUMP_PASSES=1``). The rules they implement are those of
 * ``guard_int_division`` (compiled targets): integer ``x / 0``, ``x % 0``, ``floordiv(x, 0)``
   and ``floormod(x, 0)`` are 0; ``INT_MIN / -1`` wraps to ``INT_MIN`` and ``INT_MIN % -1`` is 0.
   After the pass every integer division divides by a value that is neither 0 nor (signed) -1,
-  which is defined behaviour in C, LLVM and PTX alike.
+  which is defined behaviour in C, LLVM and PTX alike;
+* ``lower_low_precision`` (compiled targets): arithmetic and intrinsic calls on float16,
+  bfloat16, tf32 and float8 become float32 arithmetic between casts: every operand is cast to
+  float32, the operation is computed in float32 and its result is cast back, which rounds it
+  to the format once (round to nearest even; float8 saturates). The printers then only see
+  float32 arithmetic and conversions.
 
 IREval implements the same rules directly on the unexpanded nodes (it is their definition);
 the LLVM and CUDA printers only print the expanded forms. (Float ``maximum`` / ``minimum`` need
@@ -29,13 +34,13 @@ for (int i = 0; i < 4; i++) {
 from __future__ import annotations
 
 from te import expr as E
-from te.dtypes import Dtype, int64
+from te.dtypes import Dtype, float32, int64
 from te.functor import Functor
 from te.queries import int_value
 
 from .stmt import Stmt, StmtMutator, Store
 
-__all__ = ["widen_indices", "guard_int_division", "may_exceed_int32"]
+__all__ = ["widen_indices", "guard_int_division", "lower_low_precision", "may_exceed_int32"]
 
 _INT32_LIMIT = 2 ** 31
 
@@ -190,3 +195,76 @@ def guard_int_division(nest, root: Stmt) -> Stmt:
     ``x / -1`` becomes ``0 - x``.
     """
     return _ExprPass(_GuardDivision()).visit(root)
+
+
+# ------------------------------------------------------------------------------------
+# low-precision arithmetic
+# ------------------------------------------------------------------------------------
+def _f32(dt: Dtype) -> Dtype:
+    return float32.with_lanes(dt.lanes)
+
+
+def _to_f32(e: E.Expr) -> E.Expr:
+    """``e`` (a low-precision float) as the float32 holding its value exactly; constants are
+    folded (a FloatImm already holds a value of its format)."""
+    if isinstance(e, E.FloatImm):
+        return E.FloatImm(e.value, float32)
+    if isinstance(e, E.Broadcast) and isinstance(e.value, E.FloatImm):
+        return E.Broadcast(E.FloatImm(e.value.value, float32), e.lanes)
+    return E.Cast(_f32(e.dtype), e)
+
+
+def _in_f32(cls: type, dt: Dtype, a: E.Expr, b: E.Expr) -> E.Expr:
+    """``a <cls> b`` on operands of the low-precision ``dt``: computed in float32, rounded to ``dt``."""
+    return E.Cast(dt, cls(_to_f32(a), _to_f32(b)))
+
+
+def _floor_in_f32(dt: Dtype, a: E.Expr, b: E.Expr) -> E.Expr:
+    """``floordiv(a, b)``: the quotient rounded to ``dt``, then its floor (exact in ``dt``)."""
+    q = _in_f32(E.Div, dt, a, b)
+    return E.Cast(dt, E.Call("floor", [_to_f32(q)], _f32(dt)))
+
+
+class _LowerLowPrecision(E.ExprMutator):
+    def _arith(self, e):
+        e = self.generic(e)
+        dt = e.a.dtype
+        if not dt.is_lowp_float:
+            return e
+        if isinstance(e, E.FloorDiv):
+            return _floor_in_f32(dt, e.a, e.b)
+        if isinstance(e, E.FloorMod):    # a - floordiv(a, b) * b, every step rounded to dt
+            qb = _in_f32(E.Mul, dt, _floor_in_f32(dt, e.a, e.b), e.b)
+            return _in_f32(E.Sub, dt, e.a, qb)
+        return _in_f32(type(e), dt, e.a, e.b)
+
+    visit_Add = visit_Sub = visit_Mul = visit_Div = visit_FloorDiv = visit_FloorMod = _arith
+
+    def visit_Call(self, e: E.Call) -> E.Expr:
+        e = self.generic(e)
+        if e.name == "isnan" or not e.dtype.is_lowp_float:
+            return e
+        return E.Cast(e.dtype, E.Call(e.name, [_to_f32(a) for a in e.args], _f32(e.dtype)))
+
+
+def lower_low_precision(nest, root: Stmt) -> Stmt:
+    """Arithmetic on float16, bfloat16, tf32 and float8 is computed in float32 and rounded
+    back to the format after every operation.
+
+    Before: ``C[i] = A[i] * B[i] + float16(1.5)`` (float16).
+    After: ``C[i] = float16(float32(float16(float32(A[i]) * float32(B[i]))) + 1.5f)``.
+    ``+ - * /`` and the intrinsic calls are rewritten; ``floordiv`` and ``floormod`` become the
+    float32 steps of ``floor(a / b)`` and ``a - floor(a / b) * b``, each rounded to the format.
+    Comparisons, ``minimum`` / ``maximum``, ``isnan`` and selects are exact in every format and
+    stay as they are, as do loads, stores and casts.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4,), "bfloat16")
+    >>> nest = LoopNest([Compute("B", (4,), lambda i: A[i] * 2.0)]).prepare_for_codegen()
+    >>> print(lower_low_precision(nest, nest.root))
+    for (int i = 0; i < 4; i++) {
+      B[i] = bfloat16(float32(A[i]) * 2.0f);
+    }
+    """
+    return _ExprPass(_LowerLowPrecision()).visit(root)

@@ -21,10 +21,11 @@ Semantics (the spec's, exactly)
     ``LL``). float -> int casts truncate, saturate and give 0 for NaN
     (``te.lowprec.float_to_int``) through explicit comparisons, relying on nothing
     undocumented about ``cvt``. float16/bfloat16/tf32/float8 are stored in their format and
-    computed in float, every result rounded to the format (round to nearest even) -- the
-    same per-operation rounding as numpy's float16. ``min``/``max`` on floats propagate
-    NaN. Math intrinsics map to CUDA's precise functions (``expf``, ``rintf`` for
-    round-half-even, ...); the ``__expf``-style fast variants only with ``fast_math=True``.
+    held in float; their arithmetic arrives as float arithmetic between casts
+    (``loopnest.legalize.lower_low_precision``), a cast to the format rounding to nearest
+    even. ``min``/``max`` on floats propagate NaN. Math intrinsics map to CUDA's precise
+    functions (``expf``, ``rintf`` for round-half-even, ...); the ``__expf``-style fast
+    variants only with ``fast_math=True``.
     Vector expressions (Ramp/Broadcast) are evaluated lane by lane into a temporary array
     and then stored (so reads see the values before the store, as in the spec); no
     ``float4`` accesses are emitted.
@@ -379,6 +380,8 @@ class CudaEmitter(Functor):
                 return f"tc_rndll_{k}({x})"
             return f"tc_rndull_{k}({x})"
         ct = compute_type(dst)
+        if src.is_lowp_float and ct == "float":   # the float holding the value already
+            return x
         if dst.is_float:  # float32 / float64 from anything
             return f"(({ct})({x}))"
         # integer destination
@@ -398,9 +401,12 @@ class CudaEmitter(Functor):
     def _operands(self, e, lane, idx) -> tuple[Dtype, str, str]:
         return e.a.dtype.element, self.expr(e.a, lane, idx), self.expr(e.b, lane, idx)
 
-    def _rounded(self, r: str, dt: Dtype) -> str:
-        """A float result ``r`` rounded to ``dt`` when that is a low-precision format."""
-        return f"tc_rnd_{self.lowp(dt)[1]}({r})" if dt.is_lowp_float else r
+    @staticmethod
+    def _refuse_low_precision(what: str, dt: Dtype) -> None:
+        if dt.is_lowp_float:
+            raise BuildError(f"{what} on {dt} reached the CUDA printer: low-precision arithmetic is computed in "
+                             "float32 by the lower_low_precision pass; build through codegen.build or run "
+                             "loopnest.passes.legalize_for_target(nest, 'cuda') first")
 
     @staticmethod
     def _refuse_bool(e, dt: Dtype) -> None:
@@ -426,7 +432,8 @@ class CudaEmitter(Functor):
         op = _ARITH[type(e)]
         self._refuse_bool(e, dt)
         if dt.is_float:
-            return self._rounded(f"({a} {op} {b})", dt)
+            self._refuse_low_precision(type(e).__name__, dt)
+            return f"({a} {op} {b})"
         if idx or (dt.is_uint and not _is_narrow(dt)):
             return f"({a} {op} {b})"
         self.helpers.need("tc_wrap")
@@ -441,7 +448,8 @@ class CudaEmitter(Functor):
         if dt.is_float:
             if not div:
                 raise BuildError(f"Mod is not defined on {dt} (`{e}`)")
-            return self._rounded(f"({a} / {b})", dt)
+            self._refuse_low_precision("Div", dt)
+            return f"({a} / {b})"
         ct, narrow = compute_type(dt), _is_narrow(dt)
         if idx or dt.is_uint or narrow:
             r = f"({a} {'/' if div else '%'} {b})"
@@ -457,10 +465,11 @@ class CudaEmitter(Functor):
         self._refuse_bool(e, dt)
         ct = compute_type(dt)
         if dt.is_float:
+            self._refuse_low_precision(type(e).__name__, dt)
             if div:
-                return self._rounded(f"{'floor' if ct == 'double' else 'floorf'}({a} / {b})", dt)
+                return f"{'floor' if ct == 'double' else 'floorf'}({a} / {b})"
             self.helpers.need("tc_floormodf")
-            return self._rounded(f"tc_floormodf({a}, {b})", dt)
+            return f"tc_floormodf({a}, {b})"
         op, narrow = "/" if div else "%", _is_narrow(dt)
         k = fold_int(e.b)
         if idx and k is not None and k > 0 and nonneg(e.a, self.plan.nonneg_vars):
@@ -512,6 +521,7 @@ class CudaEmitter(Functor):
                 return f"(({c_type(adt)})({args[0]} < 0 ? -({args[0]}) : ({args[0]})))"
             self.helpers.need("tc_abs")
             return f"tc_abs<{c_type(adt)}, {_unsigned_of(adt)}>({args[0]})"
+        self._refuse_low_precision(f"the intrinsic {name}", adt)
         if name == "sigmoid":
             self.helpers.need("tc_sigmoid")
             dbl = adt.kind == "float" and adt.bits == 64
@@ -526,7 +536,7 @@ class CudaEmitter(Functor):
             r = f"{fn}({', '.join(args)})"
         else:
             raise BuildError(f"the CUDA backend has no translation for the intrinsic {name!r}")
-        return self._rounded(r, e.dtype.element)
+        return r
 
 
     # ==============================================================================

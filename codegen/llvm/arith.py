@@ -3,9 +3,10 @@
 The instructions of one operator (``binop``) or intrinsic (``call``) applied to values
 already in registers, with the semantics of the TIR spec: integers wrap around, ``Div`` /
 ``Mod`` are C division, ``FloorDiv`` / ``FloorMod`` adjust it when the signs differ;
-float16 is computed in float32 and rounded back after each operation, bfloat16 / tf32 /
-float8 (held in float32 registers) are rounded to their format after each operation
-(``float_compute``); float ``Min`` / ``Max`` are IEEE 754-2019 ``minimum`` / ``maximum``.
+float ``Min`` / ``Max`` are IEEE 754-2019 ``minimum`` / ``maximum``. Arithmetic on float16,
+bfloat16, tf32 and float8 never reaches these functions: ``loopnest.legalize.lower_low_precision``
+rewrote it into float32 arithmetic between casts (``casts`` rounds); comparisons, min/max and
+``isnan`` on those formats are exact and emitted on their registers.
 
 >>> from llvmlite import ir
 >>> from te import expr as E
@@ -21,7 +22,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
 from llvmlite import ir
 
@@ -29,11 +30,11 @@ from te import expr as E
 from te.dtypes import Dtype
 
 from ..kernel import BuildError
-from . import lowp, mathfns
+from . import mathfns
 from .decls import declare, intrinsic
-from .types import F32, I1, I32, intrinsic_suffix, is_bit_float, splat_const, value_type
+from .types import F32, I1, I32, intrinsic_suffix, splat_const
 
-__all__ = ["FloatMode", "float_compute", "binop", "int_division", "compare", "call", "exp"]
+__all__ = ["FloatMode", "binop", "int_division", "compare", "call", "exp"]
 
 #: intrinsics that are one LLVM intrinsic call
 _SIMPLE = {"exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log", "log2": "llvm.log2", "sqrt": "llvm.sqrt",
@@ -67,17 +68,11 @@ class FloatMode:
                    ("contract",) if options.fp_contract and not options.fast_math else (), fma)
 
 
-def float_compute(b: ir.IRBuilder, dt: Dtype, args: Sequence[ir.Value], fn: Callable) -> ir.Value:
-    """Apply ``fn`` to float values of dtype ``dt``: float16 through float32, the bit formats
-    rounded back to their format afterwards."""
-    if dt.kind == "float" and dt.bits == 16:
-        ft = F32 if dt.lanes == 1 else ir.VectorType(F32, dt.lanes)
-        r = fn(*[b.fpext(a, ft) for a in args])
-        return b.fptrunc(r, value_type(dt)) if r.type == ft else r
-    r = fn(*args)
-    if is_bit_float(dt) and not _is_i1(r.type):
-        return lowp.round_to(b, r, lowp.format_name(dt))
-    return r
+def _refuse_low_precision(what: str, dt: Dtype) -> None:
+    if dt.is_lowp_float:
+        raise BuildError(f"{what} on {dt} reached the LLVM printer: low-precision arithmetic is computed in "
+                         "float32 by the lower_low_precision pass; build through codegen.build or run "
+                         "loopnest.passes.legalize_for_target(nest, 'llvm') first")
 
 
 def binop(b: ir.IRBuilder, mode: FloatMode, cls: type, dt: Dtype, a: ir.Value, y: ir.Value) -> ir.Value:
@@ -93,7 +88,8 @@ def binop(b: ir.IRBuilder, mode: FloatMode, cls: type, dt: Dtype, a: ir.Value, y
     if dt.is_float:
         fm = mode.fast
         if cls in (E.FloorDiv, E.FloorMod):
-            return _float_floor_div_mod(b, mode, cls, dt, a, y)
+            _refuse_low_precision(cls.__name__, dt)
+            return _float_floor_div_mod(b, mode, cls, a, y)
 
         fmc = fm + mode.contract
 
@@ -109,7 +105,8 @@ def binop(b: ir.IRBuilder, mode: FloatMode, cls: type, dt: Dtype, a: ir.Value, y
             raise BuildError(f"{cls.__name__} is not defined on float operands")
         if cls in (E.Min, E.Max):  # exactly IEEE 754-2019 minimum / maximum; nothing to round
             return _fcall(b, mode, "llvm.minimum" if cls is E.Min else "llvm.maximum", [a, y])
-        return float_compute(b, dt, [a, y], op)
+        _refuse_low_precision(cls.__name__, dt)
+        return op(a, y)
     signed = dt.is_int
     if cls is E.Add:
         return b.add(a, y)
@@ -126,18 +123,13 @@ def binop(b: ir.IRBuilder, mode: FloatMode, cls: type, dt: Dtype, a: ir.Value, y
     raise BuildError(f"{cls.__name__} is not supported on {dt}")  # pragma: no cover
 
 
-def _float_floor_div_mod(b: ir.IRBuilder, mode: FloatMode, cls: type, dt: Dtype, a: ir.Value,
-                         y: ir.Value) -> ir.Value:
-    """floor(a / b) and a - floor(a / b) * b, rounding to ``dt`` after every step (as IREval)."""
+def _float_floor_div_mod(b: ir.IRBuilder, mode: FloatMode, cls: type, a: ir.Value, y: ir.Value) -> ir.Value:
+    """floor(a / b) and a - floor(a / b) * b (float32 / float64, as IREval)."""
     fm = mode.fast
-
-    def div(x, z):
-        return float_compute(b, dt, [x, z], lambda p, q: b.fdiv(p, q, flags=fm))
-    q = float_compute(b, dt, [div(a, y)], lambda p: _fcall(b, mode, "llvm.floor", [p]))
+    q = _fcall(b, mode, "llvm.floor", [b.fdiv(a, y, flags=fm)])
     if cls is E.FloorDiv:
         return q
-    qb = float_compute(b, dt, [q, y], lambda p, r: b.fmul(p, r, flags=fm))
-    return float_compute(b, dt, [a, qb], lambda p, r: b.fsub(p, r, flags=fm))
+    return b.fsub(a, b.fmul(q, y, flags=fm), flags=fm)
 
 
 def int_division(b: ir.IRBuilder, cls: type, signed: bool, a: ir.Value, y: ir.Value) -> ir.Value:
@@ -159,12 +151,9 @@ def int_division(b: ir.IRBuilder, cls: type, signed: bool, a: ir.Value, y: ir.Va
 
 def compare(b: ir.IRBuilder, mode: FloatMode, cls: type, dt: Dtype, a: ir.Value, y: ir.Value) -> ir.Value:
     """The ``i1`` result of comparison ``cls`` (``E.EQ`` ... ``E.GE``); float ``NE`` is unordered
-    (true for NaN), the others ordered."""
+    (true for NaN), the others ordered. Exact on every float format (float16 on ``half``)."""
     op = _PREDICATES[cls]
     if dt.is_float:
-        if dt.kind == "float" and dt.bits == 16:
-            ft = F32 if dt.lanes == 1 else ir.VectorType(F32, dt.lanes)
-            a, y = b.fpext(a, ft), b.fpext(y, ft)
         if cls is E.NE:
             return b.fcmp_unordered("!=", a, y, flags=mode.fast)
         return b.fcmp_ordered(op, a, y, flags=mode.fast)
@@ -202,7 +191,8 @@ def call(b: ir.IRBuilder, mode: FloatMode, name: str, dt: Dtype, args: Sequence[
         raise BuildError(f"unknown intrinsic {name!r}")
     if name == "isnan":
         return b.fcmp_unordered("uno", args[0], args[0])
-    return float_compute(b, dt, args, op)
+    _refuse_low_precision(f"the intrinsic {name}", dt)
+    return op(*args)
 
 
 def exp(b: ir.IRBuilder, mode: FloatMode, x: ir.Value) -> ir.Value:
@@ -230,7 +220,3 @@ def _libm(b: ir.IRBuilder, base: str, x: ir.Value) -> ir.Value:
         ck = ir.Constant(I32, k)
         out = b.insert_element(out, b.call(fn, [b.extract_element(x, ck)]), ck)
     return out
-
-
-def _is_i1(t: ir.Type) -> bool:
-    return t == I1 or (isinstance(t, ir.VectorType) and t.element == I1)

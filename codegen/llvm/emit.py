@@ -12,9 +12,10 @@ when a heap allocation failed, or ``entry.ALIASED`` (with ``noalias``: the code 
 see ``entry``). ``@te_<outputs>_py`` takes the numpy array objects instead of data
 pointers. Semantics follow the TIR spec and the interpreter:
 
-* integers wrap around; division, float16 and the bit formats as ``arith`` says. Division
-  by 0 and ``MIN / -1`` never reach the printer: ``loopnest.legalize.guard_int_division``
-  spelled them out (docs/semantics.md).
+* integers wrap around; division as ``arith`` says. Division by 0 and ``MIN / -1`` never
+  reach the printer: ``loopnest.legalize.guard_int_division`` spelled them out, and
+  ``loopnest.legalize.lower_low_precision`` turned float16 / bfloat16 / tf32 / float8
+  arithmetic into float32 arithmetic between casts (docs/semantics.md).
 * casts as ``casts`` says (float -> int saturates; NaNs stay quiet NaNs); loads and stores
   copy NaNs bit-exactly. bool is ``i1`` in registers, ``i8`` in memory.
 * float ``Min``/``Max`` are ``llvm.minimum``/``llvm.maximum`` (IEEE 754-2019: NaN propagates,
@@ -54,13 +55,14 @@ True
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Sequence
 
 from llvmlite import ir
 
 from te import expr as E
-from te.dtypes import Dtype
+from te.dtypes import Dtype, float32
 from te.expr import Expr, IntImm, Var
 from te.functor import Functor
 from te.queries import has_load
@@ -68,7 +70,7 @@ from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, 
 
 from ..kernel import BuildError, Param, sanitize_name
 from . import arith, lowp
-from .casts import cast
+from .casts import cast, widen_float
 from .decls import declare, loop_md
 from .entry import bind_scalar_args, emit_alias_check, emit_py_wrapper
 from .fnstate import FnState
@@ -135,6 +137,7 @@ class _Emitter(Functor):
         self.symbol = symbol
         self.opts = options
         self.mode = arith.FloatMode.of(options)
+        self.exact_mode = dataclasses.replace(self.mode, contract=())
         self.module = ir.Module(name=symbol)
         self.module.triple = options.triple
         self.module.data_layout = options.data_layout
@@ -470,7 +473,15 @@ class _Emitter(Functor):
 
     def visit_Cast(self, e: E.Cast, st: FnState, lane):
         src = e.value.dtype if lane is None else e.value.dtype.element
-        return cast(st.b, src, _lane_dtype(e, lane), self.expr(st, e.value, lane))
+        x = e.value
+        if type(x) in (E.Add, E.Sub, E.Mul) and _narrows(x.dtype, e.dtype):
+            # rounded to a narrower format at once: not contracted (LLVM would narrow the multiply
+            # and fuse it into the add that uses the rounded value, skipping this rounding)
+            v = arith.binop(st.b, self.exact_mode, type(x), src, self.operand(st, x.a, lane),
+                            self.operand(st, x.b, lane))
+        else:
+            v = self.expr(st, x, lane)
+        return cast(st.b, src, _lane_dtype(e, lane), v)
 
     def visit_Not(self, e: E.Not, st: FnState, lane):
         v = self.expr(st, e.a, lane)
@@ -533,17 +544,32 @@ class _Emitter(Functor):
                                  (lambda: short) if is_and else (lambda: self.expr(st, e.b, lane)),
                                  "and" if is_and else "or")
 
-    def _binary(self, e, st: FnState, lane):
+    def _binary(self, e, st: FnState, lane, operand=None):
         dt = e.a.dtype if lane is None else e.a.dtype.element
-        a = self.expr(st, e.a, lane)
-        y = self.expr(st, e.b, lane)
+        operand = operand or self.expr
+        a = operand(st, e.a, lane)
+        y = operand(st, e.b, lane)
         return arith.binop(st.b, self.mode, type(e), dt, a, y)
 
-    visit_Add = visit_Sub = visit_Mul = visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = _binary
+    def _arith(self, e, st: FnState, lane):
+        return self._binary(e, st, lane, self.operand)
+
+    visit_Add = visit_Sub = visit_Mul = visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = _arith
     visit_Min = visit_Max = visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _binary
 
+    def operand(self, st: FnState, e: Expr, lane) -> ir.Value:
+        """The value of an operand of arithmetic or of a math intrinsic. A float32 cast of a
+        low-precision value (``lower_low_precision`` puts one around every such operand) is only
+        widened: the NaN quieting that the cast means is done by the operation itself, which
+        quietens a NaN operand (so the code is that of computing on the value directly)."""
+        if type(e) is E.Cast and e.value.dtype.is_lowp_float and e.dtype.element == float32:
+            src = e.value.dtype if lane is None else e.value.dtype.element
+            return widen_float(st.b, src, self.expr(st, e.value, lane))
+        return self.expr(st, e, lane)
+
     def visit_Call(self, e: E.Call, st: FnState, lane):
-        args = [self.expr(st, a, lane) for a in e.args]
+        operand = self.expr if e.name in ("abs", "isnan") else self.operand   # fabs keeps a signalling NaN
+        args = [operand(st, a, lane) for a in e.args]
         adt = e.args[0].dtype if lane is None else e.args[0].dtype.element
         return arith.call(st.b, self.mode, e.name, adt, args)
 
@@ -636,6 +662,11 @@ class _RampParts(Functor):
 
 
 ramp_parts = _RampParts().visit
+
+
+def _narrows(src: Dtype, dst: Dtype) -> bool:
+    """A float -> float cast that rounds: to a low-precision format, or float64 -> float32."""
+    return src.is_float and dst.is_float and (dst.is_lowp_float or dst.bits < src.bits)
 
 
 def _lane_dtype(e: Expr, lane) -> Dtype:

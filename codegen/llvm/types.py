@@ -8,10 +8,10 @@ dtype           storage       value
 ==============  ============  ==========================================
 bool            i8            i1
 int/uint N      iN            iN
-float16         half          half (arithmetic done in float, see emit)
+float16         half          half (arithmetic done in float32, see emit)
 float32/64      float/double  float/double
 bfloat16        i16           float (always a value exact in bfloat16)
-tf32            float         float (rounded to tf32 after each operation)
+tf32            float         float (always a value exact in tf32)
 float8_*        i8            float (exact in the float8 format)
 ==============  ============  ==========================================
 
