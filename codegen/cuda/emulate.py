@@ -90,6 +90,12 @@ static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 #define __cosf(x) cosf(x)
 #define __powf(x, y) powf(x, y)
 #define __fdividef(x, y) ((x) / (y))
+#define __fdiv_rn(x, y) ((x) / (y))
+#define __fmul_rn(x, y) ((x) * (y))
+#define __fsub_rn(x, y) ((x) - (y))
+#define __ddiv_rn(x, y) ((x) / (y))
+#define __dmul_rn(x, y) ((x) * (y))
+#define __dsub_rn(x, y) ((x) - (y))
 using std::isnan;
 struct tc_thread { tc_dim3 t; void (*fn)(void*); void* ctx; };
 static void* tc_thread_main(void* p) {

@@ -55,14 +55,13 @@ template <typename T> __device__ __forceinline__ T tc_floormod(T a, T b) {
 """)
 
 _h("tc_floormodf", r"""
-// Float floor remainder: fmod with the sign of the divisor.
+// Float floor remainder as the language defines it, a - floor(a / b) * b, each step rounded
+// (no contraction into an fma, which could leave a residue of the wrong sign).
 __device__ __forceinline__ float tc_floormodf(float a, float b) {
-  float r = fmodf(a, b);
-  return (r != 0.0f && ((r < 0.0f) != (b < 0.0f))) ? r + b : r;
+  return __fsub_rn(a, __fmul_rn(floorf(__fdiv_rn(a, b)), b));
 }
 __device__ __forceinline__ double tc_floormodf(double a, double b) {
-  double r = fmod(a, b);
-  return (r != 0.0 && ((r < 0.0) != (b < 0.0))) ? r + b : r;
+  return __dsub_rn(a, __dmul_rn(floor(__ddiv_rn(a, b)), b));
 }
 """)
 
