@@ -40,6 +40,7 @@ AIM_BLAS_FRACTION = 0.50        # matmul 1024 hand schedule vs numpy BLAS GFLOP/
 AIM_PARALLEL_SPEEDUP = 1.7      # compute-bound kernel on 2 cores vs 1
 AIM_COMPILE_S = 0.050           # elementwise LoopNest -> callable, median
 AIM_CALL_OVERHEAD_S = 10e-6     # a tiny kernel's per-call time
+AIM_STRIDED_VS_COPY = 0.95      # strided input vs ascontiguousarray + run (1.0 within 5% timing noise)
 
 
 def _num_threads(target: str) -> int:
@@ -254,6 +255,10 @@ def aims(rows: list[dict], extras: dict, ceilings: dict) -> list[dict]:
             cc["compile_median_s"] <= AIM_COMPILE_S)
         add("per-call overhead, tiny kernel (s)", cc["call_overhead_s"], AIM_CALL_OVERHEAD_S,
             cc["call_overhead_s"] <= AIM_CALL_OVERHEAD_S)
+    st = extras.get("strided", {})
+    if "worst_ratio" in st:
+        add(f"strided input / ascontiguousarray + run ({st['n']}x{st['n']}, worst view)", st["worst_ratio"],
+            AIM_STRIDED_VS_COPY, st["worst_ratio"] >= AIM_STRIDED_VS_COPY and st["correct"])
     return out
 
 
@@ -305,6 +310,11 @@ def format_table(rows: list[dict], ceilings: dict, extras: dict, aim_rows: list[
         lines.append(f"call-time checks (4-argument kernel, {bc['checks']} checks): {bc['checked_s'] * 1e6:.2f} us "
                      f"per call with bounds_check, {bc['unchecked_s'] * 1e6:.2f} us without; the checks alone "
                      f"{bc['guard_s'] * 1e6:.2f} us")
+    st = extras.get("strided", {})
+    if "kinds" in st:
+        lines.append(f"strided inputs ({st['n']}x{st['n']} float32; contiguous {st['contiguous_s'] * 1e3:.3f} ms): "
+                     + ", ".join(f"{name} {k['strided_s'] * 1e3:.3f} ms vs ascontiguousarray + run "
+                                 f"{k['copy_then_run_s'] * 1e3:.3f} ms" for name, k in st["kinds"].items()))
     ir = extras.get("ireval", {})
     if "error" not in ir and "elements_per_s" in ir:
         lines.append(f"IREval throughput (512x512 elementwise): {ir['elements_per_s'] / 1e6:.2f} M stored elements/s")
@@ -399,6 +409,8 @@ def main(argv=None) -> int:
     if args.target in ("llvm", "ireval"):
         from .bench_checks import run as checks_run
         extras["bounds_check"] = checks_run(args.target)
+        from .bench_strided import run as strided_run
+        extras["strided"] = strided_run(args.target, n=1024 if args.full else 256, rounds=max(rounds, 3))
     try:
         from .bench_ireval import run as ireval_run
         extras["ireval"] = ireval_run(small=not args.full)

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .kernel import BuildError, Kernel, KernelArgumentError, Param, make_params
+from .kernel import (ArgumentDeviceError, BuildError, Kernel, KernelArgumentError, OutputShapeError, Param,
+                     make_params)
 
 TARGETS = ("ireval", "llvm", "cuda")
 
-__all__ = ["build", "Kernel", "BuildError", "KernelArgumentError", "TARGETS"]
+__all__ = ["build", "Kernel", "BuildError", "KernelArgumentError", "ArgumentDeviceError", "OutputShapeError", "TARGETS"]
 
 
 def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool = True, **options) -> Kernel:

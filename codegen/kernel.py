@@ -13,7 +13,7 @@
 >>> k(A=a, B=b)   # by name
 
 Arguments are checked before any memory is touched: a missing argument, a wrong rank,
-shape or dtype, or a non-contiguous array raises ``TypeError`` / ``ValueError`` naming it.
+shape or dtype raises ``TypeError`` / ``ValueError`` naming it.
 Then, once the sizes are bound, the call-time checks run (``check_call``): every
 intermediate's allocation size (``MemoryError`` past ``allocation_limit()``), and, for
 kernels made by ``build``, the region of each argument the kernel touches (``ValueError``
@@ -22,12 +22,18 @@ closures over the size values when the kernel is made.
 
 A buffer of vector elements (dtype ``float32x4``, shape ``(n,)``) takes a numpy array of the
 element type with the lanes as a trailing axis: shape ``(n, 4)``, dtype float32.
+
+Outputs that are not passed are allocated and returned (see ``Kernel``):
+
+>>> k(a).tolist()
+[0.0, 2.0, 4.0, 6.0]
 """
 from __future__ import annotations
 
 import math
 import os
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -36,7 +42,8 @@ import numpy as np
 from te.expr import Expr, IntImm, Var, walk
 from te.tensor import Buffer, Tensor
 
-__all__ = ["Kernel", "Param", "make_params", "KernelArgumentError", "BuildError", "sanitize_name",
+__all__ = ["Kernel", "Param", "make_params", "KernelArgumentError", "ArgumentDeviceError",
+           "OutputShapeError", "BuildError", "sanitize_name",
            "eval_int_expr", "size_order", "compile_int_expr", "allocation_limit", "bounds_checks"]
 
 
@@ -46,6 +53,31 @@ class BuildError(Exception):
 
 class KernelArgumentError(TypeError):
     """Raised for malformed calls (kept a TypeError subclass for callers catching TypeError)."""
+
+
+class ArgumentDeviceError(KernelArgumentError):
+    """An argument's memory lives on a device the kernel's target cannot read (a CUDA array
+    given to an LLVM or IREval kernel, say), as its ``__dlpack_device__`` reports.
+
+    >>> issubclass(ArgumentDeviceError, TypeError)
+    True
+    """
+
+
+class OutputShapeError(KernelArgumentError):
+    """An output was left out of a call for the kernel to allocate, but its shape depends on
+    a size that neither an input's shape nor a size argument gives.
+
+    >>> issubclass(OutputShapeError, KernelArgumentError)
+    True
+    """
+
+
+#: DLPack device types whose memory the CPU reads directly (CPU, CUDA / ROCm pinned host
+#: memory, CUDA managed memory), and names for the messages
+_HOST_DEVICES = (1, 3, 11, 13)
+_DEVICE_NAMES = {1: "cpu", 2: "cuda", 3: "cuda_host", 4: "opencl", 7: "vulkan", 8: "metal", 9: "vpi",
+                 10: "rocm", 11: "rocm_host", 13: "cuda_managed", 14: "oneapi", 15: "webgpu", 16: "hexagon"}
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9_]")
@@ -70,6 +102,7 @@ class Param:
     name: str
     buffer: Buffer | None = None
     var: Var | None = None
+    output: bool = False    # an output of the nest: a call may leave it out to have it allocated
 
     @property
     def is_buffer(self) -> bool:
@@ -92,6 +125,7 @@ def make_params(nest, args: Sequence[Any]) -> list[Param]:
     """
     params: list[Param] = []
     seen: set[str] = set()
+    out_names = {b.name for b in nest.outputs}
     for a in args:
         if isinstance(a, Var):
             p = Param(a.name, var=a)
@@ -99,7 +133,7 @@ def make_params(nest, args: Sequence[Any]) -> list[Param]:
             if a in nest.intermediates:
                 raise BuildError(f"{a.name} is an intermediate of the nest (allocated inside the kernel); "
                                  f"make it an output of LoopNest([...]) to pass it as an argument")
-            p = Param(a.name, buffer=a)
+            p = Param(a.name, buffer=a, output=a.name in out_names)
         else:
             raise BuildError(f"build arguments must be Buffers, Tensors or Vars, got {a!r}")
         if p.name in seen:
@@ -173,6 +207,52 @@ class Kernel:
     ``source`` holds the generated code (LLVM IR, CUDA C, or the IR text for IREval).
     Subclasses implement ``_launch(arrays, sizes)`` where ``arrays`` follows the buffer
     params in order and ``sizes`` maps each size Var's id to its int value.
+
+    **Arrays.** An argument is a numpy array, or any object with ``__dlpack__`` (a PyTorch
+    CPU tensor, a JAX array, ...): it is viewed through ``np.from_dlpack`` without a copy,
+    after its ``__dlpack_device__`` is checked against the target (memory the target cannot
+    read raises ``ArgumentDeviceError``). The CUDA target also takes device arrays with
+    ``__cuda_array_interface__``.
+
+    **Strided arrays.** A C-contiguous array is passed to the compiled code as it is (the
+    LLVM fast path costs one flags read for it). A non-contiguous one (a view ``a[::2]``, a
+    transpose ``a.T``, negative strides) is bound through its strides by the binding
+    layer: an input is copied to a contiguous array once per call (``np.ascontiguousarray``,
+    which reads it in its own stride order), and the kernel runs on that copy; an output or
+    other written argument is copied in, computed, and copied back through its strides after
+    the kernel ran. So a strided call costs exactly what the caller's
+    ``np.ascontiguousarray`` and a contiguous call would (``bench/bench_strided.py`` measures
+    it), and a contiguous call costs what it did before strided arrays were accepted. The
+    kernel is not specialised per stride tuple: a compiled variant per stride pattern would
+    save the copy, at the price of a compile per new pattern. Buffers with a ``layout``
+    still need arrays whose strides are that layout's.
+
+    **Returned outputs.** An output of the nest (a tensor of ``LoopNest([...])``) may be left
+    out of the call: it is allocated (``np.empty``; its shape from the sizes the other
+    arguments give) and the call returns the outputs in build's argument order, one array
+    for one output, a tuple for several (passed outputs are returned as given). A call
+    that passes every output writes into them and returns None, as before. Positional
+    arguments are read, in build's argument order, as the first parameters, or the buffers
+    only (sizes read off shapes), or the parameters without the outputs, or the inputs only;
+    the first of these readings that puts arrays on buffers and scalars on sizes and leaves
+    no input out is taken (with ``build(nest, [A, C, N])``, C an output, ``k(a, c)``,
+    ``k(a, c, 5)``, ``k(a, 5)`` and ``k(a, N=5)`` all work; with ``[A, S, B, D]``, S and D
+    outputs, ``k(a, b)`` reads A and B). When an argument came through DLPack, the allocated
+    outputs are returned as the ``from_dlpack`` of the module that defines its type
+    (``torch.from_dlpack`` for a PyTorch tensor, zero-copy) when that module has one, numpy
+    arrays otherwise (the first such argument decides). An output whose shape needs a size no
+    argument gives raises ``OutputShapeError`` naming the size.
+
+    >>> import numpy as np
+    >>> from te import Buffer, Compute, Var
+    >>> from loopnest import LoopNest
+    >>> from codegen import build
+    >>> N = Var("N"); A = Buffer("A", (N,), "float32")
+    >>> B = Compute("B", (N,), lambda i: A[i] + 1.0); C = Compute("C", (N,), lambda i: A[i] * 2.0)
+    >>> k = build(LoopNest([B, C]), [A, B, C])
+    >>> b, c = k(np.arange(6, dtype=np.float32)[::2])      # strided input, both outputs returned
+    >>> b.tolist(), c.tolist()
+    ([1.0, 3.0, 5.0], [0.0, 4.0, 8.0])
     """
 
     target = "?"
@@ -190,6 +270,12 @@ class Kernel:
         self._alloc_checks = _allocation_checks(stmt, self._size_vars)
         self._bounds_checks: list = []
         self._guard = _make_guard(self)
+        self._written_names = _written_buffer_names(stmt)
+        outs = [p for p in params if p.output]
+        self._inputs = ins = [p for p in self._buffer_params if not p.output]
+        # the positional readings of a call, in order of preference (see the class docstring)
+        self._orders = [o for o in (self._buffer_params, [p for p in params if not p.output], ins)
+                        if outs or o is self._buffer_params]
 
     @property
     def arg_names(self) -> list[str]:
@@ -200,17 +286,36 @@ class Kernel:
 
     # -- binding --------------------------------------------------------------------
     def bind(self, args: tuple, kwargs: dict) -> tuple[list, dict]:
-        """Validate a call and return (arrays in buffer-param order, {id(var): int})."""
-        values: dict[str, Any] = {}
+        """Validate a call and return (arrays in buffer-param order, {id(var): int}).
+
+        Outputs left out are allocated; a strided array is replaced by a contiguous copy
+        (copying a written one back is ``__call__``'s part)."""
+        arrays, sizes, _ = self._bind(args, kwargs)
+        return arrays, sizes
+
+    def _positional(self, args: tuple, kwargs: dict) -> list[Param]:
+        """The params the positional ``args`` stand for: the first reading (see the class
+        docstring) that puts arrays on buffers and scalars on sizes, and leaves no input out."""
         n_pos = len(args)
         if n_pos > len(self.params):
             raise KernelArgumentError(f"{self.name} takes at most {len(self.params)} arguments "
                                       f"({', '.join(self.arg_names)}), got {n_pos}")
+        if n_pos == len(self.params) or n_pos == 0:
+            return self.params[:n_pos]
+        first = self.params[:n_pos]
         if n_pos == len(self._buffer_params) and n_pos < len(self.params):
-            order = self._buffer_params     # sizes omitted: positional args are the arrays
-        else:
-            order = self.params[:n_pos]
-        for p, v in zip(order, args):
+            first = self._buffer_params     # sizes omitted: positional args are the arrays
+        candidates = [first] + [self.params[:n_pos]] + [o for o in self._orders if len(o) == n_pos]
+        for order in candidates:
+            named = {p.name for p in order}.union(kwargs)
+            if all(p.is_buffer != _is_scalar(v) for p, v in zip(order, args)) and \
+                    all(p.name in named for p in self._inputs):
+                return order
+        return first    # nothing fits: the usual reading gives the usual messages
+
+    def _bind(self, args: tuple, kwargs: dict) -> tuple[list, dict, "_Returns | None"]:
+        values: dict[str, Any] = {}
+        for p, v in zip(self._positional(args, kwargs), args):
             values[p.name] = v
         for k, v in kwargs.items():
             if k not in self._by_name:
@@ -222,11 +327,26 @@ class Kernel:
         for p in self._var_params:
             if p.name in values:
                 sizes[id(p.var)] = self._check_scalar(p, values[p.name])
-        arrays = []
+        arrays: list = []
+        missing: list[int] = []
+        writebacks: list = []
+        caller_type = None
         for p in self._buffer_params:
             if p.name not in values:
-                raise KernelArgumentError(f"missing argument {p.name} of {self.name}({', '.join(self.arg_names)})")
-            arrays.append(self._check_array(p, values[p.name], sizes))
+                if not p.output:
+                    raise KernelArgumentError(f"missing argument {p.name} of {self.name}({', '.join(self.arg_names)})")
+                missing.append(len(arrays))
+                arrays.append(None)
+                continue
+            v = values[p.name]
+            a = self._check_array(p, v, sizes)
+            if type(a) is np.ndarray and not a.flags.c_contiguous and p.buffer.layout is None:
+                a = self._contiguous(p, a, writebacks)
+            if caller_type is None and type(a) is np.ndarray and not isinstance(v, np.ndarray):
+                caller_type = type(v)
+            arrays.append(a)
+        for k in missing:
+            arrays[k] = self._allocate(self._buffer_params[k], sizes)
         # check derived dims now that every var is bound
         for p, a in zip(self._buffer_params, arrays):
             for k, d in enumerate(p.buffer.dims):
@@ -241,7 +361,47 @@ class Kernel:
                                           "cannot be read off a shape")
         if self._guard is not None:
             self._guard([sizes.get(k) for k in self._size_ids])
-        return arrays, sizes
+        post = None
+        if missing or writebacks:
+            outputs = [(k, values.get(p.name)) for k, p in enumerate(self._buffer_params) if p.output]
+            post = _Returns(writebacks, outputs if missing else None, frozenset(missing), caller_type)
+        return arrays, sizes, post
+
+    def _contiguous(self, p: Param, a: np.ndarray, writebacks: list) -> np.ndarray:
+        """The contiguous array the kernel runs on for the strided ``a`` (a copy; recorded in
+        ``writebacks`` to be copied back when the kernel writes ``p``)."""
+        written = p.buffer.name in self._written_names
+        if written and not a.flags.writeable:
+            raise ValueError(f"argument {p.name} of {self.name} is written by the kernel but the array "
+                             "is read-only")
+        c = np.ascontiguousarray(a)
+        if written:
+            writebacks.append((a, c))
+        return c
+
+    def _allocate(self, p: Param, sizes: dict) -> np.ndarray:
+        """A new array for the output ``p`` that the call left out."""
+        buf = p.buffer
+        if buf.layout is not None:
+            raise KernelArgumentError(f"output {p.name} of {self.name} has the layout {buf.layout} and is not "
+                                      f"allocated by the kernel; allocate its storage and pass it")
+        shape = []
+        for k, d in enumerate(buf.dims):
+            unbound = [v.name for v in _vars_in([d]) if id(v) not in sizes]
+            if unbound:
+                given = [n for n in unbound if n in self._by_name]
+                how = f"pass {p.name}" + (f" or the size {' and '.join(given)}" if given else "")
+                raise OutputShapeError(
+                    f"output {p.name} of {self.name} was left out, but dimension {k} of its shape {buf.shape} "
+                    f"needs {', '.join(unbound)}, which no input's shape or size argument gives; {how}")
+            n = eval_int_expr(d, sizes)
+            if n < 0:
+                raise ValueError(f"output {p.name} of {self.name}: dimension {k} ({d}) is {n} for the sizes "
+                                 f"given; a shape cannot be negative")
+            shape.append(n)
+        if buf.dtype.lanes > 1:
+            shape.append(buf.dtype.lanes)
+        return np.empty(tuple(shape), buf.dtype.numpy)
 
     # -- call-time checks -------------------------------------------------------------
     def add_bounds_checks(self, checks: list) -> None:
@@ -293,10 +453,9 @@ class Kernel:
         buf = p.buffer
         if not isinstance(a, np.ndarray):
             coerced = self._coerce_array(p, a)
-            if coerced is None:
-                raise KernelArgumentError(f"argument {p.name} of {self.name} must be a numpy array, "
-                                          f"got {type(a).__name__}")
-            return coerced
+            if coerced is not None:
+                return coerced
+            a = self._from_dlpack(p, a)
         want_dt = buf.dtype.numpy
         if a.dtype != want_dt:
             raise KernelArgumentError(f"argument {p.name} of {self.name} has dtype {a.dtype}, expected "
@@ -328,12 +487,33 @@ class Kernel:
                     raise ValueError(f"argument {p.name} of {self.name}: dimension {k} ({d.name}) is "
                                      f"{shape[k]} but {d.name} = {old} from another argument")
 
+    def _from_dlpack(self, p: Param, a: Any) -> np.ndarray:
+        """The numpy view of a DLPack object ``a`` in host memory (no copy); a typed error for
+        an object that is no array, or one on a device the target cannot read."""
+        if not hasattr(a, "__dlpack__"):
+            raise KernelArgumentError(f"argument {p.name} of {self.name} must be a numpy array or an array "
+                                      f"with __dlpack__ (a PyTorch tensor, a JAX array, ...), got {type(a).__name__}")
+        device = a.__dlpack_device__() if hasattr(a, "__dlpack_device__") else (1, 0)
+        if int(device[0]) not in _HOST_DEVICES:
+            where = _DEVICE_NAMES.get(int(device[0]), f"DLPack device type {int(device[0])}")
+            if self.target == "cuda":
+                fix = ("pass an array with __cuda_array_interface__ (a CuPy array, a PyTorch CUDA tensor), "
+                       "or a CPU array")
+            else:
+                fix = "copy it to the CPU first (e.g. .cpu() or np.asarray), or build the kernel for that device"
+            raise ArgumentDeviceError(f"argument {p.name} of {self.name} lives on {where}:{int(device[1])}, but "
+                                      f"the {self.target} kernel reads host memory; {fix}")
+        try:
+            return np.from_dlpack(a)
+        except (BufferError, TypeError, ValueError) as exc:   # e.g. a dtype numpy has no type for
+            raise KernelArgumentError(f"argument {p.name} of {self.name}: its DLPack data cannot be read as a "
+                                      f"numpy array ({exc}); convert it to a supported dtype first") from exc
+
     def _check_strides(self, p: Param, a: np.ndarray) -> None:
+        """Strides a ``layout`` prescribes (arrays of buffers without one may have any
+        strides: ``_bind`` copies a non-contiguous one)."""
         layout = p.buffer.layout
         if layout is None:
-            if not a.flags.c_contiguous:
-                raise ValueError(f"argument {p.name} of {self.name} must be C-contiguous (row-major); "
-                                 "use np.ascontiguousarray")
             return
         lanes = p.buffer.dtype.lanes
         try:
@@ -357,11 +537,61 @@ class Kernel:
 
     # -- call -----------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        arrays, sizes = self.bind(args, kwargs)
-        self._launch(arrays, sizes)
+        return self._call(args, kwargs)
+
+    def _call(self, args: tuple, kwargs: dict, launch: Callable | None = None):
+        """Bind, run ``launch`` (default ``_launch``) and finish the call: copy strided
+        written arrays back, return the outputs when some were allocated."""
+        arrays, sizes, post = self._bind(args, kwargs)
+        (launch or self._launch)(arrays, sizes)
+        return None if post is None else post.finish(arrays)
 
     def _launch(self, arrays: list, sizes: dict) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+def _is_scalar(v: Any) -> bool:
+    return isinstance(v, (int, float, bool, np.generic))
+
+
+def _written_buffer_names(stmt) -> frozenset:
+    from loopnest.stmt import Store, iter_stmts
+    if stmt is None:
+        return frozenset()
+    return frozenset(s.buffer.name for s in iter_stmts(stmt) if isinstance(s, Store))
+
+
+@dataclass(frozen=True)
+class _Returns:
+    """What a call does after the kernel ran: copy strided written arrays back (``writebacks``:
+    (caller's array, contiguous copy) pairs) and, when outputs were allocated, return them."""
+
+    writebacks: list
+    outputs: list | None            # (buffer-param index, the value passed or None) per output
+    allocated: frozenset
+    caller_type: type | None        # the type of the first argument that came through DLPack
+
+    def finish(self, arrays: list):
+        for dst, src in self.writebacks:
+            dst[...] = src
+        if self.outputs is None:
+            return None
+        wrap = _from_dlpack_of(self.caller_type)
+        out = [(wrap(arrays[k]) if wrap is not None else arrays[k]) if k in self.allocated else v
+               for k, v in self.outputs]
+        return out[0] if len(out) == 1 else tuple(out)
+
+
+def _from_dlpack_of(cls: type | None) -> Callable | None:
+    """``from_dlpack`` of the module defining ``cls`` (or of its top-level package), if any."""
+    if cls is None:
+        return None
+    name = getattr(cls, "__module__", "") or ""
+    for mod in (name, name.partition(".")[0]):
+        fn = getattr(sys.modules.get(mod), "from_dlpack", None)
+        if callable(fn):
+            return fn
+    return None
 
 
 # ------------------------------------------------------------------------------------

@@ -230,12 +230,17 @@ def _shared_copy(mem: np.ndarray) -> np.ndarray:
     return out
 
 
-def run_on_host(kernel, *args, timeout: float = 120.0, **kwargs) -> None:
+def run_on_host(kernel, *args, timeout: float = 120.0, **kwargs):
     """Call the CUDA ``kernel`` (numpy arguments, as for ``kernel(...)``) on the CPU through
-    the emulation. Raises EmulationError on a crash or after ``timeout`` seconds."""
+    the emulation; returns what ``kernel(...)`` returns (the outputs left out, allocated).
+    Raises EmulationError on a crash or after ``timeout`` seconds."""
     if getattr(kernel, "target", None) != "cuda":
         raise BuildError("run_on_host takes a kernel built with target='cuda'")
-    arrays, sizes = kernel.bind(args, kwargs)
+    return kernel._call(args, kwargs, lambda arrays, sizes: _run(kernel, arrays, sizes, timeout))
+
+
+def _run(kernel, arrays: list, sizes: dict, timeout: float) -> None:
+    """Run the bound ``arrays`` of ``kernel`` through the emulation (``run_on_host``)."""
     for p, a in zip(kernel._buffer_params, arrays):
         if not isinstance(a, np.ndarray):
             raise EmulationError(f"argument {p.name}: the host emulation takes numpy arrays")

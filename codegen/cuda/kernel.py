@@ -86,6 +86,8 @@ class CudaKernel(Kernel):
         if isinstance(a, np.ndarray):
             return super()._check_array(p, a, sizes)
         d = as_device_array(a)
+        if d is None and hasattr(a, "__dlpack__"):
+            return super()._check_array(p, a, sizes)     # host memory through DLPack, or a device error
         if d is None:
             raise KernelArgumentError(f"argument {p.name} of {self.name} must be a numpy array or a device array "
                                       f"(__cuda_array_interface__ or a PyCUDA GPUArray), got {type(a).__name__}")

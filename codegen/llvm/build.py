@@ -93,8 +93,8 @@ class LLVMKernel(Kernel):
 
     Calls with positional numpy arrays of the right dtype, rank and shape (the common case)
     take a fast path that checks exactly what ``Kernel.bind`` checks in a few attribute
-    reads; anything else (keywords, sizes, other array types, and every error) goes through
-    ``Kernel.bind``, so the messages are the same.
+    reads; anything else (keywords, sizes, omitted outputs, strided or DLPack arrays, and
+    every error) goes through ``Kernel.bind``, so the messages are the same.
     """
 
     target = "llvm"
@@ -172,6 +172,9 @@ class LLVMKernel(Kernel):
                     break
                 flags = a.flags
                 if not flags.c_contiguous or (written and not flags.writeable):
+                    if not written and not flags.c_contiguous:
+                        # a strided input: the same call on its contiguous copy (Kernel docstring)
+                        return self(*[np.ascontiguousarray(x) if x is a else x for x in args])
                     ok = False
                     break
                 shape = a.shape
@@ -204,8 +207,7 @@ class LLVMKernel(Kernel):
                         return
                     self._alloc_failed()
                 return
-        arrays, sizes = self.bind(args, kwargs)
-        self._launch(arrays, sizes)
+        return self._call(args, kwargs)
 
     def _launch(self, arrays: list, sizes: dict) -> None:
         for p, a, w in zip(self._buffer_params, arrays, self._written):

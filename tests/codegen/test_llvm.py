@@ -750,10 +750,8 @@ def test_argument_errors_name_the_argument():
         k(np.zeros(4, np.float64), np.zeros(4, np.float32))
     with pytest.raises(ValueError, match="B"):
         k(np.zeros(4, np.float32), np.zeros(5, np.float32))
-    with pytest.raises(TypeError, match="missing"):
-        k(np.zeros(4, np.float32))
-    with pytest.raises(ValueError, match="contiguous"):
-        k(np.zeros(8, np.float32)[::2], np.zeros(4, np.float32))
+    with pytest.raises(TypeError, match="missing argument A"):
+        k(B=np.zeros(4, np.float32))
 
 
 def test_read_only_output_is_refused():
