@@ -10,7 +10,10 @@ pass dumps (``LOOPNEST_DUMP_PASSES=1``). The rules they implement are those of
 * ``guard_int_division`` (compiled targets): integer ``x / 0``, ``x % 0``, ``floordiv(x, 0)``
   and ``floormod(x, 0)`` are 0; ``INT_MIN / -1`` wraps to ``INT_MIN`` and ``INT_MIN % -1`` is 0.
   After the pass every integer division divides by a value that is neither 0 nor (signed) -1,
-  which is defined behaviour in C, LLVM and PTX alike.
+  which is defined behaviour in C, LLVM and PTX alike;
+* ``mask_shift_amounts`` (compiled targets): a shift amount is taken modulo the width
+  (``x << s`` is ``x << (s & (bits - 1))``), so no machine shift sees an amount that is
+  negative or at least the width (poison in LLVM, undefined in C).
 
 IREval implements the same rules directly on the unexpanded nodes (it is their definition);
 the LLVM and CUDA printers only print the expanded forms. (Float ``maximum`` / ``minimum`` need
@@ -29,13 +32,14 @@ for (int i = 0; i < 4; i++) {
 from __future__ import annotations
 
 from te import expr as E
+from te.bitops import SHIFTS
 from te.dtypes import Dtype, int64
 from te.functor import Functor
 from te.queries import int_value
 
 from .stmt import Stmt, StmtMutator, Store
 
-__all__ = ["widen_indices", "guard_int_division", "may_exceed_int32"]
+__all__ = ["widen_indices", "guard_int_division", "mask_shift_amounts", "may_exceed_int32"]
 
 _INT32_LIMIT = 2 ** 31
 
@@ -190,3 +194,39 @@ def guard_int_division(nest, root: Stmt) -> Stmt:
     ``x / -1`` becomes ``0 - x``.
     """
     return _ExprPass(_GuardDivision()).visit(root)
+
+
+# ------------------------------------------------------------------------------------
+# shifts
+# ------------------------------------------------------------------------------------
+class _MaskShifts(E.ExprMutator):
+    def visit_Call(self, e: E.Call) -> E.Expr:
+        e = self.generic(e)
+        if e.name not in SHIFTS:
+            return e
+        a, s = e.args
+        width = s.dtype.bits
+        c = int_value(s)
+        if c is not None:
+            if 0 <= c < width:
+                return e
+            return e.replace(args=(a, E.const(c & (width - 1), s.dtype)))
+        return e.replace(args=(a, E.Call("bitwise_and", (s, E.const(width - 1, s.dtype)), s.dtype)))
+
+
+def mask_shift_amounts(nest, root: Stmt) -> Stmt:
+    """Shift amounts are taken modulo the width: ``x << s`` becomes ``x << (s & (bits - 1))``.
+
+    Before: ``B[i] = A[i] << S[i]``. After: ``B[i] = A[i] << (S[i] & 31)`` (int32).
+    A constant amount in ``[0, bits)`` is left alone; any other constant is reduced.
+
+    >>> from te import Buffer, Compute, int32
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4,), int32); S = Buffer("S", (4,), int32)
+    >>> nest = LoopNest([Compute("B", (4,), lambda i: (A[i] << S[i]) + (A[i] >> 33))]).prepare_for_codegen()
+    >>> print(mask_shift_amounts(nest, nest.root))
+    for (int i = 0; i < 4; i++) {
+      B[i] = (A[i] << (S[i] & 31)) + (A[i] >> 1);
+    }
+    """
+    return _ExprPass(_MaskShifts()).visit(root)

@@ -89,6 +89,8 @@ static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 #define __sinf(x) sinf(x)
 #define __cosf(x) cosf(x)
 #define __powf(x, y) powf(x, y)
+#define __tanf(x) tanf(x)
+#define __log10f(x) log10f(x)
 #define __fdividef(x, y) ((x) / (y))
 using std::isnan;
 struct tc_thread { tc_dim3 t; void (*fn)(void*); void* ctx; };
