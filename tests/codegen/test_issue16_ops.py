@@ -424,3 +424,25 @@ def test_cuda_emits_the_operators_and_agrees_with_ireval():
                 np.testing.assert_array_equal(g, w, err_msg=o.name)
             else:
                 np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=o.name)
+
+
+def test_ireval_serial_and_batched_paths_agree():
+    n = 6
+    A, S = Buffer("A", (n,), "int8"), Buffer("S", (n,), "int8")
+    F, G = Buffer("F", (n,), float16), Buffer("G", (n,), bfloat16)
+    Y = Compute("Y", (n,), lambda i: (A[i] << S[i]) ^ (A[i] >> S[i]) | ~A[i])
+    Z = Compute("Z", (n,), lambda i: te.bitcast(F[i], "int16") ^ te.bitcast(G[i], "int16"))
+    W = Compute("W", (n,), lambda i: te.lgamma(F[i]) + te.erfc(F[i]) + te.atan2(F[i], F[i]))
+    a = np.array([-128, 127, -1, 5, 3, 1], np.int8)
+    s = np.array([7, 8, -1, 9, 1, 100], np.int8)
+    f = np.array([0, 1, 2, -3.5, 0.25, 7], np.float16)
+    g = f.astype(bfloat16.numpy)
+    runs = []
+    for batch in (True, False):
+        k = build(LoopNest([Y, Z, W]), [A, S, F, G, Y, Z, W], target="ireval", batch=batch)
+        outs = [np.zeros(n, np.int8), np.zeros(n, np.int16), np.zeros(n, np.float16)]
+        k(a, s, f, g, *outs)
+        runs.append(outs)
+    for p, q in zip(*runs):
+        np.testing.assert_array_equal(p, q)
+    assert runs[0][0].tolist() == [-1, -128, 127, -6, -1, -2]
