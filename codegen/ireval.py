@@ -18,8 +18,11 @@ Every other backend is checked against IREval, so it implements the semantics of
 * ``Select`` evaluates both sides, ``IfThenElse`` only the taken side (per lane for vectors),
   scalar ``And``/``Or`` short-circuit (vector ones evaluate both operands, as the spec allows);
 * intrinsics use numpy in the dtype's precision (``sigmoid = 1/(1+exp(-x))``,
-  ``rsqrt = 1/sqrt(x)``, ``round`` = half to even, integer ``abs`` wraps at INT_MIN); ``erf`` is
-  ``math.erf`` in float64 (numpy has no erf; scipy is not a core dependency) rounded to the dtype;
+  ``rsqrt = 1/sqrt(x)``, ``round`` = half to even, integer ``abs`` wraps at INT_MIN); ``erf``,
+  ``erfc`` and ``lgamma`` are ``math``'s in float64 (numpy has none of them; scipy is not a core
+  dependency) rounded to the dtype, ``lgamma`` giving +inf at its poles as C does;
+* integer bit operations and ``bitcast`` are ``codegen.ireval_bits``: a shift amount is taken
+  modulo the width, ``>>`` is arithmetic on signed types;
 * a buffer of vector elements (dtype ``float32x4``) is an array with a trailing lanes axis;
   ``A[i]`` reads a whole vector, ``A[ramp(i, 1, k)]`` reads ``k`` of them (``4 * k`` lanes);
 * casts and loads keep NaN payloads bit-exactly as the LLVM backend does: loading bfloat16 /
@@ -68,12 +71,14 @@ from loopnest.printer import stmt_to_str
 from loopnest.queries import stmt_free_vars
 from loopnest.stmt import Allocate, Block, Cond, For, Free, LetStmt, Stmt, Store, iter_stmts
 from te import expr as E
+from te.bitops import BIT_CALLS
 from te.dtypes import Dtype
 from te.functor import Functor
 from te.lowprec import convert as _lp_convert, float_to_int as _lp_float_to_int
 from te.queries import free_vars
 
 from .ireval_batch import plan_batch
+from .ireval_bits import bit_fn, bitcast_fn
 from .ireval_common import _ALLOW, Fn, _check_access, _flat_idx, _restrict
 from .kernel import BuildError, Kernel, Param, sanitize_name
 
@@ -335,8 +340,23 @@ _CMP = {E.EQ: operator.eq, E.NE: operator.ne, E.LT: operator.lt, E.LE: operator.
 _ARITH = {E.Add: operator.add, E.Sub: operator.sub, E.Mul: operator.mul}
 _UNARY_F = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
             "tanh": np.tanh, "floor": np.floor, "ceil": np.ceil, "round": np.rint, "sin": np.sin,
-            "cos": np.cos, "abs": np.abs, "isnan": np.isnan}
-_ERF = np.frompyfunc(math.erf, 1, 1)
+            "cos": np.cos, "abs": np.abs, "isnan": np.isnan, "asin": np.arcsin, "acos": np.arccos,
+            "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh, "tan": np.tan, "log10": np.log10,
+            "log1p": np.log1p, "expm1": np.expm1, "trunc": np.trunc}
+_BINARY_F = {"pow": np.power, "atan2": np.arctan2, "fmod": np.fmod, "copysign": np.copysign}
+
+
+def _c_lgamma(x: float) -> float:
+    """C's ``lgamma``: +inf at the poles (``math.lgamma`` raises there)."""
+    try:
+        return math.lgamma(x)
+    except ValueError:
+        return math.inf
+
+
+#: functions numpy lacks, computed with ``math`` in float64 and rounded to the dtype
+_MATH_F64 = {"erf": np.frompyfunc(math.erf, 1, 1), "erfc": np.frompyfunc(math.erfc, 1, 1),
+             "lgamma": np.frompyfunc(_c_lgamma, 1, 1)}
 
 
 class _Compiler(Functor):
@@ -656,6 +676,16 @@ class _Compiler(Functor):
         npdt = _internal_np(adt)
         rnd = _rounder(adt) if e.name != "isnan" else None
         name = e.name
+        if name == "bitcast":
+            f, c = args[0], bitcast_fn(adt, e.dtype)
+            return lambda fr: c(f(fr))
+        if name in BIT_CALLS:
+            bit = bit_fn(name, adt)
+            if len(args) == 1:
+                f = args[0]
+                return lambda fr: bit(f(fr))
+            fa, fb = args
+            return lambda fr: bit(fa(fr), fb(fr))
         if name in _UNARY_F:
             fn = _UNARY_F[name]
         elif name == "rsqrt":
@@ -664,16 +694,17 @@ class _Compiler(Functor):
         elif name == "sigmoid":
             one = npdt.type(1)
             fn = lambda x: one / (one + np.exp(-x))               # noqa: E731
-        elif name == "erf":
+        elif name in _MATH_F64:
+            ufunc = _MATH_F64[name]
+
             def fn(x):
-                if type(x) is np.ndarray:
-                    return _ERF(x.astype(np.float64)).astype(np.float64).astype(npdt)
-                return npdt.type(math.erf(float(x)))
-        elif name == "pow":
+                return np.asarray(ufunc(np.asarray(x, np.float64)), np.float64).astype(npdt)[()]
+        elif name in _BINARY_F:
             fa, fb = args
+            op = _BINARY_F[name]
             if rnd is None:
-                return lambda fr: np.power(fa(fr), fb(fr))
-            return lambda fr: rnd(np.power(fa(fr), fb(fr)))
+                return lambda fr: op(fa(fr), fb(fr))
+            return lambda fr: rnd(op(fa(fr), fb(fr)))
         else:
             raise BuildError(f"IREval does not know the intrinsic {name!r} (`{e}`)")
         if name == "abs" and not adt.is_float:

@@ -16,6 +16,9 @@ pass dumps (``LOOPNEST_DUMP_PASSES=1``). The rules they implement are those of
   float32, the operation is computed in float32 and its result is cast back, which rounds it
   to the format once (round to nearest even; float8 saturates). The printers then only see
   float32 arithmetic and conversions.
+* ``mask_shift_amounts`` (compiled targets): a shift amount is taken modulo the width
+  (``x << s`` is ``x << (s & (bits - 1))``), so no machine shift sees an amount that is
+  negative or at least the width (poison in LLVM, undefined in C).
 
 IREval implements the same rules directly on the unexpanded nodes (it is their definition);
 the LLVM and CUDA printers only print the expanded forms. (Float ``maximum`` / ``minimum`` need
@@ -34,13 +37,15 @@ for (int i = 0; i < 4; i++) {
 from __future__ import annotations
 
 from te import expr as E
+from te.bitops import SHIFTS
 from te.dtypes import Dtype, float32, int64
 from te.functor import Functor
 from te.queries import int_value
 
 from .stmt import Stmt, StmtMutator, Store
 
-__all__ = ["widen_indices", "guard_int_division", "lower_low_precision", "may_exceed_int32"]
+__all__ = ["widen_indices", "guard_int_division", "mask_shift_amounts", "lower_low_precision",
+           "may_exceed_int32"]
 
 _INT32_LIMIT = 2 ** 31
 
@@ -242,7 +247,7 @@ class _LowerLowPrecision(E.ExprMutator):
 
     def visit_Call(self, e: E.Call) -> E.Expr:
         e = self.generic(e)
-        if e.name == "isnan" or not e.dtype.is_lowp_float:
+        if e.name in ("isnan", "bitcast") or not e.dtype.is_lowp_float:   # exact: nothing to round
             return e
         return E.Cast(e.dtype, E.Call(e.name, [_to_f32(a) for a in e.args], _f32(e.dtype)))
 
@@ -268,3 +273,39 @@ def lower_low_precision(nest, root: Stmt) -> Stmt:
     }
     """
     return _ExprPass(_LowerLowPrecision()).visit(root)
+
+
+# ------------------------------------------------------------------------------------
+# shifts
+# ------------------------------------------------------------------------------------
+class _MaskShifts(E.ExprMutator):
+    def visit_Call(self, e: E.Call) -> E.Expr:
+        e = self.generic(e)
+        if e.name not in SHIFTS:
+            return e
+        a, s = e.args
+        width = s.dtype.bits
+        c = int_value(s)
+        if c is not None:
+            if 0 <= c < width:
+                return e
+            return e.replace(args=(a, E.const(c & (width - 1), s.dtype)))
+        return e.replace(args=(a, E.Call("bitwise_and", (s, E.const(width - 1, s.dtype)), s.dtype)))
+
+
+def mask_shift_amounts(nest, root: Stmt) -> Stmt:
+    """Shift amounts are taken modulo the width: ``x << s`` becomes ``x << (s & (bits - 1))``.
+
+    Before: ``B[i] = A[i] << S[i]``. After: ``B[i] = A[i] << (S[i] & 31)`` (int32).
+    A constant amount in ``[0, bits)`` is left alone; any other constant is reduced.
+
+    >>> from te import Buffer, Compute, int32
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4,), int32); S = Buffer("S", (4,), int32)
+    >>> nest = LoopNest([Compute("B", (4,), lambda i: (A[i] << S[i]) + (A[i] >> 33))]).prepare_for_codegen()
+    >>> print(mask_shift_amounts(nest, nest.root))
+    for (int i = 0; i < 4; i++) {
+      B[i] = (A[i] << (S[i] & 31)) + (A[i] >> 1);
+    }
+    """
+    return _ExprPass(_MaskShifts()).visit(root)

@@ -18,7 +18,7 @@ from te.expr import Expr, ExprMutator, IntImm, Load, as_expr, floordiv, floormod
 from te.simplify import simplify
 from te.view import TensorView, view_root
 
-from .legalize import guard_int_division, lower_low_precision, widen_indices
+from .legalize import guard_int_division, lower_low_precision, mask_shift_amounts, widen_indices
 from .queries import stmt_touches
 from .stmt import Allocate, Block, For, Free, Stmt, StmtMutator, Store
 from .vectorize_lowering import lower_vectorized_loops
@@ -247,9 +247,10 @@ PASSES: list[tuple[str, Callable]] = [
 #: language's edge cases that IREval implements directly (see ``loopnest.legalize``).
 TARGET_PASSES: dict[str, list[tuple[str, Callable]]] = {
     "ireval": [],
-    "llvm": [("guard_int_division", guard_int_division), ("lower_low_precision", lower_low_precision),
-             ("verify", verify_pass)],
-    "cuda": [("guard_int_division", guard_int_division), ("lower_low_precision", lower_low_precision),
+    "llvm": [("guard_int_division", guard_int_division), ("mask_shift_amounts", mask_shift_amounts),
+             ("lower_low_precision", lower_low_precision), ("verify", verify_pass)],
+    "cuda": [("guard_int_division", guard_int_division), ("mask_shift_amounts", mask_shift_amounts),
+             ("lower_low_precision", lower_low_precision),
              ("verify", verify_pass)],
 }
 

@@ -14,8 +14,12 @@ from .expr import (Add, And, Broadcast, Call, Cast, CmpOp, Div, EQ, Expr, FloatI
                    Sub, Var, as_expr, const, floordiv, floormod, if_then_else, logical_and, logical_not,
                    logical_or, structural_equal, structural_key, substitute, truncdiv, truncmod)
 from .expr import Max as MaxExpr, Min as MinExpr
-from .intrinsics import (abs, cast, ceil, cos, erf, exp, exp2, floor, isnan, log, log2, maximum, minimum,
-                         pow, round, rsqrt, select, sigmoid, sin, sqrt, tanh)
+from .intrinsics import (abs, acos, asin, atan, atan2, cast, ceil, clamp, copysign, cos, cosh, erf, erfc,
+                         exp, exp2, expm1, floor, fmod, isnan, lerp, lgamma, log, log10, log1p, log2,
+                         maximum, minimum, pow, power, round, rsqrt, select, sigmoid, sin, sinh, sqrt,
+                         tan, tanh, trunc)
+from .bitops import (bitcast, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, shift_left,
+                     shift_right)
 from .tensor import Buffer, Compute, Max, Min, Prod, Reduce, Reducer, Sum, Tensor
 from .simplify import simplify
 

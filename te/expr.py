@@ -31,7 +31,9 @@ int32
 
 Integer operators follow the spec: ``/`` is C division (truncates toward zero), ``%`` has
 the sign of the dividend, ``//`` is floor division; ``floordiv`` / ``floormod`` / ``truncdiv``
-/ ``truncmod`` name each one explicitly.
+/ ``truncmod`` name each one explicitly. On integers ``&``, ``|``, ``^``, ``~``, ``<<`` and ``>>``
+are bit operations (``te.bitops``); on bools ``&``, ``|`` and ``~`` are logical and ``^`` is xor.
+``**``, ``abs()`` and ``round()`` build ``te.intrinsics.power``, ``abs`` and ``round``.
 """
 from __future__ import annotations
 
@@ -191,11 +193,63 @@ class Expr:
     def __le__(self, o): return _binop(LE, self, o)
     def __gt__(self, o): return _binop(GT, self, o)
     def __ge__(self, o): return _binop(GE, self, o)
-    def __and__(self, o): return _binop(And, self, check_condition(o, "the right operand of &"))
-    def __rand__(self, o): return _binop(And, check_condition(o, "the left operand of &"), self)
-    def __or__(self, o): return _binop(Or, self, check_condition(o, "the right operand of |"))
-    def __ror__(self, o): return _binop(Or, check_condition(o, "the left operand of |"), self)
-    def __invert__(self): return Not(self)
+    # & | ~ are logical on bool operands and bitwise on integers (te.bitops); ^ on bools is xor
+    def __and__(self, o): return _logic_or_bits(And, "bitwise_and", self, o, True)
+    def __rand__(self, o): return _logic_or_bits(And, "bitwise_and", o, self, False)
+    def __or__(self, o): return _logic_or_bits(Or, "bitwise_or", self, o, True)
+    def __ror__(self, o): return _logic_or_bits(Or, "bitwise_or", o, self, False)
+    def __xor__(self, o): return _logic_or_bits(NE, "bitwise_xor", self, o, True)
+    def __rxor__(self, o): return _logic_or_bits(NE, "bitwise_xor", o, self, False)
+
+    def __invert__(self):
+        if self.dtype.is_bool:
+            return Not(self)
+        from .bitops import bitwise_not
+        return bitwise_not(self)
+
+    def __lshift__(self, o): return _bits("shift_left", self, o)
+    def __rlshift__(self, o): return _bits("shift_left", o, self)
+    def __rshift__(self, o): return _bits("shift_right", self, o)
+    def __rrshift__(self, o): return _bits("shift_right", o, self)
+
+    def __pow__(self, o):
+        """``x ** n``: repeated multiplication for an integer ``x`` and a non-negative integer
+        constant ``n`` (wrapping as ``*`` does); ``te.pow`` for floats.
+
+        >>> print(Var("i") ** 3)
+        i * i * i
+        >>> print(Var("f", "float32") ** 0.5)
+        pow(f, 0.5f)
+        """
+        from .intrinsics import power
+        return power(self, o)
+
+    def __rpow__(self, o):
+        from .intrinsics import power
+        return power(o, self)
+
+    def __abs__(self):
+        """``abs(x)`` is ``te.abs(x)`` (integer abs wraps at INT_MIN).
+
+        >>> print(abs(Var("i")))
+        abs(i)
+        """
+        from .intrinsics import abs as abs_
+        return abs_(self)
+
+    def __round__(self, ndigits=None):
+        """``round(x)``: ``te.round`` (half to even, numpy.round's rule) for floats; an
+        integer expression is returned unchanged, as Python's ``round`` does for ints.
+
+        >>> print(round(Var("f", "float32")))
+        round(f)
+        """
+        if ndigits is not None:
+            raise TypeError(f"round(`{self}`, {ndigits!r}): only round(x) (to an integral value) is supported")
+        if self.dtype.is_integer:
+            return self
+        from .intrinsics import round as round_
+        return round_(self)
 
     def __eq__(self, o):
         """``self == o`` builds an ``EQ`` node whose truth value is ``self is o``.
@@ -665,6 +719,8 @@ class Incomparable:
     def __rand__(self, o): return o & self.as_expr()
     def __or__(self, o): return self.as_expr() | o
     def __ror__(self, o): return o | self.as_expr()
+    def __xor__(self, o): return self.as_expr() ^ o
+    def __rxor__(self, o): return o ^ self.as_expr()
     def __invert__(self): return ~self.as_expr()
 
     def __repr__(self) -> str:
@@ -909,6 +965,26 @@ _set_bc_value, _set_bc_lanes = _slot_setters(Broadcast, "value", "lanes")
 def _binop(cls, a, b) -> Expr:
     a, b = _unify(a, b)
     return cls(a, b)
+
+
+def _logic_or_bits(logical: type, bitwise: str, a, b, self_first: bool) -> Expr:
+    """``a op b`` for ``&`` / ``|`` / ``^``: the logical node ``logical`` when the expression
+    operand is bool (a Python bool operand refused), the bit operation ``bitwise`` otherwise."""
+    e = a if self_first else b
+    if as_expr(e).dtype.is_bool:
+        sym = BIT_SYMBOL[bitwise]
+        if self_first:
+            return _binop(logical, a, check_condition(b, f"the right operand of {sym}"))
+        return _binop(logical, check_condition(a, f"the left operand of {sym}"), b)
+    return _bits(bitwise, a, b)
+
+
+BIT_SYMBOL = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
+
+
+def _bits(name: str, a, b) -> Expr:
+    from . import bitops
+    return getattr(bitops, name)(a, b)
 
 
 def floordiv(a, b) -> Expr:

@@ -7,18 +7,23 @@ exp(float32(i)) + 1.0f
 
 Each math intrinsic is a ``Call`` whose dtype is its argument's dtype (``isnan`` gives bool).
 Floating-point-only intrinsics refuse integer arguments with a ``TypeError`` that suggests a cast.
+``power`` (the ``**`` operator), ``clamp`` and ``lerp`` are built from other nodes; the integer
+bit operations and ``bitcast`` live in ``te.bitops``.
 """
 from __future__ import annotations
 
 import builtins
+import numbers
 from typing import Any
 
 from .dtypes import as_dtype, bool_
-from .expr import Call, Cast, Expr, Max, Min, Select, _unify, as_expr
+from .expr import Call, Cast, Expr, IntImm, Max, Min, Mul, Select, _unify, as_expr, const
 
 __all__ = ["INTRINSICS", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "abs",
            "floor", "ceil", "round", "sin", "cos", "erf", "pow", "isnan", "maximum", "minimum",
-           "select", "cast", "call_intrinsic"]
+           "select", "cast", "call_intrinsic", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tan",
+           "log10", "log1p", "expm1", "erfc", "lgamma", "trunc", "fmod", "copysign", "clamp", "lerp",
+           "power"]
 
 #: name -> (number of arguments, float_only, result is bool)
 INTRINSICS: dict[str, tuple[int, bool, bool]] = {
@@ -28,6 +33,11 @@ INTRINSICS: dict[str, tuple[int, bool, bool]] = {
     "floor": (1, True, False), "ceil": (1, True, False), "round": (1, True, False),
     "sin": (1, True, False), "cos": (1, True, False), "erf": (1, True, False),
     "pow": (2, True, False), "isnan": (1, True, True),
+    "asin": (1, True, False), "acos": (1, True, False), "atan": (1, True, False),
+    "atan2": (2, True, False), "sinh": (1, True, False), "cosh": (1, True, False),
+    "tan": (1, True, False), "log10": (1, True, False), "log1p": (1, True, False),
+    "expm1": (1, True, False), "erfc": (1, True, False), "lgamma": (1, True, False),
+    "trunc": (1, True, False), "fmod": (2, True, False), "copysign": (2, True, False),
 }
 
 
@@ -76,6 +86,224 @@ def cos(x): """Cosine."""; return call_intrinsic("cos", x)
 def erf(x): """Gauss error function."""; return call_intrinsic("erf", x)
 def pow(x, y): """x ** y (floats)."""; return call_intrinsic("pow", x, y)
 def isnan(x): """True where x is NaN (bool result)."""; return call_intrinsic("isnan", x)
+
+
+def asin(x):
+    """Arc sine (radians), NaN outside [-1, 1].
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(asin(x))
+    asin(x)
+    """
+    return call_intrinsic("asin", x)
+
+
+def acos(x):
+    """Arc cosine (radians), NaN outside [-1, 1].
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(acos(x))
+    acos(x)
+    """
+    return call_intrinsic("acos", x)
+
+
+def atan(x):
+    """Arc tangent (radians, in [-pi/2, pi/2]).
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(atan(x))
+    atan(x)
+    """
+    return call_intrinsic("atan", x)
+
+
+def atan2(y, x):
+    """The angle of the point ``(x, y)``, in [-pi, pi] (C's ``atan2``, numpy's ``arctan2``).
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(atan2(x, 1.0))
+    atan2(x, 1.0f)
+    """
+    return call_intrinsic("atan2", y, x)
+
+
+def sinh(x):
+    """Hyperbolic sine.
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(sinh(x))
+    sinh(x)
+    """
+    return call_intrinsic("sinh", x)
+
+
+def cosh(x):
+    """Hyperbolic cosine.
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(cosh(x))
+    cosh(x)
+    """
+    return call_intrinsic("cosh", x)
+
+
+def tan(x):
+    """Tangent (radians).
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(tan(x))
+    tan(x)
+    """
+    return call_intrinsic("tan", x)
+
+
+def log10(x):
+    """Base-10 logarithm.
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(log10(x))
+    log10(x)
+    """
+    return call_intrinsic("log10", x)
+
+
+def log1p(x):
+    """``log(1 + x)``, accurate for small ``x``.
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(log1p(x))
+    log1p(x)
+    """
+    return call_intrinsic("log1p", x)
+
+
+def expm1(x):
+    """``exp(x) - 1``, accurate for small ``x``.
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(expm1(x))
+    expm1(x)
+    """
+    return call_intrinsic("expm1", x)
+
+
+def erfc(x):
+    """Complementary error function ``1 - erf(x)``, accurate for large ``x``.
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(erfc(x))
+    erfc(x)
+    """
+    return call_intrinsic("erfc", x)
+
+
+def lgamma(x):
+    """``log|Gamma(x)|`` (C's ``lgamma``): ``+inf`` at 0 and the negative integers.
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(lgamma(x))
+    lgamma(x)
+    """
+    return call_intrinsic("lgamma", x)
+
+
+def trunc(x):
+    """Round toward zero (floats).
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(trunc(x))
+    trunc(x)
+    """
+    return call_intrinsic("trunc", x)
+
+
+def fmod(x, y):
+    """C's ``fmod``: ``x - trunc(x / y) * y`` computed exactly, with ``x``'s sign; NaN when
+    ``y`` is 0 (numpy's ``fmod``; for integers use ``%``).
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(fmod(x, 2.0))
+    fmod(x, 2.0f)
+    """
+    return call_intrinsic("fmod", x, y)
+
+
+def copysign(x, y):
+    """``|x|`` with the sign bit of ``y`` (``-0.0`` and NaN signs count).
+
+    >>> from te import Var; x = Var("x", "float32")
+    >>> print(copysign(1.0, x))
+    copysign(1.0f, x)
+    """
+    return call_intrinsic("copysign", x, y)
+
+
+def power(x, n) -> Expr:
+    """``x ** n`` (what the ``**`` operator builds): for an integer ``x``, ``n`` must be a
+    non-negative integer constant and the power is repeated multiplication (wrapping, as
+    ``*``; ``x ** 0`` is 1); for a float ``x`` it is ``pow(x, n)``.
+
+    >>> from te import Var
+    >>> print(power(Var("i"), 4))
+    i * i * (i * i)
+    >>> power(Var("i"), -1)
+    Traceback (most recent call last):
+        ...
+    TypeError: integer power `i` ** -1: the exponent must be a non-negative integer constant (cast to a float type for pow)
+    """
+    if not isinstance(x, Expr) and not hasattr(x, "as_expr"):   # 2 ** e: a literal base
+        e = as_expr(n)
+        if e.dtype.is_integer:
+            raise TypeError(f"{x!r} ** `{e}`: an integer power needs a constant exponent (write "
+                            f"1 << `{e}` for powers of two, or cast to a float type for pow)")
+        return pow(x, e)
+    x = as_expr(x)
+    if x.dtype.is_float:
+        return pow(x, n)
+    if not x.dtype.is_integer:
+        raise TypeError(f"`{x}` ** {n!r}: ** needs an integer or float base, got {x.dtype}")
+    k = n.value if isinstance(n, IntImm) else n
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 0:
+        raise TypeError(f"integer power `{x}` ** {n!r}: the exponent must be a non-negative integer "
+                        "constant (cast to a float type for pow)")
+    return _int_power(x, int(k))
+
+
+def _int_power(x: Expr, k: int) -> Expr:
+    """Square and multiply: about 2 log2(k) multiplications (the squares are shared nodes)."""
+    if k == 0:
+        return const(1, x.dtype)
+    if k == 1:
+        return x
+    half = _int_power(x, k // 2)
+    sq = Mul(half, half)
+    return Mul(sq, x) if k % 2 else sq
+
+
+def clamp(x, lo, hi) -> Expr:
+    """``minimum(maximum(x, lo), hi)``: ``x`` limited to ``[lo, hi]`` (``hi`` when ``lo > hi``);
+    a NaN ``x`` stays NaN (float ``maximum`` / ``minimum`` propagate NaN).
+
+    >>> from te import Var
+    >>> print(clamp(Var("i"), 0, 255))
+    min(max(i, 0), 255)
+    """
+    return minimum(maximum(x, lo), hi)
+
+
+def lerp(a, b, t) -> Expr:
+    """Linear interpolation ``a + (b - a) * t`` of floats (``a`` at ``t = 0``; at ``t = 1`` it
+    is ``b`` up to the rounding of ``b - a``).
+
+    >>> from te import Var
+    >>> print(lerp(Var("a", "float32"), Var("b", "float32"), 0.25))
+    a + (b - a) * 0.25f
+    """
+    a, b = _unify(a, b)
+    if not a.dtype.is_float:
+        raise TypeError(f"lerp needs float operands, got {a.dtype} (`{a}`); cast with te.cast first")
+    return a + (b - a) * t
 
 
 def maximum(a, b) -> Expr:

@@ -12,10 +12,15 @@ import math
 import numpy as np
 
 from . import expr as E
+from .bitops import BIT_OPS
 from .functor import Functor
 
-_PREC = {E.Or: 1, E.And: 2, E.EQ: 3, E.NE: 3, E.LT: 3, E.LE: 3, E.GT: 3, E.GE: 3,
-         E.Add: 4, E.Sub: 4, E.Mul: 5, E.Div: 5, E.Mod: 5}
+_PREC = {E.Or: 1, E.And: 2, E.EQ: 6, E.NE: 6, E.LT: 6, E.LE: 6, E.GT: 6, E.GE: 6,
+         E.Add: 8, E.Sub: 8, E.Mul: 9, E.Div: 9, E.Mod: 9}
+#: the bit operations (``te.bitops`` calls) print as C operators, with C's precedences
+_BIT_PREC = {"bitwise_or": 3, "bitwise_xor": 4, "bitwise_and": 5, "shift_left": 7, "shift_right": 7}
+_UNARY_PREC = 10
+_OPERAND_PREC = 9       # what the operands of a bit operation are printed at (a product needs no parens)
 
 
 def _float_str(v: float) -> str:
@@ -66,7 +71,7 @@ class _Printer(Functor):
     visit_FloorDiv = visit_FloorMod = visit_Min = visit_Max = _call_form
 
     def visit_Not(self, e, prec):
-        return f"!{self.visit(e.a, 9)}"
+        return f"!{self.visit(e.a, _UNARY_PREC)}"
 
     def visit_Cast(self, e, prec):
         return f"{e.dtype.name}({self.visit(e.value, 0)})"
@@ -85,6 +90,18 @@ class _Printer(Functor):
         return f"({s})" if prec else s
 
     def visit_Call(self, e, prec):
+        p = _BIT_PREC.get(e.name)
+        if p is not None:
+            # operands other than a chain of the same operation are parenthesised unless they
+            # are products or tighter: C's precedences here surprise (`a | b << 8`, `x & 1 == 0`)
+            a, b = e.args
+            chain = type(a) is E.Call and a.name == e.name
+            s = f"{self.visit(a, p if chain else _OPERAND_PREC)} {BIT_OPS[e.name]} {self.visit(b, _OPERAND_PREC)}"
+            return f"({s})" if p < prec else s
+        if e.name == "bitwise_not":
+            return f"~{self.visit(e.args[0], _UNARY_PREC)}"
+        if e.name == "bitcast":
+            return f"bitcast({self.visit(e.args[0], 0)}, {e.dtype.name})"
         return f"{e.name}({', '.join(self.visit(a, 0) for a in e.args)})"
 
     def visit_Ramp(self, e, prec):

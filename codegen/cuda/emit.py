@@ -63,6 +63,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from te import expr as E
+from te.bitops import BIT_CALLS
 from te.dtypes import Dtype
 from te.expr import Expr, IntImm, Var
 from te.functor import Functor
@@ -160,8 +161,17 @@ _MATH = {  # name -> (float, double, fast float)
     "ceil": ("ceilf", "ceil", "ceilf"), "round": ("rintf", "rint", "rintf"),
     "sin": ("sinf", "sin", "__sinf"), "cos": ("cosf", "cos", "__cosf"),
     "erf": ("erff", "erf", "erff"), "pow": ("powf", "pow", "__powf"),
-    "abs": ("fabsf", "fabs", "fabsf"),
+    "abs": ("fabsf", "fabs", "fabsf"), "asin": ("asinf", "asin", "asinf"),
+    "acos": ("acosf", "acos", "acosf"), "atan": ("atanf", "atan", "atanf"),
+    "atan2": ("atan2f", "atan2", "atan2f"), "sinh": ("sinhf", "sinh", "sinhf"),
+    "cosh": ("coshf", "cosh", "coshf"), "tan": ("tanf", "tan", "__tanf"),
+    "log10": ("log10f", "log10", "__log10f"), "log1p": ("log1pf", "log1p", "log1pf"),
+    "expm1": ("expm1f", "expm1", "expm1f"), "erfc": ("erfcf", "erfc", "erfcf"),
+    "lgamma": ("lgammaf", "lgamma", "lgammaf"), "trunc": ("truncf", "trunc", "truncf"),
+    "fmod": ("fmodf", "fmod", "fmodf"), "copysign": ("copysignf", "copysign", "copysignf"),
 }
+#: C operators of the integer bit operations (te.bitops)
+_BIT_C = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_right": ">>"}
 
 _CMP = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
 _ARITH = {E.Add: "+", E.Sub: "-", E.Mul: "*"}
@@ -510,6 +520,10 @@ class CudaEmitter(Functor):
         args = [self.expr(a, lane, idx) for a in e.args]
         adt = e.args[0].dtype.element if e.args else e.dtype.element
         name = e.name
+        if name == "bitcast":
+            return self._bitcast(args[0], adt, e.dtype.element)
+        if name in BIT_CALLS:
+            return self._bit_op(name, adt, args)
         if name == "isnan":
             if not adt.is_float:
                 return "false"
@@ -538,6 +552,34 @@ class CudaEmitter(Functor):
             raise BuildError(f"the CUDA backend has no translation for the intrinsic {name!r}")
         return r
 
+    def _bit_op(self, name: str, dt: Dtype, args: list[str]) -> str:
+        """Integer bit operations; the shift amount is already in [0, bits) (the pass
+        ``mask_shift_amounts``). A left shift is done on the unsigned type (a signed one
+        overflowing is undefined in C); ``>>`` of a signed value is arithmetic (in nvcc and
+        g++, as C++20 requires)."""
+        ct = compute_type(dt)
+        if name == "bitwise_not":
+            r = f"(~{args[0]})"
+        elif name == "shift_left":
+            r = f"(({_unsigned_of(dt)}){args[0]} << {args[1]})"
+        else:
+            r = f"({args[0]} {_BIT_C[name]} {args[1]})"
+        if _is_narrow(dt) or name == "shift_left":   # narrow operands are promoted to int
+            return f"(({ct}){r})"
+        return r
+
+    def _bitcast(self, x: str, src: Dtype, dst: Dtype) -> str:
+        """``x``'s bits as ``dst``; float16 / bfloat16 go through their storage type."""
+        self.helpers.need("tc_bitcast")
+        if src.is_lowp_float:
+            info = self.lowp(src)
+            x, src_t = f"{info[0]}_st({x})", info[3]
+        else:
+            src_t = c_type(src)
+        if dst.is_lowp_float:
+            info = self.lowp(dst)
+            return f"{info[0]}_ld(tc_bitcast<{info[3]}, {src_t}>({x}))"
+        return f"tc_bitcast<{c_type(dst)}, {src_t}>({x})"
 
     # ==============================================================================
     # statements

@@ -89,6 +89,8 @@ static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 #define __sinf(x) sinf(x)
 #define __cosf(x) cosf(x)
 #define __powf(x, y) powf(x, y)
+#define __tanf(x) tanf(x)
+#define __log10f(x) log10f(x)
 #define __fdividef(x, y) ((x) / (y))
 #define __fdiv_rn(x, y) ((x) / (y))
 #define __fmul_rn(x, y) ((x) * (y))

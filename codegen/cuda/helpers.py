@@ -98,6 +98,14 @@ template <typename I, typename F> __device__ __forceinline__ I tc_f2i(F x, F lo,
 }
 """)
 
+_h("tc_bitcast", r"""
+// The bits of x reinterpreted as a To of the same width (te.bitcast).
+template <typename To, typename From> __device__ __forceinline__ To tc_bitcast(From x) {
+  static_assert(sizeof(To) == sizeof(From), "bitcast needs types of one width");
+  To r; memcpy(&r, &x, sizeof(To)); return r;
+}
+""")
+
 _h("tc_sigmoid", r"""
 __device__ __forceinline__ float tc_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ double tc_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }

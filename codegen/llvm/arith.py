@@ -39,7 +39,11 @@ __all__ = ["FloatMode", "binop", "int_division", "compare", "call", "exp"]
 #: intrinsics that are one LLVM intrinsic call
 _SIMPLE = {"exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log", "log2": "llvm.log2", "sqrt": "llvm.sqrt",
            "abs": "llvm.fabs", "floor": "llvm.floor", "ceil": "llvm.ceil", "round": "llvm.roundeven",
-           "sin": "llvm.sin", "cos": "llvm.cos", "pow": "llvm.pow"}
+           "sin": "llvm.sin", "cos": "llvm.cos", "pow": "llvm.pow", "log10": "llvm.log10",
+           "trunc": "llvm.trunc", "copysign": "llvm.copysign"}
+#: intrinsics that are a libm call (``asinf`` / ``asin``), made lane by lane on vectors
+_LIBM = ("tanh", "erf", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tan", "log1p", "expm1",
+         "erfc", "lgamma")
 _PREDICATES = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
 
 
@@ -186,8 +190,10 @@ def call(b: ir.IRBuilder, mode: FloatMode, name: str, dt: Dtype, args: Sequence[
         if name == "sigmoid":
             ex = exp(b, mode, b.fneg(x, flags=fm))
             return b.fdiv(one, b.fadd(one, ex, flags=fm), flags=fm)
-        if name in ("tanh", "erf"):
-            return _libm(b, name, x)
+        if name in _LIBM:
+            return _libm(b, name, xs)
+        if name == "fmod":
+            return b.frem(x, xs[1], flags=fm)        # LLVM's frem is C's fmod
         raise BuildError(f"unknown intrinsic {name!r}")
     if name == "isnan":
         return b.fcmp_unordered("uno", args[0], args[0])
@@ -208,15 +214,15 @@ def _fcall(b: ir.IRBuilder, mode: FloatMode, name: str, args: Sequence[ir.Value]
     return b.call(fn, list(args), fastmath=mode.fast)
 
 
-def _libm(b: ir.IRBuilder, base: str, x: ir.Value) -> ir.Value:
-    """A libm function (``tanhf``/``tanh``), called lane by lane on vectors."""
-    t = x.type
+def _libm(b: ir.IRBuilder, base: str, xs: Sequence[ir.Value]) -> ir.Value:
+    """A libm function (``tanhf``/``tanh``) of ``xs``, called lane by lane on vectors."""
+    t = xs[0].type
     et = t.element if isinstance(t, ir.VectorType) else t
-    fn = declare(b.module, base + ("f" if et == F32 else ""), et, [et])
+    fn = declare(b.module, base + ("f" if et == F32 else ""), et, [et] * len(xs))
     if not isinstance(t, ir.VectorType):
-        return b.call(fn, [x])
+        return b.call(fn, list(xs))
     out = ir.Constant(t, ir.Undefined)
     for k in range(t.count):
         ck = ir.Constant(I32, k)
-        out = b.insert_element(out, b.call(fn, [b.extract_element(x, ck)]), ck)
+        out = b.insert_element(out, b.call(fn, [b.extract_element(x, ck) for x in xs]), ck)
     return out

@@ -62,6 +62,7 @@ from typing import Sequence
 from llvmlite import ir
 
 from te import expr as E
+from te.bitops import BIT_CALLS
 from te.dtypes import Dtype, float32
 from te.expr import Expr, IntImm, Var
 from te.functor import Functor
@@ -69,7 +70,7 @@ from te.queries import has_load
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store
 
 from ..kernel import BuildError, Param, sanitize_name
-from . import arith, lowp
+from . import arith, bits, lowp
 from .casts import cast, widen_float
 from .decls import declare, loop_md
 from .entry import bind_scalar_args, emit_alias_check, emit_py_wrapper
@@ -80,7 +81,6 @@ from .types import (I1, I32, I64, PTR, arg_type, const, is_bit_float, scalar_sto
                     storage_type, value_type)
 
 __all__ = ["EmitOptions", "emit_module", "UNROLL_LIMIT", "STACK_LIMIT"]
-
 UNROLL_LIMIT = 64          # unrolled loops up to this constant extent are copied in the IR
 UNROLL_COUNT = 8           # llvm.loop.unroll.count for longer / symbolic unrolled loops
 STACK_LIMIT = 64 * 1024    # bytes: larger (or symbolic) allocations use malloc
@@ -571,6 +571,10 @@ class _Emitter(Functor):
         operand = self.expr if e.name in ("abs", "isnan") else self.operand   # fabs keeps a signalling NaN
         args = [operand(st, a, lane) for a in e.args]
         adt = e.args[0].dtype if lane is None else e.args[0].dtype.element
+        if e.name == "bitcast":
+            return bits.bitcast(st.b, adt, e.dtype if lane is None else e.dtype.element, args[0])
+        if e.name in BIT_CALLS:
+            return bits.bitop(st.b, e.name, adt, args)
         return arith.call(st.b, self.mode, e.name, adt, args)
 
 
