@@ -13,7 +13,11 @@ from loopnest import LoopNest
 
 def separate_init(nest: LoopNest, t) -> list:
     """Distribute the output loops of reduction ``t`` so its accumulation is a perfect nest
-    (the init stores get loops of their own); returns the accumulation's loops."""
+    (the init stores get loops of their own); returns the accumulation's loops.
+
+    ``reorder`` and ``tile`` distribute the init out of the way by themselves; the schedules
+    below call this first because they split the output loops before reordering, and a
+    split of a loop shared with the init would split (and tail) the init too."""
     for d in range(len(t.args) - 1, -1, -1):
         loops = nest.get_loops_for(t)
         if len(loops[d].stmt.body.stmts) > 1:

@@ -109,6 +109,10 @@ class Loop:
     def stmt(self) -> For:
         """The current For statement; ScheduleError if the loop no longer exists."""
         f = self.nest.loop_index().get(self.var)
+        if f is None and self.var in getattr(self.nest, "_removed", {}):
+            raise ScheduleError(f"loop {self.name} was removed by {self.nest._removed[self.var]} (fully unrolled "
+                                "into copies of its body); it has no loop left to transform, and the other "
+                                "loops keep their handles")
         if f is None:
             raise ScheduleError(f"loop {self.name} no longer exists in this nest (it was removed by a "
                                 "transform, e.g. split, fuse, unroll or inline); get fresh handles with "
@@ -166,7 +170,7 @@ def resolve_loop(nest: Any, x: Any) -> Loop:
     if isinstance(x, Loop):
         if x.nest is not nest:
             # a copy of a nest shares its loop variables, so its handles are valid here
-            if nest.loop_index().get(x.var) is None:
+            if nest.loop_index().get(x.var) is None and x.var not in getattr(nest, "_removed", {}):
                 raise ScheduleError(f"the handle of loop {x.name} belongs to another LoopNest, not this one; "
                                     "get handles from this nest (nest.get_loops_for(...), nest.loop(name)) "
                                     "or pass the loop's name")

@@ -33,6 +33,7 @@ from .stmt import ForKind
 from .transforms import cache as _cache
 from .transforms import compute_at as _compute_at
 from .transforms import dead_stores as _dead_stores
+from .transforms import distribute as _distribute
 from .transforms import fuse as _fuse
 from .transforms import inline as _inline
 from .transforms import loop_kinds as _loop_kinds
@@ -196,9 +197,10 @@ class LoopNest(NestState):
         return _fuse.flatten(self, [self.loop(l) for l in loops])
 
     @_transform
-    def distribute(self, loop):
-        """Loop fission: one loop per statement of the body (returns the new loops)."""
-        return _fuse.distribute(self, self.loop(loop))
+    def distribute(self, loop, keep: int = 0):
+        """Loop fission: one loop per statement of the body (returns the new loops); the loop of
+        statement ``keep`` keeps the variable and handle."""
+        return _distribute.distribute(self, self.loop(loop), keep)
 
     @_transform
     def vectorize(self, loop, check: bool = True):

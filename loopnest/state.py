@@ -22,7 +22,7 @@ from te.tensor import Buffer, Tensor
 from .errors import ScheduleError
 from .loop import Loop, LoopIndex, resolve_loop
 from .lower import input_buffers, lower_tensor, tensors_in_order
-from .stmt import Block, For, Stmt, Store
+from .stmt import Block, For, Stmt, Store, iter_stmts
 
 __all__ = ["NestState"]
 
@@ -67,6 +67,13 @@ class NestState:
         self._prepared = False
         self._transform_depth = 0
         self._index: LoopIndex | None = None
+        #: loops a full unroll removed: variable -> the call that removed it (for error messages)
+        self._removed: dict[Var, str] = {}
+        #: where a removed loop stood in ``get_loops_for``'s list: (variable, buffer name, the
+        #: loop before it, the loop after it), in the order they were removed
+        self._placeholders: list[tuple[Var, str, Var | None, Var | None]] = []
+        #: the loops of the second and later copies an unroll made of a body -> the loop they copy
+        self._copies: dict[Var, Var] = {}
         stmts = []
         self._tensor_loops: dict[str, list[Var]] = {}
         if not _empty:
@@ -81,11 +88,12 @@ class NestState:
     # ------------------------------------------------------------------------------
     def _snapshot(self):
         return (self.root, dict(self.buffers), list(self.intermediates), set(self._used_names),
-                dict(self._tensor_loops))
+                dict(self._tensor_loops), dict(self._removed), list(self._placeholders), dict(self._copies))
 
     def _restore(self, s):
-        self.root, self.buffers, self.intermediates, self._used_names, self._tensor_loops = (
-            s[0], dict(s[1]), list(s[2]), set(s[3]), dict(s[4]))
+        (self.root, self.buffers, self.intermediates, self._used_names, self._tensor_loops, self._removed,
+         self._placeholders, self._copies) = (s[0], dict(s[1]), list(s[2]), set(s[3]), dict(s[4]), dict(s[5]),
+                                              list(s[6]), dict(s[7]))
 
     def fresh_name(self, base: str) -> str:
         """A loop/buffer name not yet used in this nest: ``base``, else ``base_1``, ``base_2``...
@@ -169,6 +177,9 @@ class NestState:
         new.intermediates = list(self.intermediates)
         new._used_names = set(self._used_names)
         new._tensor_loops = dict(self._tensor_loops)
+        new._removed = dict(self._removed)
+        new._placeholders = list(self._placeholders)
+        new._copies = dict(self._copies)
         new.history = list(self.history)
         return new
 
@@ -217,6 +228,11 @@ class NestState:
         """The loops enclosing the computation of ``t``, outermost first (for a reduction,
         the loops around its accumulating store, reduction loops included).
 
+        A loop that a full ``unroll`` removed keeps its place in the list, as a handle that
+        raises ScheduleError when used, and the loops inside it are those of the first copy
+        of its body (the loops that kept their variables), so positions read before an
+        unroll still name the same loops after it.
+
         >>> from te import Buffer, Reduce, Sum
         >>> A = Buffer("A", (4, 8), "float32")
         >>> C = Reduce("C", (4,), Sum(), lambda i, k: A[i, k], (8,))
@@ -227,7 +243,54 @@ class NestState:
         paths = self._store_paths(buf)
         if not paths:
             raise ScheduleError(f"{buf.name} is not computed in this nest (it was inlined, or is an input)")
-        return [Loop(self, f.var) for f in paths[-1]]
+        originals = [p for p in paths if not any(f.var in self._copies for f in p)]
+        loops = [f.var for f in (originals or paths)[-1]]
+        pending = [p for p in self._placeholders if p[1] == buf.name]
+        while pending:      # a placeholder may stand next to another one, placed in a later round
+            left = []
+            for var, _, before, after in pending:
+                ids = [id(v) for v in loops]
+                if before is None:
+                    loops.insert(0, var)
+                elif id(before) in ids:
+                    loops.insert(ids.index(id(before)) + 1, var)
+                elif after is not None and id(after) in ids:
+                    loops.insert(ids.index(id(after)), var)
+                else:
+                    left.append((var, _, before, after))
+            if len(left) == len(pending):
+                break
+            pending = left
+        return [Loop(self, v) for v in loops]
+
+    def _note_copies(self, body: Stmt, copy: Stmt) -> None:
+        """Record the loops of ``copy``, a second or later copy of ``body`` that an unroll
+        made, as copies of the loops of ``body`` (``get_loops_for`` lists the loops of the
+        first copy; unrolling a loop unrolls its copies too)."""
+        originals = [s.var for s in iter_stmts(body) if isinstance(s, For)]
+        copies = [s.var for s in iter_stmts(copy) if isinstance(s, For)]
+        for o, c in zip(originals, copies):
+            self._copies[c] = self._copies.get(o, o)
+
+    def _copies_of(self, var: Var) -> list[For]:
+        """The loops that exist and copy the loop of ``var`` (made by unrolls around it)."""
+        index = self.loop_index()
+        return [f for c, o in self._copies.items() if o is var and (f := index.get(c)) is not None]
+
+    def _note_removed(self, var: Var, call: str) -> None:
+        """Record that ``call`` (a full unroll) removes the loop of ``var``: its handles then
+        raise naming ``call``, and it keeps its place in ``get_loops_for``'s lists. Call it
+        before the loop is removed."""
+        f = self._find_loop(var)
+        names = {s.buffer.name for s in iter_stmts(f) if isinstance(s, Store)}
+        for name in sorted(names):
+            loops = [l.var for l in self.get_loops_for(name)]
+            ids = [id(v) for v in loops]
+            if id(var) in ids:
+                k = ids.index(id(var))
+                self._placeholders.append((var, name, loops[k - 1] if k else None,
+                                           loops[k + 1] if k + 1 < len(loops) else None))
+        self._removed[var] = call
 
     def _store_paths(self, buf: Buffer) -> list[list[For]]:
         """For each store to ``buf``, in program order, the Fors around it."""

@@ -1,4 +1,5 @@
-"""Fusing, flattening and distributing loops: fuse, flatten, distribute.
+"""Fusing and flattening loops: fuse, flatten (and ``distribute``, re-exported from
+``loopnest.transforms.distribute``).
 
 >>> from te import Buffer, Compute
 >>> from loopnest import LoopNest
@@ -27,6 +28,7 @@ from ..loop import Loop
 from ..stmt import Block, Cond, For, ForKind, Let, Stmt, StmtMutator
 from ._rewrite import (floordiv_c, floormod_c, mul, nonnegative_extent, replace_loop, stmt_text,
                        substitute_stmt, tidy)
+from .distribute import distribute
 from .reorder import perfect_chain
 
 __all__ = ["fuse", "flatten", "distribute"]
@@ -231,38 +233,3 @@ def _mod(a, e):
     if c is not None:
         return floormod_c(a, c)
     return FloorMod(a, e)
-
-
-def distribute(nest, loop):
-    """Loop fission: one loop per statement of ``loop``'s body, in order. The first keeps the
-    loop's variable (and handle); the others get fresh variables (``i_1``, ``i_2``, ...);
-    loops inside the body keep theirs. Returns the list of handles.
-
-    Before / after ``distribute(i)``::
-
-        for (int i = 0; i < 8; i++) {            for (int i = 0; i < 8; i++) {
-          B[i] = A[i] + 1.0f;                      B[i] = A[i] + 1.0f;
-          C[i] = A[i] * 2.0f;                    }
-        }                                        for (int i_1 = 0; i_1 < 8; i_1++) {
-                                                   C[i_1] = A[i_1] * 2.0f;
-                                                 }
-
-    Legality: no dependence may go from a statement of the body to an earlier one in a
-    later iteration of ``loop`` (within one iteration of the loops around it), since
-    distribution runs all iterations of each statement before the next
-    (``check_distribute``); dependences carried by the enclosing loops are kept. A body of
-    one statement is refused (nothing to distribute).
-    """
-    f = loop.stmt
-    stmts = f.body.stmts
-    if len(stmts) < 2:
-        raise ScheduleError(f"cannot distribute loop {loop.name}: its body has {len(stmts)} statement"
-                            f"{'' if len(stmts) == 1 else 's'}, there is nothing to split")
-    legality_checks().check_distribute(nest, loop)
-    new = [f.replace(body=Block((stmts[0],)))]
-    for s in stmts[1:]:
-        v = Var(nest.fresh_name(f.var.name), f.var.dtype)
-        body = substitute_stmt(Block((s,)), {f.var: v})
-        new.append(For(v, f.start, f.stop, body, f.kind, f.axis))
-    nest.root = replace_loop(nest.root, f.var, lambda _: new)
-    return [Loop(nest, g.var) for g in new]

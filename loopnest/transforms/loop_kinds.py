@@ -145,7 +145,11 @@ def unroll(nest, loop, factor: int | None = None):
 
     Full unroll (constant extent, at most ``MAX_UNROLL``): the loop is replaced by one copy
     of its body per iteration, the variable replaced by its value; returns None (the loop is
-    gone). The first copy keeps the inner loops' variables, later copies get fresh ones.
+    gone: its handles raise ScheduleError saying ``unroll`` removed it, and it keeps its
+    place in ``get_loops_for``'s lists, so a list read again does not shift onto another
+    loop). The first copy keeps the inner loops' variables, later copies get fresh ones; a
+    later ``unroll`` of an inner loop (by its handle, or from a list) unrolls it in every
+    copy.
     Before / after ``unroll(j)``::
 
         for (int j = 0; j < 3; j++) {       B[i, 0] = A[i, 0];
@@ -170,21 +174,12 @@ def unroll(nest, loop, factor: int | None = None):
     """
     f = loop.stmt
     _not_gpu(f, "unroll")
-    v = f.var
-    n = legality_checks().constant_extent(f)
+    group = [f] + [g for g in nest._copies_of(f.var)]
+    call = f"unroll({loop.name})" if factor is None else f"unroll({loop.name}, {factor})"
     if factor is None:
-        if n is None:
-            raise ScheduleError(f"cannot fully unroll loop {loop.name}: its extent {expr_to_str(f.extent)} "
-                                f"is not a constant; unroll({loop.name}, factor) unrolls by a factor")
-        if n > MAX_UNROLL:
-            raise ScheduleError(f"cannot fully unroll loop {loop.name}: {n} iterations would make {n} copies "
-                                f"(at most {MAX_UNROLL}); unroll by a factor instead")
-        stmts: list[Stmt] = []
-        for c in range(max(n, 0)):
-            value = tidy(add(f.start, c))
-            copy = substitute_stmt(f.body, {v: value}) if c == 0 else clone_fresh(f.body, nest.fresh_name, {v: value})
-            stmts.extend(copy.stmts)
-        nest.root = replace_loop(nest.root, v, lambda _: stmts)
+        extents = [_full_unroll_extent(nest, g, loop.name) for g in group]
+        for g, n in zip(group, extents):
+            _unroll_fully(nest, Loop(nest, g.var).stmt, n, call)
         return None
     if isinstance(factor, bool) or not isinstance(factor, int):
         raise ScheduleError(f"unroll({loop.name}, {factor!r}): the factor must be an int >= 1 (or None to "
@@ -193,14 +188,56 @@ def unroll(nest, loop, factor: int | None = None):
         raise ScheduleError(f"unroll({loop.name}, {factor}): the factor must be >= 1")
     if factor == 1:
         return loop, None
-    if n is not None and factor >= n:
-        raise ScheduleError(f"unroll({loop.name}, {factor}): the factor is not below the extent {n}; "
-                            f"use unroll({loop.name}) to unroll fully")
+    extents = [legality_checks().constant_extent(g) for g in group]
+    for n in extents:
+        if n is not None and factor >= n:
+            raise ScheduleError(f"unroll({loop.name}, {factor}): the factor is not below the extent {n}; "
+                                f"use unroll({loop.name}) to unroll fully")
+    tails = [_unroll_by(nest, Loop(nest, g.var).stmt, n, factor) for g, n in zip(group, extents)]
+    for t in tails[1:]:
+        if t is not None and tails[0] is not None:
+            nest._copies[t] = tails[0]
+    return loop, (Loop(nest, tails[0]) if tails[0] is not None else None)
+
+
+def _full_unroll_extent(nest, f: For, name: str) -> int:
+    n = legality_checks().constant_extent(f)
+    if n is None:
+        raise ScheduleError(f"cannot fully unroll loop {name}: its extent {expr_to_str(f.extent)} "
+                            f"is not a constant; unroll({name}, factor) unrolls by a factor")
+    if n > MAX_UNROLL:
+        raise ScheduleError(f"cannot fully unroll loop {name}: {n} iterations would make {n} copies "
+                            f"(at most {MAX_UNROLL}); unroll by a factor instead")
+    return n
+
+
+def _unroll_fully(nest, f: For, n: int, call: str) -> None:
+    v = f.var
+    stmts: list[Stmt] = []
+    for c in range(max(n, 0)):
+        value = tidy(add(f.start, c))
+        if c == 0:
+            stmts.extend(substitute_stmt(f.body, {v: value}).stmts)
+            continue
+        copy = clone_fresh(f.body, nest.fresh_name, {v: value})
+        nest._note_copies(f.body, copy)
+        stmts.extend(copy.stmts)
+    nest._note_removed(v, call)
+    nest.root = replace_loop(nest.root, v, lambda _: stmts)
+
+
+def _unroll_by(nest, f: For, n: int | None, factor: int) -> Var | None:
+    """Unroll ``f`` by ``factor``; returns the tail loop's variable (None without a tail)."""
+    v = f.var
     trip = IntImm(n // factor, v.dtype) if n is not None else floordiv_c(nonnegative_extent(nest, f), factor)
     body: list[Stmt] = []
     for c in range(factor):
         value = tidy(add(add(mul(v, factor), c), f.start))
-        copy = substitute_stmt(f.body, {v: value}) if c == 0 else clone_fresh(f.body, nest.fresh_name, {v: value})
+        if c == 0:
+            body.extend(substitute_stmt(f.body, {v: value}).stmts)
+            continue
+        copy = clone_fresh(f.body, nest.fresh_name, {v: value})
+        nest._note_copies(f.body, copy)
         body.extend(copy.stmts)
     main = For(v, IntImm(0, v.dtype), trip, Block(tuple(body)), f.kind, f.axis)
     new: list[Stmt] = [main]
@@ -212,4 +249,4 @@ def unroll(nest, loop, factor: int | None = None):
         kind = f.kind if f.kind != ForKind.VECTORIZED else ForKind.SERIAL
         new.append(For(tail, tail_start, f.stop, tail_body, kind))
     nest.root = replace_loop(nest.root, v, lambda _: new)
-    return loop, (Loop(nest, tail) if tail is not None else None)
+    return tail

@@ -1,7 +1,8 @@
-"""Reordering the loops of a perfect nest: reorder, reorder_axis.
+"""Reordering the loops of a nest: reorder, reorder_axis.
 
 A reorder changes only the nesting order: every loop keeps its variable, bounds and kind,
-so handles to all the loops stay valid.
+so handles to all the loops stay valid. Statements in the way (a reduction's init store,
+sibling statements) are first distributed into loops of their own when that is legal.
 
 >>> from te import Buffer, Compute
 >>> from loopnest import LoopNest
@@ -27,6 +28,7 @@ from ..lazy_analysis import legality_checks
 from ..loop import Loop
 from ..stmt import Block, For
 from ._rewrite import replace_loop, stmt_text
+from .distribute import distribute_out_of_the_way
 
 __all__ = ["reorder", "reorder_axis", "perfect_chain"]
 
@@ -83,7 +85,24 @@ def reorder(nest, loops: Sequence, permutation: Sequence[int]):
           }                                        }
         }                                        }
 
-    Legality: the loops must be perfectly nested (each the only statement of the previous
+    Statements in the way: when a loop between the outermost and the innermost of the loops
+    that move holds other statements besides the next loop (a reduction's init store,
+    sibling statements), it is distributed first (``distribute``, innermost first): the
+    statements in the way get loops of their own with fresh variables, the listed loops keep
+    theirs. Before / after ``reorder([i, j, k], [0, 2, 1])`` on a matmul (ijk to ikj)::
+
+        for (int i = 0; i < M; i++) {            for (int i = 0; i < M; i++) {
+          for (int j = 0; j < N; j++) {            for (int j_1 = 0; j_1 < N; j_1++) {
+            C[i, j] = 0.0f;                          C[i, j_1] = 0.0f;
+            for (int k = 0; k < K; k++) {          }
+              C[i, j] = C[i, j] + ...;             for (int k = 0; k < K; k++) {
+                                                     for (int j = 0; j < N; j++) {
+                                                       C[i, j] = C[i, j] + ...;
+
+    When a distribution is illegal (a dependence from a later statement back to an earlier
+    one) the reorder is refused, naming the statement and the dependence.
+
+    Legality: the loops must then be perfectly nested (each the only statement of the previous
     one's body), no loop's bounds may use a loop placed inside it, every dependence
     between iterations of the nest must keep a lexicographically positive distance vector
     once permuted (``check_reorder``), and a parallel / vectorized / GPU loop must still
@@ -97,6 +116,23 @@ def reorder(nest, loops: Sequence, permutation: Sequence[int]):
     if sorted(perm) != list(range(n)):
         raise ScheduleError(f"reorder: the permutation {list(permutation)} is not a permutation of "
                             f"0..{n - 1} (one entry per loop of {[l.name for l in loops]})")
+    if len({id(l.var) for l in loops}) != n:
+        raise ScheduleError(f"reorder: the loops {[l.name for l in loops]} name one loop twice")
+    if _on_one_path(nest, loops):
+        by_depth = sorted(loops, key=lambda l: _depth(nest, l))
+        target = [loops[p] for p in perm]
+        moved = [d for d in range(n) if target[d].var is not by_depth[d].var]
+        if not moved:
+            return by_depth
+        first, last = moved[0], moved[-1]
+        if first > 0 or last < n - 1:
+            # the loops that keep their place at either end take no part (nor does what is
+            # in the way around them)
+            sub = by_depth[first:last + 1]
+            ids = [id(l.var) for l in sub]
+            inner = reorder(nest, sub, [ids.index(id(l.var)) for l in target[first:last + 1]])
+            return by_depth[:first] + inner + by_depth[last + 1:]
+    _distribute_path(nest, loops, "reorder")
     chain = perfect_chain(nest, loops, "reorder")
     pos = {id(f.var): k for k, f in enumerate(chain)}
     slots = sorted(pos[id(l.var)] for l in loops)
@@ -118,6 +154,27 @@ def reorder(nest, loops: Sequence, permutation: Sequence[int]):
     return [Loop(nest, f.var) for f in new_chain if id(f.var) in listed]
 
 
+def _depth(nest, loop) -> int:
+    return len(nest.get_enclosing_loops(loop))
+
+
+def _on_one_path(nest, loops: Sequence) -> bool:
+    """Whether the loops lie on one path of the tree (each around or inside the others)."""
+    deepest = max(loops, key=lambda l: _depth(nest, l))
+    path = {id(l.var) for l in nest.get_enclosing_loops(deepest)}
+    return all(id(l.var) in path for l in loops)
+
+
+def _distribute_path(nest, loops: Sequence, op: str) -> None:
+    """Distribute the statements in the way between the outermost and the innermost of
+    ``loops`` into loops of their own (``distribute_out_of_the_way``)."""
+    depths = [_depth(nest, l) for l in loops]
+    outer = loops[depths.index(min(depths))]
+    inner = loops[depths.index(max(depths))]
+    if any(v is outer.var for v in (l.var for l in nest.get_enclosing_loops(inner))):
+        distribute_out_of_the_way(nest, outer, inner, op)
+
+
 def _check_bounds_order(new_chain: list[For]) -> None:
     for d, f in enumerate(new_chain):
         inner = {id(g.var): g for g in new_chain[d:]}
@@ -130,7 +187,8 @@ def _check_bounds_order(new_chain: list[For]) -> None:
 
 
 def reorder_axis(nest, a, b):
-    """Swap two loops of one perfect nest (the loops between them stay in place).
+    """Swap two loops of one nest (the loops between them stay in place); swapping a loop
+    with itself does nothing.
 
     Before / after ``reorder_axis(i, k)``::
 
@@ -139,10 +197,10 @@ def reorder_axis(nest, a, b):
             for (int k = 0; k < 2; k++) {            for (int i = 0; i < 4; i++) {
               B[i, j, k] = A[i, j, k];                 B[i, j, k] = A[i, j, k];
 
-    Same legality as ``reorder``. Returns the handles (the outer one first, after the swap).
+    Same legality as ``reorder``, statements in the way distributed the same way. Returns
+    the handles (the outer one first, after the swap).
     """
     if a.var is b.var:
-        raise ScheduleError(f"reorder_axis: {a.name} and {b.name} are the same loop; give two different loops")
-    chain = perfect_chain(nest, [a, b], "reorder_axis")
-    outer, inner = (a, b) if chain[0].var is a.var else (b, a)
+        return [a, b]
+    outer, inner = (a, b) if _depth(nest, a) <= _depth(nest, b) else (b, a)
     return reorder(nest, [outer, inner], [1, 0])

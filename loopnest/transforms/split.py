@@ -32,6 +32,7 @@ from ..errors import ScheduleError
 from ..lazy_analysis import legality_checks
 from ..loop import Loop
 from ..stmt import Block, Cond, For, ForKind
+from .distribute import distribute_out_of_the_way
 from ._rewrite import (add, clone_fresh, floordiv_c, floormod_c, mul, nonnegative_extent,
                        replace_loop, sub, substitute_stmt, tidy)
 
@@ -188,17 +189,24 @@ def tile(nest, x, y, x_factor: int, y_factor: int):
                                                 }
                                               }
 
+    Statements in ``x``'s body besides ``y`` (a reduction's init store) are first
+    distributed into loops of their own when that is legal, as ``reorder`` does.
+
     Legality: the iterations of ``x`` and ``y`` are visited in a new order (an interchange
     of ``x_inner`` and ``y_outer``), so no dependence between two iterations may be reversed
     (every carried dependence has non-negative distances along both ``x`` and ``y``). Refused
-    with ScheduleError when ``y`` is not the only statement in ``x``'s body, when ``y``'s
-    bounds depend on ``x``, or when a dependence forbids it.
+    with ScheduleError when ``y`` is not directly inside ``x``, when a statement in the way
+    cannot be distributed out, when ``y``'s bounds depend on ``x``, or when a dependence
+    forbids it.
     """
     xf = _check_factor(x_factor, "tile", x)
     yf = _check_factor(y_factor, "tile", y)
-    fx, fy = x.stmt, y.stmt
-    if fx.var is fy.var:
+    if x.var is y.var:
         raise ScheduleError(f"tile({x.name}, {y.name}): the two loops must be different")
+    parent = nest.get_parent_loop(y)
+    if parent is not None and parent.var is x.var:
+        distribute_out_of_the_way(nest, x, y, f"tile({x.name}, {y.name})")
+    fx, fy = x.stmt, y.stmt
     if not (len(fx.body.stmts) == 1 and fx.body.stmts[0] is fy):
         raise ScheduleError(f"tile({x.name}, {y.name}): {y.name} must be the only statement in the body of "
                             f"{x.name} (a perfect nest, {x.name} outside {y.name})")

@@ -115,8 +115,8 @@ def test_unrolled_loop_handle_is_stale():
     nest, D, a, b = square()
     nest.unroll(b)
     refused(nest, lambda: nest.parallelize(b),
-            "loop b no longer exists in this nest (it was removed by a transform, e.g. split, fuse, unroll or "
-            "inline); get fresh handles with nest.get_loops_for(...)")
+            "loop b was removed by unroll(b) (fully unrolled into copies of its body); it has no loop left to "
+            "transform, and the other loops keep their handles")
 
 
 # -- GPU binding ----------------------------------------------------------------------------
@@ -153,16 +153,20 @@ def test_reorder_bad_permutation():
             "reorder: the permutation [1, 1] is not a permutation of 0..1 (one entry per loop of ['a', 'b'])")
 
 
-def test_reorder_axis_same_loop():
-    nest, D, a, b = square()
-    refused(nest, lambda: nest.reorder_axis(a, a), "reorder_axis: a and a are the same loop; give two different loops")
-
-
 def test_reorder_imperfect_nest():
+    """The statement in the way reads what the accumulation wrote in the previous iteration:
+    it cannot get a loop of its own, so the reorder is refused with that dependence."""
     nest, i, k = reduction()
+    C = nest.outputs[0]
+    A = nest.inputs[0]
+    nest.root = Block([For(i.var, 1, 8, Block([Store(C, (i.var,), C[i.var - 1]), For(k.var, 0, 16, Block([
+        Store(C, (i.var,), C[i.var] + A[i.var, k.var])]))]))])
     refused(nest, lambda: nest.reorder([i, k], [1, 0]),
-            "reorder: loops i, k are not perfectly nested: the body of loop i holds `C[i] = 0.0f;` besides the next "
-            "loop; move it out first (e.g. distribute(i) if legal)")
+            "reorder: the body of loop i holds `C[i] = C[i - 1];` besides loop k, and it cannot be moved into a "
+            "loop of its own: cannot distribute loop i: `C[i] = C[i - 1]` reads C[i - 1], written by "
+            "`C[i] = C[i] + A[i, k]` in the previous iteration of loop i (flow dependence on C carried by loop i); "
+            "it goes from statement 1 of the body back to statement 0: distributed, every iteration of statement 0 "
+            "would run before statement 1; keep them in one loop")
 
 
 def test_reorder_reverses_a_dependence():

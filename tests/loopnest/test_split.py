@@ -234,13 +234,14 @@ def test_tile_of_two_reduction_loops_is_refused():
     assert msg.startswith("cannot tile loops k and l") and "C[i]" in msg
 
 
-def test_tile_of_an_imperfect_nest_is_refused():
+def test_tile_of_an_imperfect_nest_distributes_the_init():
     A = Buffer("A", (5, 7), float32)
     C = Reduce("C", (5,), Sum(), lambda i, k: A[i, k], (7,))
     nest = LoopNest([C])
     i, k = nest.get_loops_for(C)
-    # i and k are not perfectly nested (C[i] = 0 sits between them): refused
-    unchanged(nest, lambda: nest.tile(i, k, 2, 2))
+    # C[i] = 0 sits between i and k: it gets a loop of its own (i_1), then i, k are tiled
+    nest.tile(i, k, 2, 2)
+    assert [l.name for l in nest.get_all_loops()] == ["i_1", "i_outer", "k_outer", "i_inner", "k_inner"]
 
 
 # ------------------------------------------------------------------------------------
