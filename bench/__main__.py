@@ -7,9 +7,10 @@ of one kernel is timed round-robin (``harness.time_interleaved``), so load from 
 processes hits them alike; times are the best sample of the rounds (medians are in the
 JSON). The report gives ratios (peer time / our time: above 1 means we are faster), the
 machine ceilings measured in this run (copy bandwidth, BLAS GFLOP/s), the speed-up of the
-hand schedule on all threads over one thread, compile time, and the issue's aims with
-whether each is met. Results go to ``bench/results/``: ``results.json``, ``results.txt``
-and ``speedups.png``.
+hand schedule on all threads over one thread, compile time, the resident memory kept per
+1,000 distinct builds (``bench_memory``: 100 builds scaled, 1,000 with ``--full``), and the
+issue's aims with whether each is met. Results go to ``bench/results/``: ``results.json``,
+``results.txt`` and ``speedups.png``.
 """
 from __future__ import annotations
 
@@ -254,6 +255,10 @@ def aims(rows: list[dict], extras: dict, ceilings: dict) -> list[dict]:
             cc["compile_median_s"] <= AIM_COMPILE_S)
         add("per-call overhead, tiny kernel (s)", cc["call_overhead_s"], AIM_CALL_OVERHEAD_S,
             cc["call_overhead_s"] <= AIM_CALL_OVERHEAD_S)
+    mem = extras.get("memory", {})
+    if "growth_per_1000_mb" in mem:
+        add("resident memory growth per 1,000 distinct builds (MB)", mem["growth_per_1000_mb"], mem["aim_mb"],
+            mem["growth_per_1000_mb"] < mem["aim_mb"], f"from {mem['builds']} builds")
     return out
 
 
@@ -305,6 +310,10 @@ def format_table(rows: list[dict], ceilings: dict, extras: dict, aim_rows: list[
         lines.append(f"call-time checks (4-argument kernel, {bc['checks']} checks): {bc['checked_s'] * 1e6:.2f} us "
                      f"per call with bounds_check, {bc['unchecked_s'] * 1e6:.2f} us without; the checks alone "
                      f"{bc['guard_s'] * 1e6:.2f} us")
+    mem = extras.get("memory", {})
+    if "growth_per_1000_mb" in mem:
+        lines.append(f"resident memory: {mem['builds']} distinct builds (in-memory cache on) grew it by "
+                     f"{mem['growth_mb']:.1f} MB: {mem['growth_per_1000_mb']:.1f} MB per 1,000 builds")
     ir = extras.get("ireval", {})
     if "error" not in ir and "elements_per_s" in ir:
         lines.append(f"IREval throughput (512x512 elementwise): {ir['elements_per_s'] / 1e6:.2f} M stored elements/s")
@@ -312,7 +321,8 @@ def format_table(rows: list[dict], ceilings: dict, extras: dict, aim_rows: list[
         lines += ["", "aims (issue 4), measured in this run:"]
         for a in aim_rows:
             lines.append(f"  [{'met' if a['met'] else 'NOT met'}] {a['aim']}: {a['value']:.4g} "
-                         f"(target {'<=' if 'time' in a['aim'] or 'overhead' in a['aim'] else '>='} {a['target']:g})"
+                         f"(target {'<=' if any(w in a['aim'] for w in ('time', 'overhead', 'memory')) else '>='} "
+                         f"{a['target']:g})"
                          + (f"  {a['note']}" if a["note"] else ""))
     return "\n".join(lines)
 
@@ -396,6 +406,9 @@ def main(argv=None) -> int:
             extras["parallel_speedup"] = parallel_speedup(args.target, 1024, max(rounds, 10))
         except Exception as exc:
             extras["parallel_speedup"] = {"error": f"{type(exc).__name__}: {exc}"}
+    if args.target == "llvm":
+        from .bench_memory import run as memory_run
+        extras["memory"] = memory_run(builds=1000 if args.full else 100, warmup=20)
     if args.target in ("llvm", "ireval"):
         from .bench_checks import run as checks_run
         extras["bounds_check"] = checks_run(args.target)

@@ -26,6 +26,7 @@ import ctypes.util
 import hashlib
 import threading
 import weakref
+import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -168,12 +169,18 @@ class Compiled:
 
 @dataclass
 class _Remembered:
-    """An in-memory cache entry: the IR text and the object code; ``live`` refers to the last
-    ``Compiled`` made from it, reused while some kernel still holds it."""
+    """An in-memory cache entry: the IR texts (zlib-compressed: the optimised IR of an unrolled
+    loop is tens of KB, ten times its object code) and the object code; ``live`` refers to
+    the last ``Compiled`` made from it, reused while some kernel still holds it."""
 
-    source: str
+    source: bytes
+    optimized_ir: bytes | None
     compiled: Compiled
     live: Any
+
+    def texts(self) -> tuple[str, str | None]:
+        opt = zlib.decompress(self.optimized_ir).decode() if self.optimized_ir is not None else None
+        return zlib.decompress(self.source).decode(), opt
 
 
 def cache_stats() -> dict:
@@ -208,20 +215,23 @@ def lookup(key) -> tuple[str, Compiled] | None:
             return None
         _memory.move_to_end(key)
         _stats["memory_hits"] += 1
+        source, optimized = entry.texts()
         compiled = entry.live()
         if compiled is None:
             compiled = entry.compiled.reload()
+            compiled.optimized_ir = optimized
             entry.live = weakref.ref(compiled)
-        return entry.source, compiled
+        return source, compiled
 
 
 def remember(key, source: str, compiled: Compiled) -> None:
     """Remember the IR text and object code of ``compiled`` under ``key`` (least recently used
     entries beyond ``MEMORY_CACHE_SIZE`` are dropped)."""
     with _lock:
-        stripped = Compiled(None, 0, compiled.optimized_ir, False, 0, compiled.obj, compiled.symbol,
-                            compiled.py_symbol, compiled.kernel_name, compiled.opt)
-        _memory[key] = _Remembered(source, stripped, weakref.ref(compiled))
+        stripped = Compiled(None, 0, None, False, 0, compiled.obj, compiled.symbol, compiled.py_symbol,
+                            compiled.kernel_name, compiled.opt)
+        opt_z = zlib.compress(compiled.optimized_ir.encode(), 1) if compiled.optimized_ir is not None else None
+        _memory[key] = _Remembered(zlib.compress(source.encode(), 1), opt_z, stripped, weakref.ref(compiled))
         _memory.move_to_end(key)
         while len(_memory) > MEMORY_CACHE_SIZE:
             _memory.popitem(last=False)
