@@ -130,7 +130,14 @@ def _read(path: str) -> bytes | None:
 
 def load(path: str, key: str) -> Entry | None:
     """The verified entry stored under ``key`` in the cache directory ``path``, else None
-    (a missing entry silently; a damaged or foreign one with a ``CacheWarning``)."""
+    (a missing entry silently; a damaged or foreign one with a ``CacheWarning``).
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp(); store(d, "a", b"code", None), store(d, "b", b"other", None)
+    (True, True)
+    >>> load(d, "a"), load(d, "missing")
+    (Entry(obj=b'code', ir=None), None)
+    """
     base = os.path.join(path, key)
     try:
         obj = _read(base + ".o")
@@ -142,8 +149,13 @@ def load(path: str, key: str) -> Entry | None:
         return None
     if not obj and record is None:
         return None
+    if record is None:
+        warnings.warn(f"kernel cache entry {base}.o has no checksum record {key}.sha256 (an older version wrote "
+                      "it, or it was damaged); it is ignored and the kernel compiled again", CacheWarning,
+                      stacklevel=3)
+        return None
     try:
-        meta = json.loads(record.decode()) if record is not None else None
+        meta = json.loads(record.decode())
         ok = (isinstance(meta, dict) and meta.get("format") == _FORMAT and meta.get("key") == key and obj
               and meta.get("object_size") == len(obj) and meta.get("object") == _digest(key, obj))
     except (UnicodeDecodeError, ValueError):
@@ -175,7 +187,12 @@ def _write_atomic(path: str, data: bytes) -> None:
 
 def store(path: str, key: str, obj: bytes, ir: str | None) -> bool:
     """Store an entry (each file replaced atomically, the checksums last); False, with a
-    ``CacheWarning`` once per directory, when the directory cannot be written."""
+    ``CacheWarning`` once per directory, when the directory cannot be written.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp(); store(d, "k", b"code", "; ir"), sorted(os.listdir(d))
+    (True, ['k.ll', 'k.o', 'k.sha256'])
+    """
     base = os.path.join(path, key)
     ir_bytes = ir.encode() if ir is not None else None
     meta = {"format": _FORMAT, "key": key, "object": _digest(key, obj), "object_size": len(obj),

@@ -4,10 +4,11 @@ unsigned division.
 C division and remainder (``Div``, ``Mod``) and their floor variants agree with unsigned
 division when the dividend is >= 0 and the divisor a positive constant, and unsigned
 division by a constant is cheaper (a power of two is one shift, where signed division needs
-four instructions to round toward zero). It also sidesteps a loop-vectorizer fault of LLVM 22:
-a signed division of a loop counter by a power of two used as an index (``A[r / 2]``) makes
-its two cost models disagree on Intel CPUs, which an LLVM built with assertions (llvmlite's)
-turns into an abort of the process.
+four instructions to round toward zero). It also keeps a signed division of a loop counter
+(``A[r / 2]``) away from LLVM 22's loop vectorizer, whose two cost models disagree about it on
+Intel CPUs, which an LLVM built with assertions (llvmlite's) turns into an abort of the
+process (``arith.int_division`` writes the signed divisions by powers of two left with
+shifts, for the same reason).
 
 The query is exact for wrapping integer arithmetic: ``+``, ``-`` and ``*`` may overflow into
 negative values, so only constants, loop variables counting up from a non-negative start,

@@ -18,7 +18,7 @@ from codegen.kernel import BuildError
 from codegen.llvm import jit
 from codegen.llvm.disk_cache import CacheWarning
 from loopnest import LoopNest
-from te import Buffer, Compute, Reduce, Sum, Var, float32, int32, int64
+from te import Buffer, Compute, Reduce, Sum, Var, float32, floordiv, floormod, int8, int16, int32, int64
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,8 +45,10 @@ T = Reduce("T", (1,), Sum(), lambda i, r: A[r / 2], (N,))
 nest = LoopNest([T]); nest.prepare_for_codegen()
 k = build(nest, [A, T, N], target="llvm")
 F = Buffer("F", (64,), float32)
-G = Compute("G", (N,), lambda i: F[i / 4])          # a second shape of the same fault
+G = Compute("G", (N,), lambda i: F[i / 4])          # other shapes of the same fault
 build(LoopNest([G]), [F, G, N], target="llvm")
+H = Reduce("H", (1,), Sum(), lambda i, r: A[(r / 2 + 1) / 2], (N,))
+build(LoopNest([H]), [A, H, N], target="llvm")
 a = np.arange(64, dtype=np.int64); t = np.zeros(1, np.int64)
 k(a, t, 9)
 print("SUM", int(t[0]))
@@ -73,12 +75,35 @@ def test_division_of_a_loop_counter_is_unsigned_and_negative_dividends_stay_c_di
     B = Buffer("B", (8,), int32)
     C = Compute("C", (8,), lambda i: (B[i] - 5) / 2 + (B[i] - 5) % 3)   # dividends of either sign
     kc = build(LoopNest([C]), [B, C], target="llvm")
-    assert "sdiv" in kc.source
+    assert "udiv" not in kc.source and "urem" not in kc.source      # may be negative: signed
     b = np.arange(8, dtype=np.int32)
     c = np.zeros(8, np.int32)
     kc(b, c)
     x = b.astype(np.int64) - 5
     assert c.tolist() == (np.trunc(x / 2) + np.fmod(x, 3)).astype(np.int32).tolist()
+
+
+@pytest.mark.parametrize("dt", [int8, int16, int32, int64])
+def test_signed_division_by_a_power_of_two_is_exact_on_edge_values(dt):
+    info = np.iinfo(dt.name)
+    vals = np.unique(np.clip([info.min, info.min + 1, -129, -128, -65, -64, -63, -9, -8, -7, -2, -1, 0, 1, 2,
+                              7, 8, 9, 63, 64, 65, 127, info.max - 1, info.max], info.min, info.max)).astype(dt.name)
+    n = len(vals)
+    A = Buffer("A", (n,), dt)
+    for c in (2, 4, 64, 1 << (info.bits - 2)):
+        exprs = {"div": lambda i: A[i] / c, "mod": lambda i: A[i] % c,
+                 "floordiv": lambda i: floordiv(A[i], c), "floormod": lambda i: floormod(A[i], c)}
+        for label, fn in exprs.items():
+            T = Compute("T", (n,), fn)
+            k = build(LoopNest([T]), [A, T], target="llvm")
+            assert label == "mod" or "sdiv" not in k.source
+            out = np.zeros(n, dt.name)
+            k(vals, out)
+            x = [int(v) for v in vals]
+            trunc = [abs(v) // c * (1 if v >= 0 else -1) for v in x]
+            expected = {"div": trunc, "mod": [v - c * q for v, q in zip(x, trunc)],
+                        "floordiv": [v // c for v in x], "floormod": [v % c for v in x]}[label]
+            assert out.tolist() == expected, (dt, c, label)
 
 
 def _kernel(mult: float, cache_dir):
