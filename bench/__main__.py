@@ -7,9 +7,10 @@ of one kernel is timed round-robin (``harness.time_interleaved``), so load from 
 processes hits them alike; times are the best sample of the rounds (medians are in the
 JSON). The report gives ratios (peer time / our time: above 1 means we are faster), the
 machine ceilings measured in this run (copy bandwidth, BLAS GFLOP/s), the speed-up of the
-hand schedule on all threads over one thread, compile time, and the issue's aims with
-whether each is met. Results go to ``bench/results/``: ``results.json``, ``results.txt``
-and ``speedups.png``.
+hand schedule on all threads over one thread, compile time, the resident memory kept per
+1,000 distinct builds (``bench_memory``: 100 builds scaled, 1,000 with ``--full``), and the
+issue's aims with whether each is met. Results go to ``bench/results/``: ``results.json``,
+``results.txt`` and ``speedups.png``.
 """
 from __future__ import annotations
 
@@ -259,6 +260,10 @@ def aims(rows: list[dict], extras: dict, ceilings: dict) -> list[dict]:
     if "worst_ratio" in st:
         add(f"strided input / ascontiguousarray + run ({st['n']}x{st['n']}, worst view)", st["worst_ratio"],
             AIM_STRIDED_VS_COPY, st["worst_ratio"] >= AIM_STRIDED_VS_COPY and st["correct"])
+    mem = extras.get("memory", {})
+    if "growth_per_1000_mb" in mem:
+        add("resident memory growth per 1,000 distinct builds (MB)", mem["growth_per_1000_mb"], mem["aim_mb"],
+            mem["growth_per_1000_mb"] < mem["aim_mb"], f"from {mem['builds']} builds")
     return out
 
 
@@ -315,6 +320,10 @@ def format_table(rows: list[dict], ceilings: dict, extras: dict, aim_rows: list[
         lines.append(f"strided inputs ({st['n']}x{st['n']} float32; contiguous {st['contiguous_s'] * 1e3:.3f} ms): "
                      + ", ".join(f"{name} {k['strided_s'] * 1e3:.3f} ms vs ascontiguousarray + run "
                                  f"{k['copy_then_run_s'] * 1e3:.3f} ms" for name, k in st["kinds"].items()))
+    mem = extras.get("memory", {})
+    if "growth_per_1000_mb" in mem:
+        lines.append(f"resident memory: {mem['builds']} distinct builds (in-memory cache on) grew it by "
+                     f"{mem['growth_mb']:.1f} MB: {mem['growth_per_1000_mb']:.1f} MB per 1,000 builds")
     ir = extras.get("ireval", {})
     if "error" not in ir and "elements_per_s" in ir:
         lines.append(f"IREval throughput (512x512 elementwise): {ir['elements_per_s'] / 1e6:.2f} M stored elements/s")
@@ -322,7 +331,8 @@ def format_table(rows: list[dict], ceilings: dict, extras: dict, aim_rows: list[
         lines += ["", "aims (issue 4), measured in this run:"]
         for a in aim_rows:
             lines.append(f"  [{'met' if a['met'] else 'NOT met'}] {a['aim']}: {a['value']:.4g} "
-                         f"(target {'<=' if 'time' in a['aim'] or 'overhead' in a['aim'] else '>='} {a['target']:g})"
+                         f"(target {'<=' if any(w in a['aim'] for w in ('time', 'overhead', 'memory')) else '>='} "
+                         f"{a['target']:g})"
                          + (f"  {a['note']}" if a["note"] else ""))
     return "\n".join(lines)
 
@@ -406,6 +416,9 @@ def main(argv=None) -> int:
             extras["parallel_speedup"] = parallel_speedup(args.target, 1024, max(rounds, 10))
         except Exception as exc:
             extras["parallel_speedup"] = {"error": f"{type(exc).__name__}: {exc}"}
+    if args.target == "llvm":
+        from .bench_memory import run as memory_run
+        extras["memory"] = memory_run(builds=1000 if args.full else 100, warmup=20)
     if args.target in ("llvm", "ireval"):
         from .bench_checks import run as checks_run
         extras["bounds_check"] = checks_run(args.target)

@@ -6,8 +6,10 @@ is called like every other kernel. Options: ``fast_math`` (default False), ``fp_
 ``parallel_runtime`` ("pool", "gomp", "threads" or "serial"; default: the native pool on
 Linux x86-64/AArch64, else gomp when libgomp is installed, or ``TE_LLVM_PARALLEL_RUNTIME``), ``opt_level`` (0-3, default 3), ``cache`` (in-memory
 compile cache, default True), ``cache_dir`` (on-disk object cache, also
-``TE_LLVM_CACHE_DIR``), ``noalias`` (default: assume distinct arrays, checked per call with a
-fallback variant for overlapping ones), ``name`` (kernel name). ``set_num_threads(n)`` sets
+``TE_LLVM_CACHE_DIR``: a directory of this user's that others cannot write, else a
+``CacheWarning`` and no caching; a file there raises ``BuildError``; see ``disk_cache``),
+``noalias`` (default: assume distinct arrays, checked per call with a fallback variant for
+overlapping ones), ``name`` (kernel name). ``set_num_threads(n)`` sets
 the threads of parallel loops; ``cache_stats()`` / ``clear_cache()`` inspect the compile cache.
 
 >>> import numpy as np
@@ -28,8 +30,10 @@ conversions), ``lowp`` (bfloat16 / tf32 / float8 conversions in integer IR), ``m
 (inline vectorisable float32 exp), ``parallel`` (outlined parallel loops and their runtime
 calls), ``outline`` (captures of parallel bodies), ``entry`` (overlap check and Python entry
 point), ``streaming`` (non-temporal stores), ``decls`` (declarations), ``types``, ``jit``
-(target machine, O3 pipeline, MCJIT, caches), ``runtime`` (parallel loops), ``pool`` (the
-native thread pool), ``cache_key`` (structural keys), ``build`` (``build_llvm`` and ``LLVMKernel``).
+(target machine, O3 pipeline, MCJIT, caches), ``disk_cache`` (the checked on-disk object
+cache), ``ranges`` (non-negative integer expressions, for unsigned division), ``runtime``
+(parallel loops), ``pool`` (the native thread pool), ``cache_key`` (structural keys),
+``build`` (``build_llvm`` and ``LLVMKernel``).
 """
 from .build import LLVMKernel, build_llvm
 from .jit import cache_stats, clear_cache

@@ -136,10 +136,42 @@ def _float_floor_div_mod(b: ir.IRBuilder, mode: FloatMode, cls: type, a: ir.Valu
     return b.fsub(a, b.fmul(q, y, flags=fm), flags=fm)
 
 
+def _log2_constant(y: ir.Value) -> int | None:
+    """``k`` when ``y`` is the scalar integer constant ``2**k`` with ``k >= 1``."""
+    if isinstance(y, ir.Constant) and isinstance(y.type, ir.IntType) and isinstance(y.constant, int):
+        c = y.constant
+        if c > 1 and c & (c - 1) == 0:
+            return c.bit_length() - 1
+    return None
+
+
 def int_division(b: ir.IRBuilder, cls: type, signed: bool, a: ir.Value, y: ir.Value) -> ir.Value:
     """C division / remainder and their floor variants. The divisor is never 0 nor, for
-    signed types, -1: ``loopnest.legalize.guard_int_division`` rewrote those cases."""
+    signed types, -1: ``loopnest.legalize.guard_int_division`` rewrote those cases.
+
+    A signed division by a constant ``2**k`` is written with shifts (what the code generator
+    makes of it anyway): floor division is ``a >> k``, floor remainder ``a & (2**k - 1)``, C
+    division ``(a + (2**k - 1 if a < 0 else 0)) >> k``. LLVM 22's loop vectorizer, built with
+    assertions as in llvmlite, aborts the process on Intel CPUs when its two cost models
+    disagree about an ``sdiv`` by a power of two whose value repeats across lanes
+    (``A[(r / 2 + 1) / 2]``); the shifts cost the same in both.
+
+    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.IntType(32), [ir.IntType(32)]), "f")
+    >>> b = ir.IRBuilder(f.append_basic_block())
+    >>> _ = b.ret(int_division(b, E.Div, True, f.args[0], ir.Constant(ir.IntType(32), 4)))
+    >>> "sdiv" in str(m), "ashr i32" in str(m)
+    (False, True)
+    """
     zero, one = splat_const(a.type, 0), splat_const(a.type, 1)
+    k = _log2_constant(y) if signed else None
+    if k is not None and cls is not E.Mod:
+        if cls is E.FloorDiv:
+            return b.ashr(a, ir.Constant(a.type, k))
+        if cls is E.FloorMod:
+            return b.and_(a, ir.Constant(a.type, (1 << k) - 1))
+        bits = a.type.width
+        bias = b.lshr(b.ashr(a, ir.Constant(a.type, bits - 1)), ir.Constant(a.type, bits - k))
+        return b.ashr(b.add(a, bias), ir.Constant(a.type, k))
     if cls is E.Div or (cls is E.FloorDiv and not signed):
         return b.sdiv(a, y) if signed else b.udiv(a, y)
     r = b.srem(a, y) if signed else b.urem(a, y)

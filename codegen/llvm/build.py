@@ -360,7 +360,10 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
     on CUDA); ``fp_contract=False`` rounds every operation. ``parallel_runtime`` is "pool",
     "gomp", "threads" or "serial" (default: ``runtime.default_runtime()``). ``opt_level`` is LLVM's 0-3. ``cache=False``
     skips the in-memory compile cache; ``cache_dir`` (or ``TE_LLVM_CACHE_DIR``) enables the
-    on-disk object cache. ``name`` overrides the kernel name (default: the output names).
+    on-disk object cache (``disk_cache``: entries are checked against a checksum before they
+    are loaded; a directory another user owns or others can write is not used, with a
+    ``CacheWarning``; a path that is a file raises ``BuildError``). ``name`` overrides the
+    kernel name (default: the output names).
 
     ``noalias`` (default: on when every buffer argument is a plain row-major buffer) compiles
     the kernel assuming its array arguments do not overlap, which lets LLVM keep values in
@@ -457,7 +460,7 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
         compiled = jit.compile_ir(source, symbol, name, opt=opt_level, cache_dir=cache_dir,
                                   py_symbol=symbol + "_py" if opts.array_data_offset is not None else None)
         if key is not None:
-            jit.remember(key, (source, compiled))
+            jit.remember(key, source, compiled)
     kernel = LLVMKernel(name, list(params), root, source, compiled.optimized_ir, compiled, symbol, scalar_vars,
                         fast_math, rt, pyobject_entry=True)
     kernel.noalias = noalias

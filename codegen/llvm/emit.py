@@ -76,6 +76,7 @@ from .decls import declare, loop_md
 from .entry import bind_scalar_args, emit_alias_check, emit_py_wrapper
 from .fnstate import FnState
 from .parallel import RUNTIMES, parallel_loop
+from .ranges import nonneg
 from .streaming import store_fence, streaming_outputs
 from .types import (I1, I32, I64, PTR, arg_type, const, is_bit_float, scalar_storage_type, splat_const,
                     storage_type, value_type)
@@ -280,7 +281,7 @@ class _Emitter(Functor):
         lo, hi = self.index(st, s.start), self.index(st, s.stop)
 
         def body(iv):
-            st.bind_loop_var(s.var, iv)
+            st.bind_loop_var(s.var, iv, nonneg(s.start, st.nonneg_vars))
             self.visit(s.body, st)
             st.unbind_loop_var(s.var)
         st.counted_loop(lo, hi, sanitize_name(s.var.name), body, md)
@@ -294,7 +295,8 @@ class _Emitter(Functor):
                 st.ivs[id(s.var)] = ir.Constant(I64, start + k)
                 st.vars[id(s.var)] = const(start + k, s.var.dtype)
             else:
-                st.bind_loop_var(s.var, st.b.add(lo, ir.Constant(I64, k), flags=("nsw",)))
+                st.bind_loop_var(s.var, st.b.add(lo, ir.Constant(I64, k), flags=("nsw",)),
+                                 nonneg(s.start, st.nonneg_vars))
             self.visit(s.body, st)
         st.unbind_loop_var(s.var)
 
@@ -554,7 +556,15 @@ class _Emitter(Functor):
     def _arith(self, e, st: FnState, lane):
         return self._binary(e, st, lane, self.operand)
 
-    visit_Add = visit_Sub = visit_Mul = visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = _arith
+    def _division(self, e, st: FnState, lane):
+        dt = e.a.dtype if lane is None else e.a.dtype.element
+        if dt.is_int and nonneg(e, st.nonneg_vars) and nonneg(e.a, st.nonneg_vars):
+            # a >= 0 divided by a constant > 0: unsigned division is the same (see ranges.py)
+            return arith.int_division(st.b, type(e), False, self.expr(st, e.a, lane), self.expr(st, e.b, lane))
+        return self._binary(e, st, lane, self.operand)
+
+    visit_Add = visit_Sub = visit_Mul = _arith
+    visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = _division
     visit_Min = visit_Max = visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _binary
 
     def operand(self, st: FnState, e: Expr, lane) -> ir.Value:

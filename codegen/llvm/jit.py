@@ -3,14 +3,16 @@
 * The host target: ``llvm.get_process_triple()``, ``get_host_cpu_name()`` and
   ``get_host_cpu_features()``, optimisation level 3 through the new pass manager with the
   loop and SLP vectorisers on.
-* One MCJIT engine per compiled module (the engine owns the code; it is freed with the
-  last kernel using it).
+* Code generation by one target machine per optimisation level (``tm.emit_object``), then
+  one MCJIT engine per kernel that only loads that object code (the engine owns the code;
+  it is freed with the last kernel using it; the IR module is dropped once loaded).
 * An in-memory cache (``lookup``/``remember``), keyed by the caller (the structural key of a
   prepared statement, see ``cache_key``), so building the same nest twice compiles once.
-* An optional on-disk object cache (``cache_dir=`` or ``TE_LLVM_CACHE_DIR``): object code
-  keyed by the sha256 of the IR text, the CPU name and features and the llvmlite version.
-  Only object files (and the optimised IR text, for ``kernel.optimized_source``) are
-  stored, never pickles.
+* An optional on-disk object cache (``cache_dir=`` or ``TE_LLVM_CACHE_DIR``, see
+  ``disk_cache``): object code keyed by the sha256 of the IR text, the CPU name and features
+  and the llvmlite version, verified against a checksum before it is loaded. Only object
+  files (and the optimised IR text, for ``kernel.optimized_source``) are stored, never
+  pickles.
 
 ``cache_stats()`` reports counters: ``memory_hits``, ``memory_misses``, ``compiles`` (LLVM
 optimisation + codegen runs), ``disk_hits``, ``disk_writes``.
@@ -22,20 +24,23 @@ from __future__ import annotations
 
 import ctypes.util
 import hashlib
-import os
-import tempfile
 import threading
+import weakref
+import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 import llvmlite
 import llvmlite.binding as llvm
+from llvmlite.binding import ffi as _ffi
+from llvmlite.binding.newpassmanagers import NewPassManager as _NewPassManager
 
 from ..kernel import BuildError
+from . import disk_cache
 
 __all__ = ["Compiled", "compile_ir", "cache_stats", "clear_cache", "host_info", "lookup", "remember",
-           "MEMORY_CACHE_SIZE"]
+           "MEMORY_CACHE_SIZE", "close_pass_manager"]
 
 MEMORY_CACHE_SIZE = 512
 _lock = threading.RLock()
@@ -90,38 +95,92 @@ def _target_machine(opt: int = 3) -> llvm.TargetMachine:
 _pass_tm: dict[int, llvm.TargetMachine] = {}
 
 
-def data_layout() -> str:
-    """The data layout string of the host target machine."""
-    with _lock:
-        tm = _pass_tm.get(3)
-        if tm is None:
-            tm = _pass_tm[3] = _target_machine(3)
-        return str(tm.target_data)
-
-
-def _optimize(mod: llvm.ModuleRef, opt: int) -> None:
+def _shared_tm(opt: int) -> llvm.TargetMachine:
+    """The target machine that optimises and generates code at level ``opt``, one per level
+    for the process: its subtarget (instruction tables, lowering) costs about 700 KB, which a
+    target machine per kernel would keep for each live kernel."""
     tm = _pass_tm.get(opt)
     if tm is None:
         tm = _pass_tm[opt] = _target_machine(opt)
+    return tm
+
+
+def data_layout() -> str:
+    """The data layout string of the host target machine."""
+    with _lock:
+        return str(_shared_tm(3).target_data)
+
+
+def _optimize(mod: llvm.ModuleRef, opt: int) -> None:
+    tm = _shared_tm(opt)
     pto = llvm.create_pipeline_tuning_options(speed_level=opt)
     pto.loop_vectorization = opt >= 2
     pto.slp_vectorization = opt >= 2
     pto.loop_unrolling = opt >= 2
     pb = llvm.create_pass_builder(tm, pto)
     mpm = pb.getModulePassManager()
-    mpm.run(mod, pb)
+    try:
+        mpm.run(mod, pb)
+    finally:
+        close_pass_manager(mpm)
+
+
+def close_pass_manager(pm) -> None:
+    """Free the llvmlite pass manager ``pm`` (a ``ModulePassManager`` or ``FunctionPassManager``) now.
+
+    Up to llvmlite 0.50 ``pm.close()`` (and garbage collection) frees nothing: ``ObjectRef``
+    comes before ``NewPassManager`` in the pass managers' base classes, so its empty
+    ``_dispose`` hides the one that deletes the C++ object, and every O3 pipeline (about
+    85 KB with what its passes keep after a run) stayed allocated for the life of the process.
+
+    >>> pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    >>> mpm = llvm.create_pass_builder(_target_machine(3), pto).getModulePassManager()
+    >>> close_pass_manager(mpm); mpm.closed
+    True
+    """
+    if type(pm)._dispose is _ffi.ObjectRef._dispose:
+        _NewPassManager._dispose(pm)
+        pm.detach()
+    else:  # a fixed llvmlite
+        pm.close()
 
 
 @dataclass
 class Compiled:
-    """A JIT-compiled module: the engine owning the code and the kernel's address."""
+    """A loaded kernel: the engine owning its code, the kernel's addresses, and what is
+    needed to load the same code again (``reload``)."""
 
     engine: Any
     address: int
     optimized_ir: str | None
     from_disk: bool = False
     py_address: int = 0
+    obj: bytes = b""
+    symbol: str = ""
+    py_symbol: str | None = None
+    kernel_name: str = ""
+    opt: int = 3
     extra: dict = field(default_factory=dict)
+
+    def reload(self) -> "Compiled":
+        """A new engine holding another copy of the same object code."""
+        return _load(self.obj, self.symbol, self.py_symbol, self.kernel_name, self.opt, self.optimized_ir, False)
+
+
+@dataclass
+class _Remembered:
+    """An in-memory cache entry: the IR texts (zlib-compressed: the optimised IR of an unrolled
+    loop is tens of KB, ten times its object code) and the object code; ``live`` refers to
+    the last ``Compiled`` made from it, reused while some kernel still holds it."""
+
+    source: bytes
+    optimized_ir: bytes | None
+    compiled: Compiled
+    live: Any
+
+    def texts(self) -> tuple[str, str | None]:
+        opt = zlib.decompress(self.optimized_ir).decode() if self.optimized_ir is not None else None
+        return zlib.decompress(self.source).decode(), opt
 
 
 def cache_stats() -> dict:
@@ -142,21 +201,37 @@ def clear_cache(reset_stats: bool = True) -> None:
                 _stats[k] = 0
 
 
-def lookup(key) -> Any:
-    """The value remembered under ``key`` (counts a memory hit or miss), else None."""
+def lookup(key) -> tuple[str, Compiled] | None:
+    """``(source, compiled)`` remembered under ``key`` (counts a memory hit or miss), else None.
+
+    The cache holds object code, not engines: while a kernel built from the entry is alive its
+    engine is shared, else the code is loaded into a new engine (about a millisecond), so the
+    engines of kernels nobody holds are freed.
+    """
     with _lock:
-        v = _memory.get(key)
-        if v is None:
+        entry = _memory.get(key)
+        if entry is None:
             _stats["memory_misses"] += 1
             return None
         _memory.move_to_end(key)
         _stats["memory_hits"] += 1
-        return v
+        source, optimized = entry.texts()
+        compiled = entry.live()
+        if compiled is None:
+            compiled = entry.compiled.reload()
+            compiled.optimized_ir = optimized
+            entry.live = weakref.ref(compiled)
+        return source, compiled
 
 
-def remember(key, value) -> None:
+def remember(key, source: str, compiled: Compiled) -> None:
+    """Remember the IR text and object code of ``compiled`` under ``key`` (least recently used
+    entries beyond ``MEMORY_CACHE_SIZE`` are dropped)."""
     with _lock:
-        _memory[key] = value
+        stripped = Compiled(None, 0, None, False, 0, compiled.obj, compiled.symbol, compiled.py_symbol,
+                            compiled.kernel_name, compiled.opt)
+        opt_z = zlib.compress(compiled.optimized_ir.encode(), 1) if compiled.optimized_ir is not None else None
+        _memory[key] = _Remembered(zlib.compress(source.encode(), 1), opt_z, stripped, weakref.ref(compiled))
         _memory.move_to_end(key)
         while len(_memory) > MEMORY_CACHE_SIZE:
             _memory.popitem(last=False)
@@ -173,101 +248,63 @@ def content_hash(ir_text: str, opt: int) -> str:
     return m.hexdigest()
 
 
-def _resolve_cache_dir(cache_dir) -> str | None:
-    if cache_dir is None:
-        cache_dir = os.environ.get("TE_LLVM_CACHE_DIR") or None
-    if cache_dir in (None, False, ""):
-        return None
-    return os.fspath(cache_dir)
-
-
-def _write_atomic(path: str, data: bytes) -> None:
-    d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def compile_ir(ir_text: str, symbol: str, kernel_name: str, opt: int = 3, cache_dir=None,
                py_symbol: str | None = None) -> Compiled:
-    """Parse, verify, optimise and JIT ``ir_text``; return the engine and ``@symbol``'s address.
+    """Parse, verify, optimise and compile ``ir_text`` (or take its object code from the disk
+    cache) and load it; return the engine and ``@symbol``'s address.
 
     Raises ``BuildError`` naming ``kernel_name`` (with LLVM's message) when the IR does not
-    parse or verify, or code generation fails.
+    parse or verify, or code generation fails; ``cache_dir`` is checked by
+    ``disk_cache.directory`` (a file there raises ``BuildError``).
     """
     with _lock:
         _init()
-        cache_dir = _resolve_cache_dir(cache_dir)
-        digest = content_hash(ir_text, opt) if cache_dir else None
-        obj_path = os.path.join(cache_dir, digest + ".o") if cache_dir else None
-        cached_obj = None
-        if obj_path and os.path.exists(obj_path):
-            try:
-                with open(obj_path, "rb") as f:
-                    cached_obj = f.read()
-            except OSError:
-                cached_obj = None
+        directory = disk_cache.directory(cache_dir)
+        digest = content_hash(ir_text, opt) if directory else None
+        cached = disk_cache.load(directory, digest) if directory else None
+        if cached is not None:
+            _stats["disk_hits"] += 1
+            return _load(cached.obj, symbol, py_symbol, kernel_name, opt, cached.ir, True)
         try:
             mod = llvm.parse_assembly(ir_text)
             mod.verify()
         except RuntimeError as exc:
             raise BuildError(f"LLVM rejected the IR of kernel {kernel_name}: {str(exc).strip()}") from None
         h = host_info()
-        tm = _target_machine(opt)
+        tm = _shared_tm(opt)
         mod.triple = h["triple"]
         mod.data_layout = str(tm.target_data)
-        optimized = None
-        if cached_obj is None:
-            try:
-                _optimize(mod, opt)
-                optimized = str(mod)
-            except RuntimeError as exc:  # pragma: no cover - LLVM passes rarely fail
-                raise BuildError(f"LLVM failed to optimise kernel {kernel_name}: {exc}") from None
-        else:
-            try:
-                with open(obj_path[:-2] + ".ll", "r") as f:
-                    optimized = f.read()
-            except OSError:
-                optimized = None
         try:
-            engine = llvm.create_mcjit_compiler(mod, tm)
-        except RuntimeError as exc:
-            raise BuildError(f"LLVM could not create a JIT for kernel {kernel_name}: {exc}") from None
-        used_disk = {"hit": False}
-        if cache_dir:
-            os.makedirs(cache_dir, exist_ok=True)
-
-            def notify(module, buffer):
-                try:
-                    _write_atomic(obj_path, bytes(buffer))
-                    if optimized is not None:
-                        _write_atomic(obj_path[:-2] + ".ll", optimized.encode())
-                    _stats["disk_writes"] += 1
-                except OSError:  # a read-only cache directory must not fail the build
-                    pass
-
-            def getbuffer(module):
-                if cached_obj is not None:
-                    used_disk["hit"] = True
-                    _stats["disk_hits"] += 1
-                return cached_obj
-            engine.set_object_cache(notify, getbuffer)
+            _optimize(mod, opt)
+            optimized = str(mod)
+        except RuntimeError as exc:  # pragma: no cover - LLVM passes rarely fail
+            raise BuildError(f"LLVM failed to optimise kernel {kernel_name}: {exc}") from None
         try:
-            engine.finalize_object()
+            obj = tm.emit_object(mod)
         except RuntimeError as exc:
             raise BuildError(f"LLVM failed to generate code for kernel {kernel_name}: {exc}") from None
-        if not used_disk["hit"]:
-            _stats["compiles"] += 1
-        addr = engine.get_function_address(symbol)
-        if not addr:
-            raise BuildError(f"kernel {kernel_name}: the JIT did not export the function {symbol}")
-        py_addr = engine.get_function_address(py_symbol) if py_symbol else 0
-        return Compiled(engine, addr, optimized, from_disk=used_disk["hit"], py_address=py_addr or 0)
+        finally:
+            mod.close()
+        _stats["compiles"] += 1
+        if directory and disk_cache.store(directory, digest, obj, optimized):
+            _stats["disk_writes"] += 1
+        return _load(obj, symbol, py_symbol, kernel_name, opt, optimized, False)
+
+
+def _load(obj: bytes, symbol: str, py_symbol: str | None, kernel_name: str, opt: int, optimized: str | None,
+          from_disk: bool) -> Compiled:
+    """Load the object code ``obj`` into a new MCJIT engine (which owns a target machine of its
+    own but generates no code, so it stays small: about 60 KB)."""
+    empty = llvm.parse_assembly("")
+    empty.triple = host_info()["triple"]
+    try:
+        engine = llvm.create_mcjit_compiler(empty, _target_machine(opt))
+        engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+        engine.finalize_object()
+    except RuntimeError as exc:
+        raise BuildError(f"LLVM could not load the code of kernel {kernel_name}: {exc}") from None
+    addr = engine.get_function_address(symbol)
+    if not addr:
+        raise BuildError(f"kernel {kernel_name}: the JIT did not export the function {symbol}")
+    py_addr = engine.get_function_address(py_symbol) if py_symbol else 0
+    return Compiled(engine, addr, optimized, from_disk, py_addr or 0, obj, symbol, py_symbol, kernel_name, opt)

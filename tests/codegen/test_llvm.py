@@ -815,7 +815,7 @@ def test_disk_cache_round_trip(tmp_path):
     s1 = cache_stats()
     assert s1["disk_writes"] == 1 and s1["compiles"] == 1
     files = sorted(p.suffix for p in tmp_path.iterdir())
-    assert files == [".ll", ".o"]                  # object code and optimised IR text only
+    assert files == [".ll", ".o", ".sha256"]       # object code, optimised IR text and their checksums
     clear_cache()
     k2 = build(LoopNest([B]), [A, B], target="llvm", cache_dir=tmp_path)
     s2 = cache_stats()
