@@ -287,3 +287,20 @@ def test_multi_output_compute_misuse_is_refused():
     nest = LoopNest([Y])
     with pytest.raises(ScheduleError, match="computed together with R"):
         nest.compute_inline(Q)
+
+
+@pytest.mark.parametrize("target", ["ireval", "llvm"])
+def test_argmax_signed_zeros_and_empty_reduction(target):
+    Kv = te.Var("Kv", te.int32)
+    A = Buffer("A", (3, Kv), "float32")
+    I, V = te.argmax("AM", (3,), lambda i, k: A[i, k], (Kv,))
+    kernel = build(LoopNest([I, V]), [A, I, V, Kv], target=target)
+    a = np.array([[-0.0, 0.0], [0.0, -0.0], [np.nan, np.nan]], np.float32)
+    got_i, got_v = np.full(3, 5, np.int32), np.zeros(3, np.float32)
+    kernel(a, got_i, got_v, 2)
+    np.testing.assert_array_equal(got_i, np.argmax(a, axis=1))
+    assert np.signbit(got_v[0]) and not np.signbit(got_v[1])     # the first of equal zeros
+    empty = np.zeros((3, 0), np.float32)
+    kernel(empty, got_i, got_v, 0)                                 # numpy raises; here the identity
+    np.testing.assert_array_equal(got_i, 0)
+    np.testing.assert_array_equal(got_v, -np.inf)
