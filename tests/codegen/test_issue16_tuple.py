@@ -304,3 +304,20 @@ def test_argmax_signed_zeros_and_empty_reduction(target):
     kernel(empty, got_i, got_v, 0)                                 # numpy raises; here the identity
     np.testing.assert_array_equal(got_i, 0)
     np.testing.assert_array_equal(got_v, -np.inf)
+
+
+@pytest.mark.parametrize("target", ["ireval", "llvm"])
+def test_argmin_two_spatial_dims_reordered_and_tiled(target):
+    A = Buffer("A", (6, 8, K), "float32")
+    I, V = te.argmin("Am", (6, 8), lambda i, j, k: A[i, j, k], (K,))
+    nest = LoopNest([I, V])
+    i, j, k = nest.get_loops_for(I)
+    nest.reorder_axis(i, j)
+    j, i, k = nest.get_loops_for(I)
+    nest.tile(j, i, 4, 3)
+    a = np.random.default_rng(9).integers(-2, 3, (6, 8, K)).astype(np.float32)
+    a[2, 5, 4] = np.nan
+    got_i, got_v = np.zeros((6, 8), np.int32), np.zeros((6, 8), np.float32)
+    build(nest, [A, I, V], target=target)(a, got_i, got_v)
+    np.testing.assert_array_equal(got_i, np.argmin(a, axis=2))
+    np.testing.assert_array_equal(got_v, np.min(a, axis=2))
