@@ -10,6 +10,20 @@ accumulate into the element:
         C[i] = C[i] + B[i, k];
       }
     }
+
+The tensors of one group (``te.multi``: a multi-output Compute, a tuple reduction) are
+lowered together into one nest holding a store to each; a tuple reduction initialises every
+accumulator, then stores each new value in the group's ``update_order``, so that each is
+computed from the old accumulators (argmax stores the index before the value it compares):
+
+    for (int i = 0; i < N; i++) {
+      AM_index[i] = 0;
+      AM_value[i] = -inff;
+      for (int k = 0; k < 64; k++) {
+        AM_index[i] = select(B[i, k] > AM_value[i] || ..., k, AM_index[i]);
+        AM_value[i] = select(B[i, k] > AM_value[i] || ..., B[i, k], AM_value[i]);
+      }
+    }
 """
 from __future__ import annotations
 
@@ -34,12 +48,15 @@ def tensors_in_order(outputs: list[Tensor]) -> list[Tensor]:
             return
         if s == 1:
             raise LoweringError(f"tensors depend on each other in a cycle: {' -> '.join(path + [t.name])}")
-        state[id(t)] = 1
+        members = t.group.members if t.group is not None else (t,)   # a group is lowered as one
+        for m in members:
+            state[id(m)] = 1
         for b in t.inputs():
             if isinstance(b, Tensor):
                 visit(b, path + [t.name])
-        state[id(t)] = 2
-        order.append(t)
+        for m in members:
+            state[id(m)] = 2
+            order.append(m)
 
     for t in outputs:
         visit(t, [])
@@ -62,7 +79,10 @@ def lower_tensor(t: Tensor, fresh_name) -> tuple[Stmt, list[Var]]:
     """The loop nest computing ``t``; ``fresh_name(base)`` returns a name unique in the nest.
 
     Returns the statement and the new loop variables (output dims, then reduction dims).
+    The statement of a tensor of a group (``te.multi``) computes the whole group.
     """
+    if t.group is not None:
+        return _lower_group(t.group, fresh_name)
     loop_vars = [Var(fresh_name(a.name), a.dtype) for a in t.args]
     red_vars = [Var(fresh_name(a.name), a.dtype) for a in t.reduce_args]
     mapping = dict(zip(t.args, loop_vars))
@@ -78,5 +98,29 @@ def lower_tensor(t: Tensor, fresh_name) -> tuple[Stmt, list[Var]]:
     else:
         inner = Block((Store(t, idx, body),))
     for v, d in reversed(list(zip(loop_vars, t.dims))):
+        inner = For(v, IntImm(0, v.dtype), d, inner if isinstance(inner, Block) else Block((inner,)))
+    return inner, loop_vars + red_vars
+
+
+def _lower_group(group, fresh_name) -> tuple[Stmt, list[Var]]:
+    """The loop nest computing every tensor of ``group`` (see the module docstring)."""
+    first = group.members[0]
+    loop_vars = [Var(fresh_name(a.name), a.dtype) for a in first.args]
+    red_vars = [Var(fresh_name(a.name), a.dtype) for a in first.reduce_args]
+    mapping = dict(zip(first.args, loop_vars))
+    mapping.update(zip(first.reduce_args, red_vars))
+    bodies = [substitute(t.body, mapping) for t in group.members]
+    idx = tuple(loop_vars)
+    if group.reducer is not None:
+        accs = [Load(t, idx) for t in group.members]
+        new = group.reducer.combine(accs, bodies)
+        update: Stmt = Block(tuple(Store(group.members[k], idx, new[k]) for k in group.update_order))
+        for v, d in reversed(list(zip(red_vars, first.reduce_dims))):
+            update = For(v, IntImm(0, v.dtype), d, update if isinstance(update, Block) else Block((update,)))
+        identity = group.reducer.identity([t.dtype for t in group.members])
+        inner: Stmt = Block(tuple(Store(t, idx, e) for t, e in zip(group.members, identity)) + (update,))
+    else:
+        inner = Block(tuple(Store(t, idx, b) for t, b in zip(group.members, bodies)))
+    for v, d in reversed(list(zip(loop_vars, first.dims))):
         inner = For(v, IntImm(0, v.dtype), d, inner if isinstance(inner, Block) else Block((inner,)))
     return inner, loop_vars + red_vars

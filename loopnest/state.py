@@ -78,8 +78,11 @@ class NestState:
         self._tensor_loops: dict[str, list[Var]] = {}
         if not _empty:
             for t in self.tensors:
+                if t.name in self._tensor_loops:    # lowered with its group
+                    continue
                 s, loops = lower_tensor(t, self.fresh_name)
-                self._tensor_loops[t.name] = loops
+                for m in (t.group.members if t.group is not None else (t,)):
+                    self._tensor_loops[m.name] = loops
                 stmts.append(s)
         self.root: Block = Block(tuple(stmts))
 

@@ -21,6 +21,7 @@ from .intrinsics import (abs, acos, asin, atan, atan2, cast, ceil, clamp, copysi
 from .bitops import (bitcast, bitwise_and, bitwise_not, bitwise_or, bitwise_xor, shift_left,
                      shift_right)
 from .tensor import Buffer, Compute, Max, Min, Prod, Reduce, Reducer, Sum, Tensor
+from .multi import ArgMax, ArgMin, TupleReducer, argmax, argmin
 from .simplify import simplify
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -144,6 +144,8 @@ class Tensor(Buffer):
         self.reducer: Reducer | None = reducer
         self.reduce_args: tuple[Var, ...] = tuple(reduce_args)
         self.reduce_dims: tuple[Expr, ...] = tuple(reduce_dims)
+        #: the tensors computed with this one by one loop nest (``te.multi.TensorGroup``), or None
+        self.group = None
 
     @property
     def is_reduction(self) -> bool:
@@ -154,8 +156,9 @@ class Tensor(Buffer):
         return self
 
     def inputs(self) -> list[Buffer]:
-        """Buffers (and tensors) read by the body, in first-use order."""
-        return loaded_buffers([self.body, *self.dims, *self.reduce_dims])
+        """Buffers (and tensors) read by the body (by the bodies of its group), in first-use order."""
+        bodies = [t.body for t in self.group.members] if self.group is not None else [self.body]
+        return loaded_buffers([*bodies, *self.dims, *self.reduce_dims])
 
     def __repr__(self) -> str:
         kind = "Reduce" if self.is_reduction else "Compute"
@@ -183,7 +186,9 @@ def check_identifier_ok(name: str) -> bool:
         return False
 
 
-def _call_body(fn: Callable, args: Sequence[Var], name: str) -> Expr:
+def _call_body(fn: Callable, args: Sequence[Var], name: str, multi: int | None = None) -> Any:
+    """The body's expression; with ``multi``, the tuple of that many expressions it returns
+    (``multi=-1``: the raw result, for a tuple reducer to interpret)."""
     if not callable(fn):
         raise TypeError(f"the body of {name} must be a function of the indices, got {type(fn).__name__}")
     try:
@@ -192,25 +197,52 @@ def _call_body(fn: Callable, args: Sequence[Var], name: str) -> Expr:
         if "positional argument" in str(exc):
             raise TypeError(f"the body function of {name} must take {len(args)} index argument(s): {exc}") from None
         raise
+    if multi == -1:
+        return body
+    if multi is not None:
+        if not isinstance(body, (tuple, list)) or len(body) != multi:
+            raise TypeError(f"the body function of {name} must return a tuple of {multi} expressions "
+                            f"(one per output), got {body!r}")
+        return tuple(as_expr(b) for b in body)
+    if isinstance(body, (tuple, list)):
+        raise TypeError(f"the body function of {name} returned a tuple; give a tuple of names to make "
+                        "several outputs: Compute((\"Q\", \"R\"), shape, lambda i: (..., ...))")
     return as_expr(body)
 
 
-def Compute(name: str, shape: Sequence[Any], fn: Callable[..., Any], dtype: Any = None) -> Tensor:
+def Compute(name: str | Sequence[str], shape: Sequence[Any], fn: Callable[..., Any], dtype: Any = None):
     """Define a tensor by a function of its indices.
 
     ``dtype`` defaults to the body's dtype; when given and different, the body is cast.
     A vector body (``float32x4``) makes a tensor of vector elements, one per index.
 
+    With a tuple of names, the body returns a tuple of expressions (one per name) and
+    Compute returns a tuple of tensors computed by one loop nest (``dtype`` is then None or
+    a tuple of dtypes); see ``te.multi``.
+
     >>> A = Buffer("A", (4,), "float32")
     >>> B = Compute("B", (4,), lambda i: A[i] * 2.0)
     >>> B.dtype, B.args[0].name
     (float32, 'i')
+    >>> Q, R = Compute(("Q", "R"), (4,), lambda i: (A[i] * 2.0, i))
+    >>> Q.dtype, R.dtype
+    (float32, int32)
     """
-    check_identifier(name, "tensor")
+    multi = not isinstance(name, str)
+    label = ", ".join(name) if multi else name
+    if not multi:
+        check_identifier(name, "tensor")
     if isinstance(shape, (int, Expr)):
         shape = (shape,)
     names = _arg_names(fn, len(shape), "i")
-    args = [Var(n, _index_dtype(d, name, k)) for k, (n, d) in enumerate(zip(names, shape))]
+    args = [Var(n, _index_dtype(d, label, k)) for k, (n, d) in enumerate(zip(names, shape))]
+    if multi:
+        from .multi import compute_group
+        outs = tuple(name)
+        values = _call_body(fn, args, label, multi=len(outs))
+        for n in outs:
+            check_identifier(n, "tensor")
+        return compute_group(outs, shape, args, values, dtype)
     body = _call_body(fn, args, name)
     dt = as_dtype(dtype) if dtype is not None else body.dtype
     if body.dtype.is_vector and dt.is_scalar:   # a vector body makes a tensor of vector elements
@@ -289,28 +321,41 @@ class Min(Reducer):
         super().__init__(lambda a, b: MinE(a, b), _highest, "min")
 
 
-def Reduce(name: str, shape: Sequence[Any], reducer: Reducer, fn: Callable[..., Any],
-           reduce_shape: Sequence[Any], dtype: Any = None) -> Tensor:
+def Reduce(name: str | Sequence[str], shape: Sequence[Any], reducer: Any, fn: Callable[..., Any],
+           reduce_shape: Sequence[Any], dtype: Any = None):
     """Define a tensor by reducing ``fn(*out_indices, *reduce_indices)`` over ``reduce_shape``.
+
+    With a tuple reducer (``te.ArgMax()``, ``te.ArgMin()``, a ``te.TupleReducer``) it returns
+    a tuple of tensors computed by one loop nest, named ``name_<value>`` (or by a tuple of
+    names); ``dtype`` is then None or a tuple of dtypes. See ``te.multi``.
 
     >>> A = Buffer("A", (4, 8), "float32")
     >>> C = Reduce("C", (4,), Sum(), lambda i, k: A[i, k], (8,))
     >>> C.reduce_args[0].name
     'k'
     """
-    check_identifier(name, "tensor")
-    if not isinstance(reducer, Reducer):
-        raise TypeError(f"reducer of {name} must be a Reducer (Sum(), Max(), ...), got {reducer!r}")
+    from .multi import TupleReducer, reduce_group
+    tuple_red = isinstance(reducer, TupleReducer)
+    label = name if isinstance(name, str) else ", ".join(name)
+    if not tuple_red:
+        check_identifier(name, "tensor")
+    if not (tuple_red or isinstance(reducer, Reducer)):
+        raise TypeError(f"reducer of {label} must be a Reducer (Sum(), Max(), ...) or a TupleReducer (ArgMax(), "
+                        f"ArgMin(), ...), got {reducer!r}")
     if isinstance(shape, (int, Expr)):
         shape = (shape,)
     if isinstance(reduce_shape, (int, Expr)):
         reduce_shape = (reduce_shape,)
     if len(reduce_shape) == 0:
-        raise ValueError(f"reduction {name} needs at least one reduction dimension")
+        raise ValueError(f"reduction {label} needs at least one reduction dimension")
     n, r = len(shape), len(reduce_shape)
     names = _arg_names(fn, n + r, "i")
-    args = [Var(x, _index_dtype(d, name, k)) for k, (x, d) in enumerate(zip(names[:n], shape))]
-    rargs = [Var(x, _index_dtype(d, name, k)) for k, (x, d) in enumerate(zip(names[n:], reduce_shape))]
+    args = [Var(x, _index_dtype(d, label, k)) for k, (x, d) in enumerate(zip(names[:n], shape))]
+    rargs = [Var(x, _index_dtype(d, label, k)) for k, (x, d) in enumerate(zip(names[n:], reduce_shape))]
+    if tuple_red:
+        rdims = tuple(_as_dim(d, label, k) for k, d in enumerate(reduce_shape))
+        body = _call_body(fn, args + rargs, label, multi=-1)
+        return reduce_group(name, shape, reducer, args, rargs, rdims, body, dtype)
     body = _call_body(fn, args + rargs, name)
     dt = as_dtype(dtype) if dtype is not None else body.dtype
     if body.dtype != dt:

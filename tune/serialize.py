@@ -99,7 +99,7 @@ def dumps_computation(outputs: Sequence[Tensor], args: Sequence[Any]) -> bytes:
     dtypes: dict[int, set] = {}
     by_id: dict[int, Reducer] = {}
     for t in tensors:
-        if t.reducer is not None:
+        if isinstance(t.reducer, Reducer):    # a TupleReducer (te.multi) pickles as it is
             dtypes.setdefault(id(t.reducer), set()).add(t.dtype)
             by_id[id(t.reducer)] = t.reducer
     reducers = {k: _as_expr_reducer(by_id[k], v) for k, v in dtypes.items()}

@@ -39,6 +39,11 @@ def check_movable_tensor(nest, buf: Buffer, action: str) -> Tensor:
     if not stores_to(nest.root, buf):
         raise ScheduleError(f"cannot {action}: it is not computed in this nest any more "
                             "(it was inlined, or nothing reads it)")
+    if buf.group is not None:
+        others = ", ".join(t.name for t in buf.group.members if t is not buf)
+        raise ScheduleError(f"cannot {action}: it is computed together with {others} by one loop nest (a "
+                            "multi-output Compute or a tuple reduction), which moves only as a whole; define it "
+                            "by a Compute/Reduce of its own to inline it or compute it at a loop")
     return buf
 
 

@@ -108,6 +108,10 @@ def rfactor(nest, buf: Buffer, loop) -> Buffer:
     t = buf
     if not isinstance(t, Tensor) or not t.is_reduction:
         _refuse(t, loop, f"{t.name} is not a reduction (rfactor splits the reduction loops of a Reduce tensor)")
+    if t.group is not None:
+        _refuse(t, loop, f"{t.name} is one value of the tuple reduction of {', '.join(m.name for m in t.group.members)}"
+                         " (argmax, argmin, a TupleReducer), whose partial results rfactor cannot combine; split "
+                         "and reorder its loops, or parallelize/vectorize its spatial loops instead")
     stores = stores_to(nest.root, t)
     inits = [s for s in stores if not has_load(s.value, t)]
     updates = [s for s in stores if has_load(s.value, t)]
