@@ -14,10 +14,11 @@ accumulate into the element:
 from __future__ import annotations
 
 from te.expr import Expr, IntImm, Load, Var, substitute
+from te.extern import ExternTensor
 from te.tensor import Buffer, Tensor
 
 from .errors import LoweringError
-from .stmt import Block, For, Stmt, Store
+from .stmt import Block, ExternCall, For, Stmt, Store
 
 
 def tensors_in_order(outputs: list[Tensor]) -> list[Tensor]:
@@ -61,8 +62,11 @@ def input_buffers(tensors: list[Tensor]) -> list[Buffer]:
 def lower_tensor(t: Tensor, fresh_name) -> tuple[Stmt, list[Var]]:
     """The loop nest computing ``t``; ``fresh_name(base)`` returns a name unique in the nest.
 
-    Returns the statement and the new loop variables (output dims, then reduction dims).
+    Returns the statement and the new loop variables (output dims, then reduction dims); an
+    external tensor (``te.extern``) is one ExternCall statement without loops.
     """
+    if isinstance(t, ExternTensor):
+        return ExternCall(t.func, (t,), t.extern_inputs), []
     loop_vars = [Var(fresh_name(a.name), a.dtype) for a in t.args]
     red_vars = [Var(fresh_name(a.name), a.dtype) for a in t.reduce_args]
     mapping = dict(zip(t.args, loop_vars))

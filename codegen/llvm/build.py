@@ -26,7 +26,7 @@ from te.expr import IntImm, Var
 from te.queries import free_vars
 from te.tensor import Buffer, Tensor
 from loopnest.passes import legalize_for_target
-from loopnest.queries import external_buffers, stmt_free_vars
+from loopnest.queries import external_buffers, stmt_free_vars, stmt_stored_buffers
 from loopnest.stmt import For, ForKind, Stmt, Store, iter_stmts
 
 from ..kernel import BuildError, Kernel, Param, sanitize_name
@@ -122,7 +122,7 @@ class LLVMKernel(Kernel):
         self._size_max = [int(v.dtype.max_value()) if v.dtype.is_integer else None for v in scalar_vars]
         self._safe: LLVMKernel | None = None
         self._build_safe = lambda: self  # replaced by build_llvm when the kernel assumes no aliasing
-        written = {id(x.buffer) for x in iter_stmts(stmt) if isinstance(x, Store)}
+        written = {id(b) for b in stmt_stored_buffers(stmt)}
         self._written = [id(p.buffer) in written for p in self._buffer_params]
         self._fast = self._fast_plan()
 
