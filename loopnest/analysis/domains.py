@@ -549,8 +549,10 @@ class Access:
         return self.analysis.schedule(self.instance, self.is_write)
 
     def text(self) -> str:
-        """``B[i - 1]``"""
+        """``B[i - 1]`` (``B[*]`` for an external call's access: every element)"""
         from te.printer import expr_to_str
+        if type(self.node).__name__ == "ExternCall":
+            return f"{self.buffer.name}[*]"
         return f"{self.buffer.name}[{', '.join(expr_to_str(i) for i in self.indices)}]"
 
     def __str__(self) -> str:
