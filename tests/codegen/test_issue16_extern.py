@@ -221,3 +221,19 @@ def test_bounds_check_with_an_extern(target):
     np.testing.assert_array_equal(b, np.full((5, 3), 3.0, np.float32))
     with pytest.raises(Exception):
         k(a, np.zeros((5, 2), np.float32), 3)
+
+
+def test_auto_space_leaves_the_call_and_its_inputs_in_place():
+    from tune.auto import auto_space, classify
+    A = Buffer("A", (8, 16), "float32")
+    P = Compute("P", (8, 16), lambda i, j: A[i, j] - 1.0)
+    T = Extern("T", (16, 8), [P], _transpose_py, c_fn=_TRANSPOSE_C)
+    B = Compute("B", (16, 8), lambda i, j: T[i, j] * 2.0)
+    assert classify(T) == "extern"
+    space = auto_space([B])
+    names = [k.name for k in space.knobs]
+    assert not any(n.startswith(("T.", "P.place")) for n in names), names
+    rng = np.random.default_rng(0)
+    for _ in range(4):
+        nest = space.apply(space.sample(rng))
+        assert any(isinstance(s, ExternCall) for s in nest.root.stmts)
