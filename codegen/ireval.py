@@ -69,7 +69,7 @@ import numpy as np
 
 from loopnest.printer import stmt_to_str
 from loopnest.queries import stmt_free_vars, stmt_stored_buffers
-from loopnest.stmt import Allocate, Block, Cond, For, Free, LetStmt, Stmt, Store, iter_stmts
+from loopnest.stmt import Allocate, Block, Cond, For, Free, LetStmt, Stmt, Store
 from te import expr as E
 from te.bitops import BIT_CALLS
 from te.dtypes import Dtype

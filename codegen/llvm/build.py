@@ -27,7 +27,7 @@ from te.queries import free_vars
 from te.tensor import Buffer, Tensor
 from loopnest.passes import legalize_for_target
 from loopnest.queries import external_buffers, stmt_free_vars, stmt_stored_buffers
-from loopnest.stmt import ExternCall, For, ForKind, Stmt, Store, iter_stmts
+from loopnest.stmt import ExternCall, For, ForKind, Stmt, iter_stmts
 
 from ..kernel import BuildError, Kernel, Param, sanitize_name
 from . import jit

@@ -46,20 +46,23 @@ def emit_extern_call(em, st, s, k: int) -> None:
     ndims = st.alloca(ir.ArrayType(I32, len(bufs)), name=f"{name}_ndims")
     shapes = st.alloca(ir.ArrayType(I64, max(total, 1)), name=f"{name}_shapes")
     strides = st.alloca(ir.ArrayType(I64, max(total, 1)), name=f"{name}_strides")
+
+    def slot(array, k: int):
+        return b.gep(array, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True,
+                     source_etype=array.allocated_type)
+
     pos = 0
     for n, buf in enumerate(bufs):
         p = st.bufs.get(id(buf))
         if p is None:
             raise BuildError(f"the external call {name} passes {buf.name}, which has no storage here")
-        b.store(p, b.gep(data, [ir.Constant(I32, 0), ir.Constant(I32, n)], inbounds=True, source_etype=data.allocated_type))
-        b.store(ir.Constant(I32, buf.ndim),
-                b.gep(ndims, [ir.Constant(I32, 0), ir.Constant(I32, n)], inbounds=True, source_etype=ndims.allocated_type))
+        b.store(p, slot(data, n))
+        b.store(ir.Constant(I32, buf.ndim), slot(ndims, n))
         dims = [em.index(st, d) for d in buf.dims]
         stride = ir.Constant(I64, 1)
         for d in reversed(range(buf.ndim)):
-            at = [ir.Constant(I32, 0), ir.Constant(I32, pos + d)]
-            b.store(dims[d], b.gep(shapes, at, inbounds=True, source_etype=shapes.allocated_type))
-            b.store(stride, b.gep(strides, at, inbounds=True, source_etype=strides.allocated_type))
+            b.store(dims[d], slot(shapes, pos + d))
+            b.store(stride, slot(strides, pos + d))
             stride = b.mul(stride, dims[d])
         pos += buf.ndim
     # a typed function pointer, which LLVM's parser reads as ``ptr``: llvmlite takes the callee's type from it

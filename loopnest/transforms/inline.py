@@ -33,7 +33,8 @@ def check_movable_tensor(nest, buf: Buffer, action: str) -> Tensor:
     if isinstance(buf, ExternTensor):
         raise ScheduleError(f"cannot {action}: it is computed by the external call {buf.func.name}, which writes "
                             "it whole in one call that no transform moves or splits; compute it where it is")
-    readers = [s.func.name for s in iter_stmts(nest.root) if isinstance(s, ExternCall) and any(b is buf for b in s.inputs)]
+    readers = [s.func.name for s in iter_stmts(nest.root)
+               if isinstance(s, ExternCall) and any(b is buf for b in s.inputs)]
     if readers:
         raise ScheduleError(f"cannot {action}: the external call {readers[0]} reads it whole (as an array), so all "
                             "of its elements must be stored before that call; leave it where it is")
