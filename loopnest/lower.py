@@ -41,6 +41,10 @@ def tensors_in_order(outputs: list[Tensor]) -> list[Tensor]:
                 visit(b, path + [t.name])
         state[id(t)] = 2
         order.append(t)
+        for o in getattr(t, "extern_outputs", ()):    # the other outputs of one external call, next to it
+            if state.get(id(o)) != 2:
+                state[id(o)] = 2
+                order.append(o)
 
     for t in outputs:
         visit(t, [])
@@ -63,10 +67,13 @@ def lower_tensor(t: Tensor, fresh_name) -> tuple[Stmt, list[Var]]:
     """The loop nest computing ``t``; ``fresh_name(base)`` returns a name unique in the nest.
 
     Returns the statement and the new loop variables (output dims, then reduction dims); an
-    external tensor (``te.extern``) is one ExternCall statement without loops.
+    external tensor (``te.extern``) is one ExternCall statement without loops, made for the
+    first output of the call (the statement is None for the others).
     """
-    if isinstance(t, ExternTensor):
-        return ExternCall(t.func, (t,), t.extern_inputs), []
+    if isinstance(t, ExternTensor):   # one call for all its outputs, at the first of them (None for the others)
+        if t.extern_outputs[0] is not t:
+            return None, []
+        return ExternCall(t.func, t.extern_outputs, t.extern_inputs), []
     loop_vars = [Var(fresh_name(a.name), a.dtype) for a in t.args]
     red_vars = [Var(fresh_name(a.name), a.dtype) for a in t.reduce_args]
     mapping = dict(zip(t.args, loop_vars))

@@ -80,7 +80,8 @@ class NestState:
             for t in self.tensors:
                 s, loops = lower_tensor(t, self.fresh_name)
                 self._tensor_loops[t.name] = loops
-                stmts.append(s)
+                if s is not None:
+                    stmts.append(s)
         self.root: Block = Block(tuple(stmts))
 
     # ------------------------------------------------------------------------------

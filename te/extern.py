@@ -1,20 +1,21 @@
 """External calls: a tensor computed by a function outside the compiler.
 
 ``Extern(name, shape, inputs, ...)`` makes a tensor that one call of an outside function
-fills, whole. Other tensors read it like any tensor; the loop nest holds the call as one
-``ExternCall`` statement (``loopnest.stmt``) that reads every element of its inputs and
-writes every element of its output, and that no schedule transform moves.
+fills, whole (or several tensors one call fills). Other tensors read it like any tensor; the
+loop nest holds the call as one ``ExternCall`` statement (``loopnest.stmt``) that reads every
+element of its inputs and writes every element of its outputs, and that no schedule
+transform moves.
 
 The callee, one per backend:
 
 * IREval: ``py_fn(*inputs, out)``, a Python callable given numpy arrays of the buffers'
-  shapes (the inputs, then the output) that writes its result into ``out`` in place.
+  shapes (the inputs, then the output -- or the outputs) that writes ``out`` in place.
 * LLVM: a C function with the ABI ``EXTERN_C_ABI``::
 
       int32_t f(int32_t nbufs, void **data, const int32_t *ndims,
                 const int64_t *shapes, const int64_t *strides);
 
-  ``data[k]`` is the address of buffer ``k`` (the inputs in order, then the output, last),
+  ``data[k]`` is the address of buffer ``k`` (the inputs in order, then the outputs),
   ``ndims[k]`` its rank, and ``shapes`` / ``strides`` hold the dimensions and the element
   strides (not bytes) of every buffer one after the other (``sum(ndims)`` entries each).
   Buffers are row-major. A non-zero result stops the kernel, which raises
@@ -121,6 +122,8 @@ class ExternTensor(Tensor):
         super().__init__(name, dims, dtype, (), None)
         self.func = func
         self.extern_inputs: tuple = tuple(inputs)
+        #: every output of the call, in argument order (this tensor among them)
+        self.extern_outputs: tuple = (self,)
 
     def inputs(self) -> list[Buffer]:
         """The buffers (and tensors) the call reads, in argument order."""
@@ -132,13 +135,23 @@ class ExternTensor(Tensor):
         return f"Extern({self.name}, ({', '.join(str(d) for d in self.dims)}), {self.dtype})"
 
 
-def Extern(name: str, shape: Sequence[Any], inputs: Sequence[Buffer], py_fn: Callable | None = None, *,
-           c_fn: Any = None, library: str | None = None, symbol: str | None = None,
-           dtype: Any = "float32", func_name: str | None = None) -> ExternTensor:
+def Extern(name: str | Sequence[str], shape: Sequence[Any], inputs: Sequence[Buffer], py_fn: Callable | None = None,
+           *, c_fn: Any = None, library: str | None = None, symbol: str | None = None,
+           dtype: Any = "float32", func_name: str | None = None) -> ExternTensor | tuple:
     """A tensor of ``shape`` and ``dtype`` computed by an external function of ``inputs``
     (Buffers or Tensors, passed whole, row-major): ``py_fn`` on IREval, the C function
     ``c_fn`` (or ``symbol`` of the shared ``library``) on LLVM; see the module docstring
     for both calling conventions. At least one of them must be given.
+
+    Several outputs of one call: ``name`` a list of names, ``shape`` a list of shapes (and
+    ``dtype`` one dtype or a list); the result is a tuple of tensors, passed to the function
+    after the inputs, in order.
+
+    >>> A = Buffer("A", (4,), "float32")
+    >>> def split(a, lo, hi): lo[:] = a.clip(max=0); hi[:] = a.clip(min=0)
+    >>> Lo, Hi = Extern(["Lo", "Hi"], [(4,), (4,)], [A], split)
+    >>> Lo.extern_outputs == Hi.extern_outputs == (Lo, Hi)
+    True
 
     >>> import numpy as np
     >>> from te import Buffer, Compute
@@ -153,9 +166,18 @@ def Extern(name: str, shape: Sequence[Any], inputs: Sequence[Buffer], py_fn: Cal
       B[i] = S[i] * 2.0f;
     }
     """
-    check_identifier(name, "tensor")
-    if isinstance(shape, (int, Expr)):
-        shape = (shape,)
+    several = not isinstance(name, str)
+    names = list(name) if several else [name]
+    shapes = list(shape) if several else [shape]
+    if several and (not names or len(shapes) != len(names)):
+        raise TypeError(f"extern {names}: give one shape per output name, got {len(shapes)} shape(s)")
+    dtypes = list(dtype) if isinstance(dtype, (list, tuple)) else [dtype] * len(names)
+    if len(dtypes) != len(names):
+        raise TypeError(f"extern {names}: give one dtype, or one per output, got {len(dtypes)}")
+    for n in names:
+        check_identifier(n, "tensor")
+    shapes = [(s,) if isinstance(s, (int, Expr)) else s for s in shapes]
+    name = names[0]
     if isinstance(inputs, Buffer):
         inputs = [inputs]
     inputs = list(inputs)
@@ -174,7 +196,12 @@ def Extern(name: str, shape: Sequence[Any], inputs: Sequence[Buffer], py_fn: Cal
     if fname == "<lambda>":
         fname = name
     func = ExternFunc(fname, py_fn, c_fn, library, symbol)
-    dt = as_dtype(dtype)
-    if dt.lanes > 1:
-        raise TypeError(f"extern {name}: the output dtype must be a scalar type, got {dt}")
-    return ExternTensor(name, shape, dt, func, inputs)
+    outs = []
+    for n, shp, d in zip(names, shapes, dtypes):
+        dt = as_dtype(d)
+        if dt.lanes > 1:
+            raise TypeError(f"extern {n}: the output dtype must be a scalar type, got {dt}")
+        outs.append(ExternTensor(n, shp, dt, func, inputs))
+    for t in outs:
+        t.extern_outputs = tuple(outs)
+    return tuple(outs) if several else outs[0]

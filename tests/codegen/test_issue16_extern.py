@@ -237,3 +237,38 @@ def test_auto_space_leaves_the_call_and_its_inputs_in_place():
     for _ in range(4):
         nest = space.apply(space.sample(rng))
         assert any(isinstance(s, ExternCall) for s in nest.root.stmts)
+
+
+def _split_shim(nbufs, data, ndims, shapes, strides):
+    assert nbufs == 3 and [ndims[k] for k in range(3)] == [1, 1, 1]
+    n = shapes[0]
+    a = _view(data[0], (n,))
+    _view(data[1], (n,))[...] = np.minimum(a, 0)
+    _view(data[2], (n,))[...] = np.maximum(a, 0)
+    return 0
+
+
+_SPLIT_C = extern_c_fn(_split_shim)
+
+
+@pytest.mark.parametrize("target", ["ireval", "llvm"])
+def test_one_call_with_two_outputs(target):
+    A = Buffer("A", (6,), "float32")
+
+    def split(a, lo, hi):
+        np.minimum(a, 0, out=lo)
+        np.maximum(a, 0, out=hi)
+    Lo, Hi = Extern(["Lo", "Hi"], [(6,), (6,)], [A], split, c_fn=_SPLIT_C)
+    B = Compute("B", (6,), lambda i: Hi[i] * 2.0 - Lo[i])
+    nest = LoopNest([B])
+    assert str(nest).splitlines()[0] == "Lo, Hi = extern split(A);"
+    assert sum(isinstance(s, ExternCall) for s in nest.root.stmts) == 1
+    k = build(nest.prepare_for_codegen(), [A, B], target=target)
+    a = np.array([-3, -1, 0, 1, 2, 5], np.float32)
+    b = np.zeros(6, np.float32)
+    k(a, b)
+    np.testing.assert_array_equal(b, np.maximum(a, 0) * 2 - np.minimum(a, 0))
+    lo = np.zeros(6, np.float32)
+    k2 = build(LoopNest([Lo]).prepare_for_codegen(), [A, Lo], target=target)   # Hi is an intermediate
+    k2(a, lo)
+    np.testing.assert_array_equal(lo, np.minimum(a, 0))
