@@ -68,8 +68,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from loopnest.printer import stmt_to_str
-from loopnest.queries import stmt_free_vars
-from loopnest.stmt import Allocate, Block, Cond, For, Free, LetStmt, Stmt, Store, iter_stmts
+from loopnest.queries import stmt_free_vars, stmt_stored_buffers
+from loopnest.stmt import Allocate, Block, Cond, For, Free, LetStmt, Stmt, Store
 from te import expr as E
 from te.bitops import BIT_CALLS
 from te.dtypes import Dtype
@@ -832,6 +832,31 @@ class _Compiler(Functor):
             fr[bs] = None
         return free
 
+    def visit_ExternCall(self, s) -> Fn:
+        """Call the external function's ``py_fn`` with numpy views of the whole buffers (the
+        inputs, then the outputs), shaped as the buffers; it writes the outputs in place."""
+        fn = s.func.py_fn
+        if fn is None:
+            raise BuildError(f"IREval cannot run the external call {s.func.name}: it was given only a C function; "
+                             "pass py_fn= to Extern for IREval")
+        bufs = [(self.buf_slot(b), [self.expr(d) for d in b.dims], b) for b in s.buffers]
+        n_in = len(s.inputs)
+        name = s.func.name
+
+        def extern_call(fr):
+            arrays = []
+            for slot, dims, b in bufs:
+                flat = fr[slot]
+                if flat is None:
+                    raise BuildError(f"IREval: the external call {name} gets {b.name}, which has no storage here")
+                a = flat.reshape(tuple(int(d(fr)) for d in dims))
+                if len(arrays) < n_in:    # the inputs as read-only views
+                    a = a.view()
+                    a.flags.writeable = False
+                arrays.append(a)
+            fn(*arrays)
+        return extern_call
+
     def visit_For(self, s: For) -> Fn:
         slot = self.bind_var(s.var)
         fa, fb = self.expr(s.start), self.expr(s.stop)
@@ -963,7 +988,7 @@ class IREvalKernel(Kernel):
         self._program = program
         self._nslots = nslots
         self._param_slots = [buf_slots.get(p.name) for p in self._buffer_params]
-        written = {x.buffer.name for x in iter_stmts(stmt) if isinstance(x, Store)}
+        written = {b.name for b in stmt_stored_buffers(stmt)}
         self._written = [p.name in written for p in self._buffer_params]
         self._size_slots = size_slots
         self._batch = batch

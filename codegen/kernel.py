@@ -555,10 +555,10 @@ def _is_scalar(v: Any) -> bool:
 
 
 def _written_buffer_names(stmt) -> frozenset:
-    from loopnest.stmt import Store, iter_stmts
+    from loopnest.queries import stmt_stored_buffers
     if stmt is None:
         return frozenset()
-    return frozenset(s.buffer.name for s in iter_stmts(stmt) if isinstance(s, Store))
+    return frozenset(b.name for b in stmt_stored_buffers(stmt))
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,11 @@ computed from the old accumulators (argmax stores the index before the value it 
 from __future__ import annotations
 
 from te.expr import Expr, IntImm, Load, Var, substitute
+from te.extern import ExternTensor
 from te.tensor import Buffer, Tensor
 
 from .errors import LoweringError
-from .stmt import Block, For, Stmt, Store
+from .stmt import Block, ExternCall, For, Stmt, Store
 
 
 def tensors_in_order(outputs: list[Tensor]) -> list[Tensor]:
@@ -57,6 +58,10 @@ def tensors_in_order(outputs: list[Tensor]) -> list[Tensor]:
         for m in members:
             state[id(m)] = 2
             order.append(m)
+        for o in getattr(t, "extern_outputs", ()):    # the other outputs of one external call, next to it
+            if state.get(id(o)) != 2:
+                state[id(o)] = 2
+                order.append(o)
 
     for t in outputs:
         visit(t, [])
@@ -79,8 +84,14 @@ def lower_tensor(t: Tensor, fresh_name) -> tuple[Stmt, list[Var]]:
     """The loop nest computing ``t``; ``fresh_name(base)`` returns a name unique in the nest.
 
     Returns the statement and the new loop variables (output dims, then reduction dims).
-    The statement of a tensor of a group (``te.multi``) computes the whole group.
+    The statement of a tensor of a group (``te.multi``) computes the whole group; an external
+    tensor (``te.extern``) is one ExternCall statement without loops, made for the first output
+    of the call (the statement is None for the others).
     """
+    if isinstance(t, ExternTensor):   # one call for all its outputs, at the first of them
+        if t.extern_outputs[0] is not t:
+            return None, []
+        return ExternCall(t.func, t.extern_outputs, t.extern_inputs), []
     if t.group is not None:
         return _lower_group(t.group, fresh_name)
     loop_vars = [Var(fresh_name(a.name), a.dtype) for a in t.args]

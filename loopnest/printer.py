@@ -72,6 +72,10 @@ class _Lines(Functor):
     def visit_Free(self, s: Free, ind: str):
         self.out.append(f"{ind}free({s.buffer.name});")
 
+    def visit_ExternCall(self, s, ind: str):
+        outs = ", ".join(b.name for b in s.outputs)
+        self.out.append(f"{ind}{outs} = extern {s.func.name}({', '.join(b.name for b in s.inputs)});")
+
     def generic(self, s: Stmt, ind: str):
         self.out.append(f"{ind}<{type(s).__name__}>")
 

@@ -23,7 +23,7 @@ from typing import Any, Iterable
 from te.expr import Expr, Load, Var
 from te.queries import free_vars, has_load, loaded_buffers, loads
 
-from .stmt import Allocate, For, Let, Stmt, Store, iter_stmts, stmt_exprs
+from .stmt import Allocate, ExternCall, For, Let, Stmt, Store, iter_stmts, stmt_exprs
 
 __all__ = ["stmt_free_vars", "stmt_loads", "stmt_reads", "stmt_writes", "stmt_touches", "stores_to",
            "stmt_loaded_buffers", "stmt_stored_buffers", "external_buffers"]
@@ -64,6 +64,9 @@ def stmt_free_vars(root: Stmt, extra: Iterable[Expr] = (), *, exclude: Iterable[
             if allocations:
                 exprs.extend(s.buffer.dims)
             continue
+        elif t is ExternCall:     # the call is passed every buffer's shape
+            for b in s.buffers:
+                exprs.extend(b.dims)
         exprs.extend(stmt_exprs(s))
     exprs.extend(extra)
     return free_vars(exprs, bound)
@@ -100,9 +103,13 @@ def stmt_reads(root: Stmt, buffer: Any) -> bool:
     (True, False)
     """
     for s in iter_stmts(root):
-        if has_load(stmt_exprs(s), buffer):
+        if has_load(stmt_exprs(s), buffer) or (type(s) is ExternCall and _holds(s.inputs, buffer)):
             return True
     return False
+
+
+def _holds(bufs: tuple, buffer: Any) -> bool:
+    return any(b is buffer for b in bufs)
 
 
 def stmt_writes(root: Stmt, buffer: Any) -> bool:
@@ -114,7 +121,8 @@ def stmt_writes(root: Stmt, buffer: Any) -> bool:
     >>> stmt_writes(Store(B, (0,), A[1]), B), stmt_writes(Store(B, (0,), A[1]), A)
     (True, False)
     """
-    return any(type(s) is Store and s.buffer is buffer for s in iter_stmts(root))
+    return any((type(s) is Store and s.buffer is buffer) or (type(s) is ExternCall and _holds(s.outputs, buffer))
+               for s in iter_stmts(root))
 
 
 def stmt_touches(root: Stmt, buffer: Any) -> bool:
@@ -128,6 +136,8 @@ def stmt_touches(root: Stmt, buffer: Any) -> bool:
     """
     for s in iter_stmts(root):
         if type(s) is Store and s.buffer is buffer:
+            return True
+        if type(s) is ExternCall and _holds(s.buffers, buffer):
             return True
         if has_load(stmt_exprs(s), buffer):
             return True
@@ -147,7 +157,8 @@ def stores_to(root: Stmt, buffer: Any) -> list[Store]:
 
 
 def stmt_loaded_buffers(root: Stmt) -> list:
-    """The distinct buffers loaded in ``root``, in order of first load.
+    """The distinct buffers loaded in ``root`` (by a Load, or read by an ExternCall), in order
+    of first load.
 
     >>> from te import Buffer
     >>> from loopnest.stmt import Block, Store
@@ -155,11 +166,19 @@ def stmt_loaded_buffers(root: Stmt) -> list:
     >>> [b.name for b in stmt_loaded_buffers(Block([Store(C, (0,), B[0]), Store(C, (1,), A[0] + B[1])]))]
     ['B', 'A']
     """
-    return loaded_buffers(_all_exprs(root))
+    if not any(type(s) is ExternCall for s in iter_stmts(root)):
+        return loaded_buffers(_all_exprs(root))
+    seen: dict[int, Any] = {}
+    for s in iter_stmts(root):
+        bufs = s.inputs if type(s) is ExternCall else loaded_buffers(stmt_exprs(s))
+        for b in bufs:
+            seen.setdefault(id(b), b)
+    return list(seen.values())
 
 
 def stmt_stored_buffers(root: Stmt) -> list:
-    """The distinct buffers stored to in ``root``, in order of first store.
+    """The distinct buffers stored to in ``root`` (by a Store, or written by an ExternCall), in
+    order of first store.
 
     >>> from te import Buffer
     >>> from loopnest.stmt import Block, Store
@@ -171,6 +190,9 @@ def stmt_stored_buffers(root: Stmt) -> list:
     for s in iter_stmts(root):
         if type(s) is Store and id(s.buffer) not in seen:
             seen[id(s.buffer)] = s.buffer
+        elif type(s) is ExternCall:
+            for b in s.outputs:
+                seen.setdefault(id(b), b)
     return list(seen.values())
 
 
@@ -196,6 +218,9 @@ def external_buffers(root: Stmt) -> list:
         else:
             if t is Store:
                 used.setdefault(id(s.buffer), s.buffer)
+            elif t is ExternCall:
+                for b in s.buffers:
+                    used.setdefault(id(b), b)
             exprs = stmt_exprs(s)
         for ld in loads(exprs):
             used.setdefault(id(ld.buffer), ld.buffer)

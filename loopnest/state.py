@@ -22,7 +22,7 @@ from te.tensor import Buffer, Tensor
 from .errors import ScheduleError
 from .loop import Loop, LoopIndex, resolve_loop
 from .lower import input_buffers, lower_tensor, tensors_in_order
-from .stmt import Block, For, Stmt, Store, iter_stmts
+from .stmt import Block, ExternCall, For, Stmt, Store, iter_stmts
 
 __all__ = ["NestState"]
 
@@ -83,7 +83,8 @@ class NestState:
                 s, loops = lower_tensor(t, self.fresh_name)
                 for m in (t.group.members if t.group is not None else (t,)):
                     self._tensor_loops[m.name] = loops
-                stmts.append(s)
+                if s is not None:
+                    stmts.append(s)
         self.root: Block = Block(tuple(stmts))
 
     # ------------------------------------------------------------------------------
@@ -302,6 +303,10 @@ class NestState:
         def rec(s: Stmt, path: list[For]):
             if isinstance(s, Store):
                 if s.buffer is buf:
+                    out.append(path)
+                return
+            if isinstance(s, ExternCall):
+                if any(b is buf for b in s.outputs):
                     out.append(path)
                 return
             if isinstance(s, For):

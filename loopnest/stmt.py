@@ -1,4 +1,4 @@
-"""Statement nodes of the loop-nest IR: For, Store, Cond, Block, Let, Allocate, Free.
+"""Statement nodes of the loop-nest IR: For, Store, Cond, Block, Let, Allocate, Free, ExternCall.
 
 Statements are immutable; ``replace`` returns the same object when nothing changes, so a
 transform that rebuilds a tree shares every untouched subtree with the old one.
@@ -23,7 +23,7 @@ from te.functor import Functor
 from .kinds import ForKind
 from .printer import stmt_to_str
 
-__all__ = ["ForKind", "Stmt", "For", "Store", "Cond", "Block", "Let", "LetStmt", "Allocate", "Free",
+__all__ = ["ForKind", "Stmt", "For", "Store", "Cond", "Block", "Let", "LetStmt", "Allocate", "Free", "ExternCall",
            "StmtMutator", "StmtVisitor", "iter_stmts", "as_block"]
 
 
@@ -184,6 +184,34 @@ class Free(Stmt):
     """Release the storage of ``buffer``."""
 
     buffer: Any
+
+
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
+class ExternCall(Stmt):
+    """One call of an external function (``te.extern.ExternFunc``) that reads every element of
+    ``inputs`` and writes every element of ``outputs`` (tuples of buffers). It holds no
+    expressions and no statements: walkers pass over it, and the analyses treat it as touching
+    whole buffers. It stands at the top level of a nest (no transform moves it into a loop).
+
+    >>> from te import Buffer
+    >>> from te.extern import ExternFunc
+    >>> A, B = Buffer("A", (4,), "float32"), Buffer("B", (4,), "float32")
+    >>> print(ExternCall(ExternFunc("f", py_fn=print), (B,), (A,)))
+    B = extern f(A);
+    """
+
+    func: Any
+    outputs: tuple
+    inputs: tuple
+
+    def __post_init__(self):
+        object.__setattr__(self, "outputs", tuple(self.outputs))
+        object.__setattr__(self, "inputs", tuple(self.inputs))
+
+    @property
+    def buffers(self) -> tuple:
+        """The buffers in call order: the inputs, then the outputs."""
+        return self.inputs + self.outputs
 
 
 # ------------------------------------------------------------------------------------

@@ -138,6 +138,15 @@ class _Verifier(Functor):
     def visit_Allocate(self, s: Allocate, scope: frozenset) -> None:
         pass
 
+    def visit_ExternCall(self, s, scope: frozenset) -> None:
+        if scope:
+            raise VerifyError(f"the external call {s.func.name} is inside a loop or let; it must stand at the "
+                              "top level of the nest (it reads and writes whole buffers)")
+        for b in s.buffers:
+            if id(b) in self.allocated and id(b) not in self.live:
+                raise VerifyError(f"the external call {s.func.name} passes {b.name} outside its allocation "
+                                  "(before its Allocate or after its Free)")
+
     visit_Free = visit_Allocate
 
 

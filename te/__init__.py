@@ -23,5 +23,6 @@ from .bitops import (bitcast, bitwise_and, bitwise_not, bitwise_or, bitwise_xor,
 from .tensor import Buffer, Compute, Max, Min, Prod, Reduce, Reducer, Sum, Tensor
 from .multi import ArgMax, ArgMin, TupleReducer, argmax, argmin
 from .simplify import simplify
+from .extern import Extern, ExternFunc, ExternTensor
 
 __all__ = [name for name in dir() if not name.startswith("_")]

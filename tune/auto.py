@@ -15,7 +15,9 @@
 - **reduction** (e.g. the row max and sum of softmax): parallelize the outer loop, split
   and unroll the reduction loop;
 - **elementwise**: optionally flatten the loops, split the innermost by a vector width
-  and vectorize it, parallelize the outermost.
+  and vectorize it, parallelize the outermost;
+- **extern** (computed by an external call, ``te.extern``): nothing to schedule, and the
+  tensors it reads keep their place.
 
 Intermediate elementwise tensors get a placement knob (kept, inlined, or computed at the
 consumer's outer loop). Every knob is declared before any transform, with first options
@@ -35,6 +37,7 @@ from typing import Any, Sequence
 
 from te.expr import IntImm
 from te.queries import loads, uses_var
+from te.extern import ExternTensor
 from te.tensor import Tensor
 
 from .errors import SpaceError
@@ -60,7 +63,10 @@ def _sliced_loop(t: Tensor) -> int:
 
 
 def classify(t: Tensor) -> str:
-    """``"contraction"``, ``"reduction"`` or ``"elementwise"``."""
+    """``"contraction"``, ``"reduction"``, ``"elementwise"`` or ``"extern"`` (computed by an
+    external call, ``te.extern``: no loops to schedule)."""
+    if isinstance(t, ExternTensor):
+        return "extern"
     if not t.is_reduction:
         return "elementwise"
     if len(t.args) >= 2:
@@ -88,7 +94,9 @@ class _Template:
                     consumers[b.name].append(t.name)
         self.consumers = consumers
         # intermediates whose placement is tuned: elementwise, read by exactly one tensor
-        self.placeable = [t for t in self.tensors if t.name not in self.outputs and self.kinds[t.name] == "elementwise"]
+        extern_reads = {b.name for t in self.tensors if isinstance(t, ExternTensor) for b in t.extern_inputs}
+        self.placeable = [t for t in self.tensors if t.name not in self.outputs and self.kinds[t.name] == "elementwise"
+                          and t.name not in extern_reads]     # an external call reads its inputs whole
         self.__name__ = "auto:" + ",".join(sorted(self.outputs))
 
     # -- knobs ----------------------------------------------------------------------------
@@ -101,6 +109,8 @@ class _Template:
             k = knobs.setdefault(t.name, {})
             kind = self.kinds[t.name]
             dims = [_extent(d) for d in t.dims]
+            if kind == "extern":
+                continue
             if kind == "contraction":
                 k.update(self._contraction_knobs(cfg, t, dims))
             elif kind == "reduction":
@@ -228,8 +238,8 @@ class _Template:
                 continue
             k = knobs[t.name]
             kind = self.kinds[t.name]
-            if t.name in placed_at:
-                continue    # scheduled where its consumer computes it
+            if t.name in placed_at or kind == "extern":
+                continue    # scheduled where its consumer computes it / one call, no loops
             if kind == "contraction":
                 outer = self._contraction(nest, t, k)
             elif kind == "reduction":

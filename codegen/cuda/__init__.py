@@ -32,6 +32,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from loopnest.passes import legalize_for_target
+from loopnest.stmt import ExternCall, iter_stmts
 
 from ..kernel import BuildError, Param
 from .compile import CompileError, nvcc_available, ptxas_report
@@ -54,10 +55,15 @@ def build_cuda(nest, params: Sequence[Param], **options) -> CudaKernel:
     1024) and ``max_shared_bytes`` (default 48 KiB): a nest over those limits is refused
     with a BuildError here, before anything runs. ``dump`` (default: the environment
     variable ``LOOPNEST_DUMP_PASSES``) prints the CUDA steps and their plan to stderr.
+    External calls (``te.extern``) are refused with a BuildError.
     """
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
         raise BuildError(f"unknown option(s) for target 'cuda': {unknown}; known: {list(_OPTIONS)}")
+    root = getattr(nest, "root", None)
+    if root is not None and any(isinstance(s, ExternCall) for s in iter_stmts(root)):
+        raise BuildError("external calls are not supported on the CUDA backend (build with target='llvm' or "
+                         "'ireval', or compute the tensor with Compute/Reduce)")
     name = options.get("name") or "_".join(t.name for t in getattr(nest, "outputs", [])) or "kernel"
     fast_math = bool(options.get("fast_math", False))
     emit_opts = {k: options[k] for k in ("max_threads_per_block", "max_shared_bytes", "dump") if k in options}

@@ -26,14 +26,15 @@ from te.expr import IntImm, Var
 from te.queries import free_vars
 from te.tensor import Buffer, Tensor
 from loopnest.passes import legalize_for_target
-from loopnest.queries import external_buffers, stmt_free_vars
-from loopnest.stmt import For, ForKind, Stmt, Store, iter_stmts
+from loopnest.queries import external_buffers, stmt_free_vars, stmt_stored_buffers
+from loopnest.stmt import ExternCall, For, ForKind, Stmt, iter_stmts
 
 from ..kernel import BuildError, Kernel, Param, sanitize_name
 from . import jit
 from .cache_key import stmt_key
 from .emit import EmitOptions, emit_module
 from .entry import ALIASED
+from .extern import EXTERN_FAILED
 from .parallel import RESERVED_SYMBOLS, RUNTIMES
 from .types import arg_type, round_to_dtype
 
@@ -122,7 +123,7 @@ class LLVMKernel(Kernel):
         self._size_max = [int(v.dtype.max_value()) if v.dtype.is_integer else None for v in scalar_vars]
         self._safe: LLVMKernel | None = None
         self._build_safe = lambda: self  # replaced by build_llvm when the kernel assumes no aliasing
-        written = {id(x.buffer) for x in iter_stmts(stmt) if isinstance(x, Store)}
+        written = {id(b) for b in stmt_stored_buffers(stmt)}
         self._written = [id(p.buffer) in written for p in self._buffer_params]
         self._fast = self._fast_plan()
 
@@ -205,7 +206,7 @@ class LLVMKernel(Kernel):
                     if rc == ALIASED:
                         self._aliased_variant()(*args)
                         return
-                    self._alloc_failed()
+                    self._failed(rc)
                 return
         return self._call(args, kwargs)
 
@@ -223,7 +224,7 @@ class LLVMKernel(Kernel):
             if rc == ALIASED:
                 self._aliased_variant()._launch(arrays, sizes)
                 return
-            self._alloc_failed()
+            self._failed(rc)
 
     def _aliased_variant(self) -> "LLVMKernel":
         """The same kernel compiled without ``noalias`` (built on the first call whose arrays
@@ -231,6 +232,15 @@ class LLVMKernel(Kernel):
         if self._safe is None:
             self._safe = self._build_safe()
         return self._safe
+
+    def _failed(self, rc: int):
+        """Raise the error a non-zero kernel result ``rc`` stands for."""
+        if rc >= EXTERN_FAILED:
+            calls = [s for s in iter_stmts(self.stmt) if isinstance(s, ExternCall)]
+            name = calls[rc - EXTERN_FAILED].func.name if rc - EXTERN_FAILED < len(calls) else "?"
+            raise RuntimeError(f"kernel {self.name}: the external function {name} returned a non-zero status; "
+                               "the outputs are incomplete")
+        self._alloc_failed()
 
     def _alloc_failed(self):
         from loopnest.stmt import Allocate

@@ -142,6 +142,10 @@ class _Keyer(Functor):
     def visit_Free(self, s: Free):
         self.out.append(f"free:{self.buf(s.buffer)}")
 
+    def visit_ExternCall(self, s):
+        self.out.append(f"extern:{s.func.address}:{s.func.name}:"
+                        f"{','.join(self.buf(b) for b in s.outputs)}:{','.join(self.buf(b) for b in s.inputs)}")
+
     def generic(self, node):
         if isinstance(node, Stmt):
             self.out.append(f"?{type(node).__name__}:{id(node)}")  # unknown statements never share a key

@@ -73,6 +73,7 @@ from ..kernel import BuildError, Param, sanitize_name
 from . import arith, bits, lowp
 from .casts import cast, widen_float
 from .decls import declare, loop_md
+from .extern import emit_extern_call
 from .entry import bind_scalar_args, emit_alias_check, emit_py_wrapper
 from .fnstate import FnState
 from .parallel import RUNTIMES, parallel_loop
@@ -145,6 +146,7 @@ class _Emitter(Functor):
         self.buffer_params = list(buffer_params)
         self.scalar_vars = list(scalar_vars)
         self.n_outlined = 0                     # parallel loop bodies outlined so far
+        self.n_extern = 0                       # external calls emitted so far
         self.nt_bufs: frozenset = frozenset()   # streaming-store outputs (set by run)
         self._index = _Index(self)
 
@@ -228,6 +230,10 @@ class _Emitter(Functor):
                              "prepared nest (one flat index per access): call nest.prepare_for_codegen()")
         value = self.expr(st, s.value)
         self.store(st, s.buffer, s.indices[0], value, s.value.dtype)
+
+    def visit_ExternCall(self, s, st: FnState):
+        emit_extern_call(self, st, s, self.n_extern)
+        self.n_extern += 1
 
     def visit_Allocate(self, s: Allocate, st: FnState):
         buf = s.buffer

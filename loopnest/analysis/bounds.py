@@ -320,6 +320,23 @@ class _Collector(Functor):
         else:
             self.env[id(s.var)] = saved
 
+    def visit_ExternCall(self, s, inner: list[str], cons: list[str]):
+        """An external call reads its inputs and writes its outputs whole."""
+        if (self.reads and any(b is self.buffer for b in s.inputs)) or \
+                (self.writes and any(b is self.buffer for b in s.outputs)):
+            conv = self._conv()
+            box = []
+            for d, dim in enumerate(self.buffer.dims):
+                t = conv(dim)
+                box.append(f"x{d} >= 0")
+                if t is None:
+                    self.exact = False
+                else:
+                    box.append(f"x{d} < {t}")
+            body = " and ".join(cons + conv.defs + box) or "0 = 0"
+            names = inner + conv.aux
+            self.pieces.append(f"exists ({', '.join(names)} : {body})" if names else f"({body})")
+
     def generic(self, s: Stmt, inner: list[str], cons: list[str]):
         self._stmt_loads(s, inner, cons)
 

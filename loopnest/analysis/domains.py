@@ -513,6 +513,8 @@ class Instance:
             out = f"if ({expr_to_str(s.cond)})"
         elif isinstance(s, Let):
             out = f"{s.var.name} = {expr_to_str(s.value)}"
+        elif type(s).__name__ == "ExternCall":
+            out = stmt_to_str(s).rstrip(";")
         else:
             out = type(s).__name__
         return out if len(out) <= limit else out[:limit - 3] + "..."
@@ -547,8 +549,10 @@ class Access:
         return self.analysis.schedule(self.instance, self.is_write)
 
     def text(self) -> str:
-        """``B[i - 1]``"""
+        """``B[i - 1]`` (``B[*]`` for an external call's access: every element)"""
         from te.printer import expr_to_str
+        if type(self.node).__name__ == "ExternCall":
+            return f"{self.buffer.name}[*]"
         return f"{self.buffer.name}[{', '.join(expr_to_str(i) for i in self.indices)}]"
 
     def __str__(self) -> str:
@@ -791,9 +795,23 @@ class _DomainWalk(Functor):
         inner_env[id(s.var)] = _LetBinding(s.value, env)
         self.visit(s.body, loops, inner_env, dom, exact, prefix)
 
+    def visit_ExternCall(self, s, loops: tuple, env: dict, dom, exact: bool, prefix: tuple) -> None:
+        """One instance that writes its outputs and reads its inputs, each whole (an access of
+        any element: over-approximated, so never exact)."""
+        an = self.an
+        pos = an._next_pos()
+        inst = an._instance(s, loops, dom, exact, prefix + (pos,))
+        for bufs, is_write in ((s.outputs, True), (s.inputs, False)):
+            for b in bufs:
+                inst.accesses.append(an._access(inst, env, b, (_WHOLE,) * b.ndim, is_write, s))
+
     def generic(self, s: Stmt, *args) -> None:
         """Allocate / Free and unknown statements touch no element values."""
         return None
+
+
+#: the index of an ExternCall's accesses: a variable bound nowhere, so any element
+_WHOLE = E.Var("any", "int32")
 
 
 class _PwConverter(_ExprConverter):

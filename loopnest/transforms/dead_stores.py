@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from te.queries import loads
 
-from ..stmt import Store, iter_stmts, stmt_exprs
+from ..queries import stmt_writes
+from ..stmt import ExternCall, Store, iter_stmts, stmt_exprs
 from ._rewrite import remove_stores
 
 __all__ = ["eliminate_dead_stores"]
@@ -22,6 +23,8 @@ __all__ = ["eliminate_dead_stores"]
 def _read_buffers(root) -> set[int]:
     out: set[int] = set()
     for s in iter_stmts(root):
+        if isinstance(s, ExternCall):
+            out.update(id(b) for b in s.inputs)
         for ld in loads(stmt_exprs(s)):
             if not (isinstance(s, Store) and s.buffer is ld.buffer):
                 out.add(id(ld.buffer))
@@ -44,7 +47,8 @@ def eliminate_dead_stores(nest) -> list[str]:
           C[i_1] = A[i_1] + 1.0f;
         }
 
-    Always legal: outputs and input buffers are never touched.
+    Always legal: outputs and input buffers are never touched; an external call is kept
+    (it may have effects outside the nest), and the buffers it reads stay alive.
     """
     removed: list[str] = []
     root = nest.root
@@ -58,8 +62,7 @@ def eliminate_dead_stores(nest) -> list[str]:
         root = remove_stores(root, lambda s, ids=ids: id(s.buffer) in ids)
         removed.extend(b.name for b in dead)
     gone = set(removed)
-    unused = [b for b in nest.intermediates if id(b) not in _read_buffers(root)
-              and not any(isinstance(s, Store) and s.buffer is b for s in iter_stmts(root))]
+    unused = [b for b in nest.intermediates if id(b) not in _read_buffers(root) and not stmt_writes(root, b)]
     nest.root = root
     nest.intermediates = [b for b in nest.intermediates if b.name not in gone and b not in unused]
     return removed

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from te.expr import Expr, ExprMutator, Load, substitute
 from te.queries import loaded_buffers
+from te.extern import ExternTensor
 from te.tensor import Buffer, Tensor
 
 from ..errors import ScheduleError
 from ..queries import stores_to
-from ..stmt import Block, Cond, For, Let, Stmt, StmtMutator, Store, stmt_exprs
+from ..stmt import Block, Cond, ExternCall, For, Let, Stmt, StmtMutator, Store, iter_stmts, stmt_exprs
 from ._rewrite import remove_stores, tidy
 
 __all__ = ["compute_inline", "check_inputs_ready", "check_movable_tensor", "current_definition",
@@ -29,6 +30,14 @@ __all__ = ["compute_inline", "check_inputs_ready", "check_movable_tensor", "curr
 def check_movable_tensor(nest, buf: Buffer, action: str) -> Tensor:
     """The checks shared by compute_inline and compute_at: ``buf`` is an intermediate tensor
     computed in the nest. ``action`` completes "cannot ..." (e.g. "inline B")."""
+    if isinstance(buf, ExternTensor):
+        raise ScheduleError(f"cannot {action}: it is computed by the external call {buf.func.name}, which writes "
+                            "it whole in one call that no transform moves or splits; compute it where it is")
+    readers = [s.func.name for s in iter_stmts(nest.root)
+               if isinstance(s, ExternCall) and any(b is buf for b in s.inputs)]
+    if readers:
+        raise ScheduleError(f"cannot {action}: the external call {readers[0]} reads it whole (as an array), so all "
+                            "of its elements must be stored before that call; leave it where it is")
     if not isinstance(buf, Tensor):
         made = " (it was made by a transform such as cache_accesses or rfactor)" \
             if any(b is buf for b in nest.intermediates) else " (it is an input buffer)"
