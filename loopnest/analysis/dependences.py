@@ -35,7 +35,7 @@ from .domains import Access, Analysis, analyze, loop_var_of
 
 __all__ = ["Dependence", "compute_dependences", "carried_by", "dependences_in", "distance_vectors",
            "lex_negative_after", "value_flow", "reads_written_in_iteration", "conflict_distances",
-           "buffers_carried_by", "reorder_violations"]
+           "buffers_carried_by", "reorder_violations", "reads_initial_values"]
 
 
 @dataclass(eq=False)
@@ -571,6 +571,27 @@ def value_flow(root: Any, buffer: Any):
     Writes under over-approximated conditions or with over-approximated indices are "may"
     sources (they do not hide earlier writes).
     """
+    return _flow(root, buffer).get_may_dependence()
+
+
+def reads_initial_values(root: Any, buffer: Any) -> bool:
+    """True when some read of ``buffer`` in ``root`` may take a value that no write of
+    ``root`` stored before it: the value the buffer held when the statement started (an
+    in-place update, a histogram's bins). Non-affine indices or conditions count as "may".
+
+    >>> from te import Buffer, Var
+    >>> from loopnest.stmt import Block, For, Store
+    >>> A, B = Buffer("A", (8,), "float32"), Buffer("B", (8,), "float32"); i = Var("i")
+    >>> scan = Block([Store(B, (0,), A[0]), For(i, 0, 7, Block([Store(B, (i + 1,), B[i] + A[i + 1])]))])
+    >>> reads_initial_values(scan, B), reads_initial_values(For(i, 0, 8, Block([Store(A, (i,), A[i] * 2.0)])), A)
+    (False, True)
+    """
+    if not any(not a.is_write for a in analyze(root).accesses_of(buffer)):
+        return False
+    return not _flow(root, buffer).get_may_no_source().is_empty()
+
+
+def _flow(root: Any, buffer: Any):
     an = analyze(root)
     cache = an.__dict__.setdefault("_value_flow", {})
     hit = cache.get(id(buffer))
@@ -584,8 +605,6 @@ def _value_flow(an: Analysis, buffer: Any):
     reads = [a for a in accs if not a.is_write]
     writes = [a for a in accs if a.is_write]
     empty = isl.UnionMap("{ }")
-    if not reads or not writes:
-        return empty
     sink = empty
     must = empty
     may = empty
@@ -604,8 +623,7 @@ def _value_flow(an: Analysis, buffer: Any):
         else:
             may = may.union(um)
     info = isl.UnionAccessInfo.from_sink(sink).set_must_source(must).set_may_source(may)
-    flow = info.set_schedule_map(sched).compute_flow()
-    return flow.get_may_dependence()
+    return info.set_schedule_map(sched).compute_flow()
 
 
 def _read_schedule(an: Analysis, a: Access):
