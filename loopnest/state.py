@@ -29,7 +29,9 @@ __all__ = ["NestState"]
 
 
 class NestState:
-    """The statement tree computing ``outputs`` (Tensors), with everything they read.
+    """The statement tree computing ``outputs`` (Tensors), with everything they read; or,
+    built as ``NestState(stmt, outputs=[B, ...])``, a statement written by hand whose output
+    buffers are named (``loopnest.stmt_nest``).
 
     Intermediate tensors (read by the outputs but not outputs themselves) are computed
     too and get their storage allocated inside the kernel by ``prepare_for_codegen``.
@@ -43,18 +45,16 @@ class NestState:
     """
 
     def __init__(self, tensors: Any = None, outputs: Sequence[Buffer] | None = None, *, _empty: bool = False):
-        if isinstance(tensors, Stmt) or (isinstance(tensors, (list, tuple)) and tensors
-                                         and all(isinstance(s, Stmt) for s in tensors)):
-            if outputs is None:
-                raise TypeError("a LoopNest built from a statement needs its output buffers: "
-                                "LoopNest(stmt, outputs=[B, ...])")
-            self._init_from_stmt(tensors, outputs)
+        is_stmt = isinstance(tensors, Stmt) or (isinstance(tensors, (list, tuple)) and tensors
+                                                and all(isinstance(s, Stmt) for s in tensors))
+        if is_stmt and outputs is None:
+            raise TypeError("a LoopNest built from a statement needs its output buffers: "
+                            "LoopNest(stmt, outputs=[B, ...])")
+        if tensors is not None and outputs is not None:
+            self._init_from_stmt(tensors, outputs)      # StatementError when it is not a statement
             return
         if tensors is None:
-            tensors, outputs = outputs, None     # LoopNest(outputs=[C]): the tensors by keyword
-        elif outputs is not None:
-            raise TypeError("LoopNest(tensors) takes the output tensors once; LoopNest(stmt, outputs=[...]) "
-                            "takes a statement and its output buffers")
+            tensors = outputs       # LoopNest(outputs=[C]): the tensors by keyword
         if isinstance(tensors, Tensor):
             tensors = [tensors]
         outputs = list(tensors) if tensors is not None else []
