@@ -275,3 +275,65 @@ def test_statement_checks():
     _raises("list a buffer twice", ok, [B, B])
     _raises("free variable i has the name of loop i", For(i, 0, 4, Store(B, (i,), cast(Var("i"), float32))), [B])
     _raises("statement", 42, [B])
+
+
+# ------------------------------------------------------------------------------------
+# data-dependent indices on LLVM: checked as the kernel runs
+# ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [NB, NB + 100, -1])
+def test_out_of_range_bin_raises_on_llvm(bad):
+    """Bounds inference cannot bound H[A[i]]; the LLVM kernel checks the index as it runs
+    instead of writing outside H."""
+    A, H, i, b, stmt = hist_stmt()
+    k = build(LoopNest(stmt, outputs=[H]), [A, H], target="llvm")
+    a = np.zeros(N, np.int32)
+    a[7] = bad
+    guard = np.zeros(NB + 8, np.int32)
+    h = guard[:NB]                  # the elements after H must not change
+    with pytest.raises(IndexError, match="data-dependent index .* of H is outside the buffer"):
+        k(a, h)
+    assert (guard[NB:] == 0).all()
+
+
+def test_out_of_range_index_in_a_parallel_loop_and_through_a_let():
+    A, B, P = Buffer("A", (N,), float32), Buffer("B", (N,), float32), Buffer("P", (N,), int32)
+    i, j = Var("i"), Var("j", int32)
+    nest = LoopNest(For(i, 0, N, Let(j, P[i] * 2, Store(B, (i,), A[j]))), outputs=[B])
+    outer, inner, _ = nest.split_with_tail(i, 8)
+    nest.parallelize(outer)
+    k = build(nest, [A, P, B], target="llvm")
+    a = np.arange(N, dtype=np.float32)
+    p = np.arange(N, dtype=np.int32) // 2
+    b = np.zeros(N, np.float32)
+    k(a, p, b)
+    np.testing.assert_array_equal(b, a[p * 2])
+    p[N - 3] = N
+    with pytest.raises(IndexError, match="of A is outside"):
+        k(a, p, b)
+
+
+def test_vectorized_gather_is_checked_lane_by_lane():
+    A, B, P = Buffer("A", (N,), float32), Buffer("B", (N,), float32), Buffer("P", (N,), int32)
+    i = Var("i")
+    nest = LoopNest(For(i, 0, N, Store(B, (i,), A[P[i]])), outputs=[B])
+    outer, inner, _ = nest.split_with_tail(i, 8)
+    nest.vectorize(inner)
+    k = build(nest, [A, P, B], target="llvm")
+    a = np.arange(N, dtype=np.float32)
+    p = np.arange(N, dtype=np.int32)[::-1].copy()
+    b = np.zeros(N, np.float32)
+    k(a, p, b)
+    np.testing.assert_array_equal(b, a[p])
+    p[13] = -5
+    with pytest.raises(IndexError, match="of A is outside"):
+        k(a, p, b)
+
+
+def test_bounds_check_false_leaves_the_index_checks_out():
+    A, H, i, b, stmt = hist_stmt()
+    checked = build(LoopNest(stmt, outputs=[H]), [A, H], target="llvm").source
+    unchecked = build(LoopNest(stmt, outputs=[H]), [A, H], target="llvm", bounds_check=False).source
+    assert "H_index_ok" in checked and "H_index_ok" not in unchecked
+    X = Buffer("X", (8,), float32)
+    C = Compute("C", (8,), lambda x: X[x] * 2.0)
+    assert "_index_ok" not in build(LoopNest([C]), [X, C], target="llvm").source   # affine: no run-time check
