@@ -16,7 +16,7 @@ import pytest
 
 from codegen import build
 from codegen.kernel import BuildError, KernelArgumentError
-from loopnest import LoopNest, ScheduleError
+from loopnest import LoopNest
 from loopnest.analysis.dependences import carried_by, reads_initial_values
 from loopnest.errors import StatementError
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Let, Store
@@ -337,3 +337,30 @@ def test_bounds_check_false_leaves_the_index_checks_out():
     X = Buffer("X", (8,), float32)
     C = Compute("C", (8,), lambda x: X[x] * 2.0)
     assert "_index_ok" not in build(LoopNest([C]), [X, C], target="llvm").source   # affine: no run-time check
+
+
+def test_histogram_bins_cached_in_a_local_buffer(backend):
+    """cache_accesses of H at the scatter loop: bounds inference cannot bound H[A[i]], so the
+    cached region is all of H, which keeps the result."""
+    A, H, i, b, stmt = hist_stmt()
+    nest = LoopNest(stmt, outputs=[H])
+    local = nest.cache_accesses(H, "Hl", i)
+    assert local.shape == (NB,)
+    a = np.random.default_rng(5).integers(0, NB, N).astype(np.int32)
+    h = np.zeros(NB, np.int32)
+    build(nest, [A, H], target=backend)(a, h)
+    np.testing.assert_array_equal(h, np.bincount(a, minlength=NB))
+
+
+def test_tile_of_a_2d_in_place_update(backend):
+    C = Buffer("C", (8, 12), float32)
+    x, y = Var("x"), Var("y")
+    stmt = For(x, 0, 8, For(y, 0, 12, Store(C, (x, y), C[x, y] * 2.0 + 1.0)))
+    nest = LoopNest(stmt, outputs=[C])
+    xo, yo, xi, yi = nest.tile(x, y, 4, 4)
+    nest.parallelize(xo)
+    nest.vectorize(yi)
+    c = np.random.default_rng(6).uniform(-1, 1, (8, 12)).astype(np.float32)
+    want = c * 2 + 1
+    build(fresh(stmt, [C], nest.history_json()), [C], target=backend)(c)
+    np.testing.assert_allclose(c, want, rtol=1e-6)
