@@ -295,13 +295,14 @@ def test_out_of_range_bin_raises_on_llvm(bad):
     assert (guard[NB:] == 0).all()
 
 
-def test_out_of_range_index_in_a_parallel_loop_and_through_a_let():
+@pytest.mark.parametrize("runtime", ["pool", "threads", "serial"])
+def test_out_of_range_index_in_a_parallel_loop_and_through_a_let(runtime):
     A, B, P = Buffer("A", (N,), float32), Buffer("B", (N,), float32), Buffer("P", (N,), int32)
     i, j = Var("i"), Var("j", int32)
     nest = LoopNest(For(i, 0, N, Let(j, P[i] * 2, Store(B, (i,), A[j]))), outputs=[B])
     outer, inner, _ = nest.split_with_tail(i, 8)
     nest.parallelize(outer)
-    k = build(nest, [A, P, B], target="llvm")
+    k = build(nest, [A, P, B], target="llvm", parallel_runtime=runtime)
     a = np.arange(N, dtype=np.float32)
     p = np.arange(N, dtype=np.int32) // 2
     b = np.zeros(N, np.float32)
