@@ -36,9 +36,11 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
     A region outside its buffer for every size raises ``BuildError`` here; one that leaves
     the buffer only for some sizes is checked on each call, after the shapes are bound and
     before anything runs, and raises ``ValueError`` naming the buffer, the dimension, the
-    region and the shape. Accesses bounds inference cannot represent (a data-dependent index
-    such as ``A[B[i]]``, a non-affine one such as ``A[i * N]``) are not checked (IREval
-    still checks every access as it runs). ``bounds_check=False`` skips both. Allocation
+    region and the shape. Accesses bounds inference cannot represent are checked as the
+    kernel runs where their index is data dependent (``A[B[i]]``: IREval checks every access,
+    LLVM every data-dependent one, ``IndexError``; CUDA does not check them) and not at all
+    where it is non-affine without loads (``A[i * N]``). ``bounds_check=False`` skips all of
+    these checks. Allocation
     sizes of intermediates are always checked on each call (``MemoryError``, see
     ``codegen.kernel.allocation_limit``).
 
@@ -68,7 +70,7 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
         kernel = build_ireval(nest, params, **options)
     elif target == "llvm":
         from .llvm import build_llvm
-        kernel = build_llvm(nest, params, **options)
+        kernel = build_llvm(nest, params, **{"index_checks": bounds_check, **options})
     else:
         from .cuda import build_cuda
         kernel = build_cuda(nest, params, **options)

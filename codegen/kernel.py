@@ -133,7 +133,8 @@ def make_params(nest, args: Sequence[Any]) -> list[Param]:
             if a in nest.intermediates:
                 raise BuildError(f"{a.name} is an intermediate of the nest (allocated inside the kernel); "
                                  f"make it an output of LoopNest([...]) to pass it as an argument")
-            p = Param(a.name, buffer=a, output=a.name in out_names)
+            # an output the nest also reads on entry (an in-place update) cannot be left out
+            p = Param(a.name, buffer=a, output=a.name in out_names and not any(a is b for b in nest.inputs))
         else:
             raise BuildError(f"build arguments must be Buffers, Tensors or Vars, got {a!r}")
         if p.name in seen:

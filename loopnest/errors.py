@@ -23,3 +23,12 @@ class VerifyError(LoopNestError):
 
 class LoweringError(LoopNestError):
     """The tensors cannot be lowered to a loop nest (e.g. a dependence cycle)."""
+
+
+class StatementError(LoweringError):
+    """A statement given to ``LoopNest.from_stmt`` is malformed: a loop variable bound twice,
+    an access with the wrong number of indices, an output the statement never writes...
+
+    >>> issubclass(StatementError, LoweringError)
+    True
+    """

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from te.expr import Var
 from te.tensor import Buffer
 
 from .errors import ScheduleError
@@ -28,6 +29,8 @@ def _encode(x: Any) -> Any:
         return {"loop": x.name}
     if isinstance(x, For):
         return {"loop": x.var.name}
+    if isinstance(x, Var):      # a loop variable, as a nest written by hand names its loops
+        return {"loop": x.name}
     if isinstance(x, Buffer):
         return {"buffer": x.name}
     if isinstance(x, (list, tuple)):

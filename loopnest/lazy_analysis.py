@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-__all__ = ["legality_checks", "bounds_inference", "polyhedral_domains", "islpy"]
+__all__ = ["legality_checks", "bounds_inference", "polyhedral_domains", "dependence_analysis", "islpy"]
 
 
 def legality_checks() -> ModuleType:
@@ -33,6 +33,16 @@ def bounds_inference() -> ModuleType:
     """
     from .analysis import bounds
     return bounds
+
+
+def dependence_analysis() -> ModuleType:
+    """``loopnest.analysis.dependences``.
+
+    >>> dependence_analysis().__name__
+    'loopnest.analysis.dependences'
+    """
+    from .analysis import dependences
+    return dependences
 
 
 def polyhedral_domains() -> ModuleType:

@@ -152,7 +152,7 @@ class Loop:
 
 def resolve_loop(nest: Any, x: Any) -> Loop:
     """A handle on a loop of ``nest`` from a handle (ScheduleError when its loop is gone), a
-    For statement or a loop name.
+    For statement, a loop variable (the Var of a For written by hand) or a loop name.
 
     >>> from te import Compute
     >>> from loopnest import LoopNest
@@ -179,6 +179,10 @@ def resolve_loop(nest: Any, x: Any) -> Loop:
         return x
     if isinstance(x, For):
         return Loop(nest, x.var)
+    if isinstance(x, Var):
+        h = Loop(nest, x)
+        h.stmt  # raises when no loop of the nest has this variable
+        return h
     if isinstance(x, str):
         f = nest.loop_index().named(x)
         if f is None:

@@ -90,7 +90,37 @@ class LoopNest(NestState):
     >>> _ = nest.vectorize(nest.get_loops_for("B")[0])
     >>> print(nest.prepare_for_codegen())
     B[ramp(0, 1, 8)] = A[ramp(0, 1, 8)] * broadcast(2.0f, 8);
+
+    ``LoopNest(stmt, outputs=[B, ...])`` (or ``LoopNest.from_stmt``) builds the nest from a
+    statement written by hand instead of from tensors.
     """
+
+    @classmethod
+    def from_stmt(cls, stmt, outputs) -> "LoopNest":
+        """The nest of a statement written by hand (For, Store, Block, Cond, Let, or a list of
+        them) whose ``outputs`` are the buffers the caller passes and reads back: a scan, an
+        in-place update, a histogram. ``loopnest.stmt_nest`` checks the statement and sorts
+        its buffers into inputs, outputs and intermediates (``StatementError`` otherwise).
+        Every transform works on it with the same legality analysis as a nest of tensors
+        (``compute_inline``, ``compute_at`` and ``rfactor`` need tensors and refuse).
+
+        The history names loops and buffers by name, so it replays on a nest built from the
+        same statement (or one with the same names), as it does on a nest of the same tensors.
+
+        >>> from te import Buffer, Var
+        >>> from loopnest.stmt import Block, For, Store
+        >>> A, B = Buffer("A", (8,), "float32"), Buffer("B", (8,), "float32"); i = Var("i")
+        >>> scan = Block([Store(B, (0,), A[0]), For(i, 0, 7, Store(B, (i + 1,), B[i] + A[i + 1]))])
+        >>> nest = LoopNest.from_stmt(scan, outputs=[B])
+        >>> nest.parallelize(i)
+        Traceback (most recent call last):
+          ...
+        loopnest.errors.ScheduleError: cannot parallelize loop i: `B[i + 1] = B[i] + A[i + 1]` reads B[i], written by the same statement (as B[i + 1]) in the previous iteration of loop i (flow dependence on B carried by loop i)
+        >>> _ = nest.split_with_mask(i, 4)
+        >>> str(LoopNest(scan, outputs=[B]).replay(nest.history_json())) == str(nest)
+        True
+        """
+        return cls(stmt, outputs=outputs)
 
     # ------------------------------------------------------------------------------
     # printing, verification, simplification

@@ -22,13 +22,16 @@ from te.tensor import Buffer, Tensor
 from .errors import ScheduleError
 from .loop import Loop, LoopIndex, resolve_loop
 from .lower import input_buffers, lower_tensor, tensors_in_order
+from .stmt_nest import check_statement
 from .stmt import Block, ExternCall, For, Stmt, Store, iter_stmts
 
 __all__ = ["NestState"]
 
 
 class NestState:
-    """The statement tree computing ``outputs`` (Tensors), with everything they read.
+    """The statement tree computing ``outputs`` (Tensors), with everything they read; or,
+    built as ``NestState(stmt, outputs=[B, ...])``, a statement written by hand whose output
+    buffers are named (``loopnest.stmt_nest``).
 
     Intermediate tensors (read by the outputs but not outputs themselves) are computed
     too and get their storage allocated inside the kernel by ``prepare_for_codegen``.
@@ -41,27 +44,57 @@ class NestState:
     }
     """
 
-    def __init__(self, outputs: Sequence[Tensor], *, _empty: bool = False):
-        if isinstance(outputs, Tensor):
-            outputs = [outputs]
-        outputs = list(outputs)
+    def __init__(self, tensors: Any = None, outputs: Sequence[Buffer] | None = None, *, _empty: bool = False):
+        is_stmt = isinstance(tensors, Stmt) or (isinstance(tensors, (list, tuple)) and tensors
+                                                and all(isinstance(s, Stmt) for s in tensors))
+        if is_stmt and outputs is None:
+            raise TypeError("a LoopNest built from a statement needs its output buffers: "
+                            "LoopNest(stmt, outputs=[B, ...])")
+        if tensors is not None and outputs is not None:
+            self._init_from_stmt(tensors, outputs)      # StatementError when it is not a statement
+            return
+        if tensors is None:
+            tensors = outputs       # LoopNest(outputs=[C]): the tensors by keyword
+        if isinstance(tensors, Tensor):
+            tensors = [tensors]
+        outputs = list(tensors) if tensors is not None else []
         for t in outputs:
             if not isinstance(t, Tensor):
-                raise TypeError(f"LoopNest outputs must be tensors made by Compute/Reduce, got {t!r}")
+                raise TypeError(f"LoopNest outputs must be tensors made by Compute/Reduce, got {t!r} (a nest "
+                                "written as statements is LoopNest(stmt, outputs=[...]))")
         if len({t.name for t in outputs}) != len(outputs):
             raise ValueError("LoopNest outputs must be distinct tensors")
-        self.outputs: list[Tensor] = outputs
-        self.tensors: list[Tensor] = tensors_in_order(outputs)
+        tensor_list = tensors_in_order(outputs)
         names: dict[str, Buffer] = {}
-        for b in self.tensors + input_buffers(self.tensors):
+        for b in tensor_list + input_buffers(tensor_list):
             if b.name in names and names[b.name] is not b:
                 raise ValueError(f"two different buffers are named {b.name!r}; buffer names must be unique")
             names[b.name] = b
-        self.inputs: list[Buffer] = input_buffers(self.tensors)
+        self._init_state(outputs, tensor_list, input_buffers(tensor_list),
+                         [t for t in tensor_list if t not in outputs], names)
+        stmts = []
+        if not _empty:
+            for t in self.tensors:
+                if t.name in self._tensor_loops:    # lowered with its group
+                    continue
+                s, loops = lower_tensor(t, self.fresh_name)
+                for m in (t.group.members if t.group is not None else (t,)):
+                    self._tensor_loops[m.name] = loops
+                if s is not None:                   # None: an external call's other outputs
+                    stmts.append(s)
+        self.root: Block = Block(tuple(stmts))
+
+    def _init_state(self, outputs: list, tensors: list, inputs: list, intermediates: list,
+                    names: dict[str, Buffer]) -> None:
+        self.outputs: list[Buffer] = outputs
+        #: the tensors lowered into the nest, producers first (none for a nest built from a statement)
+        self.tensors: list[Tensor] = tensors
+        #: the buffers the kernel reads from its arguments
+        self.inputs: list[Buffer] = inputs
         #: every buffer of the nest by name (inputs, tensors, and buffers made by transforms)
         self.buffers: dict[str, Buffer] = names
         #: buffers allocated inside the kernel (intermediate tensors, caches, rfactor partials)
-        self.intermediates: list[Buffer] = [t for t in self.tensors if t not in outputs]
+        self.intermediates: list[Buffer] = intermediates
         self._used_names: set[str] = set(names)
         self.history: list[dict] = []
         self._prepared = False
@@ -74,18 +107,14 @@ class NestState:
         self._placeholders: list[tuple[Var, str, Var | None, Var | None]] = []
         #: the loops of the second and later copies an unroll made of a body -> the loop they copy
         self._copies: dict[Var, Var] = {}
-        stmts = []
         self._tensor_loops: dict[str, list[Var]] = {}
-        if not _empty:
-            for t in self.tensors:
-                if t.name in self._tensor_loops:    # lowered with its group
-                    continue
-                s, loops = lower_tensor(t, self.fresh_name)
-                for m in (t.group.members if t.group is not None else (t,)):
-                    self._tensor_loops[m.name] = loops
-                if s is not None:
-                    stmts.append(s)
-        self.root: Block = Block(tuple(stmts))
+
+    def _init_from_stmt(self, stmt: Any, outputs: Sequence[Buffer]) -> None:
+        parts = check_statement(stmt, outputs)
+        names = {b.name: b for b in parts.outputs + parts.inputs + parts.intermediates}
+        self._init_state(parts.outputs, [], parts.inputs, parts.intermediates, names)
+        self._used_names.update(parts.var_names)
+        self.root = parts.root
 
     # ------------------------------------------------------------------------------
     # state

@@ -35,6 +35,7 @@ from .cache_key import stmt_key
 from .emit import EmitOptions, emit_module
 from .entry import ALIASED
 from .extern import EXTERN_FAILED
+from .index_guard import INDEX_OUT_OF_RANGE, checked_buffers
 from .parallel import RESERVED_SYMBOLS, RUNTIMES
 from .types import arg_type, round_to_dtype
 
@@ -240,6 +241,11 @@ class LLVMKernel(Kernel):
             name = calls[rc - EXTERN_FAILED].func.name if rc - EXTERN_FAILED < len(calls) else "?"
             raise RuntimeError(f"kernel {self.name}: the external function {name} returned a non-zero status; "
                                "the outputs are incomplete")
+        if rc == INDEX_OUT_OF_RANGE:
+            names = [b.name for b in checked_buffers(self.stmt)]
+            raise IndexError(f"kernel {self.name}: a data-dependent index (one that loads, e.g. H[A[i]]) of "
+                             f"{' or '.join(names)} is outside the buffer; the kernel stopped there (what it wrote "
+                             "before stays written); keep the data in range, or clamp the index")
         self._alloc_failed()
 
     def _alloc_failed(self):
@@ -360,7 +366,7 @@ def _check_half_support(source: str, name: str) -> None:
 def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contract: bool = True,
                parallel_runtime: str | None = None,
                opt_level: int = 3, cache: bool = True, cache_dir: Any = None, name: str | None = None,
-               noalias: bool | None = None) -> LLVMKernel:
+               noalias: bool | None = None, index_checks: bool = True) -> LLVMKernel:
     """Compile a prepared nest (anything with ``.root`` and ``.outputs``) to an ``LLVMKernel``.
 
     ``fast_math`` puts LLVM's ``fast`` flags on float operations (reassociation, no NaN/Inf
@@ -387,6 +393,10 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
     what a ``Cast`` of the constant gives); NaN and infinities pass, a finite value outside
     the dtype's range raises ``ValueError``. Every size variable of a buffer's shape is passed
     too, also one the loops never use (the ``noalias`` overlap check needs each extent).
+
+    ``index_checks`` (default on; ``build`` passes its ``bounds_check``) checks every
+    data-dependent index as the kernel runs (``index_guard``): a histogram's bin outside its
+    buffer raises ``IndexError`` instead of writing outside the array.
 
     Options of the wrong type raise ``BuildError`` naming the option.
 
@@ -424,6 +434,8 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
         raise BuildError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     if not isinstance(cache, bool):
         raise BuildError(f"cache must be a bool, got {cache!r}")
+    if not isinstance(index_checks, bool):
+        raise BuildError(f"index_checks must be a bool, got {index_checks!r}")
     if noalias is not None and not isinstance(noalias, bool):
         raise BuildError(f"noalias must be a bool or None, got {noalias!r}")
     if cache_dir is not None and cache_dir is not False and not isinstance(cache_dir, (str, os.PathLike)):
@@ -451,7 +463,7 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
     hit = None
     if cache:
         key = (stmt_key(root, [p.buffer for p in buffer_params], scalar_vars), symbol, fast_math, fp_contract, rt,
-               opt_level, noalias, nt_bytes)
+               opt_level, noalias, nt_bytes, index_checks)
         hit = jit.lookup(key)
     if hit is not None:
         source, compiled = hit
@@ -461,7 +473,7 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
             opts = EmitOptions(fast_math=fast_math, fp_contract=fp_contract, parallel_runtime=rt,
                                array_data_offset=_array_data_offset(), triple=h["triple"],
                                data_layout=jit.data_layout(), noalias=noalias, nontemporal_min_bytes=nt_bytes,
-                               cpu_features=h["features"])
+                               cpu_features=h["features"], index_checks=index_checks)
             module = emit_module(symbol, root, buffer_params, scalar_vars, opts)
         except BuildError as exc:
             raise BuildError(f"kernel {name}: {exc}") from None
@@ -477,5 +489,5 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
     if noalias:
         kernel._build_safe = lambda: build_llvm(nest, params, fast_math, fp_contract=fp_contract, parallel_runtime=rt,
                                                 opt_level=opt_level, cache=cache, cache_dir=cache_dir, name=name,
-                                                noalias=False)
+                                                noalias=False, index_checks=index_checks)
     return kernel

@@ -76,6 +76,7 @@ from .decls import declare, loop_md
 from .extern import emit_extern_call
 from .entry import bind_scalar_args, emit_alias_check, emit_py_wrapper
 from .fnstate import FnState
+from .index_guard import INDEX_OUT_OF_RANGE, data_dependent_vars, needs_check
 from .parallel import RUNTIMES, parallel_loop
 from .ranges import nonneg
 from .streaming import store_fence, streaming_outputs
@@ -117,6 +118,8 @@ class EmitOptions:
     nontemporal_min_bytes: int = 0
     #: the target CPU's LLVM feature string (``+avx2,+fma,...``): inline math uses FMA when present
     cpu_features: str = ""
+    #: check every data-dependent index as the kernel runs (``index_guard``)
+    index_checks: bool = True
 
 
 def emit_module(symbol: str, root: Stmt, buffer_params: Sequence[Param], scalar_vars: Sequence[Var],
@@ -152,6 +155,7 @@ class _Emitter(Functor):
 
     def run(self, root: Stmt) -> ir.Module:
         self.nt_bufs = streaming_outputs(root, self.buffer_params, self.opts.nontemporal_min_bytes)
+        self.dd_vars = data_dependent_vars(root) if self.opts.index_checks else None
         args = [PTR] * len(self.buffer_params) + [arg_type(v.dtype) for v in self.scalar_vars]
         noalias = self.opts.noalias
         name = self.symbol + "_impl" if noalias else self.symbol
@@ -328,6 +332,7 @@ class _Emitter(Functor):
         if len(e.indices) != 1:
             raise BuildError(f"load of {buf.name} has {len(e.indices)} indices; the LLVM backend needs a prepared "
                              "nest (one flat index per access): call nest.prepare_for_codegen()")
+        self.check_index(st, buf, e.indices[0], None if lane is None else lane // buf.dtype.lanes)
         if buf.dtype.lanes != 1:
             return self.vector_element_load(st, e, lane)
         idx = e.indices[0]
@@ -402,8 +407,29 @@ class _Emitter(Functor):
                 b.store(b.extract_element(sv, ir.Constant(I32, j * lanes + c)), self.pointer(st, buf, ij, c),
                         align=align)
 
+    def check_index(self, st: FnState, buf, idx: Expr, lane) -> None:
+        """Stop the kernel with ``INDEX_OUT_OF_RANGE`` when the data-dependent index ``idx``
+        (of lane ``lane``, or of every lane) is outside ``buf``'s elements (``index_guard``)."""
+        if self.dd_vars is None or buf.layout is not None or not needs_check(idx, self.dd_vars):
+            return
+        b = st.b
+        iv = self.index(st, idx, lane)
+        count = ir.Constant(I64, 1)
+        for d in buf.dims:
+            count = b.mul(count, self.index(st, d))
+        if isinstance(iv.type, ir.VectorType):
+            n = iv.type.count
+            inside = b.icmp_unsigned("<", iv, _splat(b, count, n))
+            ok = b.icmp_unsigned("==", b.bitcast(inside, ir.IntType(n)), ir.Constant(ir.IntType(n), -1))
+        else:
+            ok = b.icmp_unsigned("<", iv, count)
+        cont = st.fn.append_basic_block(f"{sanitize_name(buf.name)}_index_ok")
+        b.cbranch(ok, cont, st.fail_block(INDEX_OUT_OF_RANGE))
+        b.position_at_end(cont)
+
     def store(self, st: FnState, buf, idx: Expr, value: ir.Value, vdt: Dtype):
         b = st.b
+        self.check_index(st, buf, idx, None)
         if buf.dtype.lanes != 1:
             self.vector_element_store(st, buf, idx, _to_storage(b, vdt, value))
             return

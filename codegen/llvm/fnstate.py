@@ -50,20 +50,31 @@ class FnState:
         self.heap: dict[int, ir.Value] = {}     # malloc'd buffers still live
         self.stack_bytes = 0
         self.status_ptr = status_ptr
-        self._fail: ir.Block | None = None
+        self._fail: dict[int, ir.Block] = {}
 
-    def fail_block(self) -> ir.Block:
-        """A block that reports an allocation failure and returns."""
-        if self._fail is None:
-            self._fail = self.fn.append_basic_block("alloc_failed")
-            fb = ir.IRBuilder(self._fail)
-            if self.status_ptr is not None:
-                fb.store(ir.Constant(I32, 1), self.status_ptr)
-            if isinstance(self.fn.function_type.return_type, ir.VoidType):
-                fb.ret_void()
-            else:
-                fb.ret(ir.Constant(I32, 1))
-        return self._fail
+    def fail_block(self, code: int = 1) -> ir.Block:
+        """A block that reports failure ``code`` (1: an allocation failed; see
+        ``index_guard.INDEX_OUT_OF_RANGE``) and returns."""
+        block = self._fail.get(code)
+        if block is None:
+            block = self._fail[code] = self.fn.append_basic_block("alloc_failed" if code == 1 else f"failed_{code}")
+            self._report(ir.IRBuilder(block), ir.Constant(I32, code))
+        return block
+
+    def forward_block(self, code: ir.Value) -> ir.Block:
+        """A block that reports the failure code ``code`` (an i32 value, e.g. the status an
+        outlined parallel body left) and returns."""
+        block = self.fn.append_basic_block("forward_failure")
+        self._report(ir.IRBuilder(block), code)
+        return block
+
+    def _report(self, fb: ir.IRBuilder, code: ir.Value) -> None:
+        if self.status_ptr is not None:
+            fb.store(code, self.status_ptr)
+        if isinstance(self.fn.function_type.return_type, ir.VoidType):
+            fb.ret_void()
+        else:
+            fb.ret(code)
 
     def alloca(self, t: ir.Type, name: str = "", align: int | None = None) -> ir.Value:
         """An alloca in the entry block, typed as an opaque ``ptr`` (LLVM has no typed pointers)."""

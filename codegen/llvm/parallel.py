@@ -90,8 +90,9 @@ def parallel_loop(em, st: FnState, s: For) -> None:
     b.branch(done_bb)
     b.position_at_end(done_bb)
     ok = st.fn.append_basic_block(f"{vname}_joined")
-    failed = b.icmp_unsigned("!=", b.load(status, typ=I32), ir.Constant(I32, 0))
-    b.cbranch(failed, st.fail_block(), ok)
+    code = b.load(status, typ=I32)
+    failed = b.icmp_unsigned("!=", code, ir.Constant(I32, 0))
+    b.cbranch(failed, st.forward_block(code), ok)
     b.position_at_end(ok)
 
 

@@ -35,7 +35,7 @@ from .domains import Access, Analysis, analyze, loop_var_of
 
 __all__ = ["Dependence", "compute_dependences", "carried_by", "dependences_in", "distance_vectors",
            "lex_negative_after", "value_flow", "reads_written_in_iteration", "conflict_distances",
-           "buffers_carried_by", "reorder_violations"]
+           "buffers_carried_by", "reorder_violations", "reads_initial_values"]
 
 
 @dataclass(eq=False)
@@ -192,6 +192,20 @@ class Dependence:
             out.append(signs or "=")
         return tuple(out)
 
+    @property
+    def exact(self) -> bool:
+        """False when an index of either access was over-approximated (it depends on data or
+        is not affine): the elements involved, and so the pairs, are a superset.
+
+        >>> from te import Buffer, Var
+        >>> from loopnest.stmt import Block, For, Store
+        >>> A, H = Buffer("A", (8,), "int32"), Buffer("H", (4,), "int32"); i = Var("i")
+        >>> d = compute_dependences(Block([For(i, 0, 8, Block([Store(H, (A[i],), H[A[i]] + 1)]))]))[0]
+        >>> d.exact, d.describe()
+        (False, '`H[A[i]] = H[A[i]] + 1` may read H[A[i]], written by the same statement in an earlier iteration of loop i')
+        """
+        return self.src.exact and self.dst.exact
+
     # -- text -------------------------------------------------------------------------
     def _when(self, loop: Any = None) -> str:
         d = self.depth_of(loop) if loop is not None else None
@@ -200,6 +214,8 @@ class Dependence:
         if d is None:
             return "earlier in the same iteration" if self.common_depth else "earlier"
         f = self.common_loops[d]
+        if not self.exact:      # an index that depends on data: some earlier iteration, not a known one
+            return f"in an earlier iteration of loop {f.var.name}"
         dist = self.min_distance(f)
         if dist == 1:
             return f"in the previous iteration of loop {f.var.name}"
@@ -214,7 +230,7 @@ class Dependence:
 
     def describe(self, loop: Any = None) -> str:
         """Readable text; ``loop`` selects which carrying loop to explain (default: the
-        outermost one).
+        outermost one). A dependence through an over-approximated index says "may".
 
         >>> from te import Buffer, Compute
         >>> from loopnest import LoopNest
@@ -228,11 +244,12 @@ class Dependence:
         # name the source access unless it reads as the destination's or is the shown store
         shown = self.src.is_write and self.src.instance is not self.dst.instance
         also = "" if self.src.text() == self.dst.text() or shown else f" (as {self.src.text()})"
+        may = "" if self.exact else "may "
         if self.kind == "flow":
-            return f"{dst_stmt} reads {self.dst.text()}, written by {self._who()}{also} {when}"
+            return f"{dst_stmt} {may}read{'' if may else 's'} {self.dst.text()}, written by {self._who()}{also} {when}"
         if self.kind == "anti":
-            return f"{dst_stmt} overwrites {self.dst.text()}, read by {self._who()}{also} {when}"
-        return f"{dst_stmt} writes {self.dst.text()}, also written by {self._who()}{also} {when}"
+            return f"{dst_stmt} {may}overwrite{'' if may else 's'} {self.dst.text()}, read by {self._who()}{also} {when}"
+        return f"{dst_stmt} {may}write{'' if may else 's'} {self.dst.text()}, also written by {self._who()}{also} {when}"
 
     def __str__(self) -> str:
         return f"{self.kind} dependence on {self.buffer.name}: {self.describe()}"
@@ -571,6 +588,27 @@ def value_flow(root: Any, buffer: Any):
     Writes under over-approximated conditions or with over-approximated indices are "may"
     sources (they do not hide earlier writes).
     """
+    return _flow(root, buffer).get_may_dependence()
+
+
+def reads_initial_values(root: Any, buffer: Any) -> bool:
+    """True when some read of ``buffer`` in ``root`` may take a value that no write of
+    ``root`` stored before it: the value the buffer held when the statement started (an
+    in-place update, a histogram's bins). Non-affine indices or conditions count as "may".
+
+    >>> from te import Buffer, Var
+    >>> from loopnest.stmt import Block, For, Store
+    >>> A, B = Buffer("A", (8,), "float32"), Buffer("B", (8,), "float32"); i = Var("i")
+    >>> scan = Block([Store(B, (0,), A[0]), For(i, 0, 7, Block([Store(B, (i + 1,), B[i] + A[i + 1])]))])
+    >>> reads_initial_values(scan, B), reads_initial_values(For(i, 0, 8, Block([Store(A, (i,), A[i] * 2.0)])), A)
+    (False, True)
+    """
+    if not any(not a.is_write for a in analyze(root).accesses_of(buffer)):
+        return False
+    return not _flow(root, buffer).get_may_no_source().is_empty()
+
+
+def _flow(root: Any, buffer: Any):
     an = analyze(root)
     cache = an.__dict__.setdefault("_value_flow", {})
     hit = cache.get(id(buffer))
@@ -584,8 +622,6 @@ def _value_flow(an: Analysis, buffer: Any):
     reads = [a for a in accs if not a.is_write]
     writes = [a for a in accs if a.is_write]
     empty = isl.UnionMap("{ }")
-    if not reads or not writes:
-        return empty
     sink = empty
     must = empty
     may = empty
@@ -604,8 +640,7 @@ def _value_flow(an: Analysis, buffer: Any):
         else:
             may = may.union(um)
     info = isl.UnionAccessInfo.from_sink(sink).set_must_source(must).set_may_source(may)
-    flow = info.set_schedule_map(sched).compute_flow()
-    return flow.get_may_dependence()
+    return info.set_schedule_map(sched).compute_flow()
 
 
 def _read_schedule(an: Analysis, a: Access):

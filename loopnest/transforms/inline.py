@@ -39,8 +39,13 @@ def check_movable_tensor(nest, buf: Buffer, action: str) -> Tensor:
         raise ScheduleError(f"cannot {action}: the external call {readers[0]} reads it whole (as an array), so all "
                             "of its elements must be stored before that call; leave it where it is")
     if not isinstance(buf, Tensor):
-        made = " (it was made by a transform such as cache_accesses or rfactor)" \
-            if any(b is buf for b in nest.intermediates) else " (it is an input buffer)"
+        if not getattr(nest, "tensors", True):
+            made = (" (this nest was written as statements, LoopNest(stmt, outputs=...); its buffers have "
+                    "no definition to move)")
+        elif any(b is buf for b in nest.intermediates):
+            made = " (it was made by a transform such as cache_accesses or rfactor)"
+        else:
+            made = " (it is an input buffer)"
         raise ScheduleError(f"cannot {action}: it is not a tensor defined by Compute or Reduce{made}")
     if any(t is buf for t in nest.outputs):
         raise ScheduleError(f"cannot {action}: it is an output of the nest, so all of its elements "
