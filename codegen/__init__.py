@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from loopnest.stmt import stmt_depth
+from te.recursion import recursion_guard
+
 from .kernel import BuildError, Kernel, KernelArgumentError, Param, make_params
 
 TARGETS = ("ireval", "llvm", "cuda")
@@ -23,6 +26,7 @@ TARGETS = ("ireval", "llvm", "cuda")
 __all__ = ["build", "Kernel", "BuildError", "KernelArgumentError", "TARGETS"]
 
 
+@recursion_guard(depth=lambda nest, *args, **kwargs: stmt_depth(nest.root))
 def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool = True, **options) -> Kernel:
     """Compile ``nest`` into a Kernel whose parameters are ``args`` (Buffers, Tensors, Vars).
 
@@ -40,6 +44,9 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
     still checks every access as it runs). ``bounds_check=False`` skips both. Allocation
     sizes of intermediates are always checked on each call (``MemoryError``, see
     ``codegen.kernel.allocation_limit``).
+
+    Deep expressions (thousands of nested operations) build like any others: a build that
+    runs out of recursion runs again on a thread with a large stack (``te.recursion``).
 
     >>> import numpy as np
     >>> from te import Buffer, Compute, Var

@@ -17,6 +17,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from te.expr import Var
+from te.queries import expr_depth
+from te.recursion import recursion_guard
 from te.tensor import Buffer, Tensor
 
 from .errors import ScheduleError
@@ -41,6 +43,8 @@ class NestState:
     }
     """
 
+    @recursion_guard(depth=lambda self, outputs, **_: expr_depth(
+        [t.body for t in ([outputs] if isinstance(outputs, Tensor) else outputs) if isinstance(t, Tensor)]))
     def __init__(self, outputs: Sequence[Tensor], *, _empty: bool = False):
         if isinstance(outputs, Tensor):
             outputs = [outputs]

@@ -18,5 +18,6 @@ from .intrinsics import (abs, cast, ceil, cos, erf, exp, exp2, floor, isnan, log
                          pow, round, rsqrt, select, sigmoid, sin, sqrt, tanh)
 from .tensor import Buffer, Compute, Max, Min, Prod, Reduce, Reducer, Sum, Tensor
 from .simplify import simplify
+from .recursion import ExpressionDepthError
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -13,6 +13,8 @@ import numpy as np
 
 from . import expr as E
 from .functor import Functor
+from .queries import expr_depth
+from .recursion import recursion_guard
 
 _PREC = {E.Or: 1, E.And: 2, E.EQ: 3, E.NE: 3, E.LT: 3, E.LE: 3, E.GT: 3, E.GE: 3,
          E.Add: 4, E.Sub: 4, E.Mul: 5, E.Div: 5, E.Mod: 5}
@@ -100,6 +102,7 @@ class _Printer(Functor):
 _PRINTER = _Printer()
 
 
+@recursion_guard(depth=lambda e, prec=0: expr_depth(e))
 def expr_to_str(e: E.Expr, prec: int = 0) -> str:
     """Print ``e``; parenthesise when the surrounding operator binds tighter than ``prec``.
 
