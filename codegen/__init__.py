@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from loopnest.stmt import stmt_depth
+from te.recursion import recursion_guard
+
 from .kernel import (ArgumentDeviceError, BuildError, Kernel, KernelArgumentError, OutputShapeError, Param,
                      make_params)
 
@@ -24,6 +27,7 @@ TARGETS = ("ireval", "llvm", "cuda")
 __all__ = ["build", "Kernel", "BuildError", "KernelArgumentError", "ArgumentDeviceError", "OutputShapeError", "TARGETS"]
 
 
+@recursion_guard(depth=lambda nest, *args, **kwargs: stmt_depth(nest.root))
 def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool = True, **options) -> Kernel:
     """Compile ``nest`` into a Kernel whose parameters are ``args`` (Buffers, Tensors, Vars).
 
@@ -43,6 +47,9 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
     these checks. Allocation
     sizes of intermediates are always checked on each call (``MemoryError``, see
     ``codegen.kernel.allocation_limit``).
+
+    Deep expressions (thousands of nested operations) build like any others: a build that
+    runs out of recursion runs again on a thread with a large stack (``te.recursion``).
 
     >>> import numpy as np
     >>> from te import Buffer, Compute, Var

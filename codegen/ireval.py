@@ -69,13 +69,14 @@ import numpy as np
 
 from loopnest.printer import stmt_to_str
 from loopnest.queries import stmt_free_vars, stmt_stored_buffers
-from loopnest.stmt import Allocate, Block, Cond, For, Free, LetStmt, Stmt, Store
+from loopnest.stmt import Allocate, Block, Cond, For, Free, LetStmt, Stmt, Store, iter_stmts, stmt_depth
 from te import expr as E
 from te.bitops import BIT_CALLS
 from te.dtypes import Dtype
 from te.functor import Functor
 from te.lowprec import convert as _lp_convert, float_to_int as _lp_float_to_int
-from te.queries import free_vars
+from te.queries import expr_depth, free_vars
+from te.recursion import SHALLOW_DEPTH, recursion_guard, run_deep
 
 from .ireval_batch import plan_batch
 from .ireval_bits import bit_fn, bitcast_fn
@@ -992,8 +993,17 @@ class IREvalKernel(Kernel):
         self._written = [p.name in written for p in self._buffer_params]
         self._size_slots = size_slots
         self._batch = batch
+        self._depth: int | None = None     # of the tree, found on the first call
 
     def _launch(self, arrays: list, sizes: dict) -> None:
+        if self._depth is None:
+            self._depth = stmt_depth(self.stmt)
+        if self._depth > SHALLOW_DEPTH:     # the closures nest as deeply as the tree
+            run_deep(self._run, (arrays, sizes), depth=self._depth)
+        else:
+            self._run(arrays, sizes)
+
+    def _run(self, arrays: list, sizes: dict) -> None:
         fr: list = [None] * self._nslots
         for s, key, var in self._size_slots:
             v = sizes.get(key)
@@ -1090,6 +1100,7 @@ def build_ireval(nest, params: list[Param], **options) -> IREvalKernel:
                         size_slots, comp.batch)
 
 
+@recursion_guard(depth=lambda e, *args, **kwargs: expr_depth(e))
 def evaluate(e: E.Expr, bindings: Mapping[E.Var, Any] | None = None,
              buffers: Mapping[str, np.ndarray] | None = None) -> Any:
     """Evaluate one expression with IREval's semantics.

@@ -23,13 +23,15 @@ import json
 import os
 from typing import Any, Callable, Sequence
 
+from te.recursion import recursion_guard
+
 from .errors import ScheduleError
 from .history import encode_call, replay as replay_history
 from .loop import Loop
 from .passes import run_passes, simplify_stmt
 from .printer import stmt_to_str
 from .state import NestState
-from .stmt import ForKind
+from .stmt import ForKind, stmt_depth
 from .transforms import cache as _cache
 from .transforms import compute_at as _compute_at
 from .transforms import dead_stores as _dead_stores
@@ -45,15 +47,22 @@ from .verify import verify as verify_tree
 __all__ = ["LoopNest", "Loop"]
 
 
+#: the guard of the nest's entry points: the error names the nesting depth of its tree
+_deep_safe = recursion_guard(depth=lambda self, *args, **kwargs: stmt_depth(self.root))
+
+
 def _transform(fn: Callable) -> Callable:
     """Make a method a recorded, all-or-nothing transform.
 
     The method receives resolved arguments; if it raises, the nest's state is restored.
-    On success the call is appended to the history (unless ``_record=False``).
+    On success the call is appended to the history (unless ``_record=False``). Being
+    all-or-nothing, a transform that runs out of recursion on a deep tree runs again on a
+    deep thread (``te.recursion``).
     """
     name = fn.__name__
 
     @functools.wraps(fn)
+    @_deep_safe
     def wrapper(self: "LoopNest", *args, **kwargs):
         if self._prepared:
             raise ScheduleError(f"{name}: the nest was prepared for codegen; transforms must come before "
@@ -125,12 +134,14 @@ class LoopNest(NestState):
     # ------------------------------------------------------------------------------
     # printing, verification, simplification
     # ------------------------------------------------------------------------------
+    @_deep_safe
     def __str__(self) -> str:
         return stmt_to_str(self.root)
 
     def __repr__(self) -> str:
         return f"LoopNest(outputs={[t.name for t in self.outputs]})\n{self}"
 
+    @_deep_safe
     def verify(self) -> None:
         """Check the tree's structure; raises VerifyError naming the problem."""
         verify_tree(self.root, self)
@@ -152,6 +163,7 @@ class LoopNest(NestState):
         self.root = simplify_stmt(self.root)
         return self
 
+    @_deep_safe
     def prepare_for_codegen(self, dump: bool | None = None) -> "LoopNest":
         """Lower to what backends take: vectorized loops to Ramp/Broadcast, indices
         flattened through layouts, Allocate/Free around intermediates, simplified.

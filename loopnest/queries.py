@@ -23,10 +23,10 @@ from typing import Any, Iterable
 from te.expr import Expr, Load, Var
 from te.queries import free_vars, has_load, loaded_buffers, loads
 
-from .stmt import Allocate, ExternCall, For, Let, Stmt, Store, iter_stmts, stmt_exprs
+from .stmt import Allocate, ExternCall, For, Let, Stmt, Store, iter_stmts, stmt_depth, stmt_exprs
 
 __all__ = ["stmt_free_vars", "stmt_loads", "stmt_reads", "stmt_writes", "stmt_touches", "stores_to",
-           "stmt_loaded_buffers", "stmt_stored_buffers", "external_buffers"]
+           "stmt_loaded_buffers", "stmt_stored_buffers", "external_buffers", "stmt_depth"]
 
 
 def stmt_free_vars(root: Stmt, extra: Iterable[Expr] = (), *, exclude: Iterable[Var] = (),
@@ -225,3 +225,4 @@ def external_buffers(root: Stmt) -> list:
         for ld in loads(exprs):
             used.setdefault(id(ld.buffer), ld.buffer)
     return [b for k, b in used.items() if k not in allocated]
+

@@ -17,15 +17,25 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from te.expr import Var
+from te.queries import expr_depth
+from te.recursion import recursion_guard
 from te.tensor import Buffer, Tensor
 
 from .errors import ScheduleError
 from .loop import Loop, LoopIndex, resolve_loop
 from .lower import input_buffers, lower_tensor, tensors_in_order
 from .stmt_nest import check_statement
-from .stmt import Block, ExternCall, For, Stmt, Store, iter_stmts
+from .stmt import Block, ExternCall, For, Stmt, Store, iter_stmts, stmt_depth
 
 __all__ = ["NestState"]
+
+
+def _input_depth(tensors: Any, outputs: Any) -> int:
+    """The nesting depth of what a nest is built from (tensor bodies or statements)."""
+    items = tensors if tensors is not None else outputs
+    items = [items] if isinstance(items, (Tensor, Stmt)) else list(items or [])
+    return max([expr_depth([t.body for t in items if isinstance(t, Tensor)])]
+               + [stmt_depth(s) for s in items if isinstance(s, Stmt)])
 
 
 class NestState:
@@ -44,6 +54,7 @@ class NestState:
     }
     """
 
+    @recursion_guard(depth=lambda self, tensors=None, outputs=None, **_: _input_depth(tensors, outputs))
     def __init__(self, tensors: Any = None, outputs: Sequence[Buffer] | None = None, *, _empty: bool = False):
         is_stmt = isinstance(tensors, Stmt) or (isinstance(tensors, (list, tuple)) and tensors
                                                 and all(isinstance(s, Stmt) for s in tensors))

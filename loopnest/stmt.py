@@ -19,12 +19,14 @@ from typing import Any, Callable, Iterator, Sequence
 
 from te.expr import Expr, Var, as_expr, check_condition, const
 from te.functor import Functor
+from te.queries import expr_depth
+from te.recursion import recursion_guard
 
 from .kinds import ForKind
 from .printer import stmt_to_str
 
 __all__ = ["ForKind", "Stmt", "For", "Store", "Cond", "Block", "Let", "LetStmt", "Allocate", "Free", "ExternCall",
-           "StmtMutator", "StmtVisitor", "iter_stmts", "as_block"]
+           "StmtMutator", "StmtVisitor", "iter_stmts", "stmt_depth", "as_block"]
 
 
 class Stmt:
@@ -41,7 +43,7 @@ class Stmt:
         return type(self)(**vals)
 
     def __str__(self) -> str:
-        return stmt_to_str(self)
+        return _stmt_str(self)
 
     def __repr__(self) -> str:
         return self.__str__()
@@ -309,3 +311,29 @@ def stmt_exprs(s: Stmt) -> list[Expr]:
         v = getattr(s, f)
         out.extend(v if isinstance(v, tuple) else (v,))
     return out
+
+
+def stmt_depth(root: Stmt) -> int:
+    """The nesting depth of ``root``: over its statements, the most statements enclosing one
+    (itself included) plus the ``te.queries.expr_depth`` of its expressions. Computed without
+    recursion; recursive passes over ``root`` need about this many nested calls.
+
+    >>> from te import Buffer, Var
+    >>> A = Buffer("A", (8,), "float32"); i = Var("i")
+    >>> stmt_depth(Store(A, (0,), A[1] + 1.0)), stmt_depth(Block([For(i, 0, 8, Block([Store(A, (i,), 1.0)]))]))
+    (4, 5)
+    """
+    best = 0
+    stack = [(root, 1)]
+    while stack:
+        s, level = stack.pop()
+        best = max(best, level + expr_depth(stmt_exprs(s)))
+        for f in _STMT_FIELDS.get(type(s), ()):
+            v = getattr(s, f)
+            if v is not None:
+                stack.extend((x, level + 1) for x in (v if f == "stmts" else (v,)))
+    return best
+
+
+#: printing a statement recurses through its expressions (a deep one runs on a deep thread)
+_stmt_str = recursion_guard(stmt_to_str, depth=stmt_depth)

@@ -24,5 +24,6 @@ from .tensor import Buffer, Compute, Max, Min, Prod, Reduce, Reducer, Sum, Tenso
 from .multi import ArgMax, ArgMin, TupleReducer, argmax, argmin
 from .simplify import simplify
 from .extern import Extern, ExternFunc, ExternTensor
+from .recursion import ExpressionDepthError
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -14,6 +14,8 @@ import numpy as np
 from . import expr as E
 from .bitops import BIT_OPS
 from .functor import Functor
+from .queries import expr_depth
+from .recursion import recursion_guard
 
 _PREC = {E.Or: 1, E.And: 2, E.EQ: 6, E.NE: 6, E.LT: 6, E.LE: 6, E.GT: 6, E.GE: 6,
          E.Add: 8, E.Sub: 8, E.Mul: 9, E.Div: 9, E.Mod: 9}
@@ -117,6 +119,7 @@ class _Printer(Functor):
 _PRINTER = _Printer()
 
 
+@recursion_guard(depth=lambda e, prec=0: expr_depth(e))
 def expr_to_str(e: E.Expr, prec: int = 0) -> str:
     """Print ``e``; parenthesise when the surrounding operator binds tighter than ``prec``.
 

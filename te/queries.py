@@ -34,7 +34,7 @@ from .dtypes import Dtype
 from .expr import Broadcast, Cast, Expr, FloatImm, IntImm, Let, Load, Var, structural_equal, structural_key
 
 __all__ = ["free_vars", "uses_var", "int_value", "fold_int", "loads", "has_load", "loaded_buffers",
-           "structural_key", "structural_equal"]
+           "expr_depth", "structural_key", "structural_equal"]
 
 
 def _roots(exprs) -> list:
@@ -108,6 +108,41 @@ def uses_var(exprs: Expr | Iterable[Expr], var: Var) -> bool:
             return True
         push(x.children())
     return False
+
+
+# ------------------------------------------------------------------------------------
+# shape
+# ------------------------------------------------------------------------------------
+def expr_depth(exprs: Expr | Iterable[Expr]) -> int:
+    """The nesting depth of ``exprs``: the number of nodes on the longest path from a root
+    down to a leaf (a leaf is 1; 0 for no expressions). Computed without recursion, each
+    shared subexpression once, so it is safe on the deepest expressions; recursive passes
+    need about this many nested calls (see ``te.recursion``).
+
+    >>> from te import Var
+    >>> i = Var("i")
+    >>> expr_depth(i), expr_depth(i * 2 + 1), expr_depth([i, (i + 1) * (i + 2) - 3]), expr_depth([])
+    (1, 3, 4, 0)
+    """
+    depth: dict[int, int] = {}
+    best = 0
+    stack = [(e, False) for e in _roots(exprs)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        n, done = pop()
+        if id(n) in depth:
+            d = depth[id(n)]
+        elif type(n) in _LEAVES:
+            d = depth[id(n)] = 1
+        elif done:
+            d = depth[id(n)] = 1 + max((depth[id(c)] for c in n.children()), default=0)
+        else:
+            push((n, True))
+            stack.extend((c, False) for c in n.children() if id(c) not in depth)
+            continue
+        if d > best:
+            best = d
+    return best
 
 
 # ------------------------------------------------------------------------------------

@@ -45,7 +45,8 @@ import numpy as np
 from . import expr as E
 from .dtypes import Dtype, bool_, float32, float64
 from .functor import Functor
-from .queries import free_vars as _free_vars, int_value, uses_var
+from .queries import expr_depth, free_vars as _free_vars, int_value, uses_var
+from .recursion import recursion_guard
 
 __all__ = ["simplify", "const_int_bounds", "prove", "is_const_int", "const_int"]
 
@@ -80,6 +81,7 @@ def is_const_int(e: Any, value: int | None = None) -> bool:
 const_int = int_value
 
 
+@recursion_guard(depth=lambda e, ranges=None: expr_depth(E.as_expr(e)))
 def simplify(e: E.Expr, ranges: dict[E.Var, tuple] | None = None) -> E.Expr:
     """Simplify ``e``; ``ranges`` maps Vars to ``(min, extent)`` (ints or integer Exprs).
 
@@ -100,6 +102,7 @@ def simplify(e: E.Expr, ranges: dict[E.Var, tuple] | None = None) -> E.Expr:
     return out
 
 
+@recursion_guard(depth=lambda e, ranges=None: expr_depth(E.as_expr(e)))
 def const_int_bounds(e: E.Expr, ranges: dict[E.Var, tuple] | None = None) -> tuple[int | None, int | None]:
     """Integer bounds ``(lo, hi)`` with ``lo <= e <= hi`` for every lane and every point of
     ``ranges``; a side is ``None`` when nothing better than the dtype's own limit is known

@@ -60,7 +60,7 @@ from __future__ import annotations
 from typing import Any
 
 from te.expr import ExprVisitor
-from te.queries import loaded_buffers
+from te.functor import Functor
 from loopnest.queries import stmt_free_vars, stmt_loaded_buffers, stmt_stored_buffers
 from loopnest.stmt import Cond, StmtVisitor
 
@@ -176,16 +176,49 @@ class _Choices(StmtVisitor):
 
 
 class _SelectChoices(ExprVisitor):
-    """The expression side of :class:`_Choices`."""
+    """The expression side of :class:`_Choices`. The buffers of each side come from one
+    bottom-up pass (``_LoadedBuffers``), so a chain of nested selects takes linear time."""
 
     def __init__(self, on_choice):
         self.on_choice = on_choice
+        self.loaded = _LoadedBuffers()
 
     def visit_Select(self, e) -> None:
-        self.on_choice(loaded_buffers(e.t), loaded_buffers(e.f))
+        self.on_choice(list(self.loaded.visit(e.t).values()), list(self.loaded.visit(e.f).values()))
         self.generic(e)
 
     visit_IfThenElse = visit_Select
+
+
+class _LoadedBuffers(Functor):
+    """``visit(e)``: ``{id(buffer): buffer}`` for the buffers ``e`` loads, in the order of
+    ``te.queries.loaded_buffers``; each node is visited once (the result must not be changed).
+
+    >>> from te import Buffer, Var
+    >>> A, B = Buffer("A", (8,), "float32"), Buffer("B", (8,), "int32"); i = Var("i")
+    >>> [b.name for b in _LoadedBuffers().visit(A[B[i]] * 2.0 + A[i]).values()]
+    ['A', 'B']
+    """
+
+    memoize = True
+    _NONE: dict = {}
+
+    def visit_Var(self, e) -> dict:
+        return self._NONE
+
+    visit_IntImm = visit_FloatImm = visit_Var
+
+    def visit_Load(self, e) -> dict:
+        out = {id(e.buffer): e.buffer}
+        for x in e.indices:
+            out.update(self.visit(x))
+        return out
+
+    def generic(self, e) -> dict:
+        out: dict = {}
+        for c in e.children():
+            out.update(self.visit(c))
+        return out
 
 
 def _buffers(k: KernelPlan) -> tuple[dict[int, Any], set[int]]:
