@@ -105,8 +105,10 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
           for (int i_inner = 0; i_inner < 32; i_inner++) {   gpu_thread.x for (int i_inner = 0; i_inner < 32; i_inner++) {
 
     Refused: a ``dim`` outside 0..2; a second loop on the same path bound to the same kind
-    and axis; a block loop inside a thread loop; and (GPU iterations run in parallel) a loop
-    carrying a dependence, as for ``parallelize``.
+    and axis; a block loop inside a thread loop or below a loop that is not itself a block
+    loop with that one statement in its body (the grid is the kernel's outermost loops: bind
+    block loops outermost first); and (GPU iterations run in parallel) a loop carrying a
+    dependence, as for ``parallelize``.
     """
     label_op = "set_gpu_block_index" if kind == ForKind.GPU_BLOCK else "set_gpu_thread_index"
     if isinstance(dim, bool) or not isinstance(dim, int) or dim not in (0, 1, 2):
@@ -126,6 +128,7 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
         if t is not None:
             raise ScheduleError(f"cannot bind loop {loop.name} to {label}: it is inside the gpu_thread loop "
                                 f"{t.var.name}; block loops must enclose thread loops")
+        _check_block_loop_outermost(loop.name, label, outer, f)
     else:
         b = next((g for g in inner if g.kind == ForKind.GPU_BLOCK), None)
         if b is not None:
@@ -135,6 +138,22 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
         legality_checks().check_gpu_bind(nest, loop, label)
     _set_kind(nest, f, kind, dim)
     return loop
+
+
+def _check_block_loop_outermost(name: str, label: str, outer: list, f) -> None:
+    """A block loop's enclosing loops must be block loops, each with nothing but the next
+    loop in its body: the outermost loops of a kernel make its grid."""
+    for g, child in zip(outer, outer[1:] + [f]):
+        if g.kind != ForKind.GPU_BLOCK:
+            raise ScheduleError(
+                f"cannot bind loop {name} to {label}: it is inside loop {g.var.name}, which is not a gpu_block "
+                f"loop; a kernel's grid is its outermost loops. Bind {g.var.name} to a block index first "
+                f"(block loops outermost first), or reorder so that {name} is outermost")
+        if len(g.body.stmts) != 1 or g.body.stmts[0] is not child:
+            raise ScheduleError(
+                f"cannot bind loop {name} to {label}: the gpu_block loop {g.var.name} around it holds other "
+                f"statements besides it, so it would not be among the kernel's outermost loops; distribute "
+                f"{g.var.name} first")
 
 
 # ------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from codegen import BuildError, build
 from codegen.cuda import CudaKernel, compile as cuda_compile, examples, nvcc_available
 from codegen.cuda.emulate import EmulationError, host_compiler, run_on_host
 from codegen.cuda.launch import DeviceArray
-from loopnest import LoopNest
+from loopnest import LoopNest, ScheduleError
 from loopnest.stmt import Block, For, ForKind, Store
 from te import Buffer, Compute, Reduce, Sum, Var, float32, int32
 from te.expr import FloatImm
@@ -413,8 +413,19 @@ def test_refuses_more_shared_memory_than_48kib():
 def test_refuses_block_loops_that_are_not_outermost():
     A, B, nest = _elementwise(64)
     o, i = nest.split_with_mask(nest.get_loops_for(B)[0], 8)
+    before = str(nest)
+    with pytest.raises(ScheduleError, match="i_inner to gpu_block.x: it is inside loop i_outer, which is not a "
+                                            "gpu_block loop.*Bind i_outer to a block index first"):
+        nest.set_gpu_block_index(i, 0)
+    assert str(nest) == before
+    nest.set_gpu_block_index(o, 1)          # outermost first: then the inner one may be a block loop too
     nest.set_gpu_block_index(i, 0)
-    with pytest.raises(BuildError, match="gpu_block loop i_inner is not among the outermost loops"):
+    build(nest, [A, B], target="cuda")
+    # a nest written by hand that breaks the rule is still refused by the backend
+    b, t = Var("b"), Var("t")
+    nest.root = Block((For(t, 0, 8, Block([For(b, 0, 8, Block([Store(B, (t * 8 + b,), A[t * 8 + b])]),
+                                               ForKind.GPU_BLOCK, 0)])),))
+    with pytest.raises(BuildError, match="gpu_block loop b is not among the outermost loops"):
         build(nest, [A, B], target="cuda")
 
 
