@@ -202,3 +202,4 @@ def compute_at(nest, buf: Buffer, loop) -> None:
                  f"{', '.join(legal)}") if legal else f"there is no loop where compute_at({t.name}, ...) is legal"
         raise ScheduleError(f"cannot compute {t.name} at loop {loop.name}: {e}; {where}") from None
     nest.root = new_root
+    nest._store_at[t.name] = loop.var
