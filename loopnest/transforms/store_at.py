@@ -120,7 +120,8 @@ def store_at(nest, buf: Buffer, loop) -> None:
     inference (a constant where that is bounded by one), its indices are rebased to the
     region's start, and it is allocated per iteration of the innermost parallel or GPU
     loop around or at ``loop``, else once outside. A dimension whose extent is not
-    bounded keeps its full size.
+    bounded keeps its full size, and so does a buffer of symbolic size inside GPU-bound
+    loops (``codegen.cuda`` shares one such buffer between the threads).
 
     Legality: ``buf`` is an intermediate, every access of ``buf`` is inside ``loop``,
     ``loop`` is not vectorized, each iteration of ``loop`` reads only values of ``buf``
@@ -231,6 +232,11 @@ def shrink_storage(nest, root: Stmt) -> Stmt:
         if plan is not None:
             concurrent = [k for k, g in enumerate(chain) if g.kind in _CONCURRENT]
             enter = frozenset(g.var for g in chain[:concurrent[-1] + 1]) if concurrent else frozenset()
+            gpu = any(g.kind in (ForKind.GPU_BLOCK, ForKind.GPU_THREAD) for g in chain[:len(enter)])
+            if gpu and any(fold_int(x) is None for x in plan[0]):
+                # a GPU kernel cannot size per-thread storage at launch: codegen.cuda shares
+                # one buffer between threads, which is exact only for the full-size buffer
+                continue
             plans.append((buf, f.var, enter, *plan))
     for buf, var, enter, shape, mins in plans:
         local = Buffer(buf.name, shape, buf.dtype)
