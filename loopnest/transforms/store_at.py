@@ -168,6 +168,10 @@ def store_at(nest, buf: Buffer, loop) -> None:
     nest._store_at[buf.name] = f.var
 
 
+def _const(x) -> int | None:
+    return x if isinstance(x, int) else fold_int(x)
+
+
 def _local_shape(nest, buf, bounds) -> tuple[list, list] | None:
     """The shape and region start of ``buf``'s storage for ``bounds``; None when no
     dimension shrinks."""
@@ -179,7 +183,7 @@ def _local_shape(nest, buf, bounds) -> tuple[list, list] | None:
             shape.append(dim)
             mins.append(IntImm(0, dim.dtype))
             continue
-        c, d = fold_int(s), fold_int(dim)
+        c, d = _const(s), _const(dim)
         if c is not None and d is not None and c >= d:
             shape.append(dim)
             mins.append(IntImm(0, dim.dtype))
@@ -233,7 +237,7 @@ def shrink_storage(nest, root: Stmt) -> Stmt:
             concurrent = [k for k, g in enumerate(chain) if g.kind in _CONCURRENT]
             enter = frozenset(g.var for g in chain[:concurrent[-1] + 1]) if concurrent else frozenset()
             gpu = any(g.kind in (ForKind.GPU_BLOCK, ForKind.GPU_THREAD) for g in chain[:len(enter)])
-            if gpu and any(fold_int(x) is None for x in plan[0]):
+            if gpu and any(_const(x) is None for x in plan[0]):
                 # a GPU kernel cannot size per-thread storage at launch: codegen.cuda shares
                 # one buffer between threads, which is exact only for the full-size buffer
                 continue
