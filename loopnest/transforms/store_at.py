@@ -58,7 +58,7 @@ def _accesses_outside(root: Stmt, f: For, buf) -> Stmt | None:
     return next((s for s in iter_stmts(root) if id(s) not in inside and _touches_itself(s, buf)), None)
 
 
-def _innermost_enclosing(nest, root: Stmt, buf) -> For | None:
+def _innermost_enclosing(root: Stmt, buf) -> For | None:
     """The innermost loop of ``root`` around every access of ``buf`` (None: no such loop)."""
     best = None
     for f in (s for s in iter_stmts(root) if isinstance(s, For)):
@@ -102,7 +102,7 @@ def storage_loop(nest, buf) -> For | None:
         return None
     f = nest.loop_index().get(var)
     if f is None or _accesses_outside(nest.root, f, buf) is not None:
-        f = _innermost_enclosing(nest, nest.root, buf)
+        f = _innermost_enclosing(nest.root, buf)
     inner = _parallel_inside(nest, f, buf) if f is not None else None
     return inner or f
 
