@@ -36,7 +36,7 @@ from .kernels import WORKLOADS, Spec
 
 __all__ = ["GPU_SCHEDULES", "TEST_SIZES", "gpu_nest", "thread_strided", "block_reduce", "matmul_config",
            "elementwise_gpu", "softmax_gpu", "layernorm_gpu", "row_sum_gpu", "transpose_gpu", "matmul_gpu",
-           "conv2d_gpu", "make_matmul_lowp"]
+           "conv2d_gpu", "blur_gpu", "make_matmul_lowp"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -359,6 +359,23 @@ def make_matmul_lowp(n: int, dtype: str = "float16") -> Spec:
                 flops=2 * n ** 3, bytes=(2 * A.dtype.itemsize + 4) * n * n, tol=1e-3)
 
 
+def blur_gpu(nest: LoopNest, spec: Spec, rows: int = 8, cols: int = 128) -> None:
+    """Halide's blur on the GPU: ``inp`` inlined, ``blur_y`` tiled ``rows`` x ``cols`` (a tile
+    per block, a column per thread), ``blur_x`` computed per tile into a ``(rows + 2) x
+    cols`` shared-memory buffer (storage follows ``compute_at``)."""
+    (by,) = spec.outputs
+    nest.compute_inline(_tensor(nest, "inp"))
+    y, x = nest.get_loops_for(by)
+    yo, xo, _, xi = nest.tile(y, x, rows, cols)
+    bx = _tensor(nest, "blur_x")
+    nest.compute_at(bx, xo)
+    nest.set_gpu_block_index(xo, 0)
+    nest.set_gpu_block_index(yo, 1)
+    nest.set_gpu_thread_index(xi, 0)
+    _, bxi = nest.split_with_mask(nest.get_loops_for(bx)[-1], cols)
+    nest.set_gpu_thread_index(bxi, 0)
+
+
 GPU_SCHEDULES: dict[str, Callable[[LoopNest, Spec], None]] = {
     "elementwise": elementwise_gpu,
     "softmax": softmax_gpu,
@@ -367,6 +384,7 @@ GPU_SCHEDULES: dict[str, Callable[[LoopNest, Spec], None]] = {
     "transpose": transpose_gpu,
     "matmul": matmul_gpu,
     "conv2d": conv2d_gpu,
+    "blur": blur_gpu,
 }
 
 #: sizes at which the GPU-bound nests run on IREval in well under a second each
@@ -378,6 +396,7 @@ TEST_SIZES: dict[str, object] = {
     "transpose": (40, 72),
     "matmul": 64,
     "conv2d": (1, 4, 8, 12, 4),
+    "blur": (20, 300),
 }
 
 

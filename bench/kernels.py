@@ -344,6 +344,46 @@ def hand_conv2d(nest: LoopNest, spec: Spec) -> None:
     conv2d_schedule(nest, spec.outputs[0])
 
 
+def make_blur(shape) -> Spec:
+    """Halide's separable 3x3 blur of an (h + 2) x (w + 2) image: the input scaled to
+    [0, 1], a horizontal blur ``blur_x`` and a vertical blur ``blur_y``."""
+    h, w = shape
+    A = Buffer("A", (h + 2, w + 2), float32)
+    inp = Compute("inp", (h + 2, w + 2), lambda y, x: A[y, x] * (1.0 / 255))
+    bx = Compute("blur_x", (h + 2, w), lambda y, x: (inp[y, x] + inp[y, x + 1] + inp[y, x + 2]) * (1.0 / 3))
+    by = Compute("blur_y", (h, w), lambda y, x: (bx[y, x] + bx[y + 1, x] + bx[y + 2, x]) * (1.0 / 3))
+    d = {"A": _rng().uniform(0, 255, (h + 2, w + 2)).astype(np.float32)}
+
+    def blur(a, dt):
+        f = a.astype(dt) / dt(255)
+        b = (f[:, :-2] + f[:, 1:-1] + f[:, 2:]) / dt(3)
+        return (b[:-2] + b[1:-1] + b[2:]) / dt(3)
+
+    def torch_fn(t, x):
+        av = t.from_numpy(x["A"])
+        k = t.full((1, 1, 3, 3), 1.0 / (9 * 255), dtype=t.float32)
+        return lambda: t.nn.functional.conv2d(av[None, None], k)
+
+    return Spec(f"{h}x{w}", [by], [A, by], d, {"blur_y": (h, w)}, lambda x: {"blur_y": blur(x["A"], np.float64)},
+                lambda x: blur(x["A"], np.float32), torch_fn,
+                flops=13 * h * w, bytes=4 * ((h + 2) * (w + 2) + h * w), tol=1e-5)
+
+
+def hand_blur(nest: LoopNest, spec: Spec, rows: int = 8, lanes: int = 8) -> None:
+    """Halide's blur schedule without storage folding: ``inp`` inlined, ``blur_x`` computed
+    per strip of ``rows`` output rows (in a strip-sized buffer per thread), strips in
+    parallel, rows vectorized."""
+    t = _tensors(nest)
+    (by,) = spec.outputs
+    nest.compute_inline(t["inp"])
+    y, _ = nest.get_loops_for(by)
+    yo, _ = nest.split_with_mask(y, rows)
+    nest.compute_at(t["blur_x"], yo)
+    nest.parallelize(yo)
+    vectorize_innermost(nest, by, lanes)
+    vectorize_innermost(nest, t["blur_x"], lanes)
+
+
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("elementwise", make_elementwise, [1 << 20], [1 << 24], hand_elementwise),
     Workload("softmax", make_softmax, [(512, 1024)], [(4096, 1024)], hand_softmax),
@@ -353,4 +393,5 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("matmul", make_matmul, [256, 512], [256, 512, 1024, 2048], hand_matmul,
              skip_default=lambda n: n > 1024),     # the unscheduled 2048 matmul takes ~2 minutes a call
     Workload("conv2d", make_conv2d, [(1, 16, 28, 28, 16)], [(1, 64, 56, 56, 64)], hand_conv2d),
+    Workload("blur", make_blur, [(512, 768)], [(1536, 2560)], hand_blur),
 ]}

@@ -34,6 +34,7 @@ from .state import NestState
 from .stmt import ForKind, stmt_depth
 from .transforms import cache as _cache
 from .transforms import compute_at as _compute_at
+from .transforms import store_at as _store_at
 from .transforms import dead_stores as _dead_stores
 from .transforms import distribute as _distribute
 from .transforms import fuse as _fuse
@@ -293,6 +294,12 @@ class LoopNest(NestState):
     def compute_at(self, t, loop):
         """Compute the region of ``t`` needed by one iteration of ``loop`` inside it."""
         return _compute_at.compute_at(self, self.buffer(t), self.loop(loop))
+
+    @_transform
+    def store_at(self, t, loop):
+        """Size the storage of ``t`` for one iteration of ``loop`` (None: the whole buffer);
+        ``compute_at`` stores at its loop. See transforms.store_at."""
+        return _store_at.store_at(self, self.buffer(t), None if loop is None else self.loop(loop))
 
     @_transform
     def cache_accesses(self, buffer, name: str, loop):

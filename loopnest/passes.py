@@ -4,7 +4,7 @@ Each pass takes ``(nest, root)`` and returns the new root. With ``dump=True`` (o
 ``LOOPNEST_DUMP_PASSES=1`` in the environment) the IR is printed before and after each pass.
 
 >>> [name for name, _ in PASSES]
-['simplify', 'flatten_indices', 'vectorize', 'widen_indices', 'insert_allocations', 'final_simplify', 'verify']
+['shrink_storage', 'simplify', 'flatten_indices', 'vectorize', 'widen_indices', 'insert_allocations', 'final_simplify', 'verify']
 """
 from __future__ import annotations
 
@@ -188,7 +188,9 @@ class _Allocator(StmtMutator):
 def insert_allocations(nest, root: Stmt) -> Stmt:
     """Each intermediate buffer gets an Allocate/Free around the tightest range of its uses.
 
-    The range goes into a loop only when each iteration reads nothing of the buffer that
+    A buffer that ``shrink_storage`` sized for one iteration of a loop is allocated once
+    outside its loops, and per iteration of a parallel or GPU loop around or at that loop.
+    Another range goes into a loop only when each iteration reads nothing of the buffer that
     another iteration wrote (``privatizable``, decided on the nest's schedule, whose loops
     ``root`` keeps): a fresh buffer per iteration would lose such values.
 
@@ -216,8 +218,13 @@ def insert_allocations(nest, root: Stmt) -> Stmt:
 
 def _private_to(nest, buf, f: For) -> bool:
     """Whether ``buf`` may be allocated inside loop ``f`` (a loop of ``nest.root`` or a lowered
-    copy of one); False for a loop the nest's analysis does not know."""
+    copy of one); False for a loop the nest's analysis does not know. A buffer stored at a
+    loop (``shrink_storage``) is allocated once outside it, per iteration of a parallel loop."""
     from .lazy_analysis import legality_checks, polyhedral_domains
+    from .transforms.store_at import allocate_inside
+    inside = allocate_inside(nest, buf, f)
+    if inside is not None:
+        return inside
     if id(f.var) not in polyhedral_domains().analyze(nest).loops:
         return False
     return legality_checks().privatizable(nest, buf, f.var)
@@ -233,7 +240,15 @@ def verify_pass(nest, root: Stmt) -> Stmt:
     return root
 
 
+def shrink_storage(nest, root: Stmt) -> Stmt:
+    """Intermediates stored at a loop (``compute_at``, ``store_at``) get a buffer of the size
+    of the region one iteration of the loop touches (``transforms.store_at``)."""
+    from .transforms.store_at import shrink_storage as shrink
+    return shrink(nest, root)
+
+
 PASSES: list[tuple[str, Callable]] = [
+    ("shrink_storage", shrink_storage),
     ("simplify", lambda nest, root: simplify_stmt(root)),
     ("flatten_indices", flatten_indices),
     ("vectorize", vectorize),

@@ -181,8 +181,11 @@ def compute_at(nest, buf: Buffer, loop) -> None:
     from its current definition (``current_definition``: what was inlined into B stays
     inlined); a dimension of extent 1 gets no loop, a reduction gets its initialisation and
     reduction loops. Earlier schedules of B's loops are dropped, so schedule them after
-    compute_at (``nest.get_loops_for(B)``). B keeps its full-size storage. Elements needed
-    by several iterations are recomputed by each.
+    compute_at (``nest.get_loops_for(B)``). B is stored at ``loop`` (``store_at``):
+    ``prepare_for_codegen`` gives it a buffer of the size of the region one iteration of
+    ``loop`` touches, its indices rebased, allocated once outside ``loop`` (per iteration of
+    a parallel loop); ``store_at(B, outer)`` hoists the storage. Elements needed by several
+    iterations are recomputed by each.
 
     Legality: B must be an intermediate tensor (not an output, an input, or a buffer made
     by a transform), every read of B must be inside ``loop``, ``loop`` must not be
@@ -202,3 +205,4 @@ def compute_at(nest, buf: Buffer, loop) -> None:
                  f"{', '.join(legal)}") if legal else f"there is no loop where compute_at({t.name}, ...) is legal"
         raise ScheduleError(f"cannot compute {t.name} at loop {loop.name}: {e}; {where}") from None
     nest.root = new_root
+    nest._store_at[t.name] = loop.var

@@ -105,10 +105,10 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
           for (int i_inner = 0; i_inner < 32; i_inner++) {   gpu_thread.x for (int i_inner = 0; i_inner < 32; i_inner++) {
 
     Refused: a ``dim`` outside 0..2; a second loop on the same path bound to the same kind
-    and axis; a block loop inside a thread loop or below a loop that is not itself a block
-    loop with that one statement in its body (the grid is the kernel's outermost loops: bind
-    block loops outermost first); and (GPU iterations run in parallel) a loop carrying a
-    dependence, as for ``parallelize``.
+    and axis; a block loop inside a thread loop; once block loops enclose thread loops, a
+    block loop below a loop that is not a block loop holding only it (a kernel's grid is its
+    outermost loops; block loops may be bound in any order before their threads); and (GPU
+    iterations run in parallel) a loop carrying a dependence, as for ``parallelize``.
     """
     label_op = "set_gpu_block_index" if kind == ForKind.GPU_BLOCK else "set_gpu_thread_index"
     if isinstance(dim, bool) or not isinstance(dim, int) or dim not in (0, 1, 2):
@@ -128,32 +128,40 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
         if t is not None:
             raise ScheduleError(f"cannot bind loop {loop.name} to {label}: it is inside the gpu_thread loop "
                                 f"{t.var.name}; block loops must enclose thread loops")
-        _check_block_loop_outermost(loop.name, label, outer, f)
+        if any(g.kind == ForKind.GPU_THREAD for g in inner):
+            _check_grid_chain(loop.name, label, outer + [f])
     else:
         b = next((g for g in inner if g.kind == ForKind.GPU_BLOCK), None)
         if b is not None:
             raise ScheduleError(f"cannot bind loop {loop.name} to {label}: the gpu_block loop {b.var.name} is "
                                 f"inside it; block loops must enclose thread loops")
+        _check_grid_chain(loop.name, label, outer)
     if check:
         legality_checks().check_gpu_bind(nest, loop, label)
     _set_kind(nest, f, kind, dim)
     return loop
 
 
-def _check_block_loop_outermost(name: str, label: str, outer: list, f) -> None:
-    """A block loop's enclosing loops must be block loops, each with nothing but the next
-    loop in its body: the outermost loops of a kernel make its grid."""
-    for g, child in zip(outer, outer[1:] + [f]):
+def _check_grid_chain(name: str, label: str, path: list) -> None:
+    """The loops of ``path`` (outermost first) down to its innermost block loop must all be
+    block loops, each holding only the next: a kernel's grid is its outermost loops. Checked
+    once a block loop has thread loops inside it (binding usually goes blocks first, threads
+    last), so block loops may be bound in any order before that."""
+    blocks = [k for k, g in enumerate(path) if g.kind == ForKind.GPU_BLOCK]
+    if not blocks:
+        return
+    chain = path[:blocks[-1] + 1]
+    for g, child in zip(chain, chain[1:]):
         if g.kind != ForKind.GPU_BLOCK:
             raise ScheduleError(
-                f"cannot bind loop {name} to {label}: it is inside loop {g.var.name}, which is not a gpu_block "
-                f"loop; a kernel's grid is its outermost loops. Bind {g.var.name} to a block index first "
-                f"(block loops outermost first), or reorder so that {name} is outermost")
+                f"cannot bind loop {name} to {label}: the gpu_block loop {child.var.name} is inside loop "
+                f"{g.var.name}, which is not a gpu_block loop, and a kernel's grid is its outermost loops; bind "
+                f"{g.var.name} to a block index too, or reorder so that the block loops are outermost")
         if len(g.body.stmts) != 1 or g.body.stmts[0] is not child:
             raise ScheduleError(
-                f"cannot bind loop {name} to {label}: the gpu_block loop {g.var.name} around it holds other "
-                f"statements besides it, so it would not be among the kernel's outermost loops; distribute "
-                f"{g.var.name} first")
+                f"cannot bind loop {name} to {label}: the gpu_block loop {g.var.name} holds other statements "
+                f"besides loop {child.var.name}, so {child.var.name} is not among the kernel's outermost "
+                f"loops; distribute {g.var.name} first")
 
 
 # ------------------------------------------------------------------------------------

@@ -334,8 +334,8 @@ def test_compute_at_inside_thread_loop_and_vector_stores():
     jo, ji, _ = nest.split_with_tail(nest.get_loops_for(C)[-1], 4)
     nest.vectorize(ji)
     k = build(nest, [A, C], target="cuda")
-    # B has a launch-time size inside the thread loop: one global buffer (rows are disjoint)
-    assert [b.name for b in k.module.scratch] == ["B"]
+    # B is stored at the thread loop: one row per thread, in the thread's local memory
+    assert k.module.scratch == [] and "float b_B[16];" in k.source
     assert "float tc_v1[4];" in k.source                     # lanes computed, then stored
     a = np.random.default_rng(0).random((70, 16)).astype(np.float32)
     c = np.zeros_like(a)
@@ -411,19 +411,23 @@ def test_refuses_more_shared_memory_than_48kib():
 
 
 def test_refuses_block_loops_that_are_not_outermost():
-    A, B, nest = _elementwise(64)
-    o, i = nest.split_with_mask(nest.get_loops_for(B)[0], 8)
+    A = Buffer("A", (4, 64), float32)
+    B = Compute("B", (4, 64), lambda i, j: A[i, j] * 2.0)
+    nest = LoopNest([B])
+    i, j = nest.get_loops_for(B)
+    jo, ji = nest.split_with_mask(j, 16)
+    nest.set_gpu_block_index(jo, 0)         # block loops may be bound inner first ...
     before = str(nest)
-    with pytest.raises(ScheduleError, match="i_inner to gpu_block.x: it is inside loop i_outer, which is not a "
-                                            "gpu_block loop.*Bind i_outer to a block index first"):
-        nest.set_gpu_block_index(i, 0)
+    with pytest.raises(ScheduleError, match="the gpu_block loop j_outer is inside loop i, which is not a "
+                                            "gpu_block loop.*bind i to a block index too"):
+        nest.set_gpu_thread_index(ji, 0)    # ... but once threads are bound, the grid must be outermost
     assert str(nest) == before
-    nest.set_gpu_block_index(o, 1)          # outermost first: then the inner one may be a block loop too
-    nest.set_gpu_block_index(i, 0)
+    nest.set_gpu_block_index(i, 1)
+    nest.set_gpu_thread_index(ji, 0)
     build(nest, [A, B], target="cuda")
     # a nest written by hand that breaks the rule is still refused by the backend
     b, t = Var("b"), Var("t")
-    nest.root = Block((For(t, 0, 8, Block([For(b, 0, 8, Block([Store(B, (t * 8 + b,), A[t * 8 + b])]),
+    nest.root = Block((For(t, 0, 4, Block([For(b, 0, 64, Block([Store(B, (t, b), A[t, b])]),
                                                ForKind.GPU_BLOCK, 0)])),))
     with pytest.raises(BuildError, match="gpu_block loop b is not among the outermost loops"):
         build(nest, [A, B], target="cuda")

@@ -76,6 +76,9 @@ def test_compute_at_still_allocates_inside_the_loop():
     nest = LoopNest([C])
     i, _ = nest.get_loops_for(C)
     nest.compute_at(B, i)
+    # stored at i (the default after compute_at): sized for one iteration, allocated once
+    assert str(nest.copy().prepare_for_codegen()).startswith("float32 B[3, 8]; // alloc\nfor (int i_1 = 0;")
+    nest.store_at(B, None)   # the whole buffer: still private to an iteration of i
     assert "for (int i_1 = 0; i_1 < 14; i_1++) {\n  float32 B[16, 8]; // alloc" in str(nest.prepare_for_codegen())
 
 

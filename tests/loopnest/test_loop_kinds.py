@@ -375,7 +375,7 @@ def test_gpu_binding_refusals():
 def test_parallelize_after_compute_at_privatizes_the_intermediate(backend):
     """B is recomputed inside each iteration of i (compute_at): its storage is reused across
     iterations, but every read sees the same iteration's writes, so i may run in parallel
-    (insert_allocations puts B's allocation inside the loop)."""
+    (insert_allocations puts B's allocation, sized for one iteration, inside the loop)."""
     A = Buffer("A", (16, 8), float32)
     B = Compute("B", (16, 8), lambda i, j: A[i, j] * 2.0)
     C = Compute("C", (14, 8), lambda i, j: B[i, j] + B[i + 1, j] + B[i + 2, j])
@@ -383,7 +383,7 @@ def test_parallelize_after_compute_at_privatizes_the_intermediate(backend):
     i, j = nest.get_loops_for(C)
     nest.compute_at(B, i)
     nest.parallelize(i)
-    assert "parallel for (int i_1 = 0; i_1 < 14; i_1++) {\n  float32 B[16, 8]; // alloc" in str(
+    assert "parallel for (int i_1 = 0; i_1 < 14; i_1++) {\n  float32 B[3, 8]; // alloc" in str(
         nest.copy().prepare_for_codegen())
     a = rand(16, 8)
     (c,) = run(nest, [A, C], [a, np.zeros((14, 8), np.float32)], backend)[1:]

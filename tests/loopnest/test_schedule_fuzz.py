@@ -3,7 +3,7 @@ each compared with the unscheduled program on IREval.
 
 Every transform of the LoopNest API is drawn (splits, tile, slices, normalize, reorder,
 fuse, flatten, distribute, vectorize, unroll, parallelize, GPU binding on IREval,
-compute_inline, compute_at, cache_accesses, rfactor, eliminate_dead_stores,
+compute_inline, compute_at, store_at, cache_accesses, rfactor, eliminate_dead_stores,
 simplify). A draw the nest refuses must raise ScheduleError and leave the nest exactly as it was; anything else
 is a failure. Inputs are small integers in float32, so every sum is exact whatever the
 order (rfactor, reordered reductions) and results are compared bit for bit. Each
@@ -97,7 +97,7 @@ def random_step(nest, rnd: random.Random, gpu: bool, counter: list) -> str:
     loops = nest.get_all_loops()
     ops = ["split_with_tail", "split_with_mask", "tile", "slice_head", "slice_tail", "normalize", "reorder",
            "reorder_axis", "fuse", "flatten", "distribute", "vectorize", "unroll", "parallelize",
-           "compute_inline", "compute_at", "compute_at", "cache_accesses", "rfactor", "eliminate_dead_stores",
+           "compute_inline", "compute_at", "compute_at", "store_at", "cache_accesses", "rfactor", "eliminate_dead_stores",
            "simplify"]
     if gpu:  # GPU-bound loops run serially on IREval; CPU compilers do not take them
         ops += ["set_gpu_block_index", "set_gpu_thread_index"]
@@ -148,6 +148,10 @@ def random_step(nest, rnd: random.Random, gpu: bool, counter: list) -> str:
         if not tensors:
             return "none"
         nest.compute_at(rnd.choice(tensors), pick())
+    elif op == "store_at":
+        if not tensors:
+            return "none"
+        nest.store_at(rnd.choice(tensors), rnd.choice([pick(), None]))
     elif op == "cache_accesses":
         counter[0] += 1
         buf = rnd.choice(sorted(nest.buffers.values(), key=lambda b: b.name))
