@@ -25,6 +25,8 @@ from .programs import random_program
 
 SCHEDULES_PER_PROGRAM = 3
 MAX_STEPS = 8
+#: failures of one signature minimised (each distinct set of remaining transforms is a class)
+MINIMISED_PER_SIGNATURE = 4
 
 
 @dataclass
@@ -38,8 +40,8 @@ class Found:
 
 @dataclass
 class Summary:
-    """Counts of a campaign, its failures by class (signature -> count), one example
-    failure per class, the reproducer scripts written, and every failure found."""
+    """Counts of a campaign, its failures by signature (signature -> count), one example
+    failure per signature, the reproducer scripts written (by class), and every failure found."""
     seed: int
     programs: int = 0
     schedules: int = 0
@@ -50,6 +52,7 @@ class Summary:
     examples: dict = field(default_factory=dict)
     reproducers: dict = field(default_factory=dict)
     found: list = field(default_factory=list)
+    minimised: collections.Counter = field(default_factory=collections.Counter)
 
     @property
     def failures(self) -> int:
@@ -69,8 +72,9 @@ class Summary:
             lines.append(f"  {kind:10s} {self.by_kind[kind]}")
         for sig, n in self.classes.most_common():
             lines.append(f"  {n:5d} x {self.examples[sig]}")
-            if sig in self.reproducers:
-                lines.append(f"          reproducer: {self.reproducers[sig]}")
+        if self.reproducers:
+            lines.append("reproducers (failure class: signature + the transforms that remain):")
+            lines += [f"  {cls}: {path}" for cls, path in sorted(self.reproducers.items())]
         return "\n".join(lines)
 
 
@@ -80,21 +84,25 @@ def _file_name(sig: str, case: int) -> str:
 
 def _record(summary: Summary, failures: list, case: Case, steps: list, k: int, targets, out: Path | None,
             options: dict) -> None:
+    """Count ``failures``; with ``out``, minimise the first few of each signature and write
+    a reproducer for each new class (signature and the transforms left after minimising)."""
     for f in failures:
         summary.found.append(Found(k, f, steps, case.program))
         summary.by_kind[f.kind] += 1
         summary.classes[f.signature] += 1
-        if f.signature in summary.examples:
+        summary.examples.setdefault(f.signature, f"{f} (case {k})")
+        if out is None or summary.minimised[f.signature] >= MINIMISED_PER_SIGNATURE:
             continue
-        summary.examples[f.signature] = f"{f} (case {k})"
-        if out is not None:
-            small = minimize(case, steps, f, targets, **options)
-            small_case = minimize_program(case, small, f, targets, **options)
-            small = minimize(small_case, small, f, targets, **options)
-            path = out / _file_name(f.signature, k)
-            path.write_text(reproducer_source(small_case, small, f, targets,
-                                              f"{f.signature} (seed {summary.seed}, case {k})"))
-            summary.reproducers[f.signature] = str(path)
+        summary.minimised[f.signature] += 1
+        small = minimize(case, steps, f, targets, **options)
+        cls = "+".join([f.signature] + sorted({s["op"] for s in small}))
+        if cls in summary.reproducers:
+            continue
+        small_case = minimize_program(case, small, f, targets, **options)
+        small = minimize(small_case, small, f, targets, **options)
+        path = out / _file_name(cls, k)
+        path.write_text(reproducer_source(small_case, small, f, targets, f"{cls} (seed {summary.seed}, case {k})"))
+        summary.reproducers[cls] = str(path)
 
 
 def run_campaign(seed: int, count: int | None = None, seconds: float | None = None, targets=("ireval", "llvm"),
