@@ -180,7 +180,12 @@ import operator
 from te import (Buffer, Compute, Max, Min, Reduce, Sum, Var, cast, const, floordiv, floormod, if_then_else,
                 int32, maximum, minimum, select)
 
+try:   # building the program is checked too
 {program}
+except Exception:
+    traceback.print_exc()
+    print("FAIL")
+    sys.exit(1)
 
 OUTPUTS = [{outputs}]
 INPUTS = [{inputs}]
@@ -264,7 +269,7 @@ def reproducer_source(case: Case, steps: list, failure: Failure, targets, title:
         cpu = [t for t in cpu if t != "llvm"]
     message = "\n".join(line[:200] for line in str(failure).splitlines()[:6])
     return _TEMPLATE.format(
-        title=title, message=message, program=to_source(p),
+        title=title, message=message, program="\n".join("    " + line for line in to_source(p).splitlines()),
         outputs=", ".join(p.outputs), inputs=", ".join(t.name for t in p.inputs),
         sizes=", ".join(f"{n}: {v}" for n, v in p.sizes.items()),
         data=json.dumps({n: _array(a) for n, a in case.data.items()}),
