@@ -39,7 +39,8 @@ KNOWN_ISSUE_12 = {
     "fuse_privatized_alloc": lambda f: f.failure.kind in ("wrong", "run") and "fuse" in _ops(f),
     "inline_chain_stale_def": lambda f: f.failure.kind in ("wrong", "run", "build")
     and sum(op in ("compute_inline", "compute_at") for op in _ops(f)) >= 2,
-    "cache_bounds_or_split_tail": lambda f: f.failure.kind in ("wrong", "run") and "cache_accesses" in _ops(f),
+    "cache_bounds_or_split_tail": lambda f: f.failure.kind in ("wrong", "run", "build")
+    and "cache_accesses" in _ops(f),
     "select_eq_condition": lambda f: f.failure.kind == "reference" and _spells_eq(f.program),
     "simplify_not_in_history": lambda f: f.failure.kind == "replay" and "simplify" in _ops(f),
     "deep_expression": lambda f: f.failure.error == "RecursionError",
