@@ -13,7 +13,8 @@ import sys
 
 def main(argv: list | None = None) -> int:
     """Parse the command line and run a campaign."""
-    ap = argparse.ArgumentParser(prog="python -m fuzz", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m fuzz", description="The random program and schedule tester: "
+                                 "random programs, random schedules, every check, minimal reproducers.")
     ap.add_argument("--seconds", type=float, help="time budget (default 60 unless --count or --case)")
     ap.add_argument("--count", type=int, help="number of schedules to run (deterministic for a seed)")
     ap.add_argument("--seed", type=int, default=1)
