@@ -49,6 +49,8 @@ DTYPES = ("float32", "int32")
 SIZE_NAMES = ("N", "M")
 #: the probability that a stage is one deep sum (hundreds of terms)
 DEEP_PROBABILITY = 0.02
+#: the probability that a stage is a stencil: a sum of 3 to 6 loads of the previous stage
+STENCIL_PROBABILITY = 0.15
 #: magnitude bound of every value (float32 represents integers exactly up to 2**24)
 MAX_MAGNITUDE = 2.0 ** 20
 
@@ -425,8 +427,13 @@ class _Generator:
             rvars = ivars[len(shape):]
             prev = self.tensors[-1]
             body = [rnd.choice(ARITH), self.load(prev, dtype, ivars, rvars), self.expr(dtype, 2, ivars, rvars)]
-            if rnd.random() < DEEP_PROBABILITY:   # generated code and polynomials are this deep
+            draw = rnd.random()
+            if draw < DEEP_PROBABILITY:   # generated code and polynomials are this deep
                 body = ["sum", [self.load(prev, dtype, ivars, rvars) for _ in range(rnd.randint(100, 1500))]]
+            elif draw < DEEP_PROBABILITY + STENCIL_PROBABILITY and (prev.body is None or prev.body[0] != "sum"):
+                # one tensor read at several offsets (not two stencils in a row: inlining one
+                # into the other multiplies their terms)
+                body = ["sum", [self.load(prev, dtype, ivars, rvars) for _ in range(rnd.randint(3, 5))]]
             reducer = rnd.choice(REDUCERS) if rdims else None
             self.tensors.append(TensorSpec(f"T{s + 1}", dtype, [list(d) for d in shape], body, reducer, rdims))
         outputs = [self.tensors[-1].name]
