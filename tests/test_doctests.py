@@ -10,12 +10,13 @@ import pytest
 import codegen
 import loopnest
 import te
+import fuzz
 import tune
 
 
 def _modules() -> list[str]:
     names = []
-    for pkg in (te, loopnest, codegen, tune):
+    for pkg in (te, loopnest, codegen, tune, fuzz):
         names.append(pkg.__name__)
         names.extend(m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."))
     return names

@@ -1,0 +1,239 @@
+"""The checks of one program (:func:`check_program`) and of one schedule of it
+(:func:`check_schedule`).
+
+Per program: the unscheduled nest on IREval equals the float64 numpy reference.
+Per schedule, step by step: a refused step raises ScheduleError and leaves ``str(nest)``
+and the history unchanged; an accepted step leaves a nest that verifies; any other
+exception is a crash. Then, per target, the scheduled program equals the unscheduled one
+on IREval (``ireval`` with poisoned allocations, ``llvm``; ``cuda``: the emitted source,
+run on the host emulation where g++ and the CUDA headers exist, compiled with nvcc on
+request), and the history replayed onto a fresh nest prints the same nest.
+
+The fuzzer observes failures, so it catches every exception a check raises (``except
+Exception`` below) and reports it as a :class:`Failure`.
+
+>>> from fuzz.programs import Program, TensorSpec
+>>> p = Program({}, [TensorSpec("A", "int32", [[4, 0]]),
+...                  TensorSpec("B", "int32", [[4, 0]], ["add", ["ld", "A", [["i", 0]]], ["c", 1, "int32"]])],
+...             ["B"], 0)
+>>> case = Case(p)
+>>> check_program(case)
+[]
+>>> steps = [{"op": "split_with_tail", "args": [{"loop": "i0"}, 3], "kwargs": {}}]
+>>> check_schedule(case, steps, ("ireval", "llvm")).failures
+[]
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from codegen import BuildError, build
+from loopnest import LoopNest, ScheduleError
+from loopnest.kinds import ForKind
+from loopnest.stmt import For, iter_stmts
+
+from .programs import Program, to_te
+from .reference import evaluate, input_data
+from .schedules import GPU_OPS, DrawState, apply_step, draw_step
+
+TARGETS = ("ireval", "llvm", "cuda")
+
+
+@dataclass
+class Failure:
+    """One failed check. ``kind``: crash (a transform raised something other than
+    ScheduleError), refusal (a refused transform changed the nest), invalid (an accepted
+    transform left a nest that does not verify), build (an accepted schedule does not
+    build), run (the kernel raised), wrong (values differ from the unscheduled program),
+    reference (the unscheduled program differs from numpy), replay (the history does not
+    replay to the same nest). ``where``: the transform or target."""
+    kind: str
+    where: str
+    error: str
+    message: str
+
+    @property
+    def signature(self) -> str:
+        """What makes two failures the same class (kind, where, exception type)."""
+        return f"{self.kind}:{self.where}:{self.error}" if self.error else f"{self.kind}:{self.where}"
+
+    def __str__(self) -> str:
+        return f"{self.signature}: {self.message.splitlines()[0][:300] if self.message else ''}"
+
+
+@dataclass
+class Result:
+    """What one schedule did: its steps, how many were applied / refused, its failures."""
+    steps: list
+    applied: int = 0
+    refused: int = 0
+    failures: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+
+
+def _error(e: BaseException) -> Failure:
+    return Failure("", "", type(e).__name__, f"{type(e).__name__}: {e}")
+
+
+class Case:
+    """A program with its te tensors, input data, numpy reference, and the outputs of the
+    unscheduled nest on IREval (None when that failed)."""
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.te_error = None
+        try:
+            self.outputs, self.inputs, self.sizes = to_te(program)
+        except Exception as e:  # the fuzzer reports every exception (check_program does)
+            self.te_error = e
+            self.outputs, self.inputs, self.sizes = [], [], {}
+        self.data = input_data(program)
+        values = evaluate(program, self.data)
+        self.reference = [values[n].astype(program.tensor(n).dtype) for n in program.outputs]
+        self.baseline = None
+
+    @staticmethod
+    def dtype(t):
+        return np.dtype(str(t.dtype))
+
+    @property
+    def args(self) -> list:
+        return self.inputs + self.outputs + list(self.sizes)
+
+    def run(self, nest, target: str, **options) -> list:
+        """Build ``nest`` for ``target`` and run it on the case's data; the outputs."""
+        outs = [np.zeros(self.program.shape(self.program.tensor(t.name)), self.dtype(t)) for t in self.outputs]
+        if target == "ireval":
+            options = {"poison": True, **options}
+        build(nest, self.args, target=target, **options)(
+            *[self.data[b.name] for b in self.inputs], *outs, *self.sizes.values())
+        return outs
+
+
+def _differs(got: list, want: list, names: list) -> str:
+    for g, w, n in zip(got, want, names):
+        if not np.array_equal(g, w, equal_nan=True):
+            bad = np.argwhere(~((g == w) | (np.isnan(g.astype(np.float64)) & np.isnan(w.astype(np.float64)))))
+            at = tuple(int(x) for x in bad[0]) if bad.size else ()
+            return f"{n}{list(at)}: got {g[at] if at else g}, want {w[at] if at else w} ({len(bad)} elements differ)"
+    return ""
+
+
+def check_program(case: Case) -> list:
+    """The unscheduled program on IREval against the numpy reference; sets case.baseline."""
+    if case.te_error is not None:
+        f = _error(case.te_error)
+        return [Failure("crash", "te", f.error, f.message)]
+    try:
+        case.baseline = case.run(LoopNest(case.outputs), "ireval")
+    except Exception as e:  # the fuzzer reports every exception
+        f = _error(e)
+        return [Failure("crash", "unscheduled", f.error, f.message)]
+    diff = _differs(case.baseline, case.reference, [t.name for t in case.outputs])
+    return [Failure("reference", "ireval", "", diff)] if diff else []
+
+
+def _gpu_bound(nest) -> bool:
+    return any(isinstance(s, For) and s.kind in (ForKind.GPU_BLOCK, ForKind.GPU_THREAD) for s in iter_stmts(nest.root))
+
+
+def _apply(nest, step: dict, result: Result) -> bool:
+    """Apply one step; False when the schedule must stop (a crash)."""
+    before, history = str(nest), list(nest.history)
+    try:
+        apply_step(nest, step)
+    except ScheduleError:
+        result.refused += 1
+        if str(nest) != before or nest.history != history:
+            result.failures.append(Failure("refusal", step["op"], "", f"{step} was refused but changed the nest"))
+        return True
+    except Exception as e:  # the fuzzer reports every exception
+        f = _error(e)
+        result.failures.append(Failure("crash", step["op"], f.error, f.message))
+        return False
+    result.applied += 1
+    try:
+        nest.verify()
+    except Exception as e:  # the fuzzer reports every exception
+        f = _error(e)
+        result.failures.append(Failure("invalid", step["op"], f.error, f.message))
+        return False
+    return True
+
+
+def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emulate: bool) -> None:
+    if target == "llvm" and _gpu_bound(nest):
+        result.skipped.append(target)
+        return
+    try:
+        if target == "cuda":
+            kernel = build(nest, case.args, target="cuda")
+            if nvcc:
+                kernel.compile("sm_80")
+            if not emulate:
+                return
+            from codegen.cuda.emulate import run_on_host
+            outs = [np.zeros(case.program.shape(case.program.tensor(t.name)), case.dtype(t)) for t in case.outputs]
+            run_on_host(kernel, *[case.data[b.name] for b in case.inputs], *outs, *case.sizes.values())
+        else:
+            outs = case.run(nest, target)
+    except BuildError as e:
+        result.failures.append(Failure("build", target, "BuildError", f"BuildError: {e}"))
+        return
+    except Exception as e:  # the fuzzer reports every exception
+        f = _error(e)
+        result.failures.append(Failure("run", target, f.error, f.message))
+        return
+    if case.baseline is not None:
+        diff = _differs(outs, case.baseline, [t.name for t in case.outputs])
+        if diff:
+            result.failures.append(Failure("wrong", target, "", diff))
+
+
+def _check_replay(case: Case, nest, result: Result) -> None:
+    try:
+        again = LoopNest(case.outputs).replay(nest.history_json())
+    except Exception as e:  # the fuzzer reports every exception
+        f = _error(e)
+        result.failures.append(Failure("replay", "replay", f.error, f.message))
+        return
+    if str(again) != str(nest):
+        result.failures.append(Failure("replay", "replay", "", "the replayed history prints another nest"))
+
+
+def check_schedule(case: Case, steps: list | None, targets=TARGETS, rnd: random.Random | None = None,
+                   nsteps: int = 0, nvcc: bool = False, emulate: bool = False) -> Result:
+    """Apply ``steps`` (or, with ``rnd``, draw ``nsteps`` steps) to a fresh nest of ``case``
+    and check it. Drawn schedules bind loops to the GPU in 30% of the cases (all of them when
+    llvm is not a target); LLVM skips GPU-bound nests, IREval and CUDA run them."""
+    drawing = steps is None
+    result = Result([] if drawing else list(steps))
+    if case.te_error is not None:   # reported by check_program
+        return result
+    try:
+        nest = LoopNest(case.outputs)
+    except Exception:  # the unscheduled nest fails too: check_program reports it
+        return result
+    state = DrawState()
+    gpu = "llvm" not in targets or rnd is not None and rnd.random() < 0.3
+    for k in range(nsteps if drawing else len(result.steps)):
+        if drawing:
+            step = draw_step(nest, rnd, gpu, state)
+            result.steps.append(step)
+        else:
+            step = result.steps[k]
+        if not _apply(nest, step, result):
+            return result
+        state.update(nest, step["op"])
+    for target in targets:
+        _check_target(case, nest, target, result, nvcc, emulate)
+    _check_replay(case, nest, result)
+    return result
+
+
+def uses_gpu(steps: list) -> bool:
+    """Whether a step list binds loops to the GPU."""
+    return any(s["op"] in GPU_OPS for s in steps)

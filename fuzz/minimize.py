@@ -1,0 +1,278 @@
+"""Minimal reproducers: drop steps of a failing schedule while the failure (same
+signature) persists, then write a standalone script that rebuilds the program, applies
+the remaining steps through the public API, and checks what the fuzzer checks.
+
+The script prints PASS once the defect is fixed and FAIL (exit status 1) while it is not.
+
+>>> from fuzz.programs import Program, TensorSpec
+>>> from fuzz.check import Case, Failure
+>>> p = Program({}, [TensorSpec("A", "int32", [[4, 0]]),
+...                  TensorSpec("B", "int32", [[4, 0]], ["add", ["ld", "A", [["i", 0]]], ["c", 1, "int32"]])],
+...             ["B"], 0)
+>>> src = reproducer_source(Case(p), [], Failure("reference", "ireval", "", "example"), ("ireval",), "example")
+>>> compile(src, "repro.py", "exec") is not None
+True
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+
+import numpy as np
+
+from .check import Case, Failure, check_program, check_schedule, uses_gpu
+from .programs import MAX_MAGNITUDE, Program, dtype_of, to_source
+from .schedules import step_source
+
+
+def reproduces(case: Case, steps: list, failure: Failure, targets, **options) -> bool:
+    """Whether applying ``steps`` to ``case`` fails with ``failure``'s signature."""
+    if failure.kind == "reference" or failure.where == "unscheduled":
+        return any(f.signature == failure.signature for f in check_program(case))
+    result = check_schedule(case, steps, targets, **options)
+    return any(f.signature == failure.signature for f in result.failures)
+
+
+def minimize(case: Case, steps: list, failure: Failure, targets, **options) -> list:
+    """The shortest step list found by dropping one step at a time, from the last, while
+    the failure persists (repeated until no single step can go)."""
+    steps = list(steps)
+    changed = True
+    while changed:
+        changed = False
+        for k in reversed(range(len(steps))):
+            trial = steps[:k] + steps[k + 1:]
+            if reproduces(case, trial, failure, targets, **options):
+                steps, changed = trial, True
+    return steps
+
+
+def _value_paths(node, path=()):
+    """Paths (index tuples) of the value subexpressions of ``node``, outermost first; the
+    index expressions of loads are left alone (changing them could leave the buffer)."""
+    yield path
+    tag = node[0]
+    if tag in ("c", "i", "n", "ld", "sum"):
+        return
+    children = {"cmp": (3, 4), "sel": (1, 2, 3), "ite": (2, 3), "cast": (2,)}.get(tag, (1, 2))
+    for k in children:
+        yield from _value_paths(node[k], path + (k,))
+
+
+def _get(node, path):
+    for k in path:
+        node = node[k]
+    return node
+
+
+def _replaced(node, path, new):
+    if not path:
+        return new
+    out = list(node)
+    out[path[0]] = _replaced(node[path[0]], path[1:], new)
+    return out
+
+
+def _simpler(node, dtypes: dict) -> list:
+    """Candidate replacements of ``node``: a child of the same dtype, then a constant."""
+    dtype = dtype_of(node, dtypes)
+    tag = node[0]
+    if tag == "c" or dtype == "bool":
+        return []
+    if tag == "sum":
+        terms = node[1]
+        return [["sum", terms[:len(terms) // 2]]] if len(terms) > 1 else [terms[0]]
+    children = {"sel": (2, 3), "ite": (2, 3), "cast": (), "ld": (), "i": (), "n": ()}.get(tag, (1, 2))
+    out = [node[k] for k in children if dtype_of(node[k], dtypes) == dtype]
+    return out + [["c", 1, dtype]]
+
+
+def _case_of(program: Program) -> Case | None:
+    """A Case of ``program``, or None when its reference reads out of range or grows too large."""
+    try:
+        case = Case(program)
+    except AssertionError:
+        return None
+    if any(abs(r.astype(np.float64)).max(initial=0.0) >= MAX_MAGNITUDE for r in case.reference):
+        return None
+    return case
+
+
+def minimize_program(case: Case, steps: list, failure: Failure, targets, budget: float = 120.0, **options) -> Case:
+    """Simplify the stages' expressions (a subexpression becomes one of its children or a
+    constant) and drop extra outputs while ``steps`` still fail with ``failure``'s signature;
+    stops after ``budget`` seconds."""
+    deadline = time.monotonic() + budget
+
+    def keeps(program: Program) -> Case | None:
+        trial = _case_of(program)
+        if trial is None:
+            return None
+        if failure.kind != "reference" and failure.where != "unscheduled" and check_program(trial):
+            return None
+        return trial if reproduces(trial, steps, failure, targets, **options) else None
+
+    program = case.program
+    if len(program.outputs) > 1:
+        for keep in program.outputs:
+            trial = keeps(dataclasses.replace(program, outputs=[keep]))
+            if trial is not None:
+                case, program = trial, trial.program
+                break
+    dtypes = {t.name: t.dtype for t in program.tensors}
+    for pos, t in enumerate(program.tensors):
+        if t.body is None:
+            continue
+        paths = list(_value_paths(t.body))
+        k = 0
+        while k < len(paths) and time.monotonic() < deadline:
+            body = program.tensors[pos].body
+            for new in _simpler(_get(body, paths[k]), dtypes):
+                tensors = list(program.tensors)
+                tensors[pos] = dataclasses.replace(t, body=_replaced(body, paths[k], new))
+                trial = keeps(dataclasses.replace(program, tensors=tensors))
+                if trial is not None:
+                    case, program = trial, trial.program
+                    paths = list(_value_paths(program.tensors[pos].body))
+                    break
+            else:
+                k += 1
+    trial = keeps(_reachable_only(program))
+    return trial if trial is not None else case
+
+
+def _reachable_only(program: Program) -> Program:
+    """``program`` without the tensors its outputs do not read, and the sizes nothing uses."""
+    reads = {t.name: {n for n in (x.name for x in program.tensors) if f'["ld", "{n}",' in json.dumps(t.body)}
+             for t in program.tensors}
+    keep, todo = set(), list(program.outputs)
+    while todo:
+        name = todo.pop()
+        if name not in keep:
+            keep.add(name)
+            todo.extend(reads[name])
+    tensors = [t for t in program.tensors if t.name in keep]
+    text = json.dumps([[t.dims, t.rdims, t.body] for t in tensors])
+    sizes = {n: v for n, v in program.sizes.items() if f'"{n}"' in text}
+    return dataclasses.replace(program, tensors=tensors, sizes=sizes)
+
+
+_TEMPLATE = '''"""Reproducer written by the random tester (python -m fuzz): {title}
+
+{message}
+
+The program below, scheduled with the steps below, must give on every target the values of the
+unscheduled program on IREval, which must equal the float64 numpy reference WANT (computed
+from the program's description, not by the compiler); a refused step must leave the nest
+unchanged; the history must replay to the same nest. Prints PASS when all hold, else FAIL.
+"""
+import sys
+import traceback
+
+import numpy as np
+
+from codegen import build
+from loopnest import LoopNest, ScheduleError
+import functools
+import operator
+
+from te import (Buffer, Compute, Max, Min, Reduce, Sum, Var, cast, const, floordiv, floormod, if_then_else,
+                int32, maximum, minimum, select)
+
+try:   # building the program is checked too
+{program}
+except Exception:
+    traceback.print_exc()
+    print("FAIL")
+    sys.exit(1)
+
+OUTPUTS = [{outputs}]
+INPUTS = [{inputs}]
+SIZES = {{{sizes}}}
+DATA = {data}
+WANT = {want}
+TARGETS = {targets}
+CUDA = {cuda}
+
+
+def run(nest, target):
+    outs = [np.zeros(WANT[t.name][1], WANT[t.name][2]) for t in OUTPUTS]
+    build(nest, INPUTS + OUTPUTS + list(SIZES), target=target, **({{"poison": True}} if target == "ireval" else {{}}))(
+        *[np.array(DATA[b.name][0], DATA[b.name][2]).reshape(DATA[b.name][1]) for b in INPUTS], *outs,
+        *SIZES.values())
+    return outs
+
+
+def same(got, want):
+    return all(np.array_equal(g, w, equal_nan=True) for g, w in zip(got, want))
+
+
+def step(call):
+    before, history = str(nest), list(nest.history)
+    try:
+        call()
+    except ScheduleError as e:
+        print(f"refused: {{e}}")
+        assert str(nest) == before and nest.history == history, "a refused transform changed the nest"
+
+
+bad = False
+want = [np.array(WANT[t.name][0], WANT[t.name][2]).reshape(WANT[t.name][1]) for t in OUTPUTS]
+try:
+    base = run(LoopNest(OUTPUTS), "ireval")
+    if not same(base, want):
+        print(f"the unscheduled program on IREval differs from numpy:\\n{{base}}\\nwant\\n{{want}}")
+        bad = True
+    nest = LoopNest(OUTPUTS)
+{steps}
+    print(nest)
+    for target in TARGETS:
+        got = run(nest, target)
+        if not same(got, base):
+            print(f"{{target}}: got\\n{{got}}\\nthe unscheduled program on IREval gives\\n{{base}}")
+            bad = True
+    if CUDA:
+        kernel = build(nest, INPUTS + OUTPUTS + list(SIZES), target="cuda")
+        print(kernel.source)
+        from codegen.cuda.emulate import host_compiler, run_on_host
+        if host_compiler() is not None:
+            got = [np.zeros(WANT[t.name][1], WANT[t.name][2]) for t in OUTPUTS]
+            run_on_host(kernel, *[np.array(DATA[b.name][0], DATA[b.name][2]).reshape(DATA[b.name][1])
+                                  for b in INPUTS], *got, *SIZES.values())
+            if not same(got, base):
+                print(f"cuda (host emulation): got\\n{{got}}\\nthe unscheduled program on IREval gives\\n{{base}}")
+                bad = True
+    replayed = LoopNest(OUTPUTS).replay(nest.history_json())
+    if str(replayed) != str(nest):
+        print(f"the history replays to another nest:\\n{{replayed}}")
+        bad = True
+except Exception:
+    traceback.print_exc()
+    bad = True
+print("FAIL" if bad else "PASS")
+sys.exit(1 if bad else 0)
+'''
+
+
+def _array(a: np.ndarray) -> list:
+    return [a.ravel().tolist(), list(a.shape), str(a.dtype)]
+
+
+def reproducer_source(case: Case, steps: list, failure: Failure, targets, title: str) -> str:
+    """A standalone script reproducing ``failure`` of ``steps`` on ``case``."""
+    p = case.program
+    cpu = [t for t in targets if t in ("ireval", "llvm")]
+    if failure.where in ("ireval", "llvm"):
+        cpu = [failure.where]
+    if uses_gpu(steps):   # GPU-bound loops run on IREval and CUDA only
+        cpu = [t for t in cpu if t != "llvm"]
+    message = "\n".join(line[:200] for line in str(failure).splitlines()[:6])
+    return _TEMPLATE.format(
+        title=title, message=message, program="\n".join("    " + line for line in to_source(p).splitlines()),
+        outputs=", ".join(p.outputs), inputs=", ".join(t.name for t in p.inputs),
+        sizes=", ".join(f"{n}: {v}" for n, v in p.sizes.items()),
+        data=json.dumps({n: _array(a) for n, a in case.data.items()}),
+        want=json.dumps({t.name: _array(r) for t, r in zip(case.outputs, case.reference)}),
+        targets=repr(cpu or ["ireval"]), cuda=failure.where == "cuda",
+        steps="\n".join(f"    step(lambda: {step_source(s)})" for s in steps) or "    pass")

@@ -1,0 +1,460 @@
+"""Random programs as data: a :class:`Program` describes inputs, stages and outputs with a
+tiny expression language of nested lists, so that one description can be
+
+* built as te tensors (:func:`to_te`),
+* printed as the Python source a user would write (:func:`to_source`, used by reproducers),
+* evaluated in float64 numpy without the compiler (``fuzz.reference``).
+
+Expressions (JSON-able lists, the first element names the node)::
+
+    ["c", value, dtype]        constant             ["i", k]             index variable k
+    ["n", name]                size variable        ["ld", tensor, [index expressions]]
+    [op, a, b]                 op in add sub mul max min div mod fdiv fmod
+                               (div / mod: C ``/`` and ``%``; fdiv / fmod: floordiv / floormod)
+    ["cmp", op, spelling, a, b]  op in eq ne lt le gt ge; spelling "op" writes ``a == b``,
+                               "method" writes ``a.eq(b)``
+    ["sel", c, a, b]           te.select            ["ite", c, a, b]     te.if_then_else
+    ["cast", dtype, a]         ["sum", [terms]]     a left-nested sum (deep expressions)
+
+Index variables are numbered over the stage's dimensions, then its reduction dimensions.
+Programs keep every value a small integer (or a half of one) in float32 / int32, so any
+evaluation order gives the same bits and results can be compared exactly.
+
+>>> import random
+>>> p = random_program(random.Random(3))
+>>> [t.name for t in p.tensors if t.body is None] != [] and p.outputs != []
+True
+>>> outputs, inputs, sizes = to_te(p)
+>>> [o.name for o in outputs] == p.outputs
+True
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import operator
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+import te
+from te import Buffer, Compute, Reduce, Var
+
+ARITH = ("add", "sub", "mul", "max", "min")
+INT_DIVISION = ("div", "mod", "fdiv", "fmod")
+COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+REDUCERS = ("Sum", "Max", "Min")
+DTYPES = ("float32", "int32")
+SIZE_NAMES = ("N", "M")
+#: the probability that a stage is one deep sum (hundreds of terms)
+DEEP_PROBABILITY = 0.02
+#: the probability that a stage is a stencil: a sum of 3 to 6 loads of the previous stage
+STENCIL_PROBABILITY = 0.15
+#: magnitude bound of every value (float32 represents integers exactly up to 2**24)
+MAX_MAGNITUDE = 2.0 ** 20
+
+
+@dataclass
+class TensorSpec:
+    """An input (``body`` is None) or a stage of a program.
+
+    ``dims`` and ``rdims`` are ``[base, extra]`` pairs: the extent is ``base + extra`` where
+    ``base`` is a constant or the name of a size variable.
+
+    >>> TensorSpec("A", "float32", [["N", 1]]).rank
+    1
+    """
+    name: str
+    dtype: str
+    dims: list
+    body: Any = None
+    reducer: str | None = None
+    rdims: list = field(default_factory=list)
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+
+@dataclass
+class Program:
+    """Sizes (size variable -> its value), tensors (inputs, then stages in order), the
+    output names, and the seed of the input data.
+
+    >>> p = Program({"N": 3}, [TensorSpec("A", "int32", [["N", 0]]),
+    ...                        TensorSpec("B", "int32", [["N", 0]], ["add", ["ld", "A", [["i", 0]]], ["c", 1, "int32"]])],
+    ...             ["B"], 0)
+    >>> Program.from_json(p.to_json()) == p
+    True
+    """
+    sizes: dict
+    tensors: list
+    outputs: list
+    data_seed: int
+
+    def tensor(self, name: str) -> TensorSpec:
+        return next(t for t in self.tensors if t.name == name)
+
+    @property
+    def inputs(self) -> list:
+        return [t for t in self.tensors if t.body is None]
+
+    def extent(self, dim) -> int:
+        """The value of a ``[base, extra]`` dimension."""
+        base, extra = dim
+        return (self.sizes[base] if isinstance(base, str) else base) + extra
+
+    def shape(self, t: TensorSpec) -> tuple:
+        return tuple(self.extent(d) for d in t.dims)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @staticmethod
+    def from_json(text: str) -> "Program":
+        d = json.loads(text)
+        return Program(d["sizes"], [TensorSpec(**t) for t in d["tensors"]], d["outputs"], d["data_seed"])
+
+
+# ------------------------------------------------------------------------------------
+# building te tensors and Python source
+# ------------------------------------------------------------------------------------
+def _te_extent(dim, sizes: dict):
+    base, extra = dim
+    if isinstance(base, str):
+        return sizes[base] + extra if extra else sizes[base]
+    return base + extra
+
+
+def _te_expr(node, idx: list, tensors: dict, sizes: dict):
+    tag = node[0]
+    rec = lambda n: _te_expr(n, idx, tensors, sizes)  # noqa: E731
+    if tag == "c":
+        return te.const(node[1], node[2])
+    if tag == "i":
+        return idx[node[1]]
+    if tag == "n":
+        return sizes[node[1]]
+    if tag == "ld":
+        return tensors[node[1]][tuple(rec(x) for x in node[2])]
+    if tag == "cmp":
+        _, op, spelling, a, b = node
+        a, b = rec(a), rec(b)
+        if op in ("eq", "ne") and spelling == "method":
+            return a.eq(b) if op == "eq" else a.ne(b)
+        return {"eq": lambda: a == b, "ne": lambda: a != b, "lt": lambda: a < b, "le": lambda: a <= b,
+                "gt": lambda: a > b, "ge": lambda: a >= b}[op]()
+    if tag == "sel":
+        return te.select(rec(node[1]), rec(node[2]), rec(node[3]))
+    if tag == "ite":
+        return te.if_then_else(rec(node[1]), rec(node[2]), rec(node[3]))
+    if tag == "cast":
+        return te.cast(rec(node[2]), node[1])
+    if tag == "sum":
+        return functools.reduce(operator.add, [rec(x) for x in node[1]])
+    a, b = rec(node[1]), rec(node[2])
+    return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b, "max": lambda: te.maximum(a, b),
+            "min": lambda: te.minimum(a, b), "div": lambda: a / b, "mod": lambda: a % b,
+            "fdiv": lambda: te.floordiv(a, b), "fmod": lambda: te.floormod(a, b)}[tag]()
+
+
+def dtype_of(node, dtypes: dict) -> str:
+    """The dtype of an expression (``dtypes``: tensor name -> dtype); "bool" for a comparison.
+
+    >>> dtype_of(["cast", "float32", ["i", 0]], {})
+    'float32'
+    """
+    tag = node[0]
+    if tag == "c":
+        return node[2]
+    if tag in ("i", "n"):
+        return "int32"
+    if tag == "ld":
+        return dtypes[node[1]]
+    if tag == "cast":
+        return node[1]
+    if tag in ("sel", "ite"):
+        return dtype_of(node[2], dtypes)
+    if tag == "sum":
+        return dtype_of(node[1][0], dtypes)
+    if tag == "cmp":
+        return "bool"
+    return dtype_of(node[1], dtypes)
+
+
+def to_te(program: Program) -> tuple[list, list, dict]:
+    """(output Tensors, input Buffers, {size Var: value}) of ``program``."""
+    sizes = {name: Var(name, te.int32) for name in program.sizes}
+    tensors: dict = {}
+    for t in program.tensors:
+        shape = tuple(_te_extent(d, sizes) for d in t.dims)
+        if t.body is None:
+            tensors[t.name] = Buffer(t.name, shape, t.dtype)
+            continue
+        names = index_names(t)
+        if t.reducer is None:
+            fn = _lambda(names, lambda *ivs, t=t: _te_expr(t.body, list(ivs), tensors, sizes))
+            tensors[t.name] = Compute(t.name, shape, fn)
+        else:
+            fn = _lambda(names, lambda *ivs, t=t: _te_expr(t.body, list(ivs), tensors, sizes))
+            rshape = tuple(_te_extent(d, sizes) for d in t.rdims)
+            tensors[t.name] = Reduce(t.name, shape, getattr(te, t.reducer)(), fn, rshape)
+    inputs = [tensors[t.name] for t in program.inputs]
+    return [tensors[n] for n in program.outputs], inputs, {sizes[n]: v for n, v in program.sizes.items()}
+
+
+def _lambda(names: list, fn):
+    """``fn`` with the positional parameter names ``names`` (te names loops after them)."""
+    src = f"lambda {', '.join(names)}: fn({', '.join(names)})"
+    return eval(src, {"fn": fn})  # noqa: S307 -- names are generated identifiers
+
+
+def index_names(t: TensorSpec) -> list:
+    """The index variable names of a stage: i0, i1, ... then r0, r1, ...
+
+    >>> index_names(TensorSpec("T", "int32", [[2, 0]], ["c", 0, "int32"], "Sum", [[3, 0]]))
+    ['i0', 'r0']
+    """
+    return [f"i{k}" for k in range(t.rank)] + [f"r{k}" for k in range(len(t.rdims))]
+
+
+_SRC_BIN = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "max": "maximum({}, {})",
+            "min": "minimum({}, {})", "div": "({} / {})", "mod": "({} % {})", "fdiv": "floordiv({}, {})",
+            "fmod": "floormod({}, {})"}
+_SRC_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def expr_source(node, names: list) -> str:
+    """Python source of an expression, as a user writes it with te.
+
+    >>> expr_source(["sel", ["cmp", "eq", "op", ["i", 0], ["c", 0, "int32"]], ["ld", "A", [["fdiv", ["i", 0], ["c", 2, "int32"]]]], ["c", 1.0, "float32"]], ["i0"])
+    'select((i0 == 0), A[floordiv(i0, 2)], 1.0)'
+    """
+    rec = lambda n: expr_source(n, names)  # noqa: E731
+    tag = node[0]
+    if tag == "c":
+        return repr(float(node[1])) if node[2].startswith("float") else repr(int(node[1]))
+    if tag == "i":
+        return names[node[1]]
+    if tag == "n":
+        return node[1]
+    if tag == "ld":
+        return f"{node[1]}[{', '.join(rec(x) for x in node[2])}]"
+    if tag == "cmp":
+        _, op, spelling, a, b = node
+        left = _const_source(a) if a[0] == "c" else rec(a)   # a te expression, never a Python number
+        if op in ("eq", "ne") and spelling == "method":
+            return f"{left}.{op}({rec(b)})"
+        return f"({left} {_SRC_CMP[op]} {rec(b)})"
+    if tag in ("sel", "ite"):
+        fn = "select" if tag == "sel" else "if_then_else"
+        return f"{fn}({rec(node[1])}, {rec(node[2])}, {rec(node[3])})"
+    if tag == "cast":
+        return f"cast({rec(node[2])}, {node[1]!r})"
+    if tag == "sum":
+        return f"functools.reduce(operator.add, [{', '.join(rec(x) for x in node[1])}])"
+    left = _const_source(node[1]) if node[1][0] == "c" and node[2][0] == "c" else rec(node[1])
+    return _SRC_BIN[tag].format(left, rec(node[2]))
+
+
+def _const_source(node) -> str:
+    return f"const({expr_source(node, [])}, {node[2]!r})"
+
+
+def _extent_source(dim) -> str:
+    base, extra = dim
+    if isinstance(base, str):
+        return f"{base} + {extra}" if extra else base
+    return str(base + extra)
+
+
+def to_source(program: Program) -> str:
+    """The te source that builds ``program`` (size Vars, Buffers, Computes, Reduces).
+
+    >>> p = Program({"N": 3}, [TensorSpec("A", "int32", [["N", 0]]),
+    ...                        TensorSpec("B", "int32", [["N", 0]], ["add", ["ld", "A", [["i", 0]]], ["c", 1, "int32"]])],
+    ...             ["B"], 0)
+    >>> print(to_source(p))
+    N = Var("N", int32)
+    A = Buffer("A", (N,), "int32")
+    B = Compute("B", (N,), lambda i0: (A[i0] + 1))
+    """
+    lines = [f'{n} = Var("{n}", int32)' for n in program.sizes]
+    for t in program.tensors:
+        shape = "(" + ", ".join(_extent_source(d) for d in t.dims) + ("," if t.rank == 1 else "") + ")"
+        if t.body is None:
+            lines.append(f'{t.name} = Buffer("{t.name}", {shape}, "{t.dtype}")')
+            continue
+        names = index_names(t)
+        body = f"lambda {', '.join(names)}: {expr_source(t.body, names)}"
+        if t.reducer is None:
+            lines.append(f'{t.name} = Compute("{t.name}", {shape}, {body})')
+        else:
+            rshape = "(" + ", ".join(_extent_source(d) for d in t.rdims) + ("," if len(t.rdims) == 1 else "") + ")"
+            lines.append(f'{t.name} = Reduce("{t.name}", {shape}, {t.reducer}(), {body}, {rshape})')
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------
+# random programs
+# ------------------------------------------------------------------------------------
+class _Generator:
+    """Draws one program; every load index is in range for the drawn size values."""
+
+    def __init__(self, rnd: random.Random):
+        self.rnd = rnd
+        self.sizes: dict = {}
+        self.bases: list = []
+        self.tensors: list = []
+
+    def extent(self, dim) -> int:
+        base, extra = dim
+        return (self.sizes[base] if isinstance(base, str) else base) + extra
+
+    def dim(self, extra_choices=(0, 0, 0, 1, 2)) -> list:
+        return [self.rnd.choice(self.bases), self.rnd.choice(extra_choices)]
+
+    def extent_ast(self, dim):
+        base, extra = dim
+        if isinstance(base, str):
+            return ["add", ["n", base], ["c", extra, "int32"]] if extra else ["n", base]
+        return ["c", base + extra, "int32"]
+
+    # -- index relations -------------------------------------------------------------
+    def index(self, dim, ivars: list, prefer=None):
+        """An index expression into ``dim`` from the index variables ``ivars`` (pairs of
+        (k, extent value)); in range for every value of the variables. Returns
+        (expression, guard) where guard, when not None, is the condition that makes the
+        index valid (the caller wraps the load in if_then_else)."""
+        rnd, ep = self.rnd, self.extent(dim)
+        cands = []   # (weight, expression, guard)
+        pool = [prefer] if prefer is not None else ivars
+        for k, ek in pool:
+            i = ["i", k]
+            if ek <= ep:
+                cands += [(6, i, None), (1, ["sub", ["sub", self.extent_ast(dim), ["c", 1, "int32"]], i], None)]
+            for c in (1, 2):
+                if ek + c <= ep:
+                    cands.append((3, ["add", i, ["c", c, "int32"]], None))
+                if ek - 1 - c < ep and ek > c:
+                    cands.append((1, ["sub", i, ["c", c, "int32"]], ["cmp", "ge", "op", i, ["c", c, "int32"]]))
+            if (ek - 1) // 2 < ep:
+                cands += [(2, ["fdiv", i, ["c", 2, "int32"]], None), (1, ["div", i, ["c", 2, "int32"]], None)]
+            if 2 * (ek - 1) < ep:
+                cands.append((1, ["mul", i, ["c", 2, "int32"]], None))
+            cands += [(1, ["fmod", i, self.extent_ast(dim)], None),
+                      (1, ["min", i, ["sub", self.extent_ast(dim), ["c", 1, "int32"]]], None)]
+            if ep >= 3:
+                cands.append((1, ["mod", i, ["c", 3, "int32"]], None))
+        if prefer is None:
+            for (k1, e1), (k2, e2) in zip(ivars, ivars[1:]):
+                if e1 + e2 - 1 <= ep:
+                    cands.append((2, ["add", ["i", k1], ["i", k2]], None))
+            cands.append((1, ["c", 0, "int32"], None))
+        weights = [w for w, _, _ in cands]
+        _, expr, guard = rnd.choices(cands, weights)[0]
+        return expr, guard
+
+    def load(self, t: TensorSpec, dtype: str, ivars: list, reduce_vars: list):
+        """A load of ``t`` cast to ``dtype``; one dimension reads a reduction variable if any."""
+        forced = self.rnd.randrange(t.rank) if reduce_vars else None
+        idx, guards = [], []
+        for d, dim in enumerate(t.dims):
+            e, g = self.index(dim, ivars, self.rnd.choice(reduce_vars) if d == forced else None)
+            idx.append(e)
+            if g is not None:
+                guards.append(g)
+        node = ["ld", t.name, idx]
+        if t.dtype != dtype:
+            node = ["cast", dtype, node]
+        for g in guards:
+            node = ["ite", g, node, ["c", 0, dtype]]
+        return node
+
+    def expr(self, dtype: str, depth: int, ivars: list, reduce_vars: list):
+        rnd = self.rnd
+        leaf = lambda: self.load(rnd.choice(self.tensors), dtype, ivars, reduce_vars)  # noqa: E731
+        if depth == 0 or rnd.random() < 0.25:
+            return leaf() if rnd.random() < 0.85 else ["c", rnd.choice([1, 2, -1, 3]), dtype]
+        kind = rnd.choices(["arith", "scale", "divide", "select", "cast"], [5, 1, 2 if dtype == "int32" else 0, 2, 1])[0]
+        sub = lambda: self.expr(dtype, depth - 1, ivars, reduce_vars)  # noqa: E731
+        if kind == "arith":
+            op = rnd.choice(("add", "sub", "max", "min", "add", "mul"))
+            if op == "mul":   # one factor stays small, so values stay exact
+                return ["mul", sub(), ["c", rnd.choice([2, -1, 3]), dtype] if rnd.random() < 0.5 else leaf()]
+            return [op, sub(), sub()]
+        if kind == "scale":
+            if dtype == "float32":
+                return rnd.choice([["mul", sub(), ["c", 0.5, dtype]], ["div", sub(), ["c", 2.0, dtype]]])
+            return ["mul", sub(), ["c", 2, dtype]]
+        if kind == "divide":
+            op = rnd.choice(INT_DIVISION)
+            divisor = ["c", rnd.choice([2, 3, -2, 4]), "int32"] if rnd.random() < 0.5 else leaf()
+            return [op, sub(), divisor]
+        if kind == "select":
+            op = rnd.choice(COMPARISONS)
+            if rnd.random() < 0.5:   # a condition on an index (the spelling users write: i == 0)
+                k, ek = rnd.choice(ivars)
+                cond = ["cmp", op, rnd.choice(["op", "method"]), ["i", k], ["c", rnd.randrange(max(ek, 1)), "int32"]]
+            else:
+                cdt = rnd.choice(DTYPES)
+                cond = ["cmp", op, rnd.choice(["op", "method"]), self.expr(cdt, 1, ivars, reduce_vars),
+                        self.expr(cdt, 0, ivars, reduce_vars)]
+            return ["sel", cond, sub(), sub()]
+        other = "int32" if dtype == "float32" else "float32"
+        return ["cast", dtype, self.expr(other, depth - 1, ivars, reduce_vars)]
+
+    def program(self, data_seed: int) -> Program:
+        rnd = self.rnd
+        for name in SIZE_NAMES[:rnd.choice([1, 2])]:
+            if rnd.random() < 0.4:
+                self.sizes[name] = rnd.randint(1, 8)
+                self.bases.append(name)
+            else:
+                self.bases.append(rnd.randint(1, 8))
+        shape = [self.dim() for _ in range(rnd.choice([1, 1, 2]))]
+        for k in range(rnd.choice([1, 1, 2, 3])):
+            dims = [[b, e + rnd.choice([0, 1, 2])] for b, e in shape] if rnd.random() < 0.7 else \
+                [self.dim() for _ in range(rnd.choice([1, 2]))]
+            self.tensors.append(TensorSpec("ABC"[k], rnd.choice(DTYPES), dims))
+        for s in range(rnd.randint(2, 5)):
+            if rnd.random() < 0.3:
+                shape = [self.dim() for _ in range(rnd.choice([1, 1, 2]))]
+            dtype = rnd.choice(DTYPES)
+            rdims = [self.dim((0, 0, 1)) for _ in range(rnd.choice([1, 1, 2]))] if rnd.random() < 0.3 else []
+            ivars = [(k, self.extent(d)) for k, d in enumerate(shape + rdims)]
+            rvars = ivars[len(shape):]
+            prev = self.tensors[-1]
+            body = [rnd.choice(ARITH), self.load(prev, dtype, ivars, rvars), self.expr(dtype, 2, ivars, rvars)]
+            draw = rnd.random()
+            if draw < DEEP_PROBABILITY:   # generated code and polynomials are this deep
+                body = ["sum", [self.load(prev, dtype, ivars, rvars) for _ in range(rnd.randint(100, 1500))]]
+            elif draw < DEEP_PROBABILITY + STENCIL_PROBABILITY and (prev.body is None or prev.body[0] != "sum"):
+                # one tensor read at several offsets (not two stencils in a row: inlining one
+                # into the other multiplies their terms)
+                body = ["sum", [self.load(prev, dtype, ivars, rvars) for _ in range(rnd.randint(3, 5))]]
+            reducer = rnd.choice(REDUCERS) if rdims else None
+            self.tensors.append(TensorSpec(f"T{s + 1}", dtype, [list(d) for d in shape], body, reducer, rdims))
+        outputs = [self.tensors[-1].name]
+        stages = [t.name for t in self.tensors[:-1] if t.body is not None]
+        if stages and rnd.random() < 0.25:
+            outputs.append(rnd.choice(stages))
+        text = json.dumps([[t.dims, t.rdims, t.body] for t in self.tensors])
+        used = {n for n in self.sizes if f'"{n}"' in text}
+        return Program({n: v for n, v in self.sizes.items() if n in used}, self.tensors, outputs, data_seed)
+
+
+def random_program(rnd: random.Random) -> Program:
+    """A random program whose values stay below ``MAX_MAGNITUDE`` on its input data.
+
+    >>> p = random_program(random.Random(0))
+    >>> 2 <= len([t for t in p.tensors if t.body is not None]) <= 5
+    True
+    """
+    from .reference import evaluate, input_data
+    while True:
+        program = _Generator(rnd).program(rnd.randrange(2 ** 31))
+        values = evaluate(program, input_data(program))
+        if all(abs(v).max(initial=0.0) < MAX_MAGNITUDE for v in values.values()):
+            return program

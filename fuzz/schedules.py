@@ -1,0 +1,170 @@
+"""Random schedules: steps drawn from every transform of the LoopNest API, plus
+``simplify``, as records in the history's format
+(``{"op": "split_with_tail", "args": [{"loop": "i0"}, 2], "kwargs": {}}``).
+
+A step is drawn from the nest's current state (its loops, sibling loops, tensors,
+buffers), so inline / compute_at chains in any order, fuses of loops whose bodies read
+each other through non-identity indices, and cache_accesses over split and masked loops
+come up often. Steps are applied with the public API (:func:`apply_step`), so a step list
+is also a script (:func:`step_source`).
+
+>>> import random
+>>> from te import Buffer, Compute
+>>> from loopnest import LoopNest
+>>> A = Buffer("A", (8,), "float32")
+>>> nest = LoopNest([Compute("B", (8,), lambda i: A[i] + 1.0)])
+>>> step = {"op": "split_with_mask", "args": [{"loop": "i"}, 4], "kwargs": {}}
+>>> _ = apply_step(nest, step)
+>>> step_source(step)
+'nest.split_with_mask(nest.loop("i"), 4)'
+>>> draw_step(nest, random.Random(0), gpu=True, state=DrawState())["op"] in OPS
+True
+"""
+from __future__ import annotations
+
+import random
+
+from loopnest.stmt import Block, For, iter_stmts
+
+#: every drawn operation with its weight: the transforms of LoopNest, and simplify
+OPS = {
+    "split_with_tail": 3, "split_with_mask": 3, "tile": 1, "slice_head": 1, "slice_tail": 1, "normalize": 1,
+    "reorder": 1, "reorder_axis": 1, "fuse": 4, "flatten": 1, "distribute": 1, "vectorize": 1, "unroll": 1,
+    "parallelize": 1, "set_gpu_block_index": 1, "set_gpu_thread_index": 1, "compute_inline": 4,
+    "compute_at": 4, "cache_accesses": 3, "rfactor": 2, "eliminate_dead_stores": 1, "simplify": 1,
+}
+GPU_OPS = ("set_gpu_block_index", "set_gpu_thread_index")
+#: the operations drawn more often right after an operation (where defects hide: chains of
+#: inlining, cache buffers of split and masked loops, splits of cache loops)
+FOLLOW_UPS = {
+    "split_with_mask": ("cache_accesses", "split_with_tail", "compute_at"),
+    "split_with_tail": ("cache_accesses", "split_with_mask", "compute_at"),
+    "cache_accesses": ("split_with_tail", "split_with_mask", "cache_accesses", "compute_at"),
+    "compute_inline": ("compute_inline", "compute_at", "fuse"),
+    "compute_at": ("compute_inline", "compute_at", "fuse", "cache_accesses"),
+    "fuse": ("compute_at", "fuse", "compute_inline"),
+}
+
+
+class DrawState:
+    """What draws remember between steps: the last operation, the loops it created (drawn
+    more often next), and a counter naming cache buffers."""
+
+    def __init__(self):
+        self.last_op = ""
+        self.recent: list = []
+        self.caches = 0
+        self._known: set = set()
+
+    def update(self, nest, op: str) -> None:
+        """Note the nest after ``op``."""
+        names = [lp.name for lp in nest.get_all_loops()]
+        self.recent = [n for n in names if n not in self._known]
+        self._known = set(names)
+        self.last_op = op
+
+
+def _loop(name: str) -> dict:
+    return {"loop": name}
+
+
+def _buffer(name: str) -> dict:
+    return {"buffer": name}
+
+
+def _sibling_pairs(nest) -> list:
+    """Names of adjacent sibling loops (the candidates of fuse)."""
+    out = []
+    for s in iter_stmts(nest.root):
+        if isinstance(s, Block):
+            for a, b in zip(s.stmts, s.stmts[1:]):
+                if isinstance(a, For) and isinstance(b, For):
+                    out.append([a.var.name, b.var.name])
+    return out
+
+
+def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
+    """A random step for ``nest`` (not applied; call ``state.update`` after applying it).
+    ``gpu``: draw GPU bindings too."""
+    ops = [op for op in OPS if gpu or op not in GPU_OPS]
+    op = rnd.choices(ops, [OPS[o] for o in ops])[0]
+    if state.last_op in FOLLOW_UPS and rnd.random() < 0.5:
+        op = rnd.choice(FOLLOW_UPS[state.last_op])
+    loops = [lp.name for lp in nest.get_all_loops()]
+    if not loops:
+        op = rnd.choice(["eliminate_dead_stores", "simplify"])
+    recent = [n for n in state.recent if n in loops]
+    pick = lambda: _loop(rnd.choice(recent if recent and rnd.random() < 0.5 else loops))  # noqa: E731
+    inner = lambda x: [lp.name for lp in nest.get_inner_loops(x["loop"])]  # noqa: E731
+    intermediates = sorted(t.name for t in nest.tensors if t not in nest.outputs)
+    args: list = []
+    if op in ("split_with_tail", "split_with_mask", "slice_head", "slice_tail"):
+        args = [pick(), rnd.randint(1, 4)]
+    elif op == "tile":
+        x = pick()
+        ys = inner(x)
+        args = [x, _loop(ys[0]) if ys else pick(), rnd.randint(1, 4), rnd.randint(1, 4)]
+    elif op in ("normalize", "distribute", "vectorize", "parallelize"):
+        args = [pick()]
+    elif op in ("reorder", "reorder_axis", "flatten"):
+        x = pick()
+        chain = [x] + [_loop(n) for n in inner(x)[:2]]
+        if op == "reorder":
+            perm = list(range(len(chain)))
+            rnd.shuffle(perm)
+            args = [chain, perm]
+        elif op == "reorder_axis":
+            args = [x, rnd.choice(chain)]
+        else:
+            args = [chain[:rnd.randint(1, len(chain))]]
+    elif op == "fuse":
+        pairs = _sibling_pairs(nest)
+        names = rnd.choice(pairs) if pairs and rnd.random() < 0.9 else rnd.sample(loops, min(2, len(loops)))
+        args = [[_loop(n) for n in names]]
+    elif op == "unroll":
+        args = [pick(), rnd.choice([None, 2, 3])]
+    elif op in GPU_OPS:
+        args = [pick(), rnd.randint(0, 2)]
+    elif op in ("compute_inline", "compute_at"):
+        if not intermediates:
+            return draw_step(nest, rnd, gpu, state)
+        args = [_buffer(rnd.choice(intermediates))] + ([pick()] if op == "compute_at" else [])
+    elif op == "cache_accesses":
+        state.caches += 1
+        args = [_buffer(rnd.choice(sorted(nest.buffers))), f"cache{state.caches}", pick()]
+    elif op == "rfactor":
+        reductions = sorted(t.name for t in nest.tensors if t.is_reduction)
+        if not reductions:
+            return draw_step(nest, rnd, gpu, state)
+        args = [_buffer(rnd.choice(reductions)), pick()]
+    return {"op": op, "args": args, "kwargs": {}}
+
+
+def _decode(nest, x):
+    if isinstance(x, dict):
+        return nest.loop(x["loop"]) if "loop" in x else nest.buffer(x["buffer"])
+    if isinstance(x, list):
+        return [_decode(nest, v) for v in x]
+    return x
+
+
+def apply_step(nest, step: dict):
+    """Apply ``step`` to ``nest`` through the public API (a loop or buffer that no longer
+    exists raises ScheduleError, as any refused transform does)."""
+    args = [_decode(nest, a) for a in step["args"]]
+    kwargs = {k: _decode(nest, v) for k, v in step.get("kwargs", {}).items()}
+    return getattr(nest, step["op"])(*args, **kwargs)
+
+
+def _arg_source(x) -> str:
+    if isinstance(x, dict):
+        return f'nest.loop("{x["loop"]}")' if "loop" in x else f'nest.buffer("{x["buffer"]}")'
+    if isinstance(x, list):
+        return "[" + ", ".join(_arg_source(v) for v in x) + "]"
+    return repr(x)
+
+
+def step_source(step: dict) -> str:
+    """The API call of ``step`` as Python source (the nest is called ``nest``)."""
+    args = [_arg_source(a) for a in step["args"]] + [f"{k}={_arg_source(v)}" for k, v in step.get("kwargs", {}).items()]
+    return f"nest.{step['op']}({', '.join(args)})"

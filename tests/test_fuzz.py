@@ -1,0 +1,100 @@
+"""The random tester (package ``fuzz``) in CI: a fixed seed and a fixed count of schedules
+(so the draws are the same on every machine), on IREval, LLVM and CUDA emission; every
+failure it finds fails the test, except the classes of ``KNOWN_ISSUE_12`` (open defects whose
+fixes are under way; remove each entry when its fix is merged, then the whole dict).
+
+A long run is ``python -m fuzz --seconds 600 --seed 1 --out DIR`` (see the README).
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fuzz.campaign import run_campaign
+from fuzz.check import Case, Failure, check_schedule
+from fuzz.minimize import reproducer_source
+from fuzz.programs import Program, TensorSpec
+from fuzz.schedules import OPS
+from loopnest.nest import LoopNest
+
+SEED = 1
+COUNT = 200
+
+
+def _ops(found) -> list:
+    return [s["op"] for s in found.steps]
+
+
+def _spells_eq(program) -> bool:
+    text = str([t.body for t in program.tensors])
+    return "'eq', 'op'" in text or "'ne', 'op'" in text
+
+
+#: failure classes of issue 12 still open on this branch: name -> does this failure belong to it
+KNOWN_ISSUE_12 = {
+    "fuse_privatized_alloc": lambda f: f.failure.kind in ("wrong", "run") and "fuse" in _ops(f),
+    "inline_chain_stale_def": lambda f: f.failure.kind in ("wrong", "run", "build")
+    and sum(op in ("compute_inline", "compute_at") for op in _ops(f)) >= 2,
+    "cache_bounds_or_split_tail": lambda f: f.failure.kind in ("wrong", "run", "build")
+    and "cache_accesses" in _ops(f),
+    "select_eq_condition": lambda f: f.failure.kind == "reference" and _spells_eq(f.program),
+    "simplify_not_in_history": lambda f: f.failure.kind == "replay" and "simplify" in _ops(f),
+    "deep_expression": lambda f: f.failure.error == "RecursionError",
+    "cuda_block_not_outermost": lambda f: f.failure.kind == "build" and "not among the outermost" in f.failure.message,
+}
+
+
+def test_fixed_seed_campaign_finds_no_failure():
+    summary = run_campaign(seed=SEED, count=COUNT, targets=("ireval", "llvm", "cuda"), quiet=True)
+    assert summary.schedules == COUNT
+    known, unknown = {}, []
+    for f in summary.found:
+        name = next((n for n, belongs in KNOWN_ISSUE_12.items() if belongs(f)), None)
+        if name is None:
+            unknown.append(f"case {f.case}: {f.failure} after {_ops(f)}")
+        else:
+            known[name] = known.get(name, 0) + 1
+    assert not unknown, (f"{len(unknown)} failures (rerun one with python -m fuzz --seed {SEED} --case K "
+                         "--out DIR for a reproducer):\n" + "\n".join(unknown[:20]))
+    if known:
+        pytest.xfail(f"known issue-12 classes still failing: {known}")
+
+
+def test_draws_every_transform():
+    """Every transform method of LoopNest is drawn (so a new transform gets fuzzed)."""
+    transforms = {n for n, f in inspect.getmembers(LoopNest) if getattr(f, "is_transform", False)}
+    assert transforms <= set(OPS), f"the fuzzer does not draw {sorted(transforms - set(OPS))}"
+
+
+def test_campaign_is_deterministic_for_a_seed():
+    a = run_campaign(seed=7, count=3, targets=("ireval",), quiet=True)
+    b = run_campaign(seed=7, count=3, targets=("ireval",), quiet=True)
+    assert [(f.case, f.steps) for f in a.found] == [(f.case, f.steps) for f in b.found]
+    assert (a.programs, a.steps, a.refused) == (b.programs, b.steps, b.refused)
+
+
+def test_reproducer_script_runs_standalone(tmp_path):
+    """A reproducer rebuilds the program, applies the steps and checks them by itself: for a
+    schedule without a defect it prints PASS."""
+    program = Program({"N": 5}, [
+        TensorSpec("A", "float32", [["N", 1]]),
+        TensorSpec("T1", "float32", [["N", 0]], ["add", ["ld", "A", [["add", ["i", 0], ["c", 1, "int32"]]]],
+                                                    ["c", 2.0, "float32"]]),
+        TensorSpec("T2", "int32", [["N", 0]], ["sel", ["cmp", "lt", "op", ["i", 0], ["c", 2, "int32"]],
+                                                 ["cast", "int32", ["ld", "T1", [["i", 0]]]], ["c", 7, "int32"]]),
+    ], ["T2"], 3)
+    case = Case(program)
+    steps = [{"op": "split_with_mask", "args": [{"loop": "i0_1"}, 2], "kwargs": {}},
+             {"op": "compute_inline", "args": [{"buffer": "T2"}], "kwargs": {}}]
+    assert check_schedule(case, steps, ("ireval", "llvm")).refused == 1
+    path = tmp_path / "repro.py"
+    path.write_text(reproducer_source(case, steps, Failure("wrong", "llvm", "", "example"), ("ireval", "llvm"),
+                                      "example"))
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    p = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=300)
+    assert p.stdout.strip().endswith("PASS"), p.stdout + p.stderr
