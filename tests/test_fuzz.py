@@ -1,7 +1,6 @@
 """The random tester (package ``fuzz``) in CI: a fixed seed and a fixed count of schedules
 (so the draws are the same on every machine), on IREval, LLVM and CUDA emission; every
-failure it finds fails the test, except the classes of ``KNOWN_ISSUE_12`` (open defects whose
-fixes are under way; remove each entry when its fix is merged, then the whole dict).
+failure it finds fails the test.
 
 A long run is ``python -m fuzz --seconds 600 --seed 1 --out DIR`` (see the README).
 """
@@ -29,39 +28,12 @@ def _ops(found) -> list:
     return [s["op"] for s in found.steps]
 
 
-def _spells_eq(program) -> bool:
-    text = str([t.body for t in program.tensors])
-    return "'eq', 'op'" in text or "'ne', 'op'" in text
-
-
-#: failure classes of issue 12 still open on this branch: name -> does this failure belong to it
-KNOWN_ISSUE_12 = {
-    "fuse_privatized_alloc": lambda f: f.failure.kind in ("wrong", "run") and "fuse" in _ops(f),
-    "inline_chain_stale_def": lambda f: f.failure.kind in ("wrong", "run", "build")
-    and sum(op in ("compute_inline", "compute_at") for op in _ops(f)) >= 2,
-    "cache_bounds_or_split_tail": lambda f: f.failure.kind in ("wrong", "run", "build")
-    and "cache_accesses" in _ops(f),
-    "select_eq_condition": lambda f: f.failure.kind == "reference" and _spells_eq(f.program),
-    "simplify_not_in_history": lambda f: f.failure.kind == "replay" and "simplify" in _ops(f),
-    "deep_expression": lambda f: f.failure.error == "RecursionError",
-    "cuda_block_not_outermost": lambda f: f.failure.kind == "build" and "not among the outermost" in f.failure.message,
-}
-
-
 def test_fixed_seed_campaign_finds_no_failure():
     summary = run_campaign(seed=SEED, count=COUNT, targets=("ireval", "llvm", "cuda"), quiet=True)
     assert summary.schedules == COUNT
-    known, unknown = {}, []
-    for f in summary.found:
-        name = next((n for n, belongs in KNOWN_ISSUE_12.items() if belongs(f)), None)
-        if name is None:
-            unknown.append(f"case {f.case}: {f.failure} after {_ops(f)}")
-        else:
-            known[name] = known.get(name, 0) + 1
-    assert not unknown, (f"{len(unknown)} failures (rerun one with python -m fuzz --seed {SEED} --case K "
-                         "--out DIR for a reproducer):\n" + "\n".join(unknown[:20]))
-    if known:
-        pytest.xfail(f"known issue-12 classes still failing: {known}")
+    found = [f"case {f.case}: {f.failure} after {_ops(f)}" for f in summary.found]
+    assert not found, (f"{len(found)} failures (rerun one with python -m fuzz --seed {SEED} --case K "
+                       "--out DIR for a reproducer):\n" + "\n".join(found[:20]))
 
 
 def test_draws_every_transform():

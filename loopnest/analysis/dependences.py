@@ -26,6 +26,8 @@ over-approximated (see ``domains``), so a legality check built on it is conserva
 """
 from __future__ import annotations
 
+import contextlib
+
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -586,9 +588,11 @@ def value_flow(root: Any, buffer: Any):
     ``isl.UnionMap`` from writer iterations to reader iterations.
 
     Writes under over-approximated conditions or with over-approximated indices are "may"
-    sources (they do not hide earlier writes).
+    sources (they do not hide earlier writes). None when isl cannot decide it within
+    ``FLOW_OPERATIONS`` (callers then assume the worst).
     """
-    return _flow(root, buffer).get_may_dependence()
+    flow = _flow(root, buffer)
+    return None if flow is None else flow.get_may_dependence()
 
 
 def reads_initial_values(root: Any, buffer: Any) -> bool:
@@ -605,7 +609,8 @@ def reads_initial_values(root: Any, buffer: Any) -> bool:
     """
     if not any(not a.is_write for a in analyze(root).accesses_of(buffer)):
         return False
-    return not _flow(root, buffer).get_may_no_source().is_empty()
+    flow = _flow(root, buffer)
+    return flow is None or not flow.get_may_no_source().is_empty()
 
 
 def _flow(root: Any, buffer: Any):
@@ -613,8 +618,41 @@ def _flow(root: Any, buffer: Any):
     cache = an.__dict__.setdefault("_value_flow", {})
     hit = cache.get(id(buffer))
     if hit is None or hit[0] is not buffer:
-        hit = cache[id(buffer)] = (buffer, _value_flow(an, buffer))   # holding buffer keeps its id
+        with isl_budget(FLOW_OPERATIONS) as within:
+            flow = _value_flow(an, buffer)
+        hit = cache[id(buffer)] = (buffer, flow if within() else None)   # holding buffer keeps its id
     return hit[1]
+
+
+#: isl operations a value-flow analysis may take (exact dataflow is exponential in the worst
+#: case; a few programs of many guarded stages take minutes)
+FLOW_OPERATIONS = 2_000_000
+
+
+@contextlib.contextmanager
+def isl_budget(operations: int):
+    """Bound the isl operations of the block: ``with isl_budget(n) as within:``; past ``n``
+    isl gives up, the isl.Error it raises is swallowed and ``within()`` is False. (islpy does
+    not say which error stopped isl, so any isl.Error in the block counts: use it only where
+    the caller has a safe answer for "undecided".)
+
+    >>> with isl_budget(10 ** 6) as within:
+    ...     n = isl.Set("{ [i] : 0 <= i < 10 }").count_val()
+    >>> within(), n.to_python()
+    (True, 10)
+    """
+    ctx = isl.DEFAULT_CONTEXT
+    before = ctx.get_max_operations()
+    ctx.set_max_operations(operations)
+    ctx.reset_operations()
+    ok = [True]
+    try:
+        yield lambda: ok[0]
+    except isl.Error:
+        ok[0] = False
+    finally:
+        ctx.set_max_operations(before)
+        ctx.reset_operations()
 
 
 def _value_flow(an: Analysis, buffer: Any):

@@ -149,7 +149,10 @@ def privatizable(nest: Any, buffer: Any, loop: Any) -> bool:
                     and m.order_gt(isl.dim_type.in_, d, isl.dim_type.out, d).is_empty()):
                 bad.append(m)
                 return
-    value_flow(nest, buffer).foreach_map(check)
+    flow = value_flow(nest, buffer)
+    if flow is None:
+        return False        # undecided: keep the buffer shared
+    flow.foreach_map(check)
     return not bad
 
 
