@@ -164,6 +164,10 @@ def _apply(nest, step: dict, result: Result) -> bool:
     return True
 
 
+def _thread_bound(nest) -> bool:
+    return any(isinstance(s, For) and s.kind == ForKind.GPU_THREAD for s in iter_stmts(nest.root))
+
+
 def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emulate: bool) -> None:
     if target == "llvm" and _gpu_bound(nest):
         result.skipped.append(target)
@@ -181,6 +185,12 @@ def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emu
         else:
             outs = case.run(nest, target)
     except BuildError as e:
+        if target == "cuda" and "is not among the outermost loops" in str(e) and not _thread_bound(nest):
+            # block loops under a serial loop with no thread bound yet: the schedule API checks
+            # the grid once threads are bound (block loops may be bound in any order before
+            # that), so CUDA alone refuses this one, at build time, with this message
+            result.skipped.append(target)
+            return
         result.failures.append(Failure("build", target, "BuildError", f"BuildError: {e}"))
         return
     except Exception as e:  # the fuzzer reports every exception
