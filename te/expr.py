@@ -1101,32 +1101,26 @@ def structural_key(e: Any, *, vars_by_identity: bool = False):
 
 
 def _key_by_name(e: Any):
-    if isinstance(e, Var):
-        return ("Var", e.name, e.dtype.name)
-    if isinstance(e, (IntImm, FloatImm)):
-        return (type(e).__name__, e.value, e.dtype.name)
-    if isinstance(e, Load):
-        return ("Load", e.buffer.name, tuple(_key_by_name(i) for i in e.indices))
-    if isinstance(e, Call):
-        return ("Call", e.name, e.dtype.name, tuple(_key_by_name(a) for a in e.args))
-    if isinstance(e, Expr):
-        extra = tuple(getattr(e, s) for s in ("lanes",) if hasattr(e, s))
-        return (type(e).__name__, e.dtype.name, extra, tuple(_key_by_name(c) for c in e.children()))
-    return e
+    return _key(e, lambda v: v.name)
 
 
 def _key_by_id(e: Any):
+    return _key(e, id)
+
+
+def _key(e: Any, var_key):
+    """The structural key of ``e``, a variable standing for ``var_key(var)``."""
     if isinstance(e, Var):
-        return ("Var", id(e), e.dtype.name)
+        return ("Var", var_key(e), e.dtype.name)
     if isinstance(e, (IntImm, FloatImm)):
         return (type(e).__name__, e.value, e.dtype.name)
     if isinstance(e, Load):
-        return ("Load", e.buffer.name, tuple(_key_by_id(i) for i in e.indices))
+        return ("Load", e.buffer.name, tuple(_key(i, var_key) for i in e.indices))
     if isinstance(e, Call):
-        return ("Call", e.name, e.dtype.name, tuple(_key_by_id(a) for a in e.args))
+        return ("Call", e.name, e.dtype.name, tuple(_key(a, var_key) for a in e.args))
     if isinstance(e, Expr):
         extra = tuple(getattr(e, s) for s in ("lanes",) if hasattr(e, s))
-        return (type(e).__name__, e.dtype.name, extra, tuple(_key_by_id(c) for c in e.children()))
+        return (type(e).__name__, e.dtype.name, extra, tuple(_key(c, var_key) for c in e.children()))
     return e
 
 

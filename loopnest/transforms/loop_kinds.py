@@ -238,17 +238,23 @@ def _full_unroll_extent(nest, f: For, name: str) -> int:
     return n
 
 
-def _unroll_fully(nest, f: For, n: int, call: str) -> None:
-    v = f.var
+def _body_copies(nest, f: For, values: list) -> list[Stmt]:
+    """The statements of ``f``'s body once per value of its variable: the first copy keeps
+    the body's loops, the others get fresh ones (recorded as copies of the first)."""
     stmts: list[Stmt] = []
-    for c in range(max(n, 0)):
-        value = tidy(add(f.start, c))
+    for c, value in enumerate(values):
         if c == 0:
-            stmts.extend(substitute_stmt(f.body, {v: value}).stmts)
+            stmts.extend(substitute_stmt(f.body, {f.var: value}).stmts)
             continue
-        copy = clone_fresh(f.body, nest.fresh_name, {v: value})
+        copy = clone_fresh(f.body, nest.fresh_name, {f.var: value})
         nest._note_copies(f.body, copy)
         stmts.extend(copy.stmts)
+    return stmts
+
+
+def _unroll_fully(nest, f: For, n: int, call: str) -> None:
+    v = f.var
+    stmts = _body_copies(nest, f, [tidy(add(f.start, c)) for c in range(max(n, 0))])
     nest._note_removed(v, call)
     nest.root = replace_loop(nest.root, v, lambda _: stmts)
 
@@ -257,15 +263,7 @@ def _unroll_by(nest, f: For, n: int | None, factor: int) -> Var | None:
     """Unroll ``f`` by ``factor``; returns the tail loop's variable (None without a tail)."""
     v = f.var
     trip = IntImm(n // factor, v.dtype) if n is not None else floordiv_c(nonnegative_extent(nest, f), factor)
-    body: list[Stmt] = []
-    for c in range(factor):
-        value = tidy(add(add(mul(v, factor), c), f.start))
-        if c == 0:
-            body.extend(substitute_stmt(f.body, {v: value}).stmts)
-            continue
-        copy = clone_fresh(f.body, nest.fresh_name, {v: value})
-        nest._note_copies(f.body, copy)
-        body.extend(copy.stmts)
+    body = _body_copies(nest, f, [tidy(add(add(mul(v, factor), c), f.start)) for c in range(factor)])
     main = For(v, IntImm(0, v.dtype), trip, Block(tuple(body)), f.kind, f.axis)
     new: list[Stmt] = [main]
     tail = None
