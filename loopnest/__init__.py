@@ -10,7 +10,9 @@
 from .errors import LoopNestError, LoweringError, ScheduleError, VerifyError
 from .loop import Loop
 from .nest import LoopNest
+from .target import Target, host_target
 from .stmt import Allocate, Block, Cond, ExternCall, For, ForKind, Free, Let, Stmt, Store
 
 __all__ = ["LoopNest", "Loop", "ScheduleError", "VerifyError", "LoweringError", "LoopNestError",
-           "For", "ForKind", "Store", "Cond", "Block", "Let", "Allocate", "Free", "Stmt"]
+           "For", "ForKind", "Store", "Cond", "Block", "Let", "Allocate", "Free", "Stmt",
+           "Target", "host_target"]
