@@ -26,9 +26,18 @@ Semantics (the spec's, exactly)
     even. ``min``/``max`` on floats propagate NaN. Math intrinsics map to CUDA's precise
     functions (``expf``, ``rintf`` for round-half-even, ...); the ``__expf``-style fast
     variants only with ``fast_math=True``.
-    Vector expressions (Ramp/Broadcast) are evaluated lane by lane into a temporary array
-    and then stored (so reads see the values before the store, as in the spec); no
-    ``float4`` accesses are emitted.
+    Vector expressions (Ramp/Broadcast, values of vector dtypes) are evaluated lane by lane
+    into a temporary array and then stored (so reads see the values before the store, as in
+    the spec).
+
+Vector accesses
+    A buffer of vector elements (``float32x4``, ``float16x2``...) is an array of its CUDA
+    vector type (``codegen.cuda.types``: ``float4``, ``__half2``, ``char4`` or a generated
+    aligned struct); ``tc_get``/``tc_set`` read and write one lane of such a value. The loads
+    and stores that ``codegen.cuda.vectors`` made whole-vector accesses are printed as such:
+    the loads into ``const`` arrays of the vector type before the lanes are computed, the
+    stores from one after (a vectorized loop over a float32 buffer is a ``float4`` load and
+    store when its alignment is provable).
 
 Names
     User names are sanitised (``codegen.kernel.sanitize_name``), made unique and prefixed
@@ -73,6 +82,7 @@ from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, LetStmt, St
 
 from ..kernel import BuildError, Param, eval_int_expr, sanitize_name
 from .helpers import LOWP_INFO, HelperSet
+from .types import c_type, compute_type, storage_type, vector_type
 from .ir_queries import AXES, extent, nonneg
 from .memory import private_index
 from .outline import MAX_BLOCK_DIMS, MAX_GRID_DIMS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK
@@ -81,43 +91,6 @@ from .plan import ArgRef, CudaPlan, KernelPlan, KernelSpec
 
 __all__ = ["emit_cuda", "CudaModuleSpec", "KernelSpec", "ArgRef", "c_type", "MAX_THREADS_PER_BLOCK",
            "MAX_SHARED_BYTES", "MAX_BLOCK_DIMS", "MAX_GRID_DIMS"]
-
-_INT_C = {("int", 8): "signed char", ("int", 16): "short", ("int", 32): "int", ("int", 64): "long long",
-          ("uint", 8): "unsigned char", ("uint", 16): "unsigned short", ("uint", 32): "unsigned int",
-          ("uint", 64): "unsigned long long"}
-
-
-def c_type(dt: Dtype) -> str:
-    """The C storage type of a scalar dtype (what a buffer element is in memory).
-
-    >>> from te import float16, int64
-    >>> c_type(float16), c_type(int64)
-    ('__half', 'long long')
-    """
-    dt = dt.element
-    if dt.is_bool:
-        return "bool"
-    if dt.is_integer:
-        return _INT_C[(dt.kind, dt.bits)]
-    if dt.kind == "float" and dt.bits == 32:
-        return "float"
-    if dt.kind == "float" and dt.bits == 64:
-        return "double"
-    return LOWP_INFO[dt.scalar_name][3]
-
-
-def compute_type(dt: Dtype) -> str:
-    """The C type values of ``dt`` are computed in (float for the low-precision floats).
-
-    >>> from te import bfloat16, int64
-    >>> compute_type(bfloat16), compute_type(int64)
-    ('float', 'long long')
-    """
-    dt = dt.element
-    if dt.is_lowp_float:
-        return "float"
-    return c_type(dt)
-
 
 def _unsigned_of(dt: Dtype) -> str:
     return "unsigned long long" if dt.bits == 64 else "unsigned int"
@@ -149,7 +122,14 @@ class CudaModuleSpec:
     def scratch_nbytes(self, sizes: dict) -> list[int]:
         """Bytes to allocate for each ``scratch`` buffer for sizes ``{id(var): int}`` (at
         least 1, so every allocation has an address)."""
-        return [max(math.prod(eval_int_expr(d, sizes) for d in b.dims) * b.dtype.itemsize, 1) for b in self.scratch]
+        return [max(math.prod(eval_int_expr(d, sizes) for d in b.dims) * b.dtype.itemsize * b.dtype.lanes, 1)
+                for b in self.scratch]
+
+    @property
+    def param_alignment(self) -> dict[int, int]:
+        """``{buffer argument index: bytes}``: the alignment the pointers of those arguments
+        need (their elements or runs of them are accessed as CUDA vector types)."""
+        return dict(self.plan.param_alignment) if self.plan is not None else {}
 
 
 
@@ -212,6 +192,7 @@ class CudaEmitter(Functor):
         self._barriers: Counter = Counter()   # id(stmt) -> __syncthreads() before it, in this kernel
         self._slices: dict[int, str] = {}     # id(buffer) -> offset of this thread's slice
         self._store_guard: str | None = None  # guard for stores to non-local buffers
+        self._hoisted: dict[int, str] = {}    # id(load) -> the array its whole vectors were read into
 
     # -- names --------------------------------------------------------------------
     def name_of(self, obj, base: str, prefix: str) -> str:
@@ -253,11 +234,16 @@ class CudaEmitter(Functor):
         return info
 
     def storage_type(self, dt: Dtype) -> str:
+        """The C type of an element of a buffer of ``dt``, with what it needs declared."""
         if dt.element.is_lowp_float:
             self.lowp(dt)
         if dt.is_vector:
-            raise BuildError(f"buffers of vector element type ({dt}) are not supported by the CUDA backend")
-        return c_type(dt)
+            vt = vector_type(dt)
+            if vt.builtin:
+                self.helpers.header("vector_types.h")      # implicit under nvcc, not in the emulation
+            else:
+                self.helpers.define(vt.name, vt.definition)
+        return storage_type(dt)
 
     # -- literals -----------------------------------------------------------------
     def int_lit(self, value: int, dt: Dtype) -> str:
@@ -344,13 +330,54 @@ class CudaEmitter(Functor):
         if len(e.indices) > 1:
             raise BuildError(f"load of {e.buffer.name} has {len(e.indices)} indices: the CUDA backend "
                              "takes a prepared nest (nest.prepare_for_codegen())")
+        dt = e.buffer.dtype
+        if dt.is_vector or id(e) in self._hoisted:
+            return self._lane_load(e, lane)
         ix = self.expr(self._private_index(e.buffer, e.indices[0]), lane, True) if e.indices else "0"
         ref = self.elem(e.buffer, ix)
-        dt = e.buffer.dtype
         if dt.is_lowp_float:
             info = self.lowp(dt)
             return f"{info[0]}_ld({ref})"
         return ref
+
+    def _lane_load(self, e: E.Load, lane: str) -> str:
+        """Lane ``lane`` of a load read whole before the lanes (``self._hoisted``) or of a
+        load from a buffer of vector elements (one lane of the element it falls in)."""
+        dt = e.buffer.dtype
+        self.helpers.need("tc_lanes")
+        lane_t = c_type(dt)
+        arr = self._hoisted.get(id(e))
+        if arr is not None:
+            ref = f"tc_get<{lane_t}>({arr}, {lane})"
+        else:
+            index = self._private_index(e.buffer, e.indices[0])
+            if index.dtype.is_vector:   # element lane / L, its lane lane % L
+                ix, sub = self.expr(index, f"({lane}) / {dt.lanes}", True), f"({lane}) % {dt.lanes}"
+            else:
+                ix, sub = self.expr(index, None, True), lane
+            ref = f"tc_get<{lane_t}>({self.elem(e.buffer, ix)}, {sub})"
+        if dt.is_lowp_float:
+            return f"{self.lowp(dt)[0]}_ld({ref})"
+        return ref
+
+    def _chunk_ref(self, w, j: int, write: bool) -> str:
+        """The lvalue of chunk ``j`` of the whole-vector access ``w`` (codegen.cuda.vectors)."""
+        vt = self.storage_type(w.buffer.dtype.with_lanes(w.vtype.lanes))
+        if w.element_buffer:
+            index = self._private_index(w.buffer, w.index)
+            return self.elem(w.buffer, self.expr(index, str(j) if index.dtype.is_vector else None, True))
+        start = self.expr(w.base, None, True) + (f" + {j * w.vtype.lanes}" if j else "")
+        return f"*reinterpret_cast<{'' if write else 'const '}{vt}*>(&{self.elem(w.buffer, start)})"
+
+    def _hoist_loads(self, s: Stmt) -> None:
+        """Read the whole-vector loads of statement ``s`` (``plan.hoisted``) into arrays."""
+        for w, load_ids in self.plan.hoisted.get(id(s), []):
+            vt = self.storage_type(w.buffer.dtype.with_lanes(w.vtype.lanes))
+            t = self.tmp("e")
+            chunks = ", ".join(self._chunk_ref(w, j, False) for j in range(w.chunks))
+            self.emit(f"const {vt} {t}[{w.chunks}] = {{{chunks}}};")
+            for i in load_ids:
+                self._hoisted[i] = t
 
     def visit_Let(self, e: E.Let, lane, idx):
         ct = compute_type(e.value.dtype)
@@ -638,9 +665,11 @@ class CudaEmitter(Functor):
         if s.var.dtype.is_vector:
             lanes = s.var.dtype.lanes
             self._vector_vars.add(id(s.var))
+            self._hoist_loads(s)
             self.emit(f"{ct} {n}[{lanes}];")
             self.emit("#pragma unroll")
             self.emit(f"for (int tc_l = 0; tc_l < {lanes}; ++tc_l) {n}[tc_l] = {self.expr(s.value, 'tc_l')};")
+            self._hoisted.clear()
         else:
             self.emit(f"const {ct} {n} = {self.expr(s.value)};")
         self.visit(s.body)
@@ -703,21 +732,39 @@ class CudaEmitter(Functor):
         else:
             # vector store: every lane is computed before any is written
             ct = compute_type(s.value.dtype)
-            t = self.tmp("v")
             self.emit("{")
             self.indent += 1
+            t = self.tmp("v")
+            self._hoist_loads(s)
             self.emit(f"{ct} {t}[{lanes}];")
             self.emit("#pragma unroll")
             self.emit(f"for (int tc_l = 0; tc_l < {lanes}; ++tc_l) {t}[tc_l] = {self.expr(s.value, 'tc_l')};")
-            ix = self.expr(index, "tc_l" if index.dtype.is_vector else None, True)
-            self.emit("#pragma unroll")
-            self.emit(f"for (int tc_l = 0; tc_l < {lanes}; ++tc_l) {self.elem(s.buffer, ix)} = "
-                      f"{self._store_value(s.buffer, f'{t}[tc_l]')};")
+            self._hoisted.clear()
+            w = self.plan.wide_stores.get(id(s))
+            if w is not None:
+                self._wide_store(w, t, lanes)
+            else:
+                ix = self.expr(index, "tc_l" if index.dtype.is_vector else None, True)
+                self.emit("#pragma unroll")
+                self.emit(f"for (int tc_l = 0; tc_l < {lanes}; ++tc_l) {self.elem(s.buffer, ix)} = "
+                          f"{self._store_value(s.buffer, f'{t}[tc_l]')};")
             self.indent -= 1
             self.emit("}")
         if guard:
             self.indent -= 1
             self.emit("}")
+
+    def _wide_store(self, w, values: str, lanes: int) -> None:
+        """Store the computed lanes ``values`` as the whole vectors of ``w``."""
+        vt = self.storage_type(w.buffer.dtype.with_lanes(w.vtype.lanes))
+        self.helpers.need("tc_lanes")
+        t = self.tmp("w")
+        self.emit(f"{vt} {t}[{w.chunks}];")
+        self.emit("#pragma unroll")
+        self.emit(f"for (int tc_l = 0; tc_l < {lanes}; ++tc_l) tc_set<{c_type(w.buffer.dtype)}>({t}, tc_l, "
+                  f"{self._store_value(w.buffer, f'{values}[tc_l]')});")
+        for j in range(w.chunks):
+            self.emit(f"{self._chunk_ref(w, j, True)} = {t}[{j}];")
 
     def visit_For(self, s: For):
         v = self.var(s.var)

@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 from ..kernel import BuildError
-from .emit import compute_type, c_type
+from .types import compute_type, storage_type
 from .launch import memory_bytes, scalar_value
 
 __all__ = ["host_compiler", "run_on_host", "EmulationError"]
@@ -156,9 +156,9 @@ _DIR = None
 
 def _arg_ctype(kernel, a) -> str:
     if a.kind == "param":
-        return c_type(kernel._buffer_params[a.index].buffer.dtype) + "*"
+        return storage_type(kernel._buffer_params[a.index].buffer.dtype) + "*"
     if a.kind == "scratch":
-        return c_type(kernel.module.scratch[a.index].dtype) + "*"
+        return storage_type(kernel.module.scratch[a.index].dtype) + "*"
     return compute_type(a.var.dtype)
 
 
@@ -232,6 +232,13 @@ def _shared_copy(mem: np.ndarray) -> np.ndarray:
     return out
 
 
+def _aligned_zeros(nbytes: int, align: int = 256) -> np.ndarray:
+    """``nbytes`` zero bytes at an address aligned as cudaMalloc's are."""
+    raw = np.zeros(nbytes + align, np.uint8)
+    skip = -raw.ctypes.data % align
+    return raw[skip:skip + nbytes]
+
+
 def run_on_host(kernel, *args, timeout: float = 120.0, **kwargs):
     """Call the CUDA ``kernel`` (numpy arguments, as for ``kernel(...)``) on the CPU through
     the emulation; returns what ``kernel(...)`` returns (the outputs left out, allocated).
@@ -249,7 +256,7 @@ def _run(kernel, arrays: list, sizes: dict, timeout: float) -> None:
     lib_path = _build(kernel)
     memory = [memory_bytes(a) for a in arrays]      # what the kernel indexes, in memory order
     shared = [_shared_copy(m) for m in memory]
-    scratch = [np.zeros(n, np.uint8) for n in kernel.module.scratch_nbytes(sizes)]
+    scratch = [_aligned_zeros(n) for n in kernel.module.scratch_nbytes(sizes)]
     launches = []
     for ks in kernel.kernels:
         grid, block = ks.dims(sizes)

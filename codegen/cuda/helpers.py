@@ -114,20 +114,43 @@ __device__ __forceinline__ float tc_sigmoid_fast(float x) { return __fdividef(1.
 
 _h("tc_f16", r"""
 // float16: stored as __half, computed in float; every result is rounded to nearest-even.
-__device__ __forceinline__ float tc_f16_ld(__half x) { return __half2float(x); }
-__device__ __forceinline__ __half tc_f16_st(float x) { return __float2half_rn(x); }
-__device__ __forceinline__ float tc_rnd_f16(float x) { return __half2float(__float2half_rn(x)); }
-__device__ __forceinline__ float tc_rndd_f16(double x) { return __half2float(__double2half(x)); }
+// A NaN keeps its sign and leading payload bits and is quiet (te.lowprec), where CUDA's
+// conversions would give the canonical NaN.
+__device__ __forceinline__ float tc_f16_ld(__half x) {
+  const unsigned h = __half_as_ushort(x);
+  if ((h & 0x7c00u) == 0x7c00u && (h & 0x03ffu))
+    return __uint_as_float(((h & 0x8000u) << 16) | 0x7fc00000u | ((h & 0x03ffu) << 13));
+  return __half2float(x);
+}
+__device__ __forceinline__ __half tc_f16_st(float x) {
+  if (x != x) {
+    const unsigned u = __float_as_uint(x);
+    return __ushort_as_half((unsigned short)(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x03ffu)));
+  }
+  return __float2half_rn(x);
+}
+__device__ __forceinline__ float tc_rnd_f16(float x) { return tc_f16_ld(tc_f16_st(x)); }
+__device__ __forceinline__ float tc_rndd_f16(double x) {
+  return x != x ? tc_rnd_f16((float)x) : __half2float(__double2half(x));
+}
 __device__ __forceinline__ float tc_rndll_f16(long long x) { return __half2float(__ll2half_rn(x)); }
 __device__ __forceinline__ float tc_rndull_f16(unsigned long long x) { return __half2float(__ull2half_rn(x)); }
 """)
 
 _h("tc_bf16", r"""
 // bfloat16: stored as __nv_bfloat16, computed in float; results rounded to nearest-even.
-__device__ __forceinline__ float tc_bf16_ld(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ __nv_bfloat16 tc_bf16_st(float x) { return __float2bfloat16_rn(x); }
-__device__ __forceinline__ float tc_rnd_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-__device__ __forceinline__ float tc_rndd_bf16(double x) { return __bfloat162float(__double2bfloat16(x)); }
+// A NaN keeps its sign and leading payload bits and is quiet (as float16's).
+__device__ __forceinline__ float tc_bf16_ld(__nv_bfloat16 x) {
+  return __uint_as_float((unsigned)__bfloat16_as_ushort(x) << 16);
+}
+__device__ __forceinline__ __nv_bfloat16 tc_bf16_st(float x) {
+  if (x != x) return __ushort_as_bfloat16((unsigned short)((__float_as_uint(x) | 0x00400000u) >> 16));
+  return __float2bfloat16_rn(x);
+}
+__device__ __forceinline__ float tc_rnd_bf16(float x) { return tc_bf16_ld(tc_bf16_st(x)); }
+__device__ __forceinline__ float tc_rndd_bf16(double x) {
+  return x != x ? tc_rnd_bf16((float)x) : __bfloat162float(__double2bfloat16(x));
+}
 __device__ __forceinline__ float tc_rndll_bf16(long long x) { return __bfloat162float(__ll2bfloat16_rn(x)); }
 __device__ __forceinline__ float tc_rndull_bf16(unsigned long long x) { return __bfloat162float(__ull2bfloat16_rn(x)); }
 """)
@@ -157,23 +180,41 @@ __device__ __forceinline__ float tc_rndull_tf32(unsigned long long x) { return t
 """)
 
 for _k, _interp, _nanfix in (("e4m3", "__NV_E4M3", "0x7e"), ("e5m2", "__NV_E5M2", None)):
-    _nan = (f"x != x ? (__nv_fp8_storage_t){_nanfix} : " if _nanfix else "")
+    if _nanfix:
+        _nan = _nand = f"x != x ? (__nv_fp8_storage_t){_nanfix} : "
+        _ld = f"__half(__nv_cvt_fp8_to_halfraw(x, {_interp}))"
+    else:   # e5m2 is float16's top byte: a NaN keeps its sign and leading payload bit, quiet
+        _nan = ("x != x ? (__nv_fp8_storage_t)(((__float_as_uint(x) >> 24) & 0x80u) | 0x7eu | "
+                "((__float_as_uint(x) >> 21) & 1u)) : ")
+        _nand = f"x != x ? tc_{_k}_st((float)x) : "
+        _ld = "__ushort_as_half((unsigned short)(x << 8))"
     _h(f"tc_{_k}", rf"""
 // float8 {_k}: stored as one byte, computed in float; conversions saturate to the largest
 // finite value{' and NaN becomes +448 (e4m3 has no NaN)' if _nanfix else ''}.
 __device__ __forceinline__ float tc_{_k}_ld(__nv_fp8_storage_t x) {{
-  return __half2float(__half(__nv_cvt_fp8_to_halfraw(x, {_interp})));
+  return tc_f16_ld({_ld});
 }}
 __device__ __forceinline__ __nv_fp8_storage_t tc_{_k}_st(float x) {{
   return {_nan}__nv_cvt_float_to_fp8(x, __NV_SATFINITE, {_interp});
 }}
 __device__ __forceinline__ __nv_fp8_storage_t tc_{_k}_std(double x) {{
-  return {_nan}__nv_cvt_double_to_fp8(x, __NV_SATFINITE, {_interp});
+  return {_nand}__nv_cvt_double_to_fp8(x, __NV_SATFINITE, {_interp});
 }}
 __device__ __forceinline__ float tc_rnd_{_k}(float x) {{ return tc_{_k}_ld(tc_{_k}_st(x)); }}
 __device__ __forceinline__ float tc_rndd_{_k}(double x) {{ return tc_{_k}_ld(tc_{_k}_std(x)); }}
 __device__ __forceinline__ float tc_rndll_{_k}(long long x) {{ return tc_rndd_{_k}((double)x); }}
 __device__ __forceinline__ float tc_rndull_{_k}(unsigned long long x) {{ return tc_rndd_{_k}((double)x); }}
+""", ("tc_f16",))
+
+_h("tc_lanes", r"""
+// One lane of a vector element (a CUDA vector type, a generated struct of lanes, or an array
+// of either): the lanes of type E lie contiguously from the object's address.
+template <typename E, typename V> __device__ __forceinline__ E tc_get(const V& v, int l) {
+  return reinterpret_cast<const E*>(&v)[l];
+}
+template <typename E, typename V> __device__ __forceinline__ void tc_set(V& v, int l, E x) {
+  reinterpret_cast<E*>(&v)[l] = x;
+}
 """)
 
 #: low-precision kind -> (helper, short name, header, storage C type)
@@ -192,6 +233,7 @@ class HelperSet:
     def __init__(self):
         self._names: list[str] = []
         self._headers: list[str] = []
+        self._defined: dict[str, str] = {}
 
     def need(self, name: str) -> str:
         """Request helper ``name`` (and its dependencies); returns ``name``."""
@@ -203,6 +245,19 @@ class HelperSet:
             self._names.append(name)
         return name
 
+    def define(self, name: str, source: str) -> str:
+        """Request a generated definition (a vector struct type): ``source`` is emitted once,
+        after the headers and before the helpers; returns ``name``.
+
+        >>> h = HelperSet()
+        >>> h.define("tc_boolx4", "struct __align__(4) tc_boolx4 { bool v[4]; };")
+        'tc_boolx4'
+        >>> h.source().strip()
+        'struct __align__(4) tc_boolx4 { bool v[4]; };'
+        """
+        self._defined.setdefault(name, source)
+        return name
+
     def header(self, h: str) -> None:
         """Request ``#include <h>``."""
         if h not in self._headers:
@@ -212,13 +267,16 @@ class HelperSet:
     def headers(self) -> list[str]:
         return list(self._headers)
 
-    def snapshot(self) -> tuple[int, int]:
-        return len(self._names), len(self._headers)
+    def snapshot(self) -> tuple[int, int, int]:
+        return len(self._names), len(self._headers), len(self._defined)
 
     def source(self) -> str:
         """The ``#include`` lines and helper definitions, ready to precede the kernels."""
         lines = [f"#include <{h}>" for h in self._headers]
         if lines:
+            lines.append("")
+        if self._defined:
+            lines.extend(self._defined.values())
             lines.append("")
         for n in self._names:
             lines.append(HELPERS[n][1])

@@ -96,19 +96,28 @@ class CudaKernel(Kernel):
         if not dtype_matches(d.dtype, want):
             raise KernelArgumentError(f"argument {p.name} of {self.name} has dtype {d.dtype}, expected "
                                       f"{buf.dtype} ({want})")
-        if d.ndim != buf.ndim:
+        lanes = buf.dtype.lanes
+        rank = buf.ndim + (lanes > 1)      # vector elements: the lanes are a trailing axis
+        if d.ndim != rank or (lanes > 1 and d.shape[-1] != lanes):
+            want_shape = tuple(buf.shape) + ((lanes,) if lanes > 1 else ())
             raise ValueError(f"argument {p.name} of {self.name} has rank {d.ndim} (shape {d.shape}), expected "
-                             f"rank {buf.ndim} (shape {buf.shape})")
-        self._bind_shape(p, tuple(d.shape), sizes)
+                             f"rank {rank} (shape {want_shape})")
+        self._bind_shape(p, tuple(d.shape[:buf.ndim]), sizes)
         if buf.layout is None and not d.c_contiguous():
             raise ValueError(f"argument {p.name} of {self.name} must be C-contiguous (row-major); its strides "
                              f"are {d.strides}")
         if buf.layout is not None and d.strides is not None and d.size > 1:
-            want_st = buf.layout.numpy_strides(d.itemsize)
+            want_st = tuple(buf.layout.numpy_strides(d.itemsize * lanes)) + ((d.itemsize,) if lanes > 1 else ())
             if tuple(s for s, n in zip(d.strides, d.shape) if n > 1) != \
                     tuple(s for s, n in zip(want_st, d.shape) if n > 1):
                 raise ValueError(f"argument {p.name} of {self.name} has strides {d.strides}, but its layout "
                                  f"needs strides {tuple(want_st)}")
+        align = self.module.param_alignment.get(self._buffer_params.index(p), 1)
+        if d.ptr % align:
+            raise ValueError(f"argument {p.name} of {self.name} is at address {d.ptr:#x}, which is not a multiple "
+                             f"of {align} bytes: the kernel accesses it as {align}-byte CUDA vectors "
+                             "(k.module.plan.describe_vectors() lists them); pass an array that starts on "
+                             "such a boundary (a fresh allocation does)")
         return d
 
     def _launch(self, arrays: list, sizes: dict) -> None:

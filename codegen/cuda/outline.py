@@ -61,10 +61,6 @@ def outline_kernels(plan: CudaPlan) -> None:
     """Record the kernels of ``plan.root`` (made a fresh copy first) in ``plan.kernels``,
     with their bound loops and launch dimensions, and the loop variables known to be >= 0
     (see the module docstring)."""
-    for p in plan.buffer_params:
-        if p.buffer.dtype.is_vector:
-            raise BuildError(f"argument {p.name} has a vector element type ({p.buffer.dtype}); "
-                             "the CUDA backend takes scalar element types")
     plan.root = fresh_copy(plan.root)
     size_ids = plan.size_ids
     for s in flatten(plan.root):

@@ -9,7 +9,10 @@ before and after each and then what the step recorded in the plan:
    promotion, shared bytes per kernel;
 3. ``cuda_sync`` (``codegen.cuda.sync``): ``__syncthreads()`` positions and one-thread sections;
 4. ``cuda_arguments`` (``codegen.cuda.aliasing``): kernel arguments and the const /
-   ``__restrict__`` facts.
+   ``__restrict__`` facts;
+5. ``cuda_vector_access`` (``codegen.cuda.vectors``): the loads and stores done as whole
+   CUDA vectors (``float4``, ``__half2``, elements of vector dtypes), and the alignment the
+   buffer arguments' pointers need.
 
 The IR is not rewritten (the first step takes a fresh copy of it, so that facts can be
 keyed by statement identity); the printer (``codegen.cuda.emit``) only spells the plan out.
@@ -36,6 +39,9 @@ keyed by statement identity); the printer (``codegen.cuda.emit``) only spells th
 // ---- before cuda_arguments ----
 // ---- after cuda_arguments ----
 // ---- cuda_arguments: plan ----
+// ---- before cuda_vector_access ----
+// ---- after cuda_vector_access ----
+// ---- cuda_vector_access: plan ----
 >>> print(plan.describe_kernels())
 kernel k0_double: a single thread <<<1, 1>>> (no loop is bound to the GPU)
 """
@@ -52,6 +58,7 @@ from .memory import assign_memory_scopes
 from .outline import MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, outline_kernels
 from .plan import CudaPlan
 from .sync import plan_sync
+from .vectors import plan_vector_accesses
 
 __all__ = ["CUDA_STEPS", "cuda_passes", "plan_cuda"]
 
@@ -61,6 +68,7 @@ CUDA_STEPS: list[tuple[str, Callable[[CudaPlan], None], str]] = [
     ("cuda_memory_scopes", assign_memory_scopes, "memory"),
     ("cuda_sync", plan_sync, "sync"),
     ("cuda_arguments", plan_arguments, "arguments"),
+    ("cuda_vector_access", plan_vector_accesses, "vectors"),
 ]
 
 

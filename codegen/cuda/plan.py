@@ -163,7 +163,7 @@ class Placement:
     def nbytes(self) -> int | None:
         """Bytes declared (see ``elements``)."""
         n = self.elements
-        return None if n is None else n * self.buffer.dtype.itemsize
+        return None if n is None else n * self.buffer.dtype.itemsize * self.buffer.dtype.lanes
 
 
 @dataclass
@@ -242,7 +242,7 @@ class CudaPlan:
     >>> ex = examples.softmax_rows()
     >>> plan = build(ex.nest, ex.args, target="cuda").module.plan
     >>> plan.done, [b.name for b in plan.scratch], plan.scope(plan.scratch[0]), plan.scope(ex.args[0])
-    (['kernels', 'memory', 'sync', 'arguments'], ['mx', 'e', 's'], 'global', 'param')
+    (['kernels', 'memory', 'sync', 'arguments', 'vectors'], ['mx', 'e', 's'], 'global', 'param')
     """
 
     root: Stmt
@@ -257,6 +257,11 @@ class CudaPlan:
     readonly: set[int] = field(default_factory=set)                    # ids of buffers no kernel writes
     written_by: dict[int, list[str]] = field(default_factory=dict)     # id(buffer) -> kernel names
     done: list[str] = field(default_factory=list)                      # the sections recorded so far
+    # cuda_vector_access (codegen.cuda.vectors): id(store) -> WideAccess; id(store or LetStmt) ->
+    # [(WideAccess, ids of the loads reading it)]; param index -> pointer alignment in bytes
+    wide_stores: dict[int, Any] = field(default_factory=dict)
+    hoisted: dict[int, list] = field(default_factory=dict)
+    param_alignment: dict[int, int] = field(default_factory=dict)
 
     @property
     def buffer_params(self) -> list[Param]:
@@ -367,7 +372,28 @@ class CudaPlan:
             out.append(f"{k.name}({', '.join(getattr(o, 'name', '?') for o in k.arg_objects)})")
         return "\n".join(out)
 
+    def describe_vectors(self) -> str:
+        """The loads and stores done as whole CUDA vectors, and the alignment buffer arguments
+        need (recorded by ``cuda_vector_access``); empty when there are none."""
+        out = []
+        stmts = {id(x): x for x in iter_stmts(self.root)}
+
+        def show(what, w):
+            idx = expr_to_str(w.index)
+            return (f"{what} {w.buffer.name}[{idx}]: {w.chunks} x {w.vtype.name} "
+                    f"({w.vtype.align} B aligned)")
+        for sid, s in stmts.items():
+            for w, _ in self.hoisted.get(sid, []):
+                out.append(show("load", w))
+            if sid in self.wide_stores:
+                out.append(show("store", self.wide_stores[sid]))
+        if self.param_alignment:
+            bufs = self.buffer_params
+            out.append("pointers checked at launch: " + ", ".join(
+                f"{bufs[i].name} {a} B aligned" for i, a in self.param_alignment.items()))
+        return "\n".join(out)
+
     def __str__(self) -> str:
         parts = {"kernels": self.describe_kernels, "memory": self.describe_memory, "sync": self.describe_sync,
-                 "arguments": self.describe_arguments}
-        return "\n".join(parts[s]() for s in self.done)
+                 "arguments": self.describe_arguments, "vectors": self.describe_vectors}
+        return "\n".join(t for t in (parts[s]() for s in self.done) if t)
