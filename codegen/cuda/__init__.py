@@ -17,8 +17,11 @@ True
 
 * ``passes``: the CUDA steps after ``prepare_for_codegen`` -- kernel outlining and launch
   dimensions (``outline``), memory scopes (``memory``), barriers and one-thread sections
-  (``sync``), arguments with their const / ``__restrict__`` facts (``aliasing``) -- filling a
-  ``plan.CudaPlan`` that ``LOOPNEST_DUMP_PASSES=1`` (or ``dump=True``) prints.
+  (``sync``), arguments with their const / ``__restrict__`` facts (``aliasing``), whole-vector
+  loads and stores (``vectors``) -- filling a ``plan.CudaPlan`` that ``LOOPNEST_DUMP_PASSES=1``
+  (or ``dump=True``) prints.
+* ``types``: the C types of dtypes; vector dtypes (``float32x4``, ``float16x2``, ``int8x4``...)
+  as CUDA vector types (``float4``, ``__half2``, ``char4``...) or aligned structs.
 * ``emit``: prints the plan as CUDA C.
 * ``compile``: nvcc -> cubin / PTX, and the ``ptxas -v`` report (no GPU needed).
 * ``launch``: PyCUDA launches (imported lazily; calling without a GPU raises RuntimeError).
