@@ -42,7 +42,7 @@ from te.tensor import Tensor
 
 from ..errors import ScheduleError
 from ..target import Target, resolve_target
-from .templates import contraction, pack_candidate, reduction as plain_reduction, vector_reduction, vectorize_split
+from .templates import contraction, pack_candidate, several, reduction as plain_reduction, vector_reduction, vectorize_split
 from .classify import classify, const_extent, consumers_of, sliced_loop
 
 __all__ = ["auto_schedule", "AutoScheduleReport", "TensorChoice", "contraction_params", "register_tile",
@@ -216,11 +216,16 @@ def _row_reads(producer: Tensor, consumer: Tensor) -> list[int] | None:
     return offs
 
 
+def _outermost_several(loops: list):
+    """The outermost of ``loops`` that may run more than once (the first one if none does)."""
+    return next((lp for lp in loops if several(lp)), loops[0])
+
+
 def _work(t: Tensor) -> int:
     """Innermost iterations of ``t`` (a symbolic extent counts as large)."""
     n = 1
     for d in tuple(t.dims) + tuple(t.reduce_dims):
-        n *= const_extent(d) or 1024
+        n *= const_extent(d) or PARALLEL_MIN_WORK
     return n
 
 
@@ -407,7 +412,7 @@ class _Planner:
                 parts.append("reduction unrolled by 4")
                 reasons.append("the reduction extent does not allow vector lanes")
         if n_sp and self.should_parallelize(t):
-            if self.attempt(nest.parallelize, nest.get_loops_for(t)[0]):
+            if self.attempt(nest.parallelize, _outermost_several(nest.get_loops_for(t)[:n_sp])):
                 parts.append("outer loop parallel")
         return ", ".join(parts) or "left as it is", "; ".join(["reduction"] + reasons)
 
@@ -437,8 +442,9 @@ class _Planner:
                         "element-wise with a transposed read")
         inner = const_extent(loops[-1].extent)
         flat = False
+        # small rows: one long loop instead (not where the body tests the indices: a padding copy)
         if len(loops) >= 2 and not fused and inner is not None and inner < 4 * self.target.lanes(t.dtype) and \
-                all(const_extent(lp.extent) is not None for lp in loops):
+                all(const_extent(lp.extent) is not None for lp in loops) and _Cost().visit(t.body) < 100:
             flat = self.attempt(lambda: nest.flatten(loops))
             loops = nest.get_loops_for(t)
         lanes = vector_lanes(self.target, t.dtype, const_extent(loops[-1].extent))
@@ -455,7 +461,7 @@ class _Planner:
         if t.dtype.is_float or t.dtype.is_integer:
             if self.attempt(vectorize_split, nest, loops[-1], lanes):
                 parts.append(f"vectorized {lanes} wide")
-        if par and not fused and self.attempt(nest.parallelize, nest.get_loops_for(t)[0]):
+        if par and not fused and self.attempt(nest.parallelize, _outermost_several(nest.get_loops_for(t))):
             parts.append("outer loop parallel")
         if fused and par and self.attempt(nest.parallelize, nest.get_loops_for(t)[0]):
             parts.append("rows parallel")
