@@ -279,6 +279,8 @@ class _Planner:
         group: list[Tensor] = []
         members = {out.name}
         rows = 1
+        if len(out.args) < 2 and not out.is_reduction:
+            return group, rows      # a row of a one-dimensional element-wise tensor is one element
         for t in reversed(self.tensors):
             if t.name in members or t.name in self.outputs or t.name in self.inlined:
                 continue
@@ -402,7 +404,7 @@ class _Planner:
         loops = nest.get_loops_for(t)
         n_sp = len(t.args)
         parts, reasons = [], []
-        if n_sp and not fused:
+        if n_sp:
             lanes = self.target.lanes(t.dtype)
             rl = 2 * lanes if lanes >= 16 else 4 * lanes
             row = loops[n_sp - 1]

@@ -222,13 +222,13 @@ def leftover_columns(nest, t: Tensor, spatial: list, j_rest, n_red: int, par: bo
         if outer is not None:
             nest.parallelize(outer)
     cols = chain[ns - 1]
+    if ns >= 2:
+        nest.cache_accesses(nest.buffer(t.name), f"{t.name}_cols", chain[ns - 2])
     if const_extent(cols.extent) is None:
         # fewer than one column tile, a symbolic count: vectors of ``lanes``, then single columns
         vectorize_split(nest, cols, lanes)
     else:
         nest.vectorize(cols)
-    if ns >= 2:
-        nest.cache_accesses(nest.buffer(t.name), f"{t.name}_cols", chain[ns - 2])
     return spatial
 
 
@@ -286,22 +286,31 @@ def vector_reduction(nest, t: Tensor, at, lanes: int) -> bool:
     """Vectorize the innermost reduction loop of ``t`` through ``lanes`` partial results:
     split it by ``lanes``, ``rfactor`` at the inner part (the partials accumulate side by
     side: a reassociation that rfactor makes legal for Sum / Max / Min), keep the partials
-    in a local buffer at loop ``at`` (registers) and vectorize their accumulation. The
-    reduction loop must have a constant extent, a multiple of ``lanes`` larger than it;
-    returns False (and changes nothing) otherwise.
+    in a local buffer at loop ``at`` (registers) and vectorize their accumulation. A
+    constant extent that ``lanes`` divides is split exactly; any other extent (a symbolic
+    one included) is split with a mask (``split_with_mask``: the last partial vector is
+    guarded). Returns False (and changes nothing) when the extent is a constant no larger
+    than ``lanes``.
 
-    >>> from te import Buffer, Reduce, Sum
+    >>> from te import Buffer, Reduce, Sum, Var
     >>> from loopnest import LoopNest
     >>> A = Buffer("A", (4, 64), "float32")
     >>> R = Reduce("R", (4,), Sum(), lambda i, k: A[i, k], (64,))
     >>> nest = LoopNest([R]); vector_reduction(nest, R, nest.get_loops_for(R)[0], 16)
     True
+    >>> N = Var("N"); B = Buffer("B", (4, N), "float32")
+    >>> S = Reduce("S", (4,), Sum(), lambda i, k: B[i, k], (N,))
+    >>> nest = LoopNest([S]); vector_reduction(nest, S, nest.get_loops_for(S)[0], 16)
+    True
     """
     k = nest.get_loops_for(t)[-1]
     n = const_extent(k.extent)
-    if n is None or n % lanes or n <= lanes:
+    if n is not None and n <= lanes:
         return False
-    _, ki, _ = nest.split_with_tail(k, lanes)
+    if n is not None and n % lanes == 0:
+        _, ki, _ = nest.split_with_tail(k, lanes)
+    else:
+        _, ki = nest.split_with_mask(k, lanes)
     rf = nest.rfactor(t, ki)
     nest.cache_accesses(rf, rf.name + "_lanes", at)
     nest.vectorize(ki)
