@@ -60,7 +60,11 @@ TILE = 32
 
 @dataclass
 class TensorChoice:
-    """What ``auto_schedule`` did with one tensor: ``choice`` and the ``reason`` for it."""
+    """What ``auto_schedule`` did with one tensor: ``choice`` and the ``reason`` for it.
+
+    >>> print(TensorChoice("S", "outer loop parallel", "reduction"))
+    S: outer loop parallel (reduction)
+    """
 
     name: str
     choice: str
@@ -333,7 +337,6 @@ class _Planner:
             if not self.attempt(nest.split_with_mask, anchor, rows):
                 return []
             anchor = nest.get_loops_for(out)[0]
-        self.anchor = anchor
         placed = []
         for p in group:
             if self.attempt(nest.compute_at, p, anchor):

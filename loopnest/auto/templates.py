@@ -24,7 +24,7 @@ from te.tensor import Tensor
 from ..errors import ScheduleError
 from .classify import const_extent
 
-__all__ = ["separate_init", "contraction", "leftover_columns", "leftover_rows", "reduction", "elementwise",
+__all__ = ["separate_init", "contraction", "reduction", "elementwise",
            "vector_reduction", "vectorize_split", "pack_candidate", "several"]
 
 
@@ -111,8 +111,8 @@ def contraction(nest, t: Tensor, k: dict):
     ``par`` (parallelize the outermost tile loop that is not a reduction).
 
     The register tile accumulates in a local buffer that LLVM keeps in registers; columns
-    and rows left over by the tiles get nests of their own (``leftover_columns``,
-    ``leftover_rows``).
+    and rows left over by the tiles get nests of their own (``_leftover_columns``,
+    ``_leftover_rows``).
 
     >>> from te import Buffer, Reduce, Sum
     >>> from loopnest import LoopNest
@@ -135,7 +135,7 @@ def contraction(nest, t: Tensor, k: dict):
         j_tile, jin, j_rest = nest.split_with_tail(spatial[-1], lanes * vec_n)
         j_vec, j_lane, _ = nest.split_with_tail(jin, lanes)
         if j_rest is not None:
-            spatial = leftover_columns(nest, t, spatial, j_rest, len(red), k["par"], lanes)
+            spatial = _leftover_columns(nest, t, spatial, j_rest, len(red), k["par"], lanes)
     else:
         j_tile = spatial[-1]
     # 2. the register tile of the third-last spatial dimension (divisors only)
@@ -150,7 +150,7 @@ def contraction(nest, t: Tensor, k: dict):
     else:
         ko, ki = None, red[kk]
     # 4. the register tile of the second-last spatial dimension; rows left over get a nest of
-    #    their own, register-blocked the same way (``leftover_rows``)
+    #    their own, register-blocked the same way (``_leftover_rows``)
     i_tile, i_in, i_tail = nest.split_with_tail(spatial[-2], k["reg_i"]) if k["reg_i"] > 1 \
         else (spatial[-2], None, None)
     outer_fixed = list(spatial[:-3]) + ([o_tile if o_tile is not None else spatial[-3]] if ns >= 3 else [])
@@ -162,7 +162,7 @@ def contraction(nest, t: Tensor, k: dict):
             tail_outer = tail_first
         for n in range(len(outer_fixed) - 1, -1, -1):
             outer_fixed[n], tail_outer = nest.distribute(outer_fixed[n])[:2]
-        leftover_rows(nest, t, k, tail_outer, tail_first, i_tail, len(red) + (ko is not None))
+        _leftover_rows(nest, t, k, tail_outer, tail_first, i_tail, len(red) + (ko is not None))
     # 5. the loop order: outer tile loops, inner reduction loops, the register tile
     groups = {"i": [i_tile], "j": [j_tile], "K": list(red[:kk]) + ([ko] if ko is not None else [])}
     order = [ch for ch in k["order"] if groups[ch]]
@@ -203,7 +203,7 @@ def contraction(nest, t: Tensor, k: dict):
     return tile_outer[0]
 
 
-def leftover_columns(nest, t: Tensor, spatial: list, j_rest, n_red: int, par: bool, lanes: int = 8) -> list:
+def _leftover_columns(nest, t: Tensor, spatial: list, j_rest, n_red: int, par: bool, lanes: int = 8) -> list:
     """Give the columns left over by the vector tiles (loop ``j_rest``) a nest of their own
     (the loops above them distributed), with the reduction outside the leftover columns,
     those vectorized (split by ``lanes`` first when their count is symbolic) and accumulated
@@ -232,7 +232,7 @@ def leftover_columns(nest, t: Tensor, spatial: list, j_rest, n_red: int, par: bo
     return spatial
 
 
-def leftover_rows(nest, t: Tensor, k: dict, top, first, i_tail, n_red: int) -> None:
+def _leftover_rows(nest, t: Tensor, k: dict, top, first, i_tail, n_red: int) -> None:
     """Schedule the rows left over by the row tile like the main tile: one tile of vectors
     per column tile, the reduction inside it, the leftover rows (and the third-last
     dimension's tile) unrolled when their count is constant, accumulated in a local buffer;
