@@ -28,7 +28,8 @@ __all__ = ["build", "Kernel", "BuildError", "KernelArgumentError", "ArgumentDevi
 
 
 @recursion_guard(depth=lambda nest, *args, **kwargs: stmt_depth(nest.root))
-def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool = True, **options) -> Kernel:
+def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool = True, schedule: Any = None,
+          **options) -> Kernel:
     """Compile ``nest`` into a Kernel whose parameters are ``args`` (Buffers, Tensors, Vars).
 
     The nest is prepared for codegen first if it was not (a prepared copy is used, so
@@ -48,6 +49,19 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
     sizes of intermediates are always checked on each call (``MemoryError``, see
     ``codegen.kernel.allocation_limit``).
 
+    ``schedule="auto"`` schedules a copy of ``nest`` (an unscheduled nest; ``nest`` itself is
+    left as it is) with ``LoopNest.auto_schedule`` for this machine, or for the
+    ``loopnest.Target`` given as ``schedule=``; the kernel keeps the report as
+    ``kernel.auto_schedule_report`` and the schedule as ``kernel.schedule_history``. The
+    default (None) builds the nest as it is scheduled. CPU targets only.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> X = Buffer("X", (64,), "float32"); Y = Compute("Y", (64,), lambda i: X[i] + 1.0)
+    >>> k = build(LoopNest([Y]), [X, Y], target="llvm", schedule="auto")
+    >>> print(k.auto_schedule_report)
+    Y: vectorized ... wide (element-wise)
+
     Deep expressions (thousands of nested operations) build like any others: a build that
     runs out of recursion runs again on a thread with a large stack (``te.recursion``).
 
@@ -64,8 +78,12 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
     """
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; expected one of {TARGETS}")
+    report = None
+    if schedule is not None:
+        nest, report = _auto_scheduled(nest, target, schedule)
     flattened = bool(getattr(nest, "prepared", False))
     scheduled_root = nest.root
+    scheduled_history = getattr(nest, "history", [])
     if not flattened:
         nest = nest.copy().prepare_for_codegen()
     from loopnest.passes import legalize_for_target
@@ -83,7 +101,26 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
         kernel = build_cuda(nest, params, **options)
     if checks:
         kernel.add_bounds_checks(checks)
+    if report is not None:
+        kernel.auto_schedule_report = report
+        kernel.schedule_history = list(scheduled_history)
     return kernel
+
+
+def _auto_scheduled(nest, target: str, schedule: Any):
+    """A copy of ``nest`` scheduled by ``auto_schedule`` for ``schedule`` ("auto": the host, or
+    a ``loopnest.Target``), and the report."""
+    from loopnest.target import Target
+    if target == "cuda":
+        raise ValueError("schedule='auto' schedules for CPUs (targets 'llvm' and 'ireval'); a CUDA kernel "
+                         "needs a schedule that binds GPU blocks and threads")
+    if not (schedule == "auto" or isinstance(schedule, Target)):
+        raise ValueError(f"schedule must be None, 'auto' or a loopnest.Target, got {schedule!r}")
+    if getattr(nest, "prepared", False):
+        raise ValueError("schedule='auto' needs a nest that was not prepared for codegen")
+    scheduled = nest.copy()
+    report = scheduled.auto_schedule(None if schedule == "auto" else schedule)
+    return scheduled, report
 
 
 def _bounds_checks(root, flattened: bool, nest, params: list, options: dict) -> list:

@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 from te.recursion import recursion_guard
 
+from .auto.schedule import auto_schedule as _auto_schedule
 from .errors import ScheduleError
 from .history import encode_call, replay as replay_history
 from .loop import Loop
@@ -179,6 +180,30 @@ class LoopNest(NestState):
         self.root = run_passes(self, dump=dump)
         self._prepared = True
         return self
+
+    # ------------------------------------------------------------------------------
+    # the automatic scheduler
+    # ------------------------------------------------------------------------------
+    def auto_schedule(self, target=None):
+        """Schedule this (unscheduled) nest for ``target`` (a ``Target``; None: this machine)
+        without search, in a fraction of a second: element-wise intermediates inlined or
+        computed per row of their consumer, contractions register-blocked for the target's
+        vector registers, reductions accumulated in vector lanes, innermost loops vectorized
+        at the native width, outer loops parallel when there is work for several cores.
+        Valid for symbolic sizes. Every transform applied is in ``history``; the returned
+        report (kept as ``auto_schedule_report``) prints one line per tensor: the choice and
+        its reason. See ``loopnest.auto.schedule``.
+
+        >>> from te import Buffer, Compute
+        >>> from loopnest import Target
+        >>> A = Buffer("A", (64, 64), "float32")
+        >>> nest = LoopNest([Compute("B", (64, 64), lambda i, j: A[i, j] + 1.0)])
+        >>> print(nest.auto_schedule(Target(vector_bits=256, cores=1)))
+        B: vectorized 8 wide (element-wise)
+        >>> str(LoopNest(nest.outputs).replay(nest.history_json())) == str(nest)
+        True
+        """
+        return _auto_schedule(self, target)
 
     # ------------------------------------------------------------------------------
     # history

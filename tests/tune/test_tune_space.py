@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from te import Buffer, Compute, Reduce, Sum
+from loopnest import Target
 from tune.auto import auto_space, classify
 from tune.errors import SpaceError
 from tune.space import Knob, ScheduleSpace, Space, split_candidates
@@ -118,9 +119,13 @@ def test_classify_patterns():
     assert classify(Compute("E", (8, 8), lambda i, j: A[i, j] + 1.0)) == "elementwise"
 
 
+#: the CPU the expected option lists and seeds below were written for
+AVX2 = Target(cpu="avx2", vector_bits=256, vector_registers=16, cores=2)
+
+
 def test_auto_space_knobs_and_determinism():
     w = matmul(32, 32, 32)
-    s1, s2 = auto_space(w.outputs), auto_space(w.outputs)
+    s1, s2 = auto_space(w.outputs, AVX2), auto_space(w.outputs, AVX2)
     names = [k.name for k in s1.knobs]
     assert names == ["C.reg_i", "C.vec_n", "C.kc", "C.order", "C.pack", "C.par"]
     assert s1.dims == s2.dims and s1.knob("C.reg_i").options == (1, 2, 3, 4, 6, 8)
@@ -230,11 +235,11 @@ def test_contraction_template_matches_ireval_exactly_without_contraction():
 
 
 def test_contraction_seeds_are_register_tiles():
-    sm = auto_space(matmul(96, 96, 512).outputs)
+    sm = auto_space(matmul(96, 96, 512).outputs, AVX2)
     first = sm.values(sm.seeds[0])
     assert (first["C.reg_i"], first["C.vec_n"], first["C.kc"], first["C.order"]) == (6, 2, 256, "jKi")
     assert first["C.pack"] and first["C.par"]
-    sc = auto_space(conv2d(1, 8, 10, 18, 8).outputs)
+    sc = auto_space(conv2d(1, 8, 10, 18, 8).outputs, AVX2)
     assert any(sc.values(p)["O.reg_o"] == 4 and sc.values(p)["O.order"] == "ijK" for p in sc.seeds)
     assert all(sc.values(p)["O.unroll_r"] for p in sc.seeds)
 

@@ -1,0 +1,501 @@
+"""``auto_schedule``: a schedule for any nest, chosen from the shape of its computation and
+the target CPU, without search.
+
+For each tensor, producers before consumers:
+
+- **inline** an element-wise intermediate that is cheap, or read once by its only consumer;
+- **compute at** the consumer's row loop (a strip of rows for stencils) an intermediate
+  whose consumers all read it row by row (softmax's max, exponentials and sum; a blur's
+  horizontal pass), else compute it at the **root**;
+- **contractions** (matmul, convolution) get the register-blocked template with tiles sized
+  for the vector registers of the target (``contraction_params``);
+- **reductions** accumulate through vector lanes (``rfactor``) when the reduction extent
+  allows, their outer loop parallel;
+- **element-wise** tensors vectorize the contiguous innermost loop at the native width
+  (tiles when a read is transposed), flatten small rows, and parallelize the outer loop
+  when there is enough work for the target's cores.
+
+A choice whose transforms are refused (``ScheduleError``, e.g. a vectorization of a
+symbolic extent) is undone and the next simpler choice is tried, down to leaving the
+tensor as it is; every transform applied is recorded in ``nest.history``. The report says
+what was chosen for each tensor and why.
+
+>>> from te import Buffer, Reduce, Sum
+>>> from loopnest import LoopNest, Target
+>>> A = Buffer("A", (64, 64), "float32"); B = Buffer("B", (64, 64), "float32")
+>>> C = Reduce("C", (64, 64), Sum(), lambda i, j, k: A[i, k] * B[k, j], (64,))
+>>> nest = LoopNest([C])
+>>> print(auto_schedule(nest, Target(vector_bits=256, vector_registers=16, cores=2)))
+C: register-blocked 6 rows x 2 vectors of 8 lanes, B packed, parallel (contraction: rows x vectors accumulators fit 16 vector registers)
+>>> len(nest.history) > 5
+True
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from te.expr import Add, IntImm, Sub, Var
+from te.extern import ExternTensor
+from te.functor import Functor
+from te.queries import loads, uses_var
+from te.tensor import Tensor
+
+from ..errors import ScheduleError
+from ..target import Target, resolve_target
+from .templates import contraction, pack_candidate, several, reduction as plain_reduction, vector_reduction, vectorize_split
+from .classify import classify, const_extent, consumers_of, sliced_loop
+
+__all__ = ["auto_schedule", "AutoScheduleReport", "TensorChoice", "contraction_params", "register_tile",
+           "vector_lanes"]
+
+#: iterations below which a loop nest is not worth running on several threads
+PARALLEL_MIN_WORK = 1 << 15
+#: rows per strip of a consumer that reads its producer at neighbouring rows (stencils)
+STRIP_ROWS = 8
+#: elements per parallel block of a one-dimensional element-wise loop
+BLOCK = 4096
+#: transposed accesses: the tile edge (two tiles of float32 stay in L1)
+TILE = 32
+
+
+@dataclass
+class TensorChoice:
+    """What ``auto_schedule`` did with one tensor: ``choice`` and the ``reason`` for it.
+
+    >>> print(TensorChoice("S", "outer loop parallel", "reduction"))
+    S: outer loop parallel (reduction)
+    """
+
+    name: str
+    choice: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.choice} ({self.reason})"
+
+
+@dataclass
+class AutoScheduleReport:
+    """The choices of ``auto_schedule``, one per tensor; ``str()`` prints one line each.
+
+    >>> r = AutoScheduleReport(Target(vector_bits=128))
+    >>> r.add("B", "inlined", "cheap")
+    >>> print(r)
+    B: inlined (cheap)
+    """
+
+    target: Target
+    choices: list = field(default_factory=list)
+
+    def add(self, name: str, choice: str, reason: str) -> None:
+        self.choices.append(TensorChoice(name, choice, reason))
+
+    def __getitem__(self, name: str) -> TensorChoice:
+        return next(c for c in self.choices if c.name == name)
+
+    def __str__(self) -> str:
+        return "\n".join(str(c) for c in self.choices)
+
+
+# ---------------------------------------------------------------------------------------------
+# parameters from the target
+# ---------------------------------------------------------------------------------------------
+def register_tile(target: Target, width: int | None = None, lanes: int = 8) -> tuple[int, int]:
+    """``(rows, vectors)`` of a matmul register tile: as many accumulators as the vector
+    registers hold next to one row of operand vectors and a broadcast
+    (``rows * vectors + vectors + 1 <= vector_registers``), no wider than ``width`` columns;
+    among those, tiles whose width divides ``width`` (a power of two of vectors when it is
+    unknown) first, then more accumulators, then more rows.
+
+    >>> register_tile(Target(vector_registers=16)), register_tile(Target(vector_registers=32))
+    ((6, 2), (6, 4))
+    >>> register_tile(Target(vector_registers=32), width=32, lanes=16)
+    (8, 2)
+    """
+    def rank(rv):
+        rows, vecs = rv
+        fits = vecs in (1, 2, 4) if width is None else width % (vecs * lanes) == 0
+        return (fits, rows * vecs, rows)
+    cands = [(rows, vecs) for vecs in (4, 3, 2, 1) for rows in (8, 6, 4, 3, 2, 1)
+             if rows * vecs + vecs + 1 <= target.vector_registers and (width is None or vecs * lanes <= width)]
+    return max(cands, key=rank, default=(1, 1))
+
+
+def vector_lanes(target: Target, dtype, width: int | None) -> int:
+    """The vector width for rows of ``width`` elements: the native lanes of ``dtype``, or half
+    of them when full vectors would leave more than 5% of a constant row to a scalar tail
+    and half vectors leave less.
+
+    >>> t = Target(vector_bits=512)
+    >>> [vector_lanes(t, "float32", w) for w in (None, 28, 56, 64, 1000)]
+    [16, 8, 8, 16, 16]
+    """
+    lanes = target.lanes(dtype)
+    if width is None or lanes < 8:
+        return lanes
+    cands = (lanes, lanes // 2)
+    cover = [(width // w) * w / width for w in cands]
+    return next((w for w, c in zip(cands, cover) if c >= 0.95), cands[0] if cover[0] >= cover[1] else cands[1])
+
+
+def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
+    """The parameters of ``templates.contraction`` for ``t`` on ``target``: for two output
+    dimensions (matmul) a ``register_tile`` of rows x vectors, the column tiles outermost,
+    reduction slices of 256; for three or more (convolution) 4 output channels x 2 rows (4
+    rows with 32 registers) x 1 vector, row tiles outermost, the filter window unrolled.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> A = Buffer("A", (64, 512), "float32"); B = Buffer("B", (512, 64), "float32")
+    >>> C = Reduce("C", (64, 64), Sum(), lambda i, j, k: A[i, k] * B[k, j], (512,))
+    >>> p = contraction_params(C, Target(vector_bits=256, vector_registers=16))
+    >>> p["reg_i"], p["vec_n"], p["lanes"], p["kc"], p["order"]
+    (6, 2, 8, 256, 'jKi')
+    """
+    dims = [const_extent(d) for d in t.dims]
+    red = [const_extent(d) for d in t.reduce_dims]
+    kk = sliced_loop(t)
+    ns = len(dims)
+    lanes = vector_lanes(target, t.dtype, dims[-1]) if t.dtype.is_float else 1
+    k = {"kk": kk, "lanes": lanes, "reg_o": 1, "n_small_red": len(red) - kk - 1, "kc": 0,
+         "pack_buffer": pack_candidate(t, placed), "pack": True, "unroll_r": kk + 1 < len(red),
+         "par": target.cores > 1}
+    if ns >= 3:
+        k["reg_o"] = next(f for f in (4, 2, 1) if dims[-3] is not None and dims[-3] % f == 0) \
+            if dims[-3] is not None else 1
+        k["reg_i"] = 4 if target.vector_registers >= 32 else 2
+        k["vec_n"] = 1 if lanes > 1 and (dims[-1] is None or dims[-1] >= lanes) else 0
+        k["order"] = "ijK"
+    else:
+        rows, vecs = register_tile(target, dims[-1], lanes)
+        k["reg_i"] = rows if dims[-2] is None or dims[-2] >= rows else max(1, dims[-2])
+        k["vec_n"] = vecs if lanes > 1 and (dims[-1] is None or dims[-1] >= lanes) else 0
+        n = red[kk]
+        k["kc"] = 256 if n is not None and n > 256 and n % 256 == 0 else 0
+        k["order"] = "jKi"
+    return k
+
+
+# ---------------------------------------------------------------------------------------------
+# the plan
+# ---------------------------------------------------------------------------------------------
+class _Cost(Functor):
+    """Operations of an expression; a conditional or a call (exp, sqrt...) counts as expensive."""
+
+    def visit_IfThenElse(self, e):
+        return 100
+
+    def visit_Select(self, e):
+        return 100
+
+    def visit_Call(self, e):
+        return 10 + sum(self.visit(c) for c in e.children())
+
+    def visit_Load(self, e):
+        return 1
+
+    def generic(self, e):
+        return 1 + sum(self.visit(c) for c in e.children())
+
+
+def _row_offset(index, row: Var) -> int | None:
+    """``c`` when ``index`` is ``row + c`` (``c`` constant), else None."""
+    if isinstance(index, Var):
+        return 0 if index is row else None
+    if isinstance(index, (Add, Sub)) and index.a is row and isinstance(index.b, IntImm):
+        return index.b.value if isinstance(index, Add) else -index.b.value
+    return None
+
+
+def _row_reads(producer: Tensor, consumer: Tensor) -> list[int] | None:
+    """The row offsets at which ``consumer`` reads ``producer`` (its first index the
+    consumer's first index plus a constant), or None when some read is not of that form."""
+    if not consumer.args or not producer.dims:
+        return None
+    offs = []
+    for ld in loads(consumer.body, producer):
+        off = _row_offset(ld.indices[0], consumer.args[0])
+        if off is None:
+            return None
+        offs.append(off)
+    return offs
+
+
+def _outermost_several(loops: list):
+    """The outermost of ``loops`` that may run more than once (the first one if none does)."""
+    return next((lp for lp in loops if several(lp)), loops[0])
+
+
+def _work(t: Tensor) -> int:
+    """Innermost iterations of ``t`` (a symbolic extent counts as large)."""
+    n = 1
+    for d in tuple(t.dims) + tuple(t.reduce_dims):
+        n *= const_extent(d) or PARALLEL_MIN_WORK
+    return n
+
+
+class _Planner:
+    def __init__(self, nest, target: Target, report: AutoScheduleReport):
+        self.nest = nest
+        self.target = target
+        self.report = report
+        self.tensors: list[Tensor] = list(nest.tensors)
+        self.by_name = {t.name: t for t in self.tensors}
+        self.kinds = {t.name: classify(t) for t in self.tensors}
+        self.consumers = consumers_of(self.tensors)
+        self.outputs = {b.name for b in nest.outputs}
+        self.extern_reads = {b.name for t in self.tensors if isinstance(t, ExternTensor) for b in t.extern_inputs}
+        self.inlined: set[str] = set()
+
+    # -- undo on refusal ---------------------------------------------------------------------
+    def attempt(self, fn, *args) -> bool:
+        """Run ``fn(*args)``; on ScheduleError undo everything it applied and return False, else
+        True unless ``fn`` returned False (it declined and changed nothing)."""
+        saved, n = self.nest._snapshot(), len(self.nest.history)
+        try:
+            result = fn(*args)
+        except ScheduleError:
+            self.nest._restore(saved)
+            del self.nest.history[n:]
+            return False
+        return result is not False
+
+    def should_parallelize(self, t: Tensor) -> bool:
+        return self.target.cores > 1 and _work(t) >= PARALLEL_MIN_WORK
+
+    # -- placement -----------------------------------------------------------------------------
+    def inline_reason(self, t: Tensor) -> str | None:
+        if t.name in self.outputs or self.kinds[t.name] != "elementwise" or t.name in self.extern_reads:
+            return None
+        cons = [self.by_name[c] for c in self.consumers[t.name]]
+        if not cons or any(self.kinds[c.name] in ("contraction", "extern") for c in cons):
+            return None
+        cost = _Cost().visit(t.body)
+        reads = sum(len(loads(c.body, t)) for c in cons)
+        if reads == 1 and cost < 100:
+            return "read once by its only consumer"
+        if cost <= 4:
+            return f"cheap ({cost} operations) for {reads} reads"
+        return None
+
+    def row_group(self, out: Tensor) -> tuple[list[Tensor], int]:
+        """The producers of ``out`` computed inside its row loop (consumers first) and the
+        rows of a strip (1: row by row)."""
+        group: list[Tensor] = []
+        members = {out.name}
+        rows = 1
+        if len(out.args) < 2 and not out.is_reduction:
+            return group, rows      # a row of a one-dimensional element-wise tensor is one element
+        for t in reversed(self.tensors):
+            if t.name in members or t.name in self.outputs or t.name in self.inlined:
+                continue
+            if self.kinds[t.name] in ("contraction", "extern") or t.name in self.extern_reads:
+                continue
+            cons = self.consumers[t.name]
+            if not cons or any(c not in members or self.kinds[c] == "contraction" for c in cons):
+                continue
+            offsets = [_row_reads(t, self.by_name[c]) for c in cons]
+            if any(o is None for o in offsets):
+                continue
+            if any(o != 0 for offs in offsets for o in offs):
+                rows = STRIP_ROWS
+            group.append(t)
+            members.add(t.name)
+        return group, rows
+
+    # -- the whole nest ------------------------------------------------------------------------
+    def run(self) -> None:
+        for t in reversed(self.tensors):
+            reason = self.inline_reason(t)
+            if reason and self.attempt(self.nest.compute_inline, t):
+                self.inlined.add(t.name)
+                self.report.add(t.name, "inlined", reason)
+        done: set[str] = set(self.inlined)
+        for t in reversed(self.tensors):
+            if t.name in done:
+                continue
+            if self.kinds[t.name] == "extern":
+                self.report.add(t.name, "left as it is", "computed by an external call")
+                done.add(t.name)
+                continue
+            group, rows = self.row_group(t) if t.name in self.outputs or not self.consumers[t.name] else ([], 1)
+            placed = self.place_group(t, group, rows)
+            done.update(p.name for p in placed)
+            self.schedule_root(t, placed)
+            done.add(t.name)
+        self.attempt(self.nest.eliminate_dead_stores)
+        order = {t.name: n for n, t in enumerate(self.tensors)}
+        self.report.choices.sort(key=lambda c: order.get(c.name, len(order)))
+
+    def place_group(self, out: Tensor, group: list[Tensor], rows: int) -> list[Tensor]:
+        """``compute_at`` the producers of ``group`` at the row loop of ``out`` (a strip of
+        ``rows`` rows); schedule each inside it. Returns the producers placed."""
+        if not group:
+            return []
+        nest = self.nest
+        anchor = nest.get_loops_for(out)[0]
+        if rows > 1:
+            if not self.attempt(nest.split_with_mask, anchor, rows):
+                return []
+            anchor = nest.get_loops_for(out)[0]
+        placed = []
+        for p in group:
+            if self.attempt(nest.compute_at, p, anchor):
+                placed.append(p)
+        where = f"strips of {rows} rows of {out.name}" if rows > 1 else f"each row of {out.name}"
+        for p in reversed(placed):
+            choice, reason = self.schedule_inside(p, anchor)
+            self.report.add(p.name, f"computed at {where}" + (f", {choice}" if choice else ""),
+                            reason + ("" if rows == 1 else "; read at neighbouring rows"))
+        return placed
+
+    def schedule_inside(self, p: Tensor, anchor) -> tuple[str, str]:
+        lanes = vector_lanes(self.target, p.dtype, None)
+        if self.kinds[p.name] == "reduction":
+            rl = 2 * lanes if lanes >= 16 else 4 * lanes
+            for w in (rl, lanes):
+                if self.attempt(vector_reduction, self.nest, p, anchor, w):
+                    return f"{w} partial results in vector lanes", "its consumers read it row by row"
+            return "", "its consumers read it row by row; the reduction extent does not allow vector lanes"
+        loops = self.nest.get_loops_for(p)
+        inner = loops[-1]
+        if inner.var is anchor.var:
+            return "", "its consumers read it row by row"
+        w = vector_lanes(self.target, p.dtype, const_extent(inner.extent))
+        if self.attempt(vectorize_split, self.nest, inner, w):
+            return f"vectorized {w} wide", "its consumers read it row by row"
+        return "", "its consumers read it row by row"
+
+    # -- tensors computed at the root ------------------------------------------------------------
+    def schedule_root(self, t: Tensor, placed: list[Tensor]) -> None:
+        kind = self.kinds[t.name]
+        if kind == "contraction":
+            choice, reason = self.contraction(t)
+        elif kind == "reduction":
+            choice, reason = self.reduction(t, bool(placed))
+        else:
+            choice, reason = self.elementwise(t, bool(placed))
+        if t.name not in self.outputs:
+            why = "a contraction keeps its own tiles" if kind == "contraction" else \
+                "its consumers do not all read it row by row"
+            reason = f"{reason}; computed at the root: {why}"
+        self.report.add(t.name, choice, reason)
+
+    def contraction(self, t: Tensor) -> tuple[str, str]:
+        p = contraction_params(t, self.target, self.inlined)
+        regs = self.target.vector_registers
+        p["par"] = p["par"] and self.should_parallelize(t)
+        tries = [p]
+        if p["kc"]:
+            tries.append(dict(p, kc=0))
+        if p["pack"]:
+            tries.append(dict(p, kc=0, pack=False))
+        tries.append(dict(p, kc=0, pack=False, par=False))
+        for q in tries:
+            if self.attempt(contraction, self.nest, t, q):
+                tile = f"{q['reg_i']} rows x {q['vec_n']} vector{'s' if q['vec_n'] > 1 else ''} of {q['lanes']} lanes"
+                if q["reg_o"] > 1:
+                    tile = f"{q['reg_o']} x {tile}"
+                extra = "".join([f", reduction slices of {q['kc']}" if q["kc"] else "",
+                                 f", {q['pack_buffer']} packed" if q["pack"] and q["pack_buffer"] else "",
+                                 ", parallel" if q["par"] else ""])
+                return (f"register-blocked {tile}{extra}",
+                        f"contraction: rows x vectors accumulators fit {regs} vector registers")
+        return "left as it is", "contraction: the register-blocked schedule was refused"
+
+    def reduction(self, t: Tensor, fused: bool) -> tuple[str, str]:
+        nest = self.nest
+        loops = nest.get_loops_for(t)
+        n_sp = len(t.args)
+        parts, reasons = [], []
+        if n_sp:
+            lanes = self.target.lanes(t.dtype)
+            rl = 2 * lanes if lanes >= 16 else 4 * lanes
+            row = loops[n_sp - 1]
+            if t.dtype.is_float and any(self.attempt(vector_reduction, nest, t, row, w) for w in (rl, lanes)):
+                parts.append(f"{nest.get_loops_for(t)[-1].extent} partial results in vector lanes")
+            elif self.attempt(plain_reduction, nest, t, {"unroll_k": 4}):
+                parts.append("reduction unrolled by 4")
+                reasons.append("the reduction extent does not allow vector lanes")
+        if n_sp and self.should_parallelize(t):
+            if self.attempt(nest.parallelize, _outermost_several(nest.get_loops_for(t)[:n_sp])):
+                parts.append("outer loop parallel")
+        return ", ".join(parts) or "left as it is", "; ".join(["reduction"] + reasons)
+
+    def _transposed(self, t: Tensor) -> bool:
+        if len(t.args) < 2:
+            return False
+        last = t.args[-1]
+        return any(ld.indices and not uses_var(ld.indices[-1], last) and uses_var(ld.indices, last)
+                   for ld in loads(t.body))
+
+    def elementwise(self, t: Tensor, fused: bool) -> tuple[str, str]:
+        nest = self.nest
+        loops = nest.get_loops_for(t)
+        if not loops:
+            return "left as it is", "no loops"
+        par = self.should_parallelize(t)
+        if self._transposed(t) and len(loops) >= 2 and not fused:
+            lanes = vector_lanes(self.target, t.dtype, const_extent(loops[-1].extent))
+
+            def tiled():
+                xo, yo, xi, yi = nest.tile(loops[-2], loops[-1], TILE, TILE)
+                vectorize_split(nest, yi, lanes)
+                if par:
+                    nest.parallelize(nest.get_loops_for(t)[0])
+            if self.attempt(tiled):
+                return (f"{TILE}x{TILE} tiles, vectorized {lanes} wide" + (", parallel" if par else ""),
+                        "element-wise with a transposed read")
+        inner = const_extent(loops[-1].extent)
+        flat = False
+        # small rows: one long loop instead (not where the body tests the indices: a padding copy)
+        if len(loops) >= 2 and not fused and inner is not None and inner < 4 * self.target.lanes(t.dtype) and \
+                all(const_extent(lp.extent) is not None for lp in loops) and _Cost().visit(t.body) < 100:
+            flat = self.attempt(lambda: nest.flatten(loops))
+            loops = nest.get_loops_for(t)
+        lanes = vector_lanes(self.target, t.dtype, const_extent(loops[-1].extent))
+        parts = ["flattened"] if flat else []
+        if len(loops) == 1 and par:
+            def blocks():
+                outer, inner_l, tail = nest.split_with_tail(loops[0], BLOCK)
+                vectorize_split(nest, inner_l, lanes)
+                if tail is not None:
+                    vectorize_split(nest, tail, lanes)
+                nest.parallelize(outer)
+            if self.attempt(blocks):
+                return ", ".join(parts + [f"parallel blocks of {BLOCK}, vectorized {lanes} wide"]), "element-wise"
+        if t.dtype.is_float or t.dtype.is_integer:
+            if self.attempt(vectorize_split, nest, loops[-1], lanes):
+                parts.append(f"vectorized {lanes} wide")
+        if par and not fused and self.attempt(nest.parallelize, _outermost_several(nest.get_loops_for(t))):
+            parts.append("outer loop parallel")
+        if fused and par and self.attempt(nest.parallelize, nest.get_loops_for(t)[0]):
+            parts.append("rows parallel")
+        return ", ".join(parts) or "left as it is", "element-wise"
+
+
+def auto_schedule(nest, target=None) -> AutoScheduleReport:
+    """Schedule ``nest`` (an unscheduled ``LoopNest``) for ``target`` (a ``Target``; None or
+    ``"llvm"``: this machine) without search; returns the report (also stored as
+    ``nest.auto_schedule_report``). See the module docstring for the choices.
+
+    A nest written as statements (``LoopNest(stmt, outputs=...)``) is left as it is.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest, Target
+    >>> A = Buffer("A", (1024,), "float32")
+    >>> nest = LoopNest([Compute("B", (1024,), lambda i: A[i] * 2.0)])
+    >>> print(auto_schedule(nest, Target(vector_bits=512, cores=1)))
+    B: vectorized 16 wide (element-wise)
+    """
+    tgt = resolve_target(target)
+    if nest.history:
+        raise ScheduleError(f"auto_schedule needs an unscheduled nest; this one has {len(nest.history)} "
+                            "transforms applied (make a new LoopNest of the same outputs)")
+    report = AutoScheduleReport(tgt)
+    if not nest.tensors:
+        for b in nest.outputs:
+            report.add(b.name, "left as it is", "written as statements: no tensor definition to schedule from")
+    else:
+        _Planner(nest, tgt, report).run()
+    nest.auto_schedule_report = report
+    return report

@@ -1,0 +1,343 @@
+"""The schedule templates of the automatic scheduler and of the tuning space: plain
+functions that schedule one tensor of a nest from a dict of parameters.
+
+``loopnest.auto.schedule`` picks the parameters from the target without search;
+``tune.auto`` declares them as knobs and searches them. A template applies nest methods
+only, so every step is recorded in ``nest.history``; one that raises ``ScheduleError``
+leaves the steps before it applied (the callers decide what to do: the tuner records the
+point as illegal, ``auto_schedule`` works on a copy and falls back to a simpler choice).
+
+>>> from te import Buffer, Compute
+>>> from loopnest import LoopNest
+>>> A = Buffer("A", (64, 32), "float32")
+>>> B = Compute("B", (64, 32), lambda i, j: A[i, j] * 2.0)
+>>> nest = LoopNest([B])
+>>> _ = elementwise(nest, B, {"vec": 8, "par": True})
+>>> [op["op"] for op in nest.history]
+['split_with_tail', 'vectorize', 'parallelize']
+"""
+from __future__ import annotations
+
+from te.queries import loads, uses_var
+from te.tensor import Tensor
+
+from ..errors import ScheduleError
+from .classify import const_extent
+
+__all__ = ["separate_init", "contraction", "reduction", "elementwise",
+           "vector_reduction", "vectorize_split", "pack_candidate", "several"]
+
+
+def several(lp) -> bool:
+    """Whether loop ``lp`` may run more than one iteration (a symbolic extent may).
+
+    >>> from te import Compute
+    >>> from loopnest import LoopNest
+    >>> nest = LoopNest([Compute("B", (1, 4), lambda i, j: i + j)])
+    >>> [several(lp) for lp in nest.get_loops_for("B")]
+    [False, True]
+    """
+    n = const_extent(lp.extent)
+    return n is None or n > 1
+
+
+def separate_init(nest, t: Tensor) -> list:
+    """Distribute the output loops of reduction ``t`` so its accumulation is a perfect nest
+    (the initialisation gets loops of its own); returns the accumulation's loops.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4, 8), "float32")
+    >>> R = Reduce("R", (4,), Sum(), lambda i, k: A[i, k], (8,))
+    >>> nest = LoopNest([R]); _ = separate_init(nest, R)
+    >>> [op["op"] for op in nest.history]
+    ['distribute']
+    """
+    for d in range(len(t.args) - 1, -1, -1):
+        loops = nest.get_loops_for(t)
+        if len(loops[d].stmt.body.stmts) > 1:
+            nest.distribute(loops[d])
+    return nest.get_loops_for(t)
+
+
+def pack_candidate(t: Tensor, placed=()) -> str | None:
+    """The operand of contraction ``t`` whose loads do not use the second-last output index
+    (matmul's B), unless it is one of the tensor names ``placed`` (inlined or computed
+    elsewhere), else None.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> A = Buffer("A", (8, 8), "float32"); B = Buffer("B", (8, 8), "float32")
+    >>> pack_candidate(Reduce("C", (8, 8), Sum(), lambda i, j, k: A[i, k] * B[k, j], (8,)))
+    'B'
+    """
+    row = t.args[-2]
+    for ld in loads(t.body):
+        if not any(uses_var(i, row) for i in ld.indices) and ld.buffer.name not in set(placed):
+            return ld.buffer.name
+    return None
+
+
+def vectorize_split(nest, loop, lanes: int):
+    """Split ``loop`` by ``lanes`` (a tail loop for the rest) and vectorize the inner loop;
+    returns ``(outer, inner, tail)``. A loop of ``lanes`` constant iterations is vectorized
+    as it is (``(None, loop, None)``).
+
+    >>> from te import Buffer, Compute, Var
+    >>> from loopnest import LoopNest
+    >>> N = Var("N"); A = Buffer("A", (N,), "float32")
+    >>> nest = LoopNest([Compute("B", (N,), lambda i: A[i] + 1.0)])
+    >>> outer, inner, tail = vectorize_split(nest, nest.get_loops_for("B")[0], 8)
+    >>> inner.kind, tail is not None
+    ('vectorized', True)
+    """
+    if const_extent(loop.extent) == lanes:
+        nest.vectorize(loop)
+        return None, loop, None
+    outer, inner, tail = nest.split_with_tail(loop, lanes)
+    nest.vectorize(inner)
+    return outer, inner, tail
+
+
+def contraction(nest, t: Tensor, k: dict):
+    """The register-blocked schedule of contraction ``t``; returns its outermost loop.
+
+    The parameters ``k``: ``lanes`` (elements of one vector), ``vec_n`` (vectors per column
+    tile, 0: no column tiles), ``reg_i`` (rows of the register tile), ``reg_o`` (tile of the
+    third-last output dimension), ``kk`` (the reduction loop cut into slices of ``kc``; 0:
+    not cut), ``n_small_red`` (reduction loops after it), ``order`` (of the tile loops:
+    ``i`` row tiles, ``j`` column tiles, ``K`` reduction slices), ``pack`` and
+    ``pack_buffer`` (copy the operand that does not follow the rows into a contiguous
+    buffer above the row tile loop), ``unroll_r`` (unroll the small reduction loops),
+    ``par`` (parallelize the outermost tile loop that is not a reduction).
+
+    The register tile accumulates in a local buffer that LLVM keeps in registers; columns
+    and rows left over by the tiles get nests of their own (``_leftover_columns``,
+    ``_leftover_rows``).
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (12, 16), "float32"); B = Buffer("B", (16, 16), "float32")
+    >>> C = Reduce("C", (12, 16), Sum(), lambda i, j, k: A[i, k] * B[k, j], (16,))
+    >>> nest = LoopNest([C])
+    >>> p = dict(kk=0, lanes=8, vec_n=2, reg_i=6, reg_o=1, kc=0, order="jKi", n_small_red=0,
+    ...          pack=True, pack_buffer="B", unroll_r=False, par=False)
+    >>> contraction(nest, C, p).kind
+    'serial'
+    """
+    loops = separate_init(nest, t)
+    ns = len(t.args)
+    spatial, red = list(loops[:ns]), list(loops[ns:])
+    kk = k["kk"]
+    # 1. the vector dimension (last spatial): tiles of vec_n native vectors
+    lanes, vec_n = k["lanes"], k["vec_n"]
+    j_vec = j_lane = None
+    if vec_n:
+        j_tile, jin, j_rest = nest.split_with_tail(spatial[-1], lanes * vec_n)
+        j_vec, j_lane, _ = nest.split_with_tail(jin, lanes)
+        if j_rest is not None:
+            spatial = _leftover_columns(nest, t, spatial, j_rest, len(red), k["par"], lanes)
+    else:
+        j_tile = spatial[-1]
+    # 2. the register tile of the third-last spatial dimension (divisors only)
+    o_tile = o_in = None
+    if ns >= 3 and k["reg_o"] > 1:
+        o_tile, o_in, _ = nest.split_with_tail(spatial[-3], k["reg_o"])
+    # 3. the reduction slice
+    if k["kc"]:
+        ko, ki, tail = nest.split_with_tail(red[kk], k["kc"])
+        if tail is not None:
+            raise ScheduleError(f"kc {k['kc']} does not divide the reduction loop of {t.name}")
+    else:
+        ko, ki = None, red[kk]
+    # 4. the register tile of the second-last spatial dimension; rows left over get a nest of
+    #    their own, register-blocked the same way (``_leftover_rows``)
+    i_tile, i_in, i_tail = nest.split_with_tail(spatial[-2], k["reg_i"]) if k["reg_i"] > 1 \
+        else (spatial[-2], None, None)
+    outer_fixed = list(spatial[:-3]) + ([o_tile if o_tile is not None else spatial[-3]] if ns >= 3 else [])
+    if i_tail is not None:
+        # give the main rows and the leftover rows loops of their own (innermost first)
+        tail_first = tail_outer = i_tail
+        if o_in is not None:
+            o_in, tail_first = nest.distribute(o_in)[:2]
+            tail_outer = tail_first
+        for n in range(len(outer_fixed) - 1, -1, -1):
+            outer_fixed[n], tail_outer = nest.distribute(outer_fixed[n])[:2]
+        _leftover_rows(nest, t, k, tail_outer, tail_first, i_tail, len(red) + (ko is not None))
+    # 5. the loop order: outer tile loops, inner reduction loops, the register tile
+    groups = {"i": [i_tile], "j": [j_tile], "K": list(red[:kk]) + ([ko] if ko is not None else [])}
+    order = [ch for ch in k["order"] if groups[ch]]
+    tile_outer = outer_fixed + [lp for ch in order for lp in groups[ch]]
+    inner_red = [ki] + list(red[kk + 1:])
+    reg = [lp for lp in (o_in, i_in, j_vec, j_lane) if lp is not None]
+    top = (outer_fixed + [lp for lp in (o_in, i_tile) if lp is not None])[0]
+    current = [nest.loop(top)] + nest.get_inner_loops(top)    # the main nest (not the leftover rows)
+    wanted = tile_outer + inner_red + reg
+    pos = {lp.var: n for n, lp in enumerate(current)}
+    perm = [pos[lp.var] for lp in wanted]
+    if perm != list(range(len(perm))):
+        nest.reorder(current, perm)
+    # 6. parallel loops first: the local buffers created below are then allocated inside
+    #    them (private to each iteration) and the legality check has less to analyse
+    if k["par"]:
+        par_loop = next((lp for lp in tile_outer if several(lp) and lp not in groups["K"]), None)
+        if par_loop is not None:
+            nest.parallelize(par_loop)
+    # 7. the local accumulator: one register tile, kept across the whole reduction when the
+    #    reduction slices run inside the tile loops
+    last = order[-1] if order else None
+    acc_at = tile_outer[-1] if last != "K" else tile_outer[-1 - len(groups["K"])]
+    nest.cache_accesses(nest.buffer(t.name), f"{t.name}_local", acc_at)
+    # 8. pack the operand that does not follow the row tile, above the row tile loop
+    if k["pack"] and k["pack_buffer"]:
+        pos_i = tile_outer.index(i_tile)
+        if pos_i > 0:
+            nest.cache_accesses(nest.buffer(k["pack_buffer"]), f"{k['pack_buffer']}_pack", tile_outer[pos_i - 1])
+    if j_lane is not None:
+        nest.vectorize(j_lane)
+    for lp in (j_vec, i_in, o_in):
+        if lp is not None and several(lp):
+            nest.unroll(lp)
+    if k["unroll_r"]:
+        for lp in inner_red[1:][::-1]:
+            nest.unroll(lp)
+    return tile_outer[0]
+
+
+def _leftover_columns(nest, t: Tensor, spatial: list, j_rest, n_red: int, par: bool, lanes: int = 8) -> list:
+    """Give the columns left over by the vector tiles (loop ``j_rest``) a nest of their own
+    (the loops above them distributed), with the reduction outside the leftover columns,
+    those vectorized (split by ``lanes`` first when their count is symbolic) and accumulated
+    in a local buffer (registers); ``par`` parallelizes its outermost loop of more than one
+    iteration. Returns the main nest's spatial loops."""
+    spatial = list(spatial)
+    rest_top = j_rest
+    for n in range(len(spatial) - 2, -1, -1):
+        spatial[n], rest_top = nest.distribute(spatial[n])[:2]
+    chain = [nest.loop(rest_top)] + nest.get_inner_loops(rest_top)
+    ns = len(chain) - n_red
+    want = chain[:ns - 1] + chain[ns:] + [chain[ns - 1]]
+    nest.reorder(chain, [chain.index(lp) for lp in want])
+    if par:
+        outer = next((lp for lp in chain[:ns - 1] if several(lp)), None)
+        if outer is not None:
+            nest.parallelize(outer)
+    cols = chain[ns - 1]
+    if ns >= 2:
+        nest.cache_accesses(nest.buffer(t.name), f"{t.name}_cols", chain[ns - 2])
+    if const_extent(cols.extent) is None:
+        # fewer than one column tile, a symbolic count: vectors of ``lanes``, then single columns
+        vectorize_split(nest, cols, lanes)
+    else:
+        nest.vectorize(cols)
+    return spatial
+
+
+def _leftover_rows(nest, t: Tensor, k: dict, top, first, i_tail, n_red: int) -> None:
+    """Schedule the rows left over by the row tile like the main tile: one tile of vectors
+    per column tile, the reduction inside it, the leftover rows (and the third-last
+    dimension's tile) unrolled when their count is constant, accumulated in a local buffer;
+    ``top`` is the outermost loop of the leftover nest (``first`` or a loop around it)."""
+    chain = [nest.loop(first)] + nest.get_inner_loops(first)
+    pos_i = [lp.var for lp in chain].index(i_tail.var)
+    reg_outer, j_tile = chain[:pos_i + 1], chain[pos_i + 1]
+    j_inner = chain[pos_i + 2:len(chain) - n_red]
+    red = chain[len(chain) - n_red:]
+    want = [j_tile] + red + reg_outer + j_inner
+    nest.reorder(chain, [chain.index(lp) for lp in want])
+    if k["par"]:
+        top = j_tile if top is first else top
+        par = next((lp for lp in [nest.loop(top)] + nest.get_inner_loops(top) if several(lp)), None)
+        if par is not None and par.var is not red[0].var:
+            nest.parallelize(par)
+    nest.cache_accesses(nest.buffer(t.name), f"{t.name}_rest", j_tile)
+    if k["vec_n"]:
+        nest.vectorize(j_inner[-1])
+    for lp in j_inner[:-1] + reg_outer:
+        n = const_extent(lp.extent)
+        if n is not None and n > 1:
+            nest.unroll(lp)
+    if k["unroll_r"]:
+        for lp in red[len(red) - k["n_small_red"]:][::-1]:
+            nest.unroll(lp)
+
+
+def reduction(nest, t: Tensor, k: dict):
+    """A plain reduction: the innermost reduction loop split by ``unroll_k`` and unrolled,
+    the outermost loop parallel (``par``); returns the outermost loop (None: no loops).
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4, 8), "float32")
+    >>> R = Reduce("R", (4,), Sum(), lambda i, k: A[i, k], (8,))
+    >>> nest = LoopNest([R]); reduction(nest, R, {"unroll_k": 4, "par": True}).name
+    'i'
+    """
+    loops = nest.get_loops_for(t)
+    f = k.get("unroll_k", 0)
+    if f:
+        _, inner, _ = nest.split_with_tail(loops[-1], f)
+        nest.unroll(inner)
+    if k.get("par"):
+        nest.parallelize(loops[0])
+    return loops[0] if loops else None
+
+
+def vector_reduction(nest, t: Tensor, at, lanes: int) -> bool:
+    """Vectorize the innermost reduction loop of ``t`` through ``lanes`` partial results:
+    split it by ``lanes``, ``rfactor`` at the inner part (the partials accumulate side by
+    side: a reassociation that rfactor makes legal for Sum / Max / Min), keep the partials
+    in a local buffer at loop ``at`` (registers) and vectorize their accumulation. A
+    constant extent that ``lanes`` divides is split exactly; any other extent (a symbolic
+    one included) is split with a mask (``split_with_mask``: the last partial vector is
+    guarded). Returns False (and changes nothing) when the extent is a constant no larger
+    than ``lanes``.
+
+    >>> from te import Buffer, Reduce, Sum, Var
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4, 64), "float32")
+    >>> R = Reduce("R", (4,), Sum(), lambda i, k: A[i, k], (64,))
+    >>> nest = LoopNest([R]); vector_reduction(nest, R, nest.get_loops_for(R)[0], 16)
+    True
+    >>> N = Var("N"); B = Buffer("B", (4, N), "float32")
+    >>> S = Reduce("S", (4,), Sum(), lambda i, k: B[i, k], (N,))
+    >>> nest = LoopNest([S]); vector_reduction(nest, S, nest.get_loops_for(S)[0], 16)
+    True
+    """
+    k = nest.get_loops_for(t)[-1]
+    n = const_extent(k.extent)
+    if n is not None and n <= lanes:
+        return False
+    if n is not None and n % lanes == 0:
+        _, ki, _ = nest.split_with_tail(k, lanes)
+    else:
+        _, ki = nest.split_with_mask(k, lanes)
+    rf = nest.rfactor(t, ki)
+    nest.cache_accesses(rf, rf.name + "_lanes", at)
+    nest.vectorize(ki)
+    return True
+
+
+def elementwise(nest, t: Tensor, k: dict):
+    """An element-wise tensor: ``flatten`` its loops, split the innermost by ``vec`` and
+    vectorize it (0: not), parallelize the outermost (``par``); returns the outermost loop.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4, 8), "float32")
+    >>> B = Compute("B", (4, 8), lambda i, j: A[i, j] + 1.0)
+    >>> nest = LoopNest([B]); elementwise(nest, B, {"flatten": True, "vec": 8}).extent
+    4
+    """
+    loops = nest.get_loops_for(t)
+    if k.get("flatten"):
+        loops = [nest.flatten(loops)]
+    w = k.get("vec", 0)
+    outer_handle = loops[0]
+    if w:
+        outer, inner, _tail = nest.split_with_tail(loops[-1], w)
+        nest.vectorize(inner)
+        if len(loops) == 1:
+            outer_handle = outer
+    if k.get("par"):
+        nest.parallelize(outer_handle)
+    return outer_handle

@@ -1,0 +1,155 @@
+"""LoopNest.auto_schedule: a deterministic schedule without search for the benchmark kernels
+(static and symbolic sizes), equal to numpy on LLVM and IREval, replayable, explained."""
+import numpy as np
+import pytest
+
+from bench.kernels import (make_blur, make_conv2d, make_elementwise, make_layernorm, make_matmul, make_row_sum,
+                           make_softmax, make_transpose)
+from codegen import build
+from loopnest import LoopNest, ScheduleError, Target
+from loopnest.stmt import Block, For, Store
+from te import Buffer, Compute, Reduce, Sum, Var, exp, maximum
+
+AVX2 = Target(cpu="avx2", vector_bits=256, vector_registers=16, cores=2)
+AVX512 = Target(cpu="avx512", vector_bits=512, vector_registers=32, cores=2)
+
+CASES = {
+    "matmul": (make_matmul, 40),            # 40 = 6 x 6 + 4 rows, columns not a multiple of the tiles
+    "conv2d": (make_conv2d, (1, 3, 6, 11, 5)),
+    "softmax": (make_softmax, (5, 64)),
+    "layernorm": (make_layernorm, (5, 64)),
+    "row_sum": (make_row_sum, (6, 96)),
+    "transpose": (make_transpose, (40, 36)),
+    "elementwise": (make_elementwise, 1000),
+    "blur": (make_blur, (12, 20)),
+}
+
+
+def _run(nest, spec, target):
+    outs = {n: np.zeros(s, np.float32) for n, s in spec.out_shapes.items()}
+    build(nest, spec.args, target=target)(**spec.inputs, **outs)
+    return outs
+
+
+def _check(outs, spec):
+    ref = spec.reference(spec.inputs)
+    for n, v in outs.items():
+        np.testing.assert_allclose(v, ref[n], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("cpu", [AVX2, AVX512], ids=["avx2", "avx512"])
+def test_auto_schedule_computes_the_reference(name, cpu):
+    make, size = CASES[name]
+    spec = make(size)
+    nest = LoopNest(spec.outputs)
+    report = nest.auto_schedule(cpu)
+    assert report is nest.auto_schedule_report and nest.history
+    assert len(str(report).splitlines()) == len(nest.tensors)
+    assert {c.name for c in report.choices} == {t.name for t in nest.tensors}
+    _check(_run(nest, spec, "llvm"), spec)
+    _check(_run(nest, spec, "ireval"), spec)
+    assert str(LoopNest(spec.outputs).replay(nest.history_json())) == str(nest)
+
+
+def test_auto_schedule_is_deterministic():
+    spec = make_softmax((4, 32))
+    a, b = LoopNest(spec.outputs), LoopNest(spec.outputs)
+    assert str(a.auto_schedule(AVX2)) == str(b.auto_schedule(AVX2))
+    assert a.history == b.history
+
+
+def test_matmul_with_a_symbolic_size():
+    N = Var("N")
+    A, B = Buffer("A", (N, N), "float32"), Buffer("B", (N, N), "float32")
+    C = Reduce("C", (N, N), Sum(), lambda i, j, k: A[i, k] * B[k, j], (N,))
+    nest = LoopNest([C])
+    report = nest.auto_schedule(AVX512)
+    assert "register-blocked" in report["C"].choice
+    rng = np.random.default_rng(0)
+    for target, sizes in (("llvm", (37, 70)), ("ireval", (13,))):
+        kernel = build(nest, [A, B, C, N], target=target)
+        for n in sizes:          # not multiples of the 6-row, 64-column tiles
+            a, b = rng.standard_normal((n, n)).astype(np.float32), rng.standard_normal((n, n)).astype(np.float32)
+            c = np.zeros((n, n), np.float32)
+            kernel(a, b, c, n)
+            np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    assert str(LoopNest([C]).replay(nest.history_json())) == str(nest)
+
+
+def test_symbolic_softmax_and_elementwise_chain():
+    M, N = Var("M"), Var("N")
+    X = Buffer("X", (M, N), "float32")
+    from te import Max
+    mx = Reduce("mx", (M,), Max(), lambda i, k: X[i, k], (N,))
+    e = Compute("e", (M, N), lambda i, j: exp(X[i, j] - mx[i]))
+    s = Reduce("s", (M,), Sum(), lambda i, k: e[i, k], (N,))
+    Y = Compute("Y", (M, N), lambda i, j: e[i, j] / s[i])
+    t1 = Compute("t1", (M, N), lambda i, j: X[i, j] * 2.0)
+    t2 = Compute("t2", (M, N), lambda i, j: maximum(t1[i, j] + 1.0, 0.0))
+    Z = Compute("Z", (M, N), lambda i, j: t2[i, j] * 3.0)
+    x = np.random.default_rng(1).standard_normal((5, 45)).astype(np.float32)
+    for outs, args, ref in (([Y], [X, Y, M, N], lambda v: np.exp(v - v.max(1, keepdims=True)) /
+                             np.exp(v - v.max(1, keepdims=True)).sum(1, keepdims=True)),
+                            ([Z], [X, Z, M, N], lambda v: np.maximum(v * 2 + 1, 0) * 3)):
+        nest = LoopNest(outs)
+        report = nest.auto_schedule(AVX2)
+        assert len(str(report).splitlines()) == len(nest.tensors)
+        for target in ("llvm", "ireval"):
+            y = np.zeros_like(x)
+            build(nest, args, target=target)(x, y, 5, 45)
+            np.testing.assert_allclose(y, ref(x.astype(np.float64)), rtol=1e-4, atol=1e-5)
+        if Y in outs:   # the row reductions of a symbolic row length: masked vector lanes
+            assert "partial results in vector lanes" in report["mx"].choice
+            assert "partial results in vector lanes" in report["s"].choice
+    assert report["t1"].choice == "inlined" and report["t2"].choice == "inlined"
+
+
+def test_target_width_sets_the_vector_lanes():
+    spec = make_softmax((8, 64))
+    nest = LoopNest(spec.outputs)
+    nest.auto_schedule(Target(vector_bits=256, vector_registers=16, cores=1))
+    vec = [lp.extent for lp in nest.get_all_loops() if lp.kind == "vectorized"]
+    assert vec and 8 in vec and 16 not in vec
+    assert "vectorized for (int" in str(nest) and "< 8; " in str(nest)
+    wide = LoopNest(spec.outputs)
+    wide.auto_schedule(Target(vector_bits=512, vector_registers=32, cores=1))
+    assert 16 in [lp.extent for lp in wide.get_all_loops() if lp.kind == "vectorized"]
+
+
+def test_statement_nest_is_left_as_written():
+    A, B = Buffer("A", (8,), "float32"), Buffer("B", (8,), "float32")
+    i = Var("i")
+    scan = Block([Store(B, (0,), A[0]), For(i, 0, 7, Store(B, (i + 1,), B[i] + A[i + 1]))])
+    nest = LoopNest(scan, outputs=[B])
+    before = str(nest)
+    report = nest.auto_schedule(AVX2)
+    assert str(nest) == before and nest.history == [] and len(str(report).splitlines()) == 1
+    a = np.arange(8, dtype=np.float32)
+    b = np.zeros(8, np.float32)
+    build(nest, [A, B], target="llvm")(a, b)
+    np.testing.assert_allclose(b, np.cumsum(a))
+
+
+def test_a_scheduled_nest_is_refused():
+    spec = make_elementwise(64)
+    nest = LoopNest(spec.outputs)
+    nest.parallelize(nest.get_loops_for(spec.outputs[0])[0])
+    with pytest.raises(ScheduleError, match="unscheduled nest"):
+        nest.auto_schedule(AVX2)
+    assert len(nest.history) == 1
+
+
+def test_build_with_schedule_auto_leaves_the_nest_alone():
+    spec = make_row_sum((8, 128))
+    nest = LoopNest(spec.outputs)
+    kernel = build(nest, spec.args, target="llvm", schedule="auto")
+    assert nest.history == [] and kernel.schedule_history
+    assert str(kernel.auto_schedule_report).startswith("S: ")
+    outs = {"S": np.zeros(8, np.float32)}
+    kernel(**spec.inputs, **outs)
+    _check(outs, spec)
+    k2 = build(LoopNest(spec.outputs), spec.args, target="ireval", schedule=AVX2)
+    assert "partial results" in str(k2.auto_schedule_report)
+    with pytest.raises(ValueError, match="schedule must be"):
+        build(LoopNest(spec.outputs), spec.args, target="llvm", schedule="fast")
