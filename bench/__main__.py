@@ -1,6 +1,7 @@
 """Run the benchmark suite: ``python -m bench [--full] [--only NAME ...] [--target llvm]``.
 
-For each kernel and size: our default schedule and a hand schedule are built (compile time
+For each kernel and size: our default schedule, the automatic schedule (`nest.auto_schedule()`)
+and a hand schedule are built (compile time
 recorded), checked against numpy float64, and timed against numpy and PyTorch (when
 installed, on the same number of threads as our kernels) in the same run. Every candidate
 of one kernel is timed round-robin (``harness.time_interleaved``), so load from other
@@ -37,6 +38,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 #: the issue's aims (measured in this run, as ratios against peers timed with them)
 AIM_COPY_FRACTION = 0.80        # fused elementwise chain vs the measured copy bandwidth
 AIM_VS_TORCH = 1.0              # softmax, layernorm vs PyTorch eager on the same threads
+AIM_AUTO_VS_HAND = 0.90         # the automatic schedule vs the hand schedule, every kernel
 AIM_BLAS_FRACTION = 0.50        # matmul 1024 hand schedule vs numpy BLAS GFLOP/s
 AIM_PARALLEL_SPEEDUP = 1.7      # compute-bound kernel on 2 cores vs 1
 AIM_COMPILE_S = 0.050           # elementwise LoopNest -> callable, median
@@ -59,6 +61,11 @@ def _set_threads(target: str, n: int | None) -> None:
 
 def _has_parallel_loop(nest: LoopNest) -> bool:
     return any(l.kind == "parallel" for l in nest.get_all_loops())
+
+
+def _auto_schedule(nest: LoopNest, spec: Spec) -> None:
+    """The ``auto`` column: the automatic scheduler for the host, no search."""
+    nest.auto_schedule()
 
 
 def _build(spec: Spec, schedule, target: str):
@@ -108,7 +115,8 @@ def bench_one(workload, size, target: str, rounds: int, budget: float) -> dict:
             tsrc, tdst = torch.from_numpy(src), torch.from_numpy(np.empty_like(src))
             fns["copy_torch"] = lambda: tdst.copy_(tsrc)
     built = {}
-    for label, sched in (("default", workload.default_schedule), ("hand", workload.hand_schedule)):
+    for label, sched in (("default", workload.default_schedule), ("auto", _auto_schedule),
+                         ("hand", workload.hand_schedule)):
         if label == "default" and workload.skip_default(size):
             row[label] = {"skipped": "the unscheduled kernel takes minutes a call at this size"}
             continue
@@ -243,6 +251,12 @@ def aims(rows: list[dict], extras: dict, ceilings: dict) -> list[dict]:
         add(f"matmul {r['size']} hand / numpy BLAS GFLOP/s", frac, AIM_BLAS_FRACTION, frac >= AIM_BLAS_FRACTION,
             f"{r['hand']['gflops']:.1f} vs {np_gflops:.1f} GFLOP/s"
             + ("" if r["size"] == "n=1024" else " (n=1024 runs with --full)"))
+    for r in rows:
+        a, h = r.get("auto", {}), r.get("hand", {})
+        if "time_s" in a and "time_s" in h:
+            v = h["time_s"] / a["time_s"]
+            add(f"{r['kernel']} {r['size']}: auto / hand speed", v, AIM_AUTO_VS_HAND, v >= AIM_AUTO_VS_HAND,
+                f"{a['time_s'] * 1e3:.3f} ms vs {h['time_s'] * 1e3:.3f} ms")
     ps = extras.get("parallel_speedup", {})
     if "speedup" in ps:
         add(f"parallel speed-up ({ps['kernel']}, {ps['threads']} threads vs 1)", ps["speedup"],
@@ -280,7 +294,7 @@ def format_table(rows: list[dict], ceilings: dict, extras: dict, aim_rows: list[
     lines += [hdr, "-" * len(hdr)]
     nan = float("nan")
     for r in rows:
-        for label in ("default", "hand"):
+        for label in ("default", "auto", "hand"):
             d = r.get(label, {})
             base = f"{r['kernel']:<12} {r['size']:<20} {r['numpy_s'] * 1e3:>9.3f} " \
                    f"{(r['torch_s'] * 1e3 if r.get('torch_s') else nan):>9.3f} | {label:<7} "
@@ -345,17 +359,20 @@ def plot(rows: list[dict], path: Path) -> bool:
     except ImportError:
         print("matplotlib is not installed: no plot", file=sys.stderr)
         return False
-    labels, default, hand, torch = [], [], [], []
+    labels, default, auto, hand, torch = [], [], [], [], []
     for r in rows:
         labels.append(f"{r['kernel']}\n{r['size']}")
         default.append(r.get("default", {}).get("vs_numpy", 0) or 0)
+        auto.append(r.get("auto", {}).get("vs_numpy", 0) or 0)
         hand.append(r.get("hand", {}).get("vs_numpy", 0) or 0)
         torch.append(r["numpy_s"] / r["torch_s"] if r.get("torch_s") else 0)
     x = np.arange(len(labels))
     fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(labels)), 4))
-    ax.bar(x - 0.27, default, 0.27, label="ours, default schedule")
-    ax.bar(x, hand, 0.27, label="ours, hand schedule")
-    ax.bar(x + 0.27, torch, 0.27, label="PyTorch eager")
+    w = 0.2
+    ax.bar(x - 1.5 * w, default, w, label="ours, default schedule")
+    ax.bar(x - 0.5 * w, auto, w, label="ours, auto_schedule")
+    ax.bar(x + 0.5 * w, hand, w, label="ours, hand schedule")
+    ax.bar(x + 1.5 * w, torch, w, label="PyTorch eager")
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_yscale("log")
     ax.set_xticks(x, labels, fontsize=7)
