@@ -384,6 +384,8 @@ def hand_blur(nest: LoopNest, spec: Spec, rows: int = 8, lanes: int = 8) -> None
     vectorize_innermost(nest, t["blur_x"], lanes)
 
 
+from .pipelines import hand_pyramid, hand_stencil, make_pyramid, make_stencil  # noqa: E402 (they use Spec)
+
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("elementwise", make_elementwise, [1 << 20], [1 << 24], hand_elementwise),
     Workload("softmax", make_softmax, [(512, 1024)], [(4096, 1024)], hand_softmax),
@@ -394,4 +396,6 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              skip_default=lambda n: n > 1024),     # the unscheduled 2048 matmul takes ~2 minutes a call
     Workload("conv2d", make_conv2d, [(1, 16, 28, 28, 16)], [(1, 64, 56, 56, 64)], hand_conv2d),
     Workload("blur", make_blur, [(512, 768)], [(1536, 2560)], hand_blur),
+    Workload("stencil", make_stencil, [(512, 768)], [(1536, 2560)], hand_stencil),
+    Workload("pyramid", make_pyramid, [(512, 768)], [(1536, 2560)], hand_pyramid),
 ]}
