@@ -385,7 +385,7 @@ def bind_2d(nest: LoopNest, t, rows: int = 8, cols: int = 32) -> None:
     >>> A = Buffer("A", (5, 40), "float32"); B = Compute("B", (5, 40), lambda y, x: A[y, x] + 1.0)
     >>> nest = LoopNest([B]); bind_2d(nest, B)
     >>> [l.kind for l in nest.get_loops_for(B)]
-    ['gpu_block.y', 'gpu_block.x', 'gpu_thread.y', 'gpu_thread.x']
+    ['gpu_block', 'gpu_block', 'gpu_thread', 'gpu_thread']
     """
     y, x = nest.get_loops_for(t)
     yo, xo, yi, xi = nest.tile(y, x, _pow2_at_most(y.extent, rows), _pow2_at_most(x.extent, cols))

@@ -26,7 +26,8 @@ import numpy as np
 from te import Buffer, Compute, float32, maximum, minimum
 from loopnest import LoopNest
 
-from .kernels import Spec, _rng, _tensors, vectorize_innermost
+# bench.kernels imports this module to list its workloads: its names are imported where
+# they are used, so either module may be imported first
 
 __all__ = ["STENCIL_STAGES", "STENCIL_KINDS", "STENCIL_HALO", "make_stencil", "hand_stencil", "PYRAMID_LEVELS",
            "PYRAMID_BOOST", "make_pyramid", "hand_pyramid"]
@@ -72,6 +73,7 @@ def make_stencil(shape) -> Spec:
     """The 13-stage stencil chain producing an ``h x w`` image ``S13`` from an input ``A`` of
     ``(h, w) + STENCIL_HALO``; stage ``S<k>`` reads stage ``S<k-1>`` (``S0`` is the input
     scaled to [0, 1])."""
+    from .kernels import Spec, _rng
     h, w = shape
     hy, hx = STENCIL_HALO
     A = Buffer("A", (h + hy, w + hx), float32)
@@ -98,6 +100,7 @@ def hand_stencil(nest: LoopNest, spec: Spec, rows: int = 16, lanes: int = 8) -> 
     """Halide's schedule for a stencil chain: the input scaling inlined, every other stage
     computed per strip of ``rows`` output rows (each strip recomputes the halo rows it
     needs, in strip-sized buffers per thread), strips in parallel, rows vectorized."""
+    from .kernels import _tensors, vectorize_innermost
     t = _tensors(nest)
     (out,) = spec.outputs
     nest.compute_inline(t["S0"])
@@ -155,6 +158,7 @@ def make_pyramid(shape) -> Spec:
     downsampling; then from the coarsest level up, ``out<l>`` is ``out<l+1>`` upsampled
     (``uox<l>``, ``uo<l>``) plus ``PYRAMID_BOOST`` times the level's Laplacian ``g<l>`` minus
     ``g<l+1>`` upsampled (``ugx<l>``, ``ug<l>``). ``out0`` is the output."""
+    from .kernels import Spec, _rng
     h, w = shape
     m = 1 << PYRAMID_LEVELS
     if h % m or w % m or h <= 0 or w <= 0:
@@ -212,6 +216,7 @@ def hand_pyramid(nest: LoopNest, spec: Spec, lanes: int = 8, min_parallel_rows: 
     """The scaling of the input and the Laplacian's upsampling of each level inlined into
     their consumers; every other stage computed over its whole level (root), with the rows of
     its larger levels in parallel and its rows vectorized ``lanes`` wide."""
+    from .kernels import _tensors, vectorize_innermost
     t = _tensors(nest)
     nest.compute_inline(t["g0"])
     for lv in range(PYRAMID_LEVELS):
