@@ -685,7 +685,7 @@ class Analysis:
         return inst
 
     def _pseudo(self, s, exprs, loops, env, dom, exact, position) -> None:
-        loads = _loads_with_lets(exprs)
+        loads = _stmt_loads(s, exprs)
         if not loads:
             return
         inst = self._instance(s, loops, dom, exact, position)
@@ -835,7 +835,8 @@ class _DomainWalk(Functor):
         pos = an._next_pos()
         inst = an._instance(s, loops, dom, exact, prefix + (pos,))
         inst.accesses.append(an._access(inst, env, s.buffer, s.indices, True, s))
-        an._reads(inst, env, list(s.indices) + [s.value])
+        exprs = list(s.indices) + [s.value]
+        an._reads(inst, env, exprs, _stmt_loads(s, exprs))
 
     def visit_For(self, s: For, loops: tuple, env: dict, dom, exact: bool, prefix: tuple) -> None:
         an = self.an
@@ -988,6 +989,17 @@ class _PwConverter(_ExprConverter):
 def _free_int_vars(root: Stmt) -> list:
     """Scalar integer variables used in ``root`` and bound by no loop or let: the sizes."""
     return [v for v in stmt_free_vars(root, allocations=False) if v.dtype.is_integer and not v.dtype.is_vector]
+
+
+def _stmt_loads(s: Stmt, exprs: list) -> list:
+    """``_loads_with_lets(exprs)`` of the expressions ``exprs`` held by statement ``s`` (its
+    bounds, condition, value, indices), kept in ``_MEMO`` with ``s``: statements are immutable."""
+    key = ("loads", id(s))
+    hit = _memo_get(key)
+    if hit is None:
+        hit = _loads_with_lets(exprs)
+        _memo_put(key, (s,), hit)
+    return hit
 
 
 def _loads_with_lets(exprs) -> list:
