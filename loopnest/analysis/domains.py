@@ -654,6 +654,8 @@ class Analysis:
         key = (len(self.params), depth, value)
         c = _CONSTS.get(key)
         if c is None:
+            if len(_CONSTS) >= _CONSTS_SIZE:
+                _CONSTS.clear()
             ls = self.space(depth)[1]
             c = _CONSTS[key] = isl.PwAff.from_aff(
                 isl.Aff.zero_on_domain(ls).set_constant_val(isl.Val.int_from_si(self.ctx, value)))
@@ -777,9 +779,11 @@ def _cond_domains(an: "Analysis", cond: E.Expr, depth: int, env: dict, dom) -> t
 #: names its parameters p0, p1, ... in order, so trees with as many sizes share them
 _SPACES: dict[tuple, tuple] = {}
 _CONSTS: dict[tuple, Any] = {}
+_CONSTS_SIZE = 4096
 
 #: the isl objects converted from IR objects: loop domains, condition domains and access
-#: relations (anonymous tuples), keyed by ``Analysis.memo_key``. A transform rebuilds only
+#: relations (anonymous tuples), keyed by ``Analysis.memo_key``, the least recently used
+#: dropped beyond ``_MEMO_SIZE`` entries (about 2 KB each). A transform rebuilds only
 #: the statements it changes (the others are the same objects in the new tree), so the
 #: analysis of the new tree converts only those. Keys are identities of IR nodes, of the
 #: enclosing domain and of the variables in scope; each entry holds those nodes and that
@@ -787,15 +791,19 @@ _CONSTS: dict[tuple, Any] = {}
 #: depends only on the node, its depth, the positions of its variables (the environment and
 #: the parameter order, both in the key) and the domain: a hit is what converting again gives.
 _MEMO: "OrderedDict[tuple, tuple]" = OrderedDict()
-_MEMO_SIZE = 20000
+_MEMO_SIZE = 4096
 _memo_lock = threading.Lock()
 
 
 def _memo_get(key):
     if key is None:
         return None
-    entry = _MEMO.get(key)
-    return None if entry is None else entry[1]
+    with _memo_lock:
+        entry = _MEMO.get(key)
+        if entry is None:
+            return None
+        _MEMO.move_to_end(key)
+        return entry[1]
 
 
 def _memo_put(key, held: tuple, value) -> None:
