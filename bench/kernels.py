@@ -18,6 +18,8 @@ import numpy as np
 from te import Buffer, Compute, Max, Reduce, Sum, exp, float32, maximum, rsqrt
 from loopnest import LoopNest, ScheduleError
 
+from .pipelines import hand_pyramid, hand_stencil, make_pyramid, make_stencil
+
 
 @dataclass
 class Spec:
@@ -383,8 +385,6 @@ def hand_blur(nest: LoopNest, spec: Spec, rows: int = 8, lanes: int = 8) -> None
     vectorize_innermost(nest, by, lanes)
     vectorize_innermost(nest, t["blur_x"], lanes)
 
-
-from .pipelines import hand_pyramid, hand_stencil, make_pyramid, make_stencil  # noqa: E402 (they use Spec)
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("elementwise", make_elementwise, [1 << 20], [1 << 24], hand_elementwise),

@@ -21,6 +21,8 @@ a numpy float64 reference, in the shape of ``bench.kernels``' workloads.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from te import Buffer, Compute, float32, maximum, minimum
@@ -28,6 +30,8 @@ from loopnest import LoopNest
 
 # bench.kernels imports this module to list its workloads: its names are imported where
 # they are used, so either module may be imported first
+if TYPE_CHECKING:
+    from .kernels import Spec
 
 __all__ = ["STENCIL_STAGES", "STENCIL_KINDS", "STENCIL_HALO", "make_stencil", "hand_stencil", "PYRAMID_LEVELS",
            "PYRAMID_BOOST", "make_pyramid", "hand_pyramid"]
@@ -110,7 +114,7 @@ def hand_stencil(nest: LoopNest, spec: Spec, rows: int = 16, lanes: int = 8) -> 
         nest.compute_at(t[f"S{s}"], yo)
     nest.parallelize(yo)
     for s in range(1, STENCIL_STAGES + 1):
-        vectorize_innermost(nest, t[f"S{s}"] if s < STENCIL_STAGES else out, lanes)
+        vectorize_innermost(nest, t[f"S{s}"], lanes)
 
 
 # ---------------------------------------------------------------------------------------
