@@ -33,10 +33,11 @@ from loopnest.nest import Loop
 from te import Buffer, Reduce, Sum, cast, float32
 
 from .kernels import WORKLOADS, Spec
+from .pipelines import PYRAMID_LEVELS, STENCIL_STAGES
 
 __all__ = ["GPU_SCHEDULES", "TEST_SIZES", "gpu_nest", "thread_strided", "block_reduce", "matmul_config",
            "elementwise_gpu", "softmax_gpu", "layernorm_gpu", "row_sum_gpu", "transpose_gpu", "matmul_gpu",
-           "conv2d_gpu", "blur_gpu", "make_matmul_lowp"]
+           "conv2d_gpu", "blur_gpu", "make_matmul_lowp", "bind_2d", "stencil_gpu", "pyramid_gpu"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -376,6 +377,48 @@ def blur_gpu(nest: LoopNest, spec: Spec, rows: int = 8, cols: int = 128) -> None
     nest.set_gpu_thread_index(bxi, 0)
 
 
+def bind_2d(nest: LoopNest, t, rows: int = 8, cols: int = 32) -> None:
+    """Tile the two loops of a 2-D stage ``t`` computed at the root into blocks of ``rows`` x
+    ``cols`` threads (fewer where the stage is smaller), a thread per element.
+
+    >>> from te import Buffer, Compute
+    >>> A = Buffer("A", (5, 40), "float32"); B = Compute("B", (5, 40), lambda y, x: A[y, x] + 1.0)
+    >>> nest = LoopNest([B]); bind_2d(nest, B)
+    >>> [l.kind for l in nest.get_loops_for(B)]
+    ['gpu_block', 'gpu_block', 'gpu_thread', 'gpu_thread']
+    """
+    y, x = nest.get_loops_for(t)
+    yo, xo, yi, xi = nest.tile(y, x, _pow2_at_most(y.extent, rows), _pow2_at_most(x.extent, cols))
+    nest.set_gpu_block_index(yo, 1)
+    nest.set_gpu_block_index(xo, 0)
+    nest.set_gpu_thread_index(yi, 1)
+    nest.set_gpu_thread_index(xi, 0)
+
+
+def stencil_gpu(nest: LoopNest, spec: Spec) -> None:
+    """The stencil chain on the GPU: the input scaling inlined, every stage a kernel of its
+    own (``bind_2d``)."""
+    nest.compute_inline(_tensor(nest, "S0"))
+    for s in range(1, STENCIL_STAGES + 1):
+        bind_2d(nest, _tensor(nest, f"S{s}"))
+
+
+def pyramid_gpu(nest: LoopNest, spec: Spec) -> None:
+    """The pyramid on the GPU: the CPU schedule's inlining (the input scaling, the
+    Laplacian's upsampling, the output's vertical upsampling), every other stage a kernel of
+    its own (``bind_2d``)."""
+    nest.compute_inline(_tensor(nest, "g0"))
+    for lv in range(PYRAMID_LEVELS):
+        for name in ("ug", "ugx", "uo"):
+            nest.compute_inline(_tensor(nest, f"{name}{lv}"))
+    for lv in range(1, PYRAMID_LEVELS + 1):
+        bind_2d(nest, _tensor(nest, f"dx{lv}"))
+        bind_2d(nest, _tensor(nest, f"g{lv}"))
+    for lv in range(PYRAMID_LEVELS - 1, -1, -1):
+        bind_2d(nest, _tensor(nest, f"uox{lv}"))
+        bind_2d(nest, _tensor(nest, f"out{lv}"))
+
+
 GPU_SCHEDULES: dict[str, Callable[[LoopNest, Spec], None]] = {
     "elementwise": elementwise_gpu,
     "softmax": softmax_gpu,
@@ -385,6 +428,8 @@ GPU_SCHEDULES: dict[str, Callable[[LoopNest, Spec], None]] = {
     "matmul": matmul_gpu,
     "conv2d": conv2d_gpu,
     "blur": blur_gpu,
+    "stencil": stencil_gpu,
+    "pyramid": pyramid_gpu,
 }
 
 #: sizes at which the GPU-bound nests run on IREval in well under a second each
@@ -397,6 +442,8 @@ TEST_SIZES: dict[str, object] = {
     "matmul": 64,
     "conv2d": (1, 4, 8, 12, 4),
     "blur": (20, 300),
+    "stencil": (12, 40),
+    "pyramid": (32, 64),
 }
 
 

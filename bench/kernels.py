@@ -18,6 +18,8 @@ import numpy as np
 from te import Buffer, Compute, Max, Reduce, Sum, exp, float32, maximum, rsqrt
 from loopnest import LoopNest, ScheduleError
 
+from .pipelines import hand_pyramid, hand_stencil, make_pyramid, make_stencil
+
 
 @dataclass
 class Spec:
@@ -394,4 +396,6 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              skip_default=lambda n: n > 1024),     # the unscheduled 2048 matmul takes ~2 minutes a call
     Workload("conv2d", make_conv2d, [(1, 16, 28, 28, 16)], [(1, 64, 56, 56, 64)], hand_conv2d),
     Workload("blur", make_blur, [(512, 768)], [(1536, 2560)], hand_blur),
+    Workload("stencil", make_stencil, [(512, 768)], [(1536, 2560)], hand_stencil),
+    Workload("pyramid", make_pyramid, [(512, 768)], [(1536, 2560)], hand_pyramid),
 ]}

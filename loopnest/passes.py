@@ -15,7 +15,7 @@ import sys
 from typing import Callable
 
 from te.expr import Expr, ExprMutator, IntImm, Load, as_expr, floordiv, floormod
-from te.simplify import simplify
+from te.simplify import Simplifier
 from te.view import TensorView, view_root
 
 from .legalize import guard_int_division, lower_low_precision, mask_shift_amounts, widen_indices
@@ -25,21 +25,26 @@ from .vectorize_lowering import lower_vectorized_loops
 
 
 class _SimplifyStmt(StmtMutator):
-    """Simplify expressions knowing the range of every enclosing loop variable."""
+    """Simplify expressions knowing the range of every enclosing loop variable (one
+    ``Simplifier`` per loop body: its expressions share the ranges)."""
 
     def __init__(self):
         self.ranges: dict = {}
+        self.simplify = Simplifier()
 
     def visit_expr(self, e: Expr) -> Expr:
-        return simplify(e, self.ranges or None)
+        return self.simplify(e)
 
     def visit_For(self, s: For):
-        start, stop = simplify(s.start, self.ranges or None), simplify(s.stop, self.ranges or None)
-        self.ranges[s.var] = (start, simplify(stop - start, self.ranges or None))
+        outer = self.simplify
+        start, stop = outer(s.start), outer(s.stop)
+        self.ranges[s.var] = (start, outer(stop - start))
+        self.simplify = outer.within(self.ranges)
         try:
             body = self.visit(s.body)
         finally:
             del self.ranges[s.var]
+            self.simplify = outer
         return s.replace(start=start, stop=stop, body=body)
 
 

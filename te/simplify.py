@@ -33,7 +33,9 @@ What it does, node by node (``ranges`` maps a Var to ``(min, extent)``: ``min <=
   -> ramp(b + x, s)``, ``ramp(b, s) * broadcast(c) -> ramp(b * c, s * c)``, and the division rules
   on ramps whose lanes stay in one block.
 
-Nothing is cached between calls: each call builds its own memo tables.
+Nothing is cached between calls: each call builds its own memo tables. A ``Simplifier``
+simplifies many expressions under the same ranges with one set of tables (a pass over a
+statement tree: every expression inside a loop shares the loop's ranges).
 """
 from __future__ import annotations
 
@@ -48,7 +50,7 @@ from .functor import Functor
 from .queries import expr_depth, free_vars as _free_vars, int_value, uses_var
 from .recursion import recursion_guard
 
-__all__ = ["simplify", "const_int_bounds", "prove", "is_const_int", "const_int"]
+__all__ = ["simplify", "Simplifier", "const_int_bounds", "prove", "is_const_int", "const_int"]
 
 #: expand a product of two sums only when it has at most this many monomials
 _EXPAND_LIMIT = 16
@@ -97,6 +99,46 @@ def simplify(e: E.Expr, ranges: dict[E.Var, tuple] | None = None) -> E.Expr:
     """
     e = E.as_expr(e)
     out = _Ctx(_check_ranges(ranges)).visit(e)
+    if out.dtype != e.dtype:  # pragma: no cover - a bug in a rule, never user input
+        raise RuntimeError(f"simplify changed the dtype of `{e}` from {e.dtype} to {out.dtype} (`{out}`)")
+    return out
+
+
+class Simplifier:
+    """``simplify`` for many expressions under the same ``ranges``: the ranges are checked
+    and simplified once, and a subexpression shared by several expressions is simplified
+    once. Each result is what ``simplify(e, ranges)`` gives. ``within(ranges)`` is a
+    simplifier for other ranges sharing the structural tables (node keys, linear forms),
+    which do not depend on the ranges.
+
+    >>> from te import Var
+    >>> i, n = Var("i"), Var("n")
+    >>> s = Simplifier({i: (0, 8)})
+    >>> print(s(E.Min(i, 16)), s(i < 8), s((i + 3) - 3))
+    i true i
+    >>> print(s.within({i: (0, n)})(i < n))
+    true
+    """
+
+    def __init__(self, ranges: dict[E.Var, tuple] | None = None, _shared: tuple | None = None):
+        self._ctx = _Ctx(_check_ranges(ranges), _shared)
+
+    def within(self, ranges: dict[E.Var, tuple] | None) -> "Simplifier":
+        """A simplifier for ``ranges`` that shares this one's structural tables."""
+        return Simplifier(ranges, self._ctx.shared)
+
+    def __call__(self, e: E.Expr) -> E.Expr:
+        return _simplify_in(self._ctx, e)
+
+
+@recursion_guard(depth=lambda ctx, e: expr_depth(E.as_expr(e)))
+def _simplify_in(ctx: "_Ctx", e: E.Expr) -> E.Expr:
+    e = E.as_expr(e)
+    # a call that ran out of recursion (run again on a deep thread) may have left these set
+    ctx.resolving.clear()
+    ctx.busy.clear()
+    ctx.in_sym = 0
+    out = ctx.visit(e)
     if out.dtype != e.dtype:  # pragma: no cover - a bug in a rule, never user input
         raise RuntimeError(f"simplify changed the dtype of `{e}` from {e.dtype} to {out.dtype} (`{out}`)")
     return out
@@ -170,10 +212,14 @@ def _check_ranges(ranges) -> dict:
 # ------------------------------------------------------------------------------------------
 # integer and float helpers
 # ------------------------------------------------------------------------------------------
+_DT_RANGES: dict = {}
+
+
 def _dt_range(dt: Dtype) -> tuple[int, int]:
-    if dt.is_bool:
-        return (0, 1)
-    return (int(dt.min_value()), int(dt.max_value()))
+    r = _DT_RANGES.get(dt)
+    if r is None:
+        r = _DT_RANGES[dt] = (0, 1) if dt.is_bool else (int(dt.min_value()), int(dt.max_value()))
+    return r
 
 
 def _wrap(v: int, dt: Dtype) -> int:

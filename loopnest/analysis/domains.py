@@ -30,6 +30,7 @@ In the isl objects, size parameters are named ``p<k>``, statements ``S<k>`` and 
 from __future__ import annotations
 
 import functools
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,7 +45,7 @@ from ..queries import stmt_free_vars
 from ..stmt import Block, Cond, For, Let, Stmt, Store
 
 __all__ = ["Instance", "Access", "LoopInfo", "Analysis", "analyze", "affine_text", "cond_text",
-           "loop_var_of", "const_int", "provably_equal", "provably_nonnegative"]
+           "loop_var_of", "const_int", "provably_equal", "provably_nonnegative", "clear_memo"]
 
 
 @dataclass(frozen=True)
@@ -587,8 +588,8 @@ class Analysis:
             self._param_pos[id(v)] = len(self.params)
             self.params[f"p{len(self.params)}"] = v
         self._param_names = {id(v): n for n, v in self.params.items()}
-        self._spaces: dict[int, tuple] = {}
-        self._consts: dict[tuple, Any] = {}
+        self._param_key = tuple(id(v) for v in self.params.values())
+        self._anon_domains: dict[str, Any] = {}
         self._sched_cache: dict = {}
         self._build(root)
 
@@ -640,22 +641,33 @@ class Analysis:
     # -- isl building blocks -----------------------------------------------------------
     def space(self, depth: int):
         """(set space, local space, universe set) of iterations at ``depth`` (anonymous tuple)."""
-        sp = self._spaces.get(depth)
+        key = (len(self.params), depth)
+        sp = _SPACES.get(key)
         if sp is None:
             space = isl.Space.set_alloc(self.ctx, len(self.params), depth)
             for k, name in enumerate(self.params):
                 space = space.set_dim_name(isl.dim_type.param, k, name)
-            sp = self._spaces[depth] = (space, isl.LocalSpace.from_space(space), isl.Set.universe(space))
+            sp = _SPACES[key] = (space, isl.LocalSpace.from_space(space), isl.Set.universe(space))
         return sp
 
     def const(self, depth: int, value: int):
-        key = (depth, value)
-        c = self._consts.get(key)
+        key = (len(self.params), depth, value)
+        c = _CONSTS.get(key)
         if c is None:
+            if len(_CONSTS) >= _CONSTS_SIZE:
+                _CONSTS.clear()
             ls = self.space(depth)[1]
-            c = self._consts[key] = isl.PwAff.from_aff(
+            c = _CONSTS[key] = isl.PwAff.from_aff(
                 isl.Aff.zero_on_domain(ls).set_constant_val(isl.Val.int_from_si(self.ctx, value)))
         return c
+
+    def memo_key(self, kind: str, nodes: tuple, depth: int, env: dict, dom) -> tuple | None:
+        """The key under which ``_MEMO`` keeps what ``nodes`` (IR objects) convert to at
+        ``depth`` in ``env`` on the domain ``dom``, or None when ``env`` binds a let (not
+        memoized). The key holds identities: the entry keeps the objects alive (see ``_MEMO``)."""
+        if env and not all(type(v) is int for v in env.values()):
+            return None
+        return (kind, tuple(map(id, nodes)), depth, tuple(env.items()), self._param_key, id(dom))
 
     # -- construction ----------------------------------------------------------------
     def _build(self, root: Stmt) -> None:
@@ -670,11 +682,12 @@ class Analysis:
     def _instance(self, s, loops, dom, exact, position) -> Instance:
         name = f"S{len(self.instances)}"
         inst = Instance(name, s, loops, position, dom.set_tuple_name(name), exact)
+        self._anon_domains[name] = dom
         self.instances.append(inst)
         return inst
 
     def _pseudo(self, s, exprs, loops, env, dom, exact, position) -> None:
-        loads = _loads_with_lets(exprs)
+        loads = _stmt_loads(s, exprs)
         if not loads:
             return
         inst = self._instance(s, loops, dom, exact, position)
@@ -690,7 +703,24 @@ class Analysis:
             inst.accesses.append(self._access(inst, full, ld.buffer, ld.indices, False, ld))
 
     def _access(self, inst: Instance, env: dict, buf, indices, is_write: bool, node) -> Access:
-        d = inst.depth
+        bname = self.buffer_names.get(id(buf))
+        if bname is None:
+            bname = self.buffer_names[id(buf)] = f"M{len(self.buffer_names)}"
+        dom = self._anon_domains[inst.name]
+        key = self.memo_key("access", tuple(indices), inst.depth, env, dom)
+        hit = _memo_get(key)
+        if hit is None:
+            hit = self._relation(inst.depth, env, indices, dom)
+            _memo_put(key, (tuple(indices), dom), hit)
+        rel, unknown = hit
+        rel = rel.set_tuple_name(isl.dim_type.in_, inst.name).set_tuple_name(isl.dim_type.out, bname)
+        acc = Access(inst, buf, tuple(indices), is_write, node, rel, not unknown, self)
+        self.accesses.append(acc)
+        return acc
+
+    def _relation(self, d: int, env: dict, indices, dom) -> tuple:
+        """(the access relation of ``indices`` from the anonymous domain ``dom`` at depth ``d``,
+        anonymous too; whether some index is not affine)."""
         conv = _PwConverter(self, d, env)
         outs = []
         unknown = []
@@ -700,9 +730,6 @@ class Analysis:
                 unknown.append(k)
             else:
                 outs.append(pa)
-        bname = self.buffer_names.get(id(buf))
-        if bname is None:
-            bname = self.buffer_names[id(buf)] = f"M{len(self.buffer_names)}"
         space = self.space(d)[0]
         if outs:
             lst = isl.PwAffList.alloc(self.ctx, len(outs))
@@ -714,11 +741,7 @@ class Analysis:
             rel = isl.Map.from_domain(self.space(d)[2])
         for k in unknown:  # an index that is not affine may be any element
             rel = rel.insert_dims(isl.dim_type.out, k, 1)
-        rel = rel.set_tuple_name(isl.dim_type.in_, inst.name).set_tuple_name(isl.dim_type.out, bname)
-        rel = rel.intersect_domain(inst.domain)
-        acc = Access(inst, buf, tuple(indices), is_write, node, rel, not unknown, self)
-        self.accesses.append(acc)
-        return acc
+        return rel.intersect_domain(dom), bool(unknown)
 
 
 def loop_domain(an: "Analysis", s: For, depth: int, env: dict, dom):
@@ -734,6 +757,72 @@ def loop_domain(an: "Analysis", s: For, depth: int, env: dict, dom):
     if hi is not None:
         inner = inner.intersect(var.lt_set(hi))
     return inner, lo is not None and hi is not None
+
+
+def _cond_domains(an: "Analysis", cond: E.Expr, depth: int, env: dict, dom) -> tuple:
+    """(the part of ``dom`` where ``cond`` holds, the part where it does not, whether both
+    are exact); a condition that is not affine keeps its affine conjuncts, if any (an
+    over-approximation of both parts)."""
+    conv = _PwConverter(an, depth, env)
+    c = conv.cond(cond, exact=True)
+    nc = conv.cond(cond, negate=True, exact=True)
+    ok = c is not None and nc is not None
+    if not ok:
+        c, nc = conv.cond(cond), conv.cond(cond, negate=True)
+    return dom if c is None else dom.intersect(c), dom if nc is None else dom.intersect(nc), ok
+
+
+# ------------------------------------------------------------------------------------
+# what analyses of successive trees share
+# ------------------------------------------------------------------------------------
+#: isl spaces and constants by (number of size parameters, depth[, value]): every analysis
+#: names its parameters p0, p1, ... in order, so trees with as many sizes share them
+_SPACES: dict[tuple, tuple] = {}
+_CONSTS: dict[tuple, Any] = {}
+_CONSTS_SIZE = 4096
+
+#: the isl objects converted from IR objects: loop domains, condition domains and access
+#: relations (anonymous tuples), keyed by ``Analysis.memo_key``, the least recently used
+#: dropped beyond ``_MEMO_SIZE`` entries (about 2 KB each). A transform rebuilds only
+#: the statements it changes (the others are the same objects in the new tree), so the
+#: analysis of the new tree converts only those. Keys are identities of IR nodes, of the
+#: enclosing domain and of the variables in scope; each entry holds those nodes and that
+#: domain, so no identity in a live key is reused by another object. What a node converts to
+#: depends only on the node, its depth, the positions of its variables (the environment and
+#: the parameter order, both in the key) and the domain: a hit is what converting again gives.
+_MEMO: "OrderedDict[tuple, tuple]" = OrderedDict()
+_MEMO_SIZE = 4096
+_memo_lock = threading.Lock()
+
+
+def _memo_get(key):
+    if key is None:
+        return None
+    with _memo_lock:
+        entry = _MEMO.get(key)
+        if entry is None:
+            return None
+        _MEMO.move_to_end(key)
+        return entry[1]
+
+
+def _memo_put(key, held: tuple, value) -> None:
+    if key is None:
+        return
+    with _memo_lock:
+        _MEMO[key] = (held, value)
+        while len(_MEMO) > _MEMO_SIZE:
+            _MEMO.popitem(last=False)
+
+
+def clear_memo() -> None:
+    """Forget the isl objects kept for later analyses (``_MEMO``).
+
+    >>> clear_memo(); len(_MEMO)
+    0
+    """
+    with _memo_lock:
+        _MEMO.clear()
 
 
 class _DomainWalk(Functor):
@@ -754,14 +843,20 @@ class _DomainWalk(Functor):
         pos = an._next_pos()
         inst = an._instance(s, loops, dom, exact, prefix + (pos,))
         inst.accesses.append(an._access(inst, env, s.buffer, s.indices, True, s))
-        an._reads(inst, env, list(s.indices) + [s.value])
+        exprs = list(s.indices) + [s.value]
+        an._reads(inst, env, exprs, _stmt_loads(s, exprs))
 
     def visit_For(self, s: For, loops: tuple, env: dict, dom, exact: bool, prefix: tuple) -> None:
         an = self.an
         pos = an._next_pos()
         an._pseudo(s, [s.start, s.stop], loops, env, dom, exact, prefix + (pos,))
         d = len(loops)
-        inner_dom, bounded = loop_domain(an, s, d, env, dom)
+        key = an.memo_key("loop", (s.start, s.stop), d, env, dom)
+        hit = _memo_get(key)
+        if hit is None:
+            hit = loop_domain(an, s, d, env, dom)
+            _memo_put(key, (s.start, s.stop, dom), hit)
+        inner_dom, bounded = hit
         inner_env = dict(env)
         inner_env[id(s.var)] = d
         info = LoopInfo(s, d, prefix + (pos,), loops=loops + (s,))
@@ -777,15 +872,15 @@ class _DomainWalk(Functor):
         an = self.an
         pos = an._next_pos()
         an._pseudo(s, [s.cond], loops, env, dom, exact, prefix + (pos,))
-        conv = _PwConverter(an, len(loops), env)
-        c = conv.cond(s.cond, exact=True)
-        nc = conv.cond(s.cond, negate=True, exact=True)
-        ok = c is not None and nc is not None
-        if not ok:  # not affine: over-approximate (keep the affine conjuncts, if any)
-            c, nc = conv.cond(s.cond), conv.cond(s.cond, negate=True)
-        self.visit(s.then, loops, env, dom if c is None else dom.intersect(c), exact and ok, prefix)
+        key = an.memo_key("cond", (s.cond,), len(loops), env, dom)
+        hit = _memo_get(key)
+        if hit is None:
+            hit = _cond_domains(an, s.cond, len(loops), env, dom)
+            _memo_put(key, (s.cond, dom), hit)
+        then_dom, else_dom, ok = hit
+        self.visit(s.then, loops, env, then_dom, exact and ok, prefix)
         if s.otherwise is not None:
-            self.visit(s.otherwise, loops, env, dom if nc is None else dom.intersect(nc), exact and ok, prefix)
+            self.visit(s.otherwise, loops, env, else_dom, exact and ok, prefix)
 
     def visit_LetStmt(self, s: Let, loops: tuple, env: dict, dom, exact: bool, prefix: tuple) -> None:
         an = self.an
@@ -902,6 +997,17 @@ class _PwConverter(_ExprConverter):
 def _free_int_vars(root: Stmt) -> list:
     """Scalar integer variables used in ``root`` and bound by no loop or let: the sizes."""
     return [v for v in stmt_free_vars(root, allocations=False) if v.dtype.is_integer and not v.dtype.is_vector]
+
+
+def _stmt_loads(s: Stmt, exprs: list) -> list:
+    """``_loads_with_lets(exprs)`` of the expressions ``exprs`` held by statement ``s`` (its
+    bounds, condition, value, indices), kept in ``_MEMO`` with ``s``: statements are immutable."""
+    key = ("loads", id(s))
+    hit = _memo_get(key)
+    if hit is None:
+        hit = _loads_with_lets(exprs)
+        _memo_put(key, (s,), hit)
+    return hit
 
 
 def _loads_with_lets(exprs) -> list:

@@ -35,20 +35,31 @@ __all__ = ["cache_accesses"]
 
 
 class _Redirect(ExprMutator):
-    def __init__(self, buf, local, mins):
-        self.buf, self.local, self.mins = buf, local, mins
+    """Loads of each buffer of ``moves`` (``id(buffer) -> (local, mins)``) read ``local`` at
+    the indices less ``mins``."""
+
+    def __init__(self, moves: dict):
+        self.moves = moves
 
     def visit_Load(self, e: Load) -> Expr:
         idx = tuple(self.visit(i) for i in e.indices)
-        if e.buffer is self.buf:
-            return Load(self.local, tuple(tidy(sub(i, m)) for i, m in zip(idx, self.mins)))
+        move = self.moves.get(id(e.buffer))
+        if move is not None:
+            return Load(move[0], tuple(tidy(sub(i, m)) for i, m in zip(idx, move[1])))
         return e.replace(indices=idx) if any(a is not b for a, b in zip(idx, e.indices)) else e
 
 
 class _RedirectStmt(StmtMutator):
+    """Accesses of ``buf`` go to ``local`` at the indices less ``mins``; ``also(buf, local,
+    mins)`` adds another buffer to move in the same walk (the buffers must differ)."""
+
     def __init__(self, buf, local, mins):
-        self.ex = _Redirect(buf, local, mins)
-        self.buf, self.local, self.mins = buf, local, mins
+        self.moves = {id(buf): (local, mins)}
+        self.ex = _Redirect(self.moves)
+
+    def also(self, buf, local, mins) -> "_RedirectStmt":
+        self.moves[id(buf)] = (local, mins)
+        return self
 
     def visit_expr(self, e):
         return self.ex.visit(e)
@@ -56,8 +67,9 @@ class _RedirectStmt(StmtMutator):
     def visit_Store(self, s: Store):
         idx = tuple(self.ex.visit(i) for i in s.indices)
         value = self.ex.visit(s.value)
-        if s.buffer is self.buf:
-            return Store(self.local, tuple(tidy(sub(i, m)) for i, m in zip(idx, self.mins)), value)
+        move = self.moves.get(id(s.buffer))
+        if move is not None:
+            return Store(move[0], tuple(tidy(sub(i, m)) for i, m in zip(idx, move[1])), value)
         return s.replace(indices=idx, value=value) if (value is not s.value or
                                                        any(a is not b for a, b in zip(idx, s.indices))) else s
 

@@ -242,13 +242,18 @@ def shrink_storage(nest, root: Stmt) -> Stmt:
                 # one buffer between threads, which is exact only for the full-size buffer
                 continue
             plans.append((buf, f.var, enter, *plan))
+    redirects: dict = {}      # one walk of each storage loop's body moves all its buffers
     for buf, var, enter, shape, mins in plans:
         local = Buffer(buf.name, shape, buf.dtype)
-        redirect = _RedirectStmt(buf, local, mins)
-        root = replace_loop(root, var, lambda g: g.replace(body=redirect.visit(g.body)))
+        if var in redirects:
+            redirects[var].also(buf, local, mins)
+        else:
+            redirects[var] = _RedirectStmt(buf, local, mins)
         nest.intermediates = [local if b is buf else b for b in nest.intermediates]
         nest.buffers[buf.name] = local
         nest._local_storage[id(local)] = enter
+    for var, redirect in redirects.items():
+        root = replace_loop(root, var, lambda g, redirect=redirect: g.replace(body=redirect.visit(g.body)))
     return root
 
 

@@ -1,0 +1,66 @@
+"""The benchmark's image pipelines (``bench.pipelines``): the 13-stage stencil chain and the
+5-level pyramid compute their numpy float64 reference under the hand schedule on LLVM and
+on IREval, unscheduled too, and ``bench.bench_compile`` runs in its quick mode."""
+import numpy as np
+import pytest
+
+from bench import bench_compile
+from bench.kernels import WORKLOADS
+from bench.pipelines import PYRAMID_LEVELS, STENCIL_HALO, STENCIL_STAGES, make_pyramid
+from codegen import build
+from loopnest import LoopNest
+
+LLVM_SIZES = {"stencil": [(16, 40), (13, 21), (1, 3)], "pyramid": [(32, 96), (64, 32)]}
+IREVAL_SIZES = {"stencil": [(5, 9)], "pyramid": [(32, 32)]}
+
+
+def _run(name, size, target, scheduled=True):
+    w = WORKLOADS[name]
+    spec = w.make(size)
+    nest = LoopNest(spec.outputs)
+    if scheduled:
+        w.hand_schedule(nest, spec)
+    kernel = build(nest, spec.args, target=target)
+    outs = {k: np.full(s, np.nan, np.float32) for k, s in spec.out_shapes.items()}
+    arrays = dict(spec.inputs, **outs)
+    kernel(*[arrays[b.name] for b in spec.args])
+    for k, want in spec.reference(spec.inputs).items():
+        scale = max(1.0, float(np.abs(want).max()))
+        err = float(np.abs(outs[k] - want).max()) / scale
+        assert err <= spec.tol, f"{name} {size} on {target}: {k} differs from numpy by {err:.3g}"
+    return nest
+
+
+@pytest.mark.parametrize("name,size", [(n, s) for n, sizes in LLVM_SIZES.items() for s in sizes])
+def test_hand_schedule_matches_numpy_on_llvm(name, size):
+    nest = _run(name, size, "llvm")
+    assert any(lp.kind == "parallel" for lp in nest.get_all_loops()) or min(size) < 16
+
+
+@pytest.mark.parametrize("name,size", [(n, s) for n, sizes in IREVAL_SIZES.items() for s in sizes])
+@pytest.mark.parametrize("scheduled", [True, False])
+def test_pipeline_matches_numpy_on_ireval(name, size, scheduled):
+    _run(name, size, "ireval", scheduled)
+
+
+def test_pipelines_have_their_stages():
+    spec = WORKLOADS["stencil"].make((4, 6))
+    assert spec.inputs["A"].shape == (4 + STENCIL_HALO[0], 6 + STENCIL_HALO[1])
+    assert len(LoopNest(spec.outputs).tensors) == STENCIL_STAGES + 1
+    spec = make_pyramid((32, 32))
+    names = {t.name for t in LoopNest(spec.outputs).tensors}
+    assert {f"g{lv}" for lv in range(PYRAMID_LEVELS + 1)} <= names and "out0" in names
+
+
+def test_pyramid_refuses_sizes_it_cannot_halve():
+    with pytest.raises(ValueError, match="multiples of 32"):
+        make_pyramid((48, 40))
+
+
+def test_bench_compile_quick_mode(capsys):
+    rows = bench_compile.run(quick=True)
+    assert [r["case"] for r in rows] == list(bench_compile.CASES)
+    assert all(r["runs"] == 1 and r["median_s"] > 0 and r["median_cpu_s"] > 0 for r in rows)
+    assert bench_compile.main(["--quick", "--only", "stencil"]) == 0
+    out = capsys.readouterr().out
+    assert "stencil" in out and "aim ms" in out
