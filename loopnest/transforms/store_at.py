@@ -54,8 +54,7 @@ def _touches_itself(s: Stmt, buf) -> bool:
 
 def _accesses_outside(root: Stmt, f: For, buf) -> Stmt | None:
     """A statement outside loop ``f`` that accesses ``buf`` (None when all are inside)."""
-    inside = {id(s) for s in iter_stmts(f.body)}
-    return next((s for s in iter_stmts(root) if id(s) not in inside and _touches_itself(s, buf)), None)
+    return next((s for s in iter_stmts(root, skip=lambda s: s is f) if _touches_itself(s, buf)), None)
 
 
 def _innermost_enclosing(root: Stmt, buf) -> For | None:
