@@ -106,7 +106,7 @@ def _region_loops(nest, t: Tensor, definition, bounds, target: Buffer | None = N
     return out.stmts[0] if len(out.stmts) == 1 else out
 
 
-def _nested(root: Stmt, a: For, b: For) -> bool:
+def _nested(a: For, b: For) -> bool:
     """Whether one of the loops ``a``, ``b`` is inside the other (or they are one loop)."""
     return a is b or find_loop(a.body, b.var) is not None or find_loop(b.body, a.var) is not None
 
@@ -133,7 +133,7 @@ def _tail_sites(nest, t: Tensor, f: For) -> list[For]:
             todo.append(g)
             h = index.get(g)
             if h is None or h.kind == ForKind.VECTORIZED or not _consumer_reads(h.body, t) \
-                    or any(_nested(nest.root, h, x) for x in sites):
+                    or any(_nested(h, x) for x in sites):
                 continue
             sites.append(h)
     return sites
@@ -220,11 +220,6 @@ def _check_legal(nest, t: Tensor, new_root: Stmt, computes: list[Stmt]) -> None:
         raise _Refused(str(e).split(": ", 1)[1]) from None
 
 
-def _one_line(s: Stmt) -> str:
-    text = str(s).strip().splitlines()
-    return text[0] if len(text) == 1 else text[0].rstrip(" {") + " ..."
-
-
 def compute_at_candidates(nest, t: Tensor) -> list:
     """The loops (handles, outermost first) at which ``compute_at(t, loop)`` is legal."""
     out = []
@@ -269,7 +264,9 @@ def compute_at(nest, buf: Buffer, loop) -> None:
     ``prepare_for_codegen`` gives it a buffer of the size of the region one iteration of
     ``loop`` touches, its indices rebased, allocated once outside ``loop`` (per iteration of
     a parallel loop); ``store_at(B, outer)`` hoists the storage. Elements needed by several
-    iterations are recomputed by each.
+    iterations are recomputed by each, unless the storage is hoisted and the region slides
+    along ``loop``: then each iteration computes only its new elements into a circular
+    buffer of the window's size (storage folding, see ``store_at``).
 
     Other readers (as PyTorch NNC's ``computeAt``): when B is also read outside ``loop``, B
     stays where it is for those readers, and ``loop`` computes the region it needs into a

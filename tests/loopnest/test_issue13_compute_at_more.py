@@ -264,3 +264,113 @@ def test_int_producer_with_other_readers_on_every_backend(backend):
     np.testing.assert_array_equal(c, 3 * a[:5] + 3 * a[1:])
     np.testing.assert_array_equal(d, 3 * a[::-1])
     roundtrip(nest, [C, D])
+
+
+def test_local_copy_at_a_parallel_loop_is_private_to_each_iteration(backend):
+    A, B, C, D = stencil()
+    nest = LoopNest([C, D])
+    i, j = nest.get_loops_for(C)
+    nest.compute_at(B, i)
+    nest.parallelize(i)
+    lines = str(nest.copy().prepare_for_codegen()).splitlines()
+    k = lines.index("parallel for (int i_1 = 0; i_1 < 10; i_1++) {")
+    assert lines[k + 1] == "  float32 B_local[2, 10]; // alloc"
+    a = data()
+    c, d = np.zeros((H, W), np.float32), np.zeros(H, np.float32)
+    run(nest, [A, C, D], [a, c, d], backend)
+    np.testing.assert_allclose(c, c_ref(a), rtol=1e-6)
+    np.testing.assert_allclose(d, a[:H, W + 1] * 2 - 1, rtol=1e-6)
+    roundtrip(nest, [C, D])
+
+
+# ------------------------------------------------------------------------------------
+# sliding window and storage folding (store_at further out than compute_at)
+# ------------------------------------------------------------------------------------
+def blur_rows(h, step):
+    """C[y, x] = B[step*y, x] + ... + B[step*y + 3, x], B = 2A: a 4-row window moving by step."""
+    A = Buffer("A", (step * (h - 1) + 4, 6), float32)
+    B = Compute("B", A.shape, lambda y, x: A[y, x] * 2.0)
+    C = Compute("C", (h, 6), lambda y, x: B[step * y, x] + B[step * y + 1, x] + B[step * y + 2, x]
+                + B[step * y + 3, x])
+    return A, B, C
+
+
+def check_rows(nest, A, C, h, step, backend):
+    a = np.random.default_rng(h + step).standard_normal(tuple(int(d) for d in A.shape)).astype(np.float32)
+    c = np.zeros((h, 6), np.float32)
+    run(nest, [A, C], [a, c], backend)        # IREval poisons fresh storage: a missed row shows
+    b = a.astype(np.float64) * 2
+    want = sum(b[k:k + step * (h - 1) + 1:step] for k in range(4))
+    np.testing.assert_allclose(c, want, rtol=1e-5)
+
+
+def test_hoisted_storage_of_a_sliding_window_is_folded(backend):
+    A, B, C = blur_rows(16, 1)
+    nest = LoopNest([C])
+    yo, yi = nest.split_with_mask(nest.get_loops_for(C)[0], 8)
+    nest.compute_at(B, yi)
+    nest.store_at(B, yo)
+    text = str(nest)
+    lines = str(nest.copy().prepare_for_codegen()).splitlines()
+    assert lines[0] == "float32 B[4, 6]; // alloc"                     # the window, not 11 rows
+    # after the first row of a strip, only the row the previous row did not compute
+    assert lines[3].strip().startswith("for (int y_2 = select(y_1_inner > 0, y_1_outer * 8 + y_1_inner + 3, ")
+    assert "B[floormod(y_2, 4) * 6 + x_2] = " in "\n".join(lines)
+    assert str(nest) == text                                            # the schedule is unchanged
+    check_rows(nest, A, C, 16, 1, backend)
+    roundtrip(nest, [C])
+
+
+def test_window_moving_by_two_and_ragged_strips(backend):
+    A, B, C = blur_rows(13, 2)
+    nest = LoopNest([C])
+    yo, yi = nest.split_with_mask(nest.get_loops_for(C)[0], 4)
+    nest.compute_at(B, yi)
+    nest.store_at(B, yo)
+    check_rows(nest, A, C, 13, 2, backend)
+    A, B, C = blur_rows(12, 2)
+    nest = LoopNest([C])
+    yo, yi, yt = nest.split_with_tail(nest.get_loops_for(C)[0], 5)
+    nest.compute_at(B, yi)
+    nest.store_at(B, yo)
+    assert allocs(nest)[0] == "float32 B[4, 6]; // alloc"
+    check_rows(nest, A, C, 12, 2, backend)
+    roundtrip(nest, [C])
+
+
+def test_folded_window_of_a_reduction_per_parallel_row(backend):
+    A = Buffer("A", (5, 12), float32)
+    B = Compute("B", (5, 12), lambda y, x: A[y, x] + 1.0)
+    R = Reduce("R", (5, 10), Sum(), lambda y, x, k: B[y, x + k], (3,))
+    nest = LoopNest([R])
+    y, x, k = nest.get_loops_for(R)
+    nest.compute_at(B, x)
+    nest.store_at(B, y)
+    nest.parallelize(y)
+    lines = str(nest.copy().prepare_for_codegen()).splitlines()
+    assert lines[1] == "  float32 B[1, 3]; // alloc"                   # per thread, the 3 columns
+    a = np.random.default_rng(5).standard_normal((5, 12)).astype(np.float32)
+    r = np.zeros((5, 10), np.float32)
+    run(nest, [A, R], [a, r], backend)
+    b = a + 1
+    np.testing.assert_allclose(r, b[:, :10] + b[:, 1:11] + b[:, 2:12], rtol=1e-5)
+
+
+def test_no_folding_without_overlap_or_when_the_compute_loop_is_not_serial():
+    A, B, C = blur_rows(8, 4)                                           # windows do not overlap
+    nest = LoopNest([C])
+    yo, yi = nest.split_with_mask(nest.get_loops_for(C)[0], 4)
+    nest.compute_at(B, yi)
+    nest.store_at(B, yo)
+    assert allocs(nest)[0] == "float32 B[16, 6]; // alloc"
+    assert "select(" not in str(nest.copy().prepare_for_codegen())
+    A, B, C = blur_rows(16, 1)
+    nest = LoopNest([C])
+    yo, yi = nest.split_with_mask(nest.get_loops_for(C)[0], 8)
+    nest.compute_at(B, yi)
+    nest.store_at(B, yo)
+    nest.parallelize(yi)                  # each row its own B again: nothing slides
+    prepared = str(nest.copy().prepare_for_codegen())
+    assert "    float32 B[4, 6]; // alloc" in prepared.splitlines()
+    assert "floormod" not in prepared and "select(" not in prepared
+    check_rows(nest, A, C, 16, 1, "ireval")
