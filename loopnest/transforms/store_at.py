@@ -332,21 +332,34 @@ def _innermost_around(root: Stmt, buf, inside: For) -> For | None:
     return best
 
 
-def _reads(s: Stmt, buf) -> bool:
-    return any(not (isinstance(x, Store) and x.buffer is buf) and has_load(stmt_exprs(x), buf) for x in iter_stmts(s))
+def _reads(s: Stmt, buf, skip: For | None = None) -> bool:
+    """Whether a statement of ``s`` (outside loop ``skip``) reads ``buf``, stores to it aside."""
+    return any(not (isinstance(x, Store) and x.buffer is buf) and has_load(stmt_exprs(x), buf)
+               for x in iter_stmts(s, skip=lambda x: x is skip))
 
 
-def _region_loop(y: For, buf, dim: int, lo: Expr, window: int) -> For | None:
-    """The loop of ``y``'s body that computes every element of ``buf`` (all its stores index
-    ``dim`` by its variable) over ``[lo, lo + window)``, placed before every other statement of
-    ``y``'s body that reads ``buf``; None when there is no such loop."""
+def _nested_fors(s: Stmt):
+    """``s`` if it is a loop, and the loops nested in it through loop bodies only (not under a
+    guard or a Let, whose body may not run every iteration)."""
+    if isinstance(s, For):
+        yield s
+        for x in s.body.stmts:
+            yield from _nested_fors(x)
+
+
+def _region_loop(root: Stmt, y: For, buf, dim: int, lo: Expr, window: int) -> For | None:
+    """The serial loop of ``y``'s body that computes ``buf`` (every store to ``buf`` is in it
+    and indexes ``dim`` by its variable) over ``[lo, lo + window)`` in every iteration of
+    ``y``, before any statement reads ``buf``; None when there is no such loop."""
     for k, top in enumerate(y.body.stmts):
-        if any(_reads(s, buf) for s in y.body.stmts[:k]):
-            return None
-        for g in (s for s in iter_stmts(top) if isinstance(s, For)):
-            stores = [s for s in iter_stmts(g.body) if isinstance(s, Store) and s.buffer is buf]
-            if not stores or any(s.indices[dim] is not g.var for s in stores):
-                continue
+        for g in _nested_fors(top):
+            stores = [x for x in iter_stmts(g.body) if isinstance(x, Store) and x.buffer is buf]
+            if not stores or any(x.indices[dim] is not g.var for x in stores):
+                continue    # a loop over another dimension's region: look inside it
+            elsewhere = any(isinstance(x, Store) and x.buffer is buf for x in iter_stmts(root, skip=lambda x: x is g))
+            if (g.kind != ForKind.SERIAL or elsewhere or any(_reads(x, buf) for x in y.body.stmts[:k])
+                    or _reads(top, buf, skip=g)):
+                return None
             if fold_int(tidy(sub(g.start, lo))) == 0 and fold_int(tidy(sub(g.stop, g.start))) == window:
                 return g
             return None
@@ -366,6 +379,9 @@ def _find_slide(root: Stmt, buf, store: For) -> Slide | None:
     inner = chain[[g.var for g in chain].index(store.var) + 1:]     # the store loop may be parallel
     if any(g.kind != ForKind.SERIAL for g in inner):
         return None
+    gpu = (ForKind.GPU_BLOCK, ForKind.GPU_THREAD)
+    if any(g.kind in gpu for g in chain) or any(isinstance(x, For) and x.kind in gpu for x in iter_stmts(y.body)):
+        return None     # the threads of a block would need a barrier between iterations of y
     ranges = {g.var: (g.start, g.stop) for g in chain}
     bounds = bounds_inference().access_bounds(y.body, buf, [g.var for g in chain], writes=False,
                                               outer_ranges=ranges)
@@ -380,7 +396,7 @@ def _find_slide(root: Stmt, buf, store: For) -> Slide | None:
     step = fold_int(tidy(sub(substitute(b.min, {y.var: tidy(add(y.var, 1))}), b.min)))
     if not b.exact or window is None or step is None or not 0 < step < window:
         return None
-    g = _region_loop(y, buf, d, b.min, window)
+    g = _region_loop(root, y, buf, d, b.min, window)
     if g is None:
         return None
     return Slide(y.var, g.var, d, window, step)
