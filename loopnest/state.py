@@ -118,6 +118,10 @@ class NestState:
         self._placeholders: list[tuple[Var, str, Var | None, Var | None]] = []
         #: the loops of the second and later copies an unroll made of a body -> the loop they copy
         self._copies: dict[Var, Var] = {}
+        #: the loops of a tail nest split_with_tail made -> the loops of the main nest they
+        #: correspond to: the tail loop -> (the inner loop, the outer loop); a loop cloned into
+        #: the tail -> (the loop it copies,). compute_at computes at both.
+        self._tail_of: dict[Var, tuple[Var, ...]] = {}
         #: intermediates stored at a loop (compute_at, store_at): buffer name -> the loop's
         #: variable (None: the whole buffer)
         self._store_at: dict[str, Var | None] = {}
@@ -139,12 +143,13 @@ class NestState:
     def _snapshot(self):
         return (self.root, dict(self.buffers), list(self.intermediates), set(self._used_names),
                 dict(self._tensor_loops), dict(self._removed), list(self._placeholders), dict(self._copies),
-                dict(self._store_at))
+                dict(self._store_at), dict(self._tail_of))
 
     def _restore(self, s):
         (self.root, self.buffers, self.intermediates, self._used_names, self._tensor_loops, self._removed,
-         self._placeholders, self._copies, self._store_at) = (s[0], dict(s[1]), list(s[2]), set(s[3]), dict(s[4]),
-                                                             dict(s[5]), list(s[6]), dict(s[7]), dict(s[8]))
+         self._placeholders, self._copies, self._store_at, self._tail_of) = (
+            s[0], dict(s[1]), list(s[2]), set(s[3]), dict(s[4]), dict(s[5]), list(s[6]), dict(s[7]), dict(s[8]),
+            dict(s[9]))
 
     def fresh_name(self, base: str) -> str:
         """A loop/buffer name not yet used in this nest: ``base``, else ``base_1``, ``base_2``...
@@ -232,6 +237,7 @@ class NestState:
         new._placeholders = list(self._placeholders)
         new._copies = dict(self._copies)
         new._store_at = dict(self._store_at)
+        new._tail_of = dict(self._tail_of)
         new._local_storage = dict(self._local_storage)
         new.history = list(self.history)
         return new

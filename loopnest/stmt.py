@@ -289,11 +289,23 @@ class StmtVisitor(Functor):
                 self.visit(x)
 
 
-def iter_stmts(s: Stmt) -> Iterator[Stmt]:
-    """Every statement of the tree, pre-order."""
+def iter_stmts(s: Stmt, skip: Callable[[Stmt], bool] | None = None) -> Iterator[Stmt]:
+    """Every statement of the tree, pre-order; a statement for which ``skip`` holds is left
+    out with everything inside it. (One Store object may stand at several places of a tree:
+    a transform shares the subtrees it does not change, so "outside loop f" is the walk
+    skipping f, not a comparison with the statements inside f.)
+
+    >>> from te import Buffer, Var
+    >>> A = Buffer("A", (8,), "float32"); i = Var("i")
+    >>> s = Store(A, (0,), 1.0); root = Block([s, For(i, 0, 8, Block([s]))])
+    >>> len(list(iter_stmts(root))), len(list(iter_stmts(root, skip=lambda x: isinstance(x, For))))
+    (5, 2)
+    """
     stack = [s]
     while stack:
         x = stack.pop()
+        if skip is not None and skip(x):
+            continue
         yield x
         kids = []
         for f in _STMT_FIELDS.get(type(x), ()):

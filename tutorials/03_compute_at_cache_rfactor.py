@@ -4,7 +4,8 @@ cache_accesses and rfactor.
     python tutorials/03_compute_at_cache_rfactor.py
 
 The story: a blur followed by a row sum. We inline a cheap producer, compute an expensive
-one next to its consumer, give a loop a local copy of what it reads, and split a long
+one next to its consumer (also when another consumer reads it, and in the tail of a split),
+give a loop a local copy of what it reads, and split a long
 reduction into partial sums that can run in parallel. Every step is checked against the
 unscheduled result.
 """
@@ -61,6 +62,30 @@ try:
     raise AssertionError("compute_at should have been refused")
 except ScheduleError as err:
     print("\nrefused:", err)
+
+# 2b. E read by another consumer too (a second output, the first column of each row of E):
+# as PyTorch NNC does, E stays computed whole for that reader, and S's row loop computes the
+# row it needs into a buffer of its own, E_local (one row, once prepared for codegen).
+First = Compute("First", (H,), lambda i: E[i, 0])
+nest = LoopNest([S, First])
+nest.compute_inline(Blur)
+nest.compute_at(E, nest.get_loops_for(S)[0])
+print("\n== E also read by First: S's row loop computes a local copy ==")
+print(nest)
+assert "float32 E_local[1, 42]; // alloc" in str(nest.copy().prepare_for_codegen())
+s, first = np.empty(H, np.float32), np.empty(H, np.float32)
+build(nest, [A, S, First], target="ireval")(a, s, first)
+assert np.allclose(s, reference, rtol=1e-6) and np.allclose(first, e[:, 0], rtol=1e-6)
+
+# 2c. Rows split with a tail: the tail loop is a partial strip, and E is computed there too
+# (into a buffer of its own), as Halide computes a producer in every strip.
+nest = LoopNest([S])
+nest.compute_inline(Blur)
+io, ii, it = nest.split_with_tail(nest.get_loops_for(S)[0], 5)
+nest.compute_at(E, ii)
+print("\n== E computed at the row loop of the 5-row strips and of the 2-row tail ==")
+print(nest)
+assert np.allclose(run(nest), reference, rtol=1e-6)
 
 # 3. rfactor: split the reduction over k into 4 partial sums, then parallelize them.
 nest = LoopNest([S])

@@ -167,10 +167,16 @@ class _Renamer(StmtMutator):
         return Let(nv, value, self.visit(s.body))
 
 
-def clone_fresh(s: Stmt, fresh_name: Callable[[str], str], mapping: dict | None = None) -> Stmt:
+def clone_fresh(s: Stmt, fresh_name: Callable[[str], str], mapping: dict | None = None,
+                renamed: dict | None = None) -> Stmt:
     """A copy of ``s`` whose inner loop/let variables are new Vars (named by ``fresh_name``),
-    with ``mapping`` applied to free variables. Loop variables stay unique in the nest."""
-    return _Renamer(fresh_name, dict(mapping or {})).visit(s)
+    with ``mapping`` applied to free variables. Loop variables stay unique in the nest.
+    ``renamed``, when given, receives each loop variable of ``s`` -> its new variable."""
+    r = _Renamer(fresh_name, dict(mapping or {}))
+    out = r.visit(s)
+    if renamed is not None:
+        renamed.update((f.var, r.mapping[f.var]) for f in iter_stmts(s) if isinstance(f, For))
+    return out
 
 
 class _ReplaceLoop(StmtMutator):

@@ -107,10 +107,23 @@ def split_with_tail(nest, loop, factor: int):
     if n_tail is not None:
         tail = _new_var(nest, f"{v.name}_tail", v)
         offset = tidy(add(mul(n_outer, factor), f.start))
-        tail_body = clone_fresh(f.body, nest.fresh_name, {v: tidy(add(tail, offset))})
+        renamed: dict = {}
+        tail_body = clone_fresh(f.body, nest.fresh_name, {v: tidy(add(tail, offset))}, renamed)
         new.append(For(tail, IntImm(0, v.dtype), n_tail, tail_body))
     nest.root = replace_loop(nest.root, v, lambda _: new)
+    _relink_tails(nest, v, inner, outer)
+    if tail is not None:
+        nest._tail_of[tail] = (inner, outer)
+        nest._tail_of.update((new_var, (old,)) for old, new_var in renamed.items())
     return Loop(nest, outer), Loop(nest, inner), (Loop(nest, tail) if tail is not None else None)
+
+
+def _relink_tails(nest, v: Var, inner: Var, outer: Var) -> None:
+    """A tail loop that corresponded to ``v`` (split into ``outer`` x ``inner``) now
+    corresponds to the split's loops (``nest._tail_of``, for compute_at)."""
+    for g, mains in list(nest._tail_of.items()):
+        if any(m is v for m in mains):
+            nest._tail_of[g] = (inner, outer)
 
 
 def _mask_parts(f: For, factor: int):
@@ -152,6 +165,7 @@ def split_with_mask(nest, loop, factor: int):
     main = For(outer, IntImm(0, v.dtype), n_outer,
                Block((For(inner, IntImm(0, v.dtype), IntImm(factor, v.dtype), body),)))
     nest.root = replace_loop(nest.root, v, lambda _: main)
+    _relink_tails(nest, v, inner, outer)
     return Loop(nest, outer), Loop(nest, inner)
 
 

@@ -28,7 +28,9 @@ free(B);
 """
 from __future__ import annotations
 
-from te.expr import Expr, IntImm
+from dataclasses import dataclass
+
+from te.expr import GT, Expr, ExprMutator, IntImm, Load, Select, Var, substitute
 from te.queries import fold_int, free_vars, has_load
 from te.tensor import Buffer
 
@@ -36,11 +38,11 @@ from ..errors import ScheduleError
 from ..kinds import ForKind
 from ..lazy_analysis import bounds_inference, legality_checks
 from ..queries import stmt_touches
-from ..stmt import For, Stmt, Store, iter_stmts, stmt_exprs
-from ._rewrite import loop_path, replace_loop
+from ..stmt import For, Stmt, StmtMutator, Store, iter_stmts, stmt_exprs
+from ._rewrite import add, floormod_c, loop_path, replace_loop, sub, tidy
 from .cache import _RedirectStmt, _size_vars
 
-__all__ = ["store_at", "shrink_storage", "storage_loop"]
+__all__ = ["store_at", "shrink_storage", "storage_loop", "Slide"]
 
 #: loop kinds whose iterations may run at the same time: a buffer stored at (or inside)
 #: one is allocated per iteration
@@ -54,8 +56,7 @@ def _touches_itself(s: Stmt, buf) -> bool:
 
 def _accesses_outside(root: Stmt, f: For, buf) -> Stmt | None:
     """A statement outside loop ``f`` that accesses ``buf`` (None when all are inside)."""
-    inside = {id(s) for s in iter_stmts(f.body)}
-    return next((s for s in iter_stmts(root) if id(s) not in inside and _touches_itself(s, buf)), None)
+    return next((s for s in iter_stmts(root, skip=lambda s: s is f) if _touches_itself(s, buf)), None)
 
 
 def _innermost_enclosing(root: Stmt, buf) -> For | None:
@@ -115,7 +116,11 @@ def store_at(nest, buf: Buffer, loop) -> None:
     of ``loop`` touches, allocated once outside ``loop`` and reused by each iteration. A
     loop further out (Halide's ``store_at``) makes the buffer hold the region of all the
     iterations of the compute loop inside one iteration of it; a loop further in sinks
-    the storage again. The buffer is made by ``prepare_for_codegen`` (pass
+    the storage again. Sliding window and storage folding (Halide's): when the region
+    of one iteration of the compute loop slides along one dimension by fewer elements than
+    its size as that (serial) loop advances, each iteration computes only the elements the
+    previous one did not, and that dimension is stored modulo the window's size
+    (``loopnest.transforms.fold_storage``). The buffer is made by ``prepare_for_codegen`` (pass
     ``shrink_storage``): its shape is the largest extent of the region from bounds
     inference (a constant where that is bounded by one), its indices are rebased to the
     region's start, and it is allocated per iteration of the innermost parallel or GPU
@@ -233,6 +238,11 @@ def shrink_storage(nest, root: Stmt) -> Stmt:
         ranges = {g.var: (g.start, g.stop) for g in chain}
         bounds = inference.access_bounds(f.body, buf, [g.var for g in chain], outer_ranges=ranges)
         plan = _local_shape(nest, buf, bounds) if bounds is not None else None
+        slide = _find_slide(root, buf, f)
+        if slide is not None:
+            shape, mins = plan or (list(buf.dims), [IntImm(0, d.dtype) for d in buf.dims])
+            shape = [slide.window if k == slide.dim else s for k, s in enumerate(shape)]
+            plan = (shape, mins)
         if plan is not None:
             concurrent = [k for k, g in enumerate(chain) if g.kind in _CONCURRENT]
             enter = frozenset(g.var for g in chain[:concurrent[-1] + 1]) if concurrent else frozenset()
@@ -241,11 +251,13 @@ def shrink_storage(nest, root: Stmt) -> Stmt:
                 # a GPU kernel cannot size per-thread storage at launch: codegen.cuda shares
                 # one buffer between threads, which is exact only for the full-size buffer
                 continue
-            plans.append((buf, f.var, enter, *plan))
+            plans.append((buf, f.var, enter, slide, *plan))
     redirects: dict = {}      # one walk of each storage loop's body moves all its buffers
-    for buf, var, enter, shape, mins in plans:
+    for buf, var, enter, slide, shape, mins in plans:
         local = Buffer(buf.name, shape, buf.dtype)
-        if var in redirects:
+        if slide is not None:
+            root = _apply_slide(root, var, slide, buf, local, mins)
+        elif var in redirects:
             redirects[var].also(buf, local, mins)
         else:
             redirects[var] = _RedirectStmt(buf, local, mins)
@@ -264,3 +276,180 @@ def allocate_inside(nest, buf, f: For) -> bool | None:
     if id(buf) not in nest._local_storage:
         return None
     return f.var in nest._local_storage[id(buf)]
+
+
+# ------------------------------------------------------------------------------------
+# sliding windows and storage folding
+# ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Slide:
+    """A sliding window (Halide's sliding window and storage folding): a tensor ``buf``
+    stored at a loop further out than the loop ``compute`` it is computed at (``store_at``
+    after ``compute_at``), whose region moves by ``step`` elements of ``window`` along
+    dimension ``dim`` per iteration of ``compute``, computes at each iteration only the
+    elements the previous one did not (the loop ``region`` over that dimension starts at
+    them), and keeps them in a circular buffer of ``window`` elements along ``dim``.
+
+    The pass ``shrink_storage`` finds (``_find_slide``) and applies (``_apply_slide``) it
+    while preparing for codegen; the schedule and the printed nest are unchanged. Three rows
+    of B per row of C, 8 rows a strip:
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (34, 24), "float32")
+    >>> B = Compute("B", (34, 24), lambda y, x: A[y, x] * 2.0)
+    >>> C = Compute("C", (32, 24), lambda y, x: B[y, x] + B[y + 1, x] + B[y + 2, x])
+    >>> nest = LoopNest([C])
+    >>> yo, yi = nest.split_with_mask(nest.get_loops_for(C)[0], 8)
+    >>> nest.compute_at(B, yi); nest.store_at(B, yo)
+    >>> print(nest.prepare_for_codegen())
+    float32 B[3, 24]; // alloc
+    for (int y_1_outer = 0; y_1_outer < 4; y_1_outer++) {
+      for (int y_1_inner = 0; y_1_inner < 8; y_1_inner++) {
+        for (int y_2 = select(y_1_inner > 0, y_1_outer * 8 + y_1_inner + 2, y_1_outer * 8 + y_1_inner); y_2 < y_1_outer * 8 + y_1_inner + 3; y_2++) {
+          for (int x_2 = 0; x_2 < 24; x_2++) {
+            B[floormod(y_2, 3) * 24 + x_2] = A[y_2 * 24 + x_2] * 2.0f;
+          }
+        }
+        for (int x_1 = 0; x_1 < 24; x_1++) {
+          C[y_1_outer * 192 + y_1_inner * 24 + x_1] = B[floormod(y_1_outer * 8 + y_1_inner, 3) * 24 + x_1] + B[floormod(y_1_outer * 8 + y_1_inner + 1, 3) * 24 + x_1] + B[floormod(y_1_outer * 8 + y_1_inner + 2, 3) * 24 + x_1];
+        }
+      }
+    }
+    free(B);
+    """
+
+    compute: Var
+    region: Var
+    dim: int
+    window: int
+    step: int
+
+
+def _innermost_around(root: Stmt, buf, inside: For) -> For | None:
+    """The innermost loop inside ``inside`` (or ``inside`` itself) around every access of ``buf``."""
+    best = None
+    for f in (s for s in iter_stmts(inside) if isinstance(s, For)):
+        if _accesses_outside(root, f, buf) is None:
+            best = f    # pre-order: a later hit is nested in an earlier one
+    return best
+
+
+def _reads(s: Stmt, buf, skip: For | None = None) -> bool:
+    """Whether a statement of ``s`` (outside loop ``skip``) reads ``buf``, stores to it aside."""
+    return any(not (isinstance(x, Store) and x.buffer is buf) and has_load(stmt_exprs(x), buf)
+               for x in iter_stmts(s, skip=lambda x: x is skip))
+
+
+def _nested_fors(s: Stmt):
+    """``s`` if it is a loop, and the loops nested in it through loop bodies only (not under a
+    guard or a Let, whose body may not run every iteration)."""
+    if isinstance(s, For):
+        yield s
+        for x in s.body.stmts:
+            yield from _nested_fors(x)
+
+
+def _region_loop(root: Stmt, y: For, buf, dim: int, lo: Expr, window: int) -> For | None:
+    """The serial loop of ``y``'s body that computes ``buf`` (every store to ``buf`` is in it
+    and indexes ``dim`` by its variable) over ``[lo, lo + window)`` in every iteration of
+    ``y``, before any statement reads ``buf``; None when there is no such loop."""
+    for k, top in enumerate(y.body.stmts):
+        for g in _nested_fors(top):
+            stores = [x for x in iter_stmts(g.body) if isinstance(x, Store) and x.buffer is buf]
+            if not stores or any(x.indices[dim] is not g.var for x in stores):
+                continue    # a loop over another dimension's region: look inside it
+            elsewhere = any(isinstance(x, Store) and x.buffer is buf for x in iter_stmts(root, skip=lambda x: x is g))
+            if (g.kind != ForKind.SERIAL or elsewhere or any(_reads(x, buf) for x in y.body.stmts[:k])
+                    or _reads(top, buf, skip=g)):
+                return None
+            if fold_int(tidy(sub(g.start, lo))) == 0 and fold_int(tidy(sub(g.stop, g.start))) == window:
+                return g
+            return None
+    return None
+
+
+def _find_slide(root: Stmt, buf, store: For) -> Slide | None:
+    """The sliding window of ``buf`` stored at loop ``store``, or None: every access of ``buf``
+    is inside one serial loop ``y`` strictly inside ``store`` (with only serial loops between),
+    ``y``'s body first computes ``buf`` by a loop over one dimension's region and then reads
+    it, and that region is a window of constant size that moves by a constant step of fewer
+    elements than its size per iteration of ``y`` (every other dimension's region stays put)."""
+    y = _innermost_around(root, buf, store)
+    if y is None or y is store:
+        return None
+    chain = next(iter(loop_path(root, lambda s: s is y))) + [y]
+    inner = chain[[g.var for g in chain].index(store.var) + 1:]     # the store loop may be parallel
+    if any(g.kind != ForKind.SERIAL for g in inner):
+        return None
+    gpu = (ForKind.GPU_BLOCK, ForKind.GPU_THREAD)
+    if any(g.kind in gpu for g in chain) or any(isinstance(x, For) and x.kind in gpu for x in iter_stmts(y.body)):
+        return None     # the threads of a block would need a barrier between iterations of y
+    ranges = {g.var: (g.start, g.stop) for g in chain}
+    bounds = bounds_inference().access_bounds(y.body, buf, [g.var for g in chain], writes=False,
+                                              outer_ranges=ranges)
+    if bounds is None:
+        return None
+    moving = [d for d, b in enumerate(bounds) if any(v is y.var for v in free_vars([b.min, b.extent]))]
+    if len(moving) != 1:
+        return None
+    d = moving[0]
+    b = bounds[d]
+    window = fold_int(b.extent)
+    step = fold_int(tidy(sub(substitute(b.min, {y.var: tidy(add(y.var, 1))}), b.min)))
+    if not b.exact or window is None or step is None or not 0 < step < window:
+        return None
+    g = _region_loop(root, y, buf, d, b.min, window)
+    if g is None:
+        return None
+    return Slide(y.var, g.var, d, window, step)
+
+
+class _FoldIndex(ExprMutator):
+    def __init__(self, buf, local, index):
+        self.buf, self.local, self.index = buf, local, index
+
+    def visit_Load(self, e: Load) -> Expr:
+        idx = tuple(self.visit(i) for i in e.indices)
+        if e.buffer is self.buf:
+            return Load(self.local, self.index(idx))
+        return e.replace(indices=idx) if any(a is not b for a, b in zip(idx, e.indices)) else e
+
+
+class _FoldStmt(StmtMutator):
+    """Accesses of ``buf`` become accesses of ``local`` at ``index(indices)``."""
+
+    def __init__(self, buf, local, index):
+        self.ex = _FoldIndex(buf, local, index)
+
+    def visit_expr(self, e):
+        return self.ex.visit(e)
+
+    def visit_Store(self, s: Store):
+        idx = tuple(self.ex.visit(i) for i in s.indices)
+        value = self.ex.visit(s.value)
+        if s.buffer is self.ex.buf:
+            return Store(self.ex.local, self.ex.index(idx), value)
+        return s.replace(indices=idx, value=value)
+
+
+def _apply_slide(root: Stmt, store_var: Var, slide: Slide, buf, local, mins) -> Stmt:
+    """``root`` with the region loop of ``slide`` starting, after the first iteration of the
+    compute loop, at the elements the previous iteration did not compute, and the accesses of
+    ``buf`` inside the loop of ``store_var`` redirected to ``local``: the sliding dimension
+    indexed modulo the window, the others rebased by ``mins``."""
+    def restart(y: For) -> For:
+        def move(g: For) -> For:
+            later = tidy(add(g.start, slide.window - slide.step))
+            return g.replace(start=Select(GT(y.var, y.start), later, g.start))
+        return y.replace(body=replace_loop(y.body, slide.region, move))
+
+    root = replace_loop(root, slide.compute, restart)
+
+    def index(idx):
+        return tuple(floormod_c(i, slide.window) if d == slide.dim else tidy(sub(i, m))
+                     for d, (i, m) in enumerate(zip(idx, mins)))
+
+    fold = _FoldStmt(buf, local, index)
+    return replace_loop(root, store_var, lambda g: g.replace(body=fold.visit(g.body)))
