@@ -171,13 +171,14 @@ class _ReadsOf(StmtMutator):
     """Redirect the reads of ``buf`` to ``local`` (same indices); stores are left alone."""
 
     def __init__(self, buf, local):
-        self.ex = _Redirect(buf, local, [IntImm(0, d.dtype) for d in buf.dims])
+        self.buf = buf
+        self.ex = _Redirect({id(buf): (local, [IntImm(0, d.dtype) for d in buf.dims])})
 
     def visit_expr(self, e):
         return self.ex.visit(e)
 
     def visit_Store(self, s: Store):
-        return s if s.buffer is self.ex.buf else self.generic(s)
+        return s if s.buffer is self.buf else self.generic(s)
 
 
 def _plan(nest, t: Tensor, loop_var: Var) -> tuple[Stmt, list[tuple[Buffer, Var]]]:
