@@ -74,6 +74,7 @@ from te import expr as E
 from te.bitops import BIT_CALLS
 from te.dtypes import Dtype
 from te.functor import Functor
+from te.lanes import lane_of
 from te.lowprec import convert as _lp_convert, float_to_int as _lp_float_to_int
 from te.queries import expr_depth, free_vars
 from te.recursion import SHALLOW_DEPTH, recursion_guard, run_deep
@@ -249,91 +250,6 @@ def _cast_fn(src: Dtype, dst: Dtype) -> Callable[[Any], Any]:
 
 
 # ------------------------------------------------------------------------------------
-# expression helpers
-# ------------------------------------------------------------------------------------
-class _LaneOf(E.Expr):
-    """Internal: lane ``k`` of a vector expression (used when scalarising per-lane guards)."""
-
-    __slots__ = ("value", "k")
-    _fields = ("value",)
-
-    def __init__(self, value: E.Expr, k: int):
-        object.__setattr__(self, "value", value)   # expressions are immutable: no self.x = ...
-        object.__setattr__(self, "k", k)
-        object.__setattr__(self, "dtype", value.dtype.element)
-
-
-class _Lanes(Functor):
-    """``visit(e, k, vmap)``: the scalar expression computing lane ``k`` of ``e`` (scalar
-    parts are shared); ``vmap`` maps the vector variables of the enclosing lets to their
-    lane variables. A node with no per-lane form becomes ``_LaneOf(node, k)``.
-
-    >>> from te import Buffer, Ramp, Var
-    >>> A = Buffer("A", (16,), "float32")
-    >>> i = Var("i")
-    >>> str(_lane(A[Ramp(i, 2, 4)] * 3.0, 1, {}))
-    'A[i + 2 * 1] * 3.0f'
-    """
-
-    def visit(self, e: E.Expr, k: int, vmap: dict) -> E.Expr:
-        if e.dtype.lanes == 1 and not (isinstance(e, E.Var) and e in vmap):
-            return e
-        return super().visit(e, k, vmap)
-
-    def visit_Ramp(self, e: E.Ramp, k: int, vmap: dict) -> E.Expr:
-        return e.base if k == 0 else E.Add(e.base, E.Mul(e.stride, E.IntImm(k, e.base.dtype)))
-
-    def visit_Broadcast(self, e: E.Broadcast, k: int, vmap: dict) -> E.Expr:
-        return e.value
-
-    def visit_Var(self, e: E.Var, k: int, vmap: dict) -> E.Expr:
-        return vmap[e][k] if e in vmap else _LaneOf(e, k)
-
-    def visit_BinaryOp(self, e: E.BinaryOp, k: int, vmap: dict) -> E.Expr:
-        return type(e)(self.visit(e.a, k, vmap), self.visit(e.b, k, vmap))
-
-    visit_Add = visit_Sub = visit_Mul = visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = visit_BinaryOp
-    visit_Min = visit_Max = visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = visit_BinaryOp
-    visit_And = visit_Or = visit_BinaryOp
-
-    def visit_Not(self, e: E.Not, k: int, vmap: dict) -> E.Expr:
-        return E.Not(self.visit(e.a, k, vmap))
-
-    def visit_Cast(self, e: E.Cast, k: int, vmap: dict) -> E.Expr:
-        return E.Cast(e.dtype.element, self.visit(e.value, k, vmap))
-
-    def visit_Select(self, e: E.Select, k: int, vmap: dict) -> E.Expr:
-        return type(e)(self.visit(e.cond, k, vmap), self.visit(e.t, k, vmap), self.visit(e.f, k, vmap))
-
-    visit_IfThenElse = visit_Select
-
-    def visit_Load(self, e: E.Load, k: int, vmap: dict) -> E.Expr:
-        if e.buffer.dtype.lanes == 1 and e.indices:
-            return E.Load(e.buffer, e.indices[:-1] + (self.visit(e.indices[-1], k, vmap),))
-        return _LaneOf(e, k)
-
-    def visit_Call(self, e: E.Call, k: int, vmap: dict) -> E.Expr:
-        return E.Call(e.name, [self.visit(a, k, vmap) for a in e.args], e.dtype.element)
-
-    def visit_Let(self, e: E.Let, k: int, vmap: dict) -> E.Expr:
-        if e.var.dtype.lanes == 1:
-            return E.Let(e.var, e.value, self.visit(e.body, k, vmap))
-        lane_vars = vmap.get(("let", e.var))
-        if lane_vars is None:
-            lane_vars = [E.Var(e.var.name, e.var.dtype.element) for _ in range(e.var.dtype.lanes)]
-            vmap[("let", e.var)] = lane_vars
-        inner = dict(vmap)
-        inner[e.var] = lane_vars
-        return E.Let(lane_vars[k], self.visit(e.value, k, vmap), self.visit(e.body, k, inner))
-
-    def generic(self, e: E.Expr, k: int, vmap: dict) -> E.Expr:
-        return _LaneOf(e, k)
-
-
-_lane = _Lanes().visit      # stateless: one instance serves every compiler
-
-
-# ------------------------------------------------------------------------------------
 # the compiler
 # ------------------------------------------------------------------------------------
 _CMP = {E.EQ: operator.eq, E.NE: operator.ne, E.LT: operator.lt, E.LE: operator.le,
@@ -459,9 +375,20 @@ class _Compiler(Functor):
         c = _const_value(e.dtype, e.value)
         return lambda fr: c
 
-    def visit__LaneOf(self, e: _LaneOf) -> Fn:
-        f, k = self.expr(e.value), e.k
+    def visit_ExtractLane(self, e: E.ExtractLane) -> Fn:
+        f, k = self.expr(e.value), e.lane
         return lambda fr: _scalar(f(fr)[..., k])
+
+    def visit_MakeVector(self, e: E.MakeVector) -> Fn:
+        fns = [self.expr(x) for x in e.values]
+        npdt = _internal_np(e.dtype)
+
+        def make_vector(fr):
+            vals = [f(fr) for f in fns]
+            if any(type(v) is np.ndarray for v in vals):
+                return np.stack(np.broadcast_arrays(*vals), axis=-1).astype(npdt, copy=False)
+            return np.array(vals, dtype=npdt)
+        return make_vector
 
     def visit_Cast(self, e: E.Cast) -> Fn:
         f = self.expr(e.value)
@@ -590,17 +517,8 @@ class _Compiler(Functor):
 
     def _ite_lanes(self, e: E.IfThenElse) -> Fn:
         vmap: dict = {}
-        lanes = [E.IfThenElse(_lane(e.cond, k, vmap), _lane(e.t, k, vmap), _lane(e.f, k, vmap))
-                 for k in range(e.dtype.lanes)]
-        fns = [self.expr(x) for x in lanes]
-        npdt = _internal_np(e.dtype)
-
-        def ite_lanes(fr):
-            vals = [f(fr) for f in fns]
-            if any(type(v) is np.ndarray for v in vals):
-                return np.stack(np.broadcast_arrays(*vals), axis=-1).astype(npdt, copy=False)
-            return np.array(vals, dtype=npdt)
-        return ite_lanes
+        return self.expr(E.MakeVector([E.IfThenElse(lane_of(e.cond, k, vmap), lane_of(e.t, k, vmap),
+                                                    lane_of(e.f, k, vmap)) for k in range(e.dtype.lanes)]))
 
     def visit_Load(self, e: E.Load) -> Fn:
         buf = e.buffer
@@ -943,7 +861,7 @@ def _may_raise(e: E.Expr) -> bool:
     found = []
 
     def f(n):
-        if isinstance(n, (E.Load, _LaneOf)):
+        if isinstance(n, E.Load):
             found.append(1)
     E.walk(e, f)
     return bool(found)

@@ -9,9 +9,9 @@
 from .dtypes import (ALL_SCALAR_DTYPES, Dtype, as_dtype, bfloat16, bool_, float8_e4m3, float8_e5m2,
                      float16, float32, float64, int8, int16, int32, int64, tf32, uint8, uint16, uint32,
                      uint64)
-from .expr import (Add, And, Broadcast, Call, Cast, CmpOp, Div, EQ, Expr, FloatImm, FloorDiv, FloorMod,
-                   GE, GT, IfThenElse, IntImm, LE, LT, Let, Load, Mod, Mul, NE, Not, Or, Ramp, Select,
-                   Sub, Var, as_expr, const, floordiv, floormod, if_then_else, logical_and, logical_not,
+from .expr import (Add, And, Broadcast, Call, Cast, CmpOp, Div, EQ, Expr, ExtractLane, FloatImm, FloorDiv,
+                   FloorMod, GE, GT, IfThenElse, IntImm, LE, LT, Let, Load, MakeVector, Mod, Mul, NE, Not, Or,
+                   Ramp, Select, Sub, Var, as_expr, const, floordiv, floormod, if_then_else, logical_and, logical_not,
                    logical_or, structural_equal, structural_key, substitute, truncdiv, truncmod)
 from .expr import Max as MaxExpr, Min as MinExpr
 from .intrinsics import (abs, acos, asin, atan, atan2, cast, ceil, clamp, copysign, cos, cosh, erf, erfc,

@@ -50,7 +50,8 @@ from .functor import Functor
 __all__ = [
     "Expr", "Var", "IntImm", "FloatImm", "Cast", "BinaryOp", "Add", "Sub", "Mul", "Div", "Mod",
     "FloorDiv", "FloorMod", "Min", "Max", "CmpOp", "EQ", "NE", "LT", "LE", "GT", "GE", "And",
-    "Or", "Not", "Select", "IfThenElse", "Load", "Let", "Call", "Ramp", "Broadcast",
+    "Or", "Not", "Select", "IfThenElse", "Load", "Let", "Call", "Ramp", "Broadcast", "MakeVector",
+    "ExtractLane",
     "as_expr", "const", "floordiv", "floormod", "truncdiv", "truncmod", "if_then_else",
     "logical_and", "logical_or", "logical_not", "ExprMutator", "ExprVisitor", "walk",
     "substitute", "structural_key", "structural_equal", "IDENTIFIER_RE", "check_identifier",
@@ -962,6 +963,59 @@ class Broadcast(Expr):
 _set_bc_value, _set_bc_lanes = _slot_setters(Broadcast, "value", "lanes")
 
 
+class MakeVector(Expr):
+    """The vector whose lane ``k`` is the scalar ``values[k]`` (at least 2, of one dtype).
+    ``loopnest.legalize_vectors`` builds it from expressions computed lane by lane.
+
+    >>> i = Var("i")
+    >>> v = MakeVector([i, i + 1])
+    >>> print(v)
+    make_vector(i, i + 1)
+    >>> v.dtype.name
+    'int32x2'
+    """
+
+    __slots__ = ("values",)
+    _fields = ("values",)
+
+    def __init__(self, values: Sequence[Any]):
+        values = tuple(as_expr(v) for v in values)
+        if len(values) < 2 or any(v.dtype.is_vector or v.dtype != values[0].dtype for v in values):
+            raise TypeError("MakeVector needs at least 2 scalar values of one dtype, got "
+                            f"{[v.dtype.name for v in values]}")
+        _set_mv_values(self, values)
+        _set_dtype(self, values[0].dtype.with_lanes(len(values)))
+
+
+_set_mv_values, = _slot_setters(MakeVector, "values")
+
+
+class ExtractLane(Expr):
+    """Lane ``lane`` (an int) of the vector ``value``, a scalar.
+
+    >>> print(ExtractLane(Ramp(Var("i"), 1, 4), 2))
+    extract_lane(ramp(i, 1, 4), 2)
+    """
+
+    __slots__ = ("value", "lane")
+    _fields = ("value",)
+
+    def __init__(self, value: Expr, lane: int):
+        value = as_expr(value)
+        if not value.dtype.is_vector or not 0 <= lane < value.dtype.lanes:
+            raise TypeError(f"ExtractLane needs a vector and a lane inside it, got {value.dtype} and lane {lane}")
+        _set_el_value(self, value)
+        _set_el_lane(self, int(lane))
+        _set_dtype(self, value.dtype.element)
+
+    @classmethod
+    def _rebuild(cls, vals, old):
+        return ExtractLane(vals["value"], old.lane)
+
+
+_set_el_value, _set_el_lane = _slot_setters(ExtractLane, "value", "lane")
+
+
 def _binop(cls, a, b) -> Expr:
     a, b = _unify(a, b)
     return cls(a, b)
@@ -1119,7 +1173,7 @@ def _key(e: Any, var_key):
     if isinstance(e, Call):
         return ("Call", e.name, e.dtype.name, tuple(_key(a, var_key) for a in e.args))
     if isinstance(e, Expr):
-        extra = tuple(getattr(e, s) for s in ("lanes",) if hasattr(e, s))
+        extra = tuple(getattr(e, s) for s in ("lanes", "lane") if hasattr(e, s))
         return (type(e).__name__, e.dtype.name, extra, tuple(_key(c, var_key) for c in e.children()))
     return e
 

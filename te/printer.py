@@ -112,6 +112,12 @@ class _Printer(Functor):
     def visit_Broadcast(self, e, prec):
         return f"broadcast({self.visit(e.value, 0)}, {e.lanes})"
 
+    def visit_MakeVector(self, e, prec):
+        return f"make_vector({', '.join(self.visit(v, 0) for v in e.values)})"
+
+    def visit_ExtractLane(self, e, prec):
+        return f"extract_lane({self.visit(e.value, 0)}, {e.lane})"
+
     def generic(self, e, prec):
         return f"<{type(e).__name__}>"
 

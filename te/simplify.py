@@ -47,6 +47,7 @@ import numpy as np
 from . import expr as E
 from .dtypes import Dtype, bool_, float32, float64
 from .functor import Functor
+from .lanes import lane_of
 from .queries import expr_depth, free_vars as _free_vars, int_value, uses_var
 from .recursion import recursion_guard
 
@@ -1274,6 +1275,13 @@ class _Ctx(Functor):
     visit_Cast = v_cast
     visit_Ramp = v_ramp
     visit_Let = v_let
+
+    def visit_ExtractLane(self, e: E.ExtractLane) -> E.Expr:
+        """A lane of a ramp, a broadcast or a ``make_vector`` is that lane's scalar expression."""
+        v = self.visit(e.value)
+        if type(v) in (E.Ramp, E.Broadcast, E.MakeVector):
+            return self.visit(lane_of(v, e.lane))
+        return e.replace(value=v)
 
 def _exact_div(L: _Lin, g: int) -> _Lin:
     return _Lin({k: (f, c // g) for k, (f, c) in L.terms.items()}, L.const // g)

@@ -104,6 +104,11 @@ class _Keyer(Functor):
 
     visit_Broadcast = visit_Ramp
 
+    def visit_ExtractLane(self, e):
+        self._begin(e)
+        self.out.append(str(e.lane))
+        self._end(e)
+
     # -- statements --------------------------------------------------------------------------
     def visit_Block(self, s: Block):
         self.out.append("{")

@@ -27,7 +27,10 @@ pointers. Semantics follow the TIR spec and the interpreter:
   ``mathfns.exp_f32`` (within 1 ulp), which vectorises; ``rsqrt`` is ``1 / sqrt``.
 * allocations are not initialised (the spec leaves them undefined; IREval zeroes them).
 * ``Select`` evaluates both sides; ``IfThenElse`` and scalar ``And``/``Or`` only what is
-  needed (branches and phis), so they can guard out-of-bounds loads.
+  needed (branches and phis), so they can guard out-of-bounds loads. Every handler emits the
+  whole value of its node: ``loopnest.legalize_vectors`` turned an ``IfThenElse`` that loads
+  nothing into a ``Select``, and one with a vector condition into a ``MakeVector`` of per-lane
+  scalar ones.
 * Index expressions of loads and stores are evaluated in 64 bits (32- and 64-bit
   ``+ - *`` without wraparound: an index that would overflow its own dtype is out of bounds
   either way; 8/16-bit index arithmetic wraps as the spec says).
@@ -39,8 +42,9 @@ a constant extent of at most ``UNROLL_LIMIT`` are copied, others get
 runtime (``parallel``); a parallel loop inside a parallel body runs serially.
 Allocations of a constant size up to ``STACK_LIMIT`` bytes are ``alloca``s in the entry
 block of the function (per thread inside a parallel body), others ``malloc``/``free``.
-Contiguous vector stores to large outputs that are never read are streaming stores
-(``streaming``; the threshold is ``EmitOptions.nontemporal_min_bytes``).
+Loads and stores (contiguous vectors, gathers and scatters, vector elements, index checks)
+are printed by ``memory``. Contiguous vector stores to large outputs that are never read are
+streaming stores (``streaming``; the threshold is ``EmitOptions.nontemporal_min_bytes``).
 
 Every user name that reaches the IR goes through ``sanitize_name``.
 
@@ -70,18 +74,18 @@ from te.queries import has_load
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store
 
 from ..kernel import BuildError, Param, sanitize_name
-from . import arith, bits, lowp
+from . import arith, bits
 from .casts import cast, widen_float
 from .decls import declare, loop_md
 from .extern import emit_extern_call
 from .entry import bind_scalar_args, emit_alias_check, emit_py_wrapper
 from .fnstate import FnState
-from .index_guard import INDEX_OUT_OF_RANGE, data_dependent_vars, needs_check
+from .index_guard import data_dependent_vars
+from .memory import load, splat, store
 from .parallel import RUNTIMES, parallel_loop
 from .ranges import nonneg
 from .streaming import store_fence, streaming_outputs
-from .types import (I1, I32, I64, PTR, arg_type, const, is_bit_float, scalar_storage_type, splat_const,
-                    storage_type, value_type)
+from .types import I1, I32, I64, PTR, arg_type, const, scalar_storage_type, splat_const, value_type
 
 __all__ = ["EmitOptions", "emit_module", "UNROLL_LIMIT", "STACK_LIMIT"]
 UNROLL_LIMIT = 64          # unrolled loops up to this constant extent are copied in the IR
@@ -133,7 +137,7 @@ def emit_module(symbol: str, root: Stmt, buffer_params: Sequence[Param], scalar_
 
 class _Emitter(Functor):
     """Statements and expressions -> instructions of the function of a ``FnState``:
-    ``visit(s, st)`` emits statement ``s``; ``expr(st, e, lane)`` returns the value of ``e``."""
+    ``visit(s, st)`` emits statement ``s``; ``expr(st, e)`` returns the value of ``e``."""
 
     def __init__(self, symbol: str, buffer_params: Sequence[Param], scalar_vars: Sequence[Var],
                  options: EmitOptions):
@@ -188,7 +192,7 @@ class _Emitter(Functor):
         if self.nt_bufs:
             store_fence(st.b, self.opts.triple)
 
-    def generic(self, node, st: FnState, lane=None):
+    def generic(self, node, st: FnState):
         if isinstance(node, Expr):
             raise BuildError(f"the LLVM backend cannot compile the expression {type(node).__name__} (`{node}`)")
         raise BuildError(f"the LLVM backend cannot compile the statement {type(node).__name__}")
@@ -233,7 +237,7 @@ class _Emitter(Functor):
             raise BuildError(f"store to {s.buffer.name} has {len(s.indices)} indices; the LLVM backend needs a "
                              "prepared nest (one flat index per access): call nest.prepare_for_codegen()")
         value = self.expr(st, s.value)
-        self.store(st, s.buffer, s.indices[0], value, s.value.dtype)
+        store(self, st, s.buffer, s.indices[0], value, s.value.dtype)
 
     def visit_ExternCall(self, s, st: FnState):
         emit_extern_call(self, st, s, self.n_extern)
@@ -311,234 +315,88 @@ class _Emitter(Functor):
         st.unbind_loop_var(s.var)
 
     # ------------------------------------------------------------------------------------
-    # memory
+    # memory: loads and stores are printed by ``memory``, indices by ``_Index``
     # ------------------------------------------------------------------------------------
-    def pointer(self, st: FnState, buf, idx64: ir.Value, component: int = 0) -> ir.Value:
-        """The address of element ``idx64`` of ``buf`` (of lane ``component`` of it, for a buffer of
-        vector elements, which are stored as ``lanes`` consecutive scalars)."""
-        base = st.bufs.get(id(buf))
-        if base is None:
-            raise BuildError(f"buffer {buf.name} is accessed but has no storage here (not a parameter and not "
-                             "allocated by an Allocate in scope)")
-        lanes = buf.dtype.lanes
-        if lanes > 1:
-            idx64 = st.b.mul(idx64, ir.Constant(I64, lanes), flags=("nsw",))
-            if component:
-                idx64 = st.b.add(idx64, ir.Constant(I64, component), flags=("nsw",))
-        return st.b.gep(base, [idx64], inbounds=True, source_etype=scalar_storage_type(buf.dtype))
-
-    def load(self, st: FnState, e: E.Load, lane) -> ir.Value:
-        buf = e.buffer
-        if len(e.indices) != 1:
-            raise BuildError(f"load of {buf.name} has {len(e.indices)} indices; the LLVM backend needs a prepared "
-                             "nest (one flat index per access): call nest.prepare_for_codegen()")
-        self.check_index(st, buf, e.indices[0], None if lane is None else lane // buf.dtype.lanes)
-        if buf.dtype.lanes != 1:
-            return self.vector_element_load(st, e, lane)
-        idx = e.indices[0]
-        b = st.b
-        edt = buf.dtype
-        st_t = scalar_storage_type(edt)
-        align = max(1, edt.itemsize)
-        if idx.dtype.lanes == 1 or lane is not None:
-            p = self.pointer(st, buf, self.index(st, idx, lane))
-            return _from_storage(b, edt, b.load(p, typ=st_t, align=align))
-        lanes = idx.dtype.lanes
-        vdt = edt.with_lanes(lanes)
-        ramp = ramp_parts(idx)
-        if ramp is not None and ramp[1] == 1:
-            p = self.pointer(st, buf, self.index(st, ramp[0]))
-            return _from_storage(b, vdt, b.load(p, typ=storage_type(vdt), align=align))
-        if ramp is not None and ramp[1] == 0:
-            p = self.pointer(st, buf, self.index(st, ramp[0]))
-            v = _from_storage(b, edt, b.load(p, typ=st_t, align=align))
-            return _splat(b, v, lanes)
-        ivec = self.index(st, idx)
-        out = ir.Constant(storage_type(vdt), ir.Undefined)
-        for k in range(lanes):
-            p = self.pointer(st, buf, b.extract_element(ivec, ir.Constant(I32, k)))
-            out = b.insert_element(out, b.load(p, typ=st_t, align=align), ir.Constant(I32, k))
-        return _from_storage(b, vdt, out)
-
-    def vector_element_load(self, st: FnState, e: E.Load, lane) -> ir.Value:
-        """A load from a buffer of vector elements (``float32x4``): ``<lanes x T>`` read from the
-        scalars ``lanes * i ...``; a vector index of ``k`` lanes reads ``k * lanes`` lanes."""
-        buf = e.buffer
-        b = st.b
-        edt = buf.dtype
-        lanes = edt.lanes
-        st_t = scalar_storage_type(edt)
-        align = max(1, edt.itemsize)
-        idx = e.indices[0]
-        k = idx.dtype.lanes
-        if lane is not None:                      # one lane of the loaded vector
-            kk, comp = divmod(lane, lanes)
-            p = self.pointer(st, buf, self.index(st, idx, kk if k > 1 else None), comp)
-            return _from_storage(b, edt.element, b.load(p, typ=st_t, align=align))
-        vdt = edt.with_lanes(k * lanes)
-        ramp = ramp_parts(idx) if k > 1 else (idx, 1)
-        if ramp is not None and ramp[1] == 1:     # contiguous
-            p = self.pointer(st, buf, self.index(st, ramp[0]))
-            return _from_storage(b, vdt, b.load(p, typ=storage_type(vdt), align=align))
-        ivec = self.index(st, idx)
-        out = ir.Constant(storage_type(vdt), ir.Undefined)
-        for j in range(k):
-            ij = b.extract_element(ivec, ir.Constant(I32, j))
-            for c in range(lanes):
-                v = b.load(self.pointer(st, buf, ij, c), typ=st_t, align=align)
-                out = b.insert_element(out, v, ir.Constant(I32, j * lanes + c))
-        return _from_storage(b, vdt, out)
-
-    def vector_element_store(self, st: FnState, buf, idx: Expr, sv: ir.Value):
-        """Store the storage-typed value ``sv`` to a buffer of vector elements (see
-        ``vector_element_load``)."""
-        b = st.b
-        align = max(1, buf.dtype.itemsize)
-        lanes = buf.dtype.lanes
-        k = idx.dtype.lanes
-        ramp = ramp_parts(idx) if k > 1 else (idx, 1)
-        if ramp is not None and ramp[1] == 1:
-            b.store(sv, self.pointer(st, buf, self.index(st, ramp[0])), align=align)
-            return
-        ivec = self.index(st, idx)
-        for j in range(k):
-            ij = b.extract_element(ivec, ir.Constant(I32, j))
-            for c in range(lanes):
-                b.store(b.extract_element(sv, ir.Constant(I32, j * lanes + c)), self.pointer(st, buf, ij, c),
-                        align=align)
-
-    def check_index(self, st: FnState, buf, idx: Expr, lane) -> None:
-        """Stop the kernel with ``INDEX_OUT_OF_RANGE`` when the data-dependent index ``idx``
-        (of lane ``lane``, or of every lane) is outside ``buf``'s elements (``index_guard``)."""
-        if self.dd_vars is None or buf.layout is not None or not needs_check(idx, self.dd_vars):
-            return
-        b = st.b
-        iv = self.index(st, idx, lane)
-        count = ir.Constant(I64, 1)
-        for d in buf.dims:
-            count = b.mul(count, self.index(st, d))
-        if isinstance(iv.type, ir.VectorType):
-            n = iv.type.count
-            inside = b.icmp_unsigned("<", iv, _splat(b, count, n))
-            ok = b.icmp_unsigned("==", b.bitcast(inside, ir.IntType(n)), ir.Constant(ir.IntType(n), -1))
-        else:
-            ok = b.icmp_unsigned("<", iv, count)
-        cont = st.fn.append_basic_block(f"{sanitize_name(buf.name)}_index_ok")
-        b.cbranch(ok, cont, st.fail_block(INDEX_OUT_OF_RANGE))
-        b.position_at_end(cont)
-
-    def store(self, st: FnState, buf, idx: Expr, value: ir.Value, vdt: Dtype):
-        b = st.b
-        self.check_index(st, buf, idx, None)
-        if buf.dtype.lanes != 1:
-            self.vector_element_store(st, buf, idx, _to_storage(b, vdt, value))
-            return
-        align = max(1, buf.dtype.itemsize)
-        sv = _to_storage(b, vdt, value)
-        if idx.dtype.lanes == 1:
-            b.store(sv, self.pointer(st, buf, self.index(st, idx)), align=align)
-            return
-        ramp = ramp_parts(idx)
-        if ramp is not None and ramp[1] == 1:
-            inst = b.store(sv, self.pointer(st, buf, self.index(st, ramp[0])), align=align)
-            if id(buf) in self.nt_bufs:
-                inst.set_metadata("nontemporal", self.module.add_metadata([ir.Constant(I32, 1)]))
-            return
-        ivec = self.index(st, idx)
-        for k in range(idx.dtype.lanes):
-            ck = ir.Constant(I32, k)
-            b.store(b.extract_element(sv, ck), self.pointer(st, buf, b.extract_element(ivec, ck)), align=align)
-
-    def index(self, st: FnState, e: Expr, lane: int | None = None) -> ir.Value:
+    def index(self, st: FnState, e: Expr) -> ir.Value:
         """``e`` as an i64 (or ``<n x i64>``) for addressing and loop bounds (see ``_Index``)."""
-        if lane is not None and e.dtype.lanes == 1:
-            lane = None
-        return self._index.visit(e, st, lane)
+        return self._index.visit(e, st)
 
     # ------------------------------------------------------------------------------------
-    # expressions: visit_<Class>(e, st, lane)
+    # expressions: visit_<Class>(e, st) returns the whole value of e (scalar or vector)
     # ------------------------------------------------------------------------------------
-    def expr(self, st: FnState, e: Expr, lane: int | None = None) -> ir.Value:
-        """The register value of ``e``; with ``lane``, the scalar value of that lane of a vector."""
-        if lane is not None and e.dtype.lanes == 1:
-            lane = None
-        return self.visit(e, st, lane)
+    def expr(self, st: FnState, e: Expr) -> ir.Value:
+        """The register value of ``e``."""
+        return self.visit(e, st)
 
-    def visit_Var(self, e: Var, st: FnState, lane):
+    def visit_Var(self, e: Var, st: FnState):
         v = st.vars.get(id(e))
         if v is None:
             raise BuildError(f"variable {e.name} is used but not bound (not a loop variable, a let, or a size "
                              "parameter of the kernel)")
-        if lane is not None:
-            return st.b.extract_element(v, ir.Constant(I32, lane))
         return v
 
-    def visit_IntImm(self, e: IntImm, st: FnState, lane):
+    def visit_IntImm(self, e: IntImm, st: FnState):
         return const(e.value, e.dtype)
 
-    def visit_FloatImm(self, e: E.FloatImm, st: FnState, lane):
+    def visit_FloatImm(self, e: E.FloatImm, st: FnState):
         return const(e.value, e.dtype)
 
-    def visit_Broadcast(self, e: E.Broadcast, st: FnState, lane):
-        v = self.expr(st, e.value)
-        return v if lane is not None else _splat(st.b, v, e.lanes)
+    def visit_Broadcast(self, e: E.Broadcast, st: FnState):
+        return splat(st.b, self.expr(st, e.value), e.lanes)
 
-    def visit_Ramp(self, e: E.Ramp, st: FnState, lane):
+    def visit_Ramp(self, e: E.Ramp, st: FnState):
         dt = e.base.dtype
         base, stride = self.expr(st, e.base), self.expr(st, e.stride)
-        if lane is not None:
-            return st.b.add(base, st.b.mul(stride, const(lane, dt)))
         steps = ir.Constant(value_type(e.dtype), [const(k, dt) for k in range(e.lanes)])
-        return st.b.add(_splat(st.b, base, e.lanes), st.b.mul(_splat(st.b, stride, e.lanes), steps))
+        return st.b.add(splat(st.b, base, e.lanes), st.b.mul(splat(st.b, stride, e.lanes), steps))
 
-    def visit_Load(self, e: E.Load, st: FnState, lane):
-        return self.load(st, e, lane)
+    def visit_Load(self, e: E.Load, st: FnState):
+        return load(self, st, e)
 
-    def visit_Let(self, e: E.Let, st: FnState, lane):
+    def visit_MakeVector(self, e: E.MakeVector, st: FnState):
+        out = ir.Constant(value_type(e.dtype), ir.Undefined)
+        for k, x in enumerate(e.values):
+            out = st.b.insert_element(out, self.expr(st, x), ir.Constant(I32, k))
+        return out
+
+    def visit_ExtractLane(self, e: E.ExtractLane, st: FnState):
+        return st.b.extract_element(self.expr(st, e.value), ir.Constant(I32, e.lane))
+
+    def visit_Let(self, e: E.Let, st: FnState):
         v = self.expr(st, e.value)
         old = st.vars.get(id(e.var))
         st.vars[id(e.var)] = v
-        out = self.expr(st, e.body, lane)
+        out = self.expr(st, e.body)
         if old is None:
             st.vars.pop(id(e.var), None)
         else:
             st.vars[id(e.var)] = old
         return out
 
-    def visit_Cast(self, e: E.Cast, st: FnState, lane):
-        src = e.value.dtype if lane is None else e.value.dtype.element
+    def visit_Cast(self, e: E.Cast, st: FnState):
+        src = e.value.dtype
         x = e.value
         if type(x) in (E.Add, E.Sub, E.Mul) and _narrows(x.dtype, e.dtype):
             # rounded to a narrower format at once: not contracted (LLVM would narrow the multiply
             # and fuse it into the add that uses the rounded value, skipping this rounding)
-            v = arith.binop(st.b, self.exact_mode, type(x), src, self.operand(st, x.a, lane),
-                            self.operand(st, x.b, lane))
+            v = arith.binop(st.b, self.exact_mode, type(x), src, self.operand(st, x.a), self.operand(st, x.b))
         else:
-            v = self.expr(st, x, lane)
-        return cast(st.b, src, _lane_dtype(e, lane), v)
+            v = self.expr(st, x)
+        return cast(st.b, src, e.dtype, v)
 
-    def visit_Not(self, e: E.Not, st: FnState, lane):
-        v = self.expr(st, e.a, lane)
+    def visit_Not(self, e: E.Not, st: FnState):
+        v = self.expr(st, e.a)
         return st.b.xor(v, splat_const(v.type, 1))
 
-    def visit_Select(self, e: E.Select, st: FnState, lane):
-        c = self.expr(st, e.cond, lane)
-        t = self.expr(st, e.t, lane)
-        f = self.expr(st, e.f, lane)
-        return st.b.select(c, t, f)
+    def visit_Select(self, e: E.Select, st: FnState):
+        return st.b.select(self.expr(st, e.cond), self.expr(st, e.t), self.expr(st, e.f))
 
-    def visit_IfThenElse(self, e: E.IfThenElse, st: FnState, lane):
-        if not (has_load(e.t) or has_load(e.f)):
-            return self.visit_Select(e, st, lane)
-        b = st.b
-        if e.cond.dtype.lanes > 1 and lane is None:  # a vector condition: lane by lane
-            out = ir.Constant(value_type(e.dtype), ir.Undefined)
-            for k in range(e.dtype.lanes):
-                out = b.insert_element(out, self.visit_IfThenElse(e, st, k), ir.Constant(I32, k))
-            return out
-        c = self.expr(st, e.cond, lane)
-        return self.branch_value(st, c, lambda: self.expr(st, e.t, lane), lambda: self.expr(st, e.f, lane),
-                                 "ite")
+    def visit_IfThenElse(self, e: E.IfThenElse, st: FnState):
+        if e.cond.dtype.lanes > 1:
+            raise BuildError(f"if_then_else with the vector condition `{e.cond}` reached the LLVM printer; run "
+                             "loopnest.passes.legalize_for_target(nest, 'llvm') first (it computes it lane by lane)")
+        return self.branch_value(st, self.expr(st, e.cond), lambda: self.expr(st, e.t),
+                                 lambda: self.expr(st, e.f), "ite")
 
     def branch_value(self, st: FnState, c, then_fn, else_fn, name: str) -> ir.Value:
         """``c ? then_fn() : else_fn()`` through branches and a phi (only one side runs)."""
@@ -561,67 +419,64 @@ class _Emitter(Functor):
         phi.add_incoming(fv, f_end)
         return phi
 
-    def visit_And(self, e: E.And, st: FnState, lane):
-        return self._logical(e, st, lane, is_and=True)
+    def visit_And(self, e: E.And, st: FnState):
+        return self._logical(e, st, is_and=True)
 
-    def visit_Or(self, e: E.Or, st: FnState, lane):
-        return self._logical(e, st, lane, is_and=False)
+    def visit_Or(self, e: E.Or, st: FnState):
+        return self._logical(e, st, is_and=False)
 
-    def _logical(self, e, st: FnState, lane, is_and: bool):
+    def _logical(self, e, st: FnState, is_and: bool):
+        """Vectors, and a right side that loads nothing, are computed whole; a scalar right side
+        that loads runs only when the left side does not decide (branches and a phi)."""
         b = st.b
-        a = self.expr(st, e.a, lane)
-        if _lane_dtype(e, lane).lanes > 1 or not has_load(e.b):
-            y = self.expr(st, e.b, lane)
+        a = self.expr(st, e.a)
+        if e.dtype.lanes > 1 or not has_load(e.b):
+            y = self.expr(st, e.b)
             return b.and_(a, y) if is_and else b.or_(a, y)
         short = ir.Constant(I1, 0 if is_and else 1)
-        return self.branch_value(st, a, (lambda: self.expr(st, e.b, lane)) if is_and else (lambda: short),
-                                 (lambda: short) if is_and else (lambda: self.expr(st, e.b, lane)),
+        rhs = lambda: self.expr(st, e.b)      # noqa: E731
+        return self.branch_value(st, a, rhs if is_and else (lambda: short), (lambda: short) if is_and else rhs,
                                  "and" if is_and else "or")
 
-    def _binary(self, e, st: FnState, lane, operand=None):
-        dt = e.a.dtype if lane is None else e.a.dtype.element
+    def _binary(self, e, st: FnState, operand=None):
         operand = operand or self.expr
-        a = operand(st, e.a, lane)
-        y = operand(st, e.b, lane)
-        return arith.binop(st.b, self.mode, type(e), dt, a, y)
+        return arith.binop(st.b, self.mode, type(e), e.a.dtype, operand(st, e.a), operand(st, e.b))
 
-    def _arith(self, e, st: FnState, lane):
-        return self._binary(e, st, lane, self.operand)
+    def _arith(self, e, st: FnState):
+        return self._binary(e, st, self.operand)
 
-    def _division(self, e, st: FnState, lane):
-        dt = e.a.dtype if lane is None else e.a.dtype.element
-        if dt.is_int and nonneg(e, st.nonneg_vars) and nonneg(e.a, st.nonneg_vars):
+    def _division(self, e, st: FnState):
+        if e.a.dtype.is_int and nonneg(e, st.nonneg_vars) and nonneg(e.a, st.nonneg_vars):
             # a >= 0 divided by a constant > 0: unsigned division is the same (see ranges.py)
-            return arith.int_division(st.b, type(e), False, self.expr(st, e.a, lane), self.expr(st, e.b, lane))
-        return self._binary(e, st, lane, self.operand)
+            return arith.int_division(st.b, type(e), False, self.expr(st, e.a), self.expr(st, e.b))
+        return self._binary(e, st, self.operand)
 
     visit_Add = visit_Sub = visit_Mul = _arith
     visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = _division
     visit_Min = visit_Max = visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _binary
 
-    def operand(self, st: FnState, e: Expr, lane) -> ir.Value:
+    def operand(self, st: FnState, e: Expr) -> ir.Value:
         """The value of an operand of arithmetic or of a math intrinsic. A float32 cast of a
         low-precision value (``lower_low_precision`` puts one around every such operand) is only
         widened: the NaN quieting that the cast means is done by the operation itself, which
         quietens a NaN operand (so the code is that of computing on the value directly)."""
         if type(e) is E.Cast and e.value.dtype.is_lowp_float and e.dtype.element == float32:
-            src = e.value.dtype if lane is None else e.value.dtype.element
-            return widen_float(st.b, src, self.expr(st, e.value, lane))
-        return self.expr(st, e, lane)
+            return widen_float(st.b, e.value.dtype, self.expr(st, e.value))
+        return self.expr(st, e)
 
-    def visit_Call(self, e: E.Call, st: FnState, lane):
+    def visit_Call(self, e: E.Call, st: FnState):
         operand = self.expr if e.name in ("abs", "isnan") else self.operand   # fabs keeps a signalling NaN
-        args = [operand(st, a, lane) for a in e.args]
-        adt = e.args[0].dtype if lane is None else e.args[0].dtype.element
+        args = [operand(st, a) for a in e.args]
+        adt = e.args[0].dtype
         if e.name == "bitcast":
-            return bits.bitcast(st.b, adt, e.dtype if lane is None else e.dtype.element, args[0])
+            return bits.bitcast(st.b, adt, e.dtype, args[0])
         if e.name in BIT_CALLS:
             return bits.bitop(st.b, e.name, adt, args)
         return arith.call(st.b, self.mode, e.name, adt, args)
 
 
 class _Index(Functor):
-    """``visit(e, st, lane)``: the index expression ``e`` as an i64 (``<n x i64>``) value of the
+    """``visit(e, st)``: the index expression ``e`` as an i64 (``<n x i64>``) value of the
     emitter ``em``. 32- and 64-bit ``+ - *`` are done in 64 bits (``nsw``), ramps and
     broadcasts built from 64-bit parts; anything else is the value of ``e`` (``em.expr``),
     sign- or zero-extended."""
@@ -629,43 +484,39 @@ class _Index(Functor):
     def __init__(self, em: _Emitter):
         self.em = em
 
-    def visit_IntImm(self, e: IntImm, st: FnState, lane):
+    def visit_IntImm(self, e: IntImm, st: FnState):
         return ir.Constant(I64, e.value)
 
-    def visit_Var(self, e: Var, st: FnState, lane):
+    def visit_Var(self, e: Var, st: FnState):
         iv = st.ivs.get(id(e))
         if iv is not None and e.dtype.lanes == 1:
             return iv
-        return self.generic(e, st, lane)
+        return self.generic(e, st)
 
-    def _arith(self, e, st: FnState, lane):
+    def _arith(self, e, st: FnState):
         if not (e.dtype.is_integer and e.dtype.bits >= 32):
             # 8/16-bit arithmetic keeps its wraparound (a table lookup T[x + 10] on uint8 x may rely
             # on it); 32/64-bit index arithmetic that overflows would be out of bounds anyway
-            return self.generic(e, st, lane)
-        x, y = self.em.index(st, e.a, lane), self.em.index(st, e.b, lane)
+            return self.generic(e, st)
+        x, y = self.em.index(st, e.a), self.em.index(st, e.b)
         op = {E.Add: st.b.add, E.Sub: st.b.sub, E.Mul: st.b.mul}[type(e)]
         return op(x, y, flags=("nsw",))
 
     visit_Add = visit_Sub = visit_Mul = _arith
 
-    def visit_Ramp(self, e: E.Ramp, st: FnState, lane):
+    def visit_Ramp(self, e: E.Ramp, st: FnState):
         b = st.b
         base, stride = self.em.index(st, e.base), self.em.index(st, e.stride)
-        if lane is not None:
-            return b.add(base, b.mul(stride, ir.Constant(I64, lane)), flags=("nsw",))
         steps = ir.Constant(ir.VectorType(I64, e.lanes), [ir.Constant(I64, k) for k in range(e.lanes)])
-        return b.add(_splat(b, base, e.lanes), b.mul(_splat(b, stride, e.lanes), steps, flags=("nsw",)),
+        return b.add(splat(b, base, e.lanes), b.mul(splat(b, stride, e.lanes), steps, flags=("nsw",)),
                      flags=("nsw",))
 
-    def visit_Broadcast(self, e: E.Broadcast, st: FnState, lane):
-        v = self.em.index(st, e.value)
-        return v if lane is not None else _splat(st.b, v, e.lanes)
+    def visit_Broadcast(self, e: E.Broadcast, st: FnState):
+        return splat(st.b, self.em.index(st, e.value), e.lanes)
 
-    def generic(self, e: Expr, st: FnState, lane):
-        lanes = 1 if lane is not None else e.dtype.lanes
-        t64 = I64 if lanes == 1 else ir.VectorType(I64, lanes)
-        v = self.em.expr(st, e, lane)
+    def generic(self, e: Expr, st: FnState):
+        t64 = I64 if e.dtype.lanes == 1 else ir.VectorType(I64, e.dtype.lanes)
+        v = self.em.expr(st, e)
         if v.type == t64:
             return v
         if not (e.dtype.is_integer or e.dtype.is_bool):
@@ -673,50 +524,9 @@ class _Index(Functor):
         return st.b.sext(v, t64) if e.dtype.is_int else st.b.zext(v, t64)
 
 
-class _RampParts(Functor):
-    """``visit(e)``: ``(base, stride)`` with an int stride when the vector index ``e`` is affine
-    in the lane (lane ``k`` is ``base + k * stride``), else None."""
-
-    def visit_Ramp(self, e: E.Ramp):
-        return (e.base, e.stride.value) if isinstance(e.stride, IntImm) else None
-
-    def visit_Broadcast(self, e: E.Broadcast):
-        return (e.value, 0)
-
-    def visit_Add(self, e: E.Add):
-        pa, pb = self.visit(e.a), self.visit(e.b)
-        if pa is None or pb is None:
-            return None
-        return (E.Add(pa[0], pb[0]), pa[1] + pb[1])
-
-    def visit_Sub(self, e: E.Sub):
-        pa, pb = self.visit(e.a), self.visit(e.b)
-        if pa is None or pb is None:
-            return None
-        return (E.Sub(pa[0], pb[0]), pa[1] - pb[1])
-
-    def visit_Mul(self, e: E.Mul):
-        for x, y in ((e.a, e.b), (e.b, e.a)):
-            if isinstance(y, E.Broadcast) and isinstance(y.value, IntImm):
-                px = self.visit(x)
-                if px is not None:
-                    return (E.Mul(px[0], y.value), px[1] * y.value.value)
-        return None
-
-    def generic(self, e: Expr):
-        return None
-
-
-ramp_parts = _RampParts().visit
-
-
 def _narrows(src: Dtype, dst: Dtype) -> bool:
     """A float -> float cast that rounds: to a low-precision format, or float64 -> float32."""
     return src.is_float and dst.is_float and (dst.is_lowp_float or dst.bits < src.bits)
-
-
-def _lane_dtype(e: Expr, lane) -> Dtype:
-    return e.dtype if lane is None else e.dtype.element
 
 
 def _const_extent(s: For) -> int | None:
@@ -729,30 +539,3 @@ def _const_extent(s: For) -> int | None:
     if isinstance(stop, E.Add) and isinstance(stop.b, IntImm) and E.structural_equal(stop.a, s.start):
         return stop.b.value
     return None
-
-
-def _to_storage(b: ir.IRBuilder, dt: Dtype, v: ir.Value) -> ir.Value:
-    """Register value -> memory representation."""
-    if dt.is_bool:
-        return b.zext(v, storage_type(dt))
-    if is_bit_float(dt) and dt.kind != "tf32":
-        return lowp.encode(b, v, lowp.format_name(dt), store=True)
-    return v
-
-
-def _from_storage(b: ir.IRBuilder, dt: Dtype, v: ir.Value) -> ir.Value:
-    """Memory representation -> register value."""
-    if dt.is_bool:
-        return b.icmp_unsigned("!=", v, splat_const(v.type, 0))
-    if is_bit_float(dt) and dt.kind != "tf32":
-        return lowp.decode(b, v, lowp.format_name(dt))
-    return v
-
-
-def _splat(b: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:
-    """``v`` in every lane of a ``lanes``-wide vector."""
-    vt = ir.VectorType(v.type, lanes)
-    if isinstance(v, ir.Constant):
-        return ir.Constant(vt, [v] * lanes)
-    one = b.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(I32, 0))
-    return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))

@@ -270,7 +270,7 @@ def test_cuda_emulation_size_only_in_a_shape():
 def test_llvm_emitter_internal_error_is_not_a_build_error(monkeypatch, exc):
     from codegen.llvm import emit
 
-    def broken(self, e, st, lane):
+    def broken(self, e, st):
         raise exc
     monkeypatch.setattr(emit._Emitter, "visit_FloatImm", broken)
     monkeypatch.setattr(emit._Emitter, "_table", {})   # the dispatch table keeps the methods it found

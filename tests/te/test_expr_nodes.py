@@ -25,7 +25,7 @@ SAMPLES = [
     E.And(i < 2, j < 3), E.Or(i < 2, j < 3), E.Not(i < 2),
     E.Select(i < 2, i, j), E.IfThenElse(i < 2, A[i], 0.0),
     A[i], E.Let(Var("t"), i + 1, j), E.Call("exp", [A[i]], float32),
-    E.Ramp(i, 1, 4), E.Broadcast(i, 4),
+    E.Ramp(i, 1, 4), E.Broadcast(i, 4), E.MakeVector([i, j]), E.ExtractLane(E.Ramp(i, 1, 4), 2),
 ]
 
 

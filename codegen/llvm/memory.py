@@ -1,0 +1,233 @@
+"""Loads and stores of the LLVM printer: element addresses, contiguous vector accesses (a
+Ramp index of stride 1), broadcast loads, gathers and scatters (any other vector index, one
+scalar access per lane), buffers of vector elements (``float32x4``, stored as consecutive
+scalars), streaming stores (``streaming``) and the run-time check of data-dependent indices
+(``index_guard``). ``em`` is the emitter (``emit._Emitter``): its ``index`` gives an index
+expression as i64.
+
+>>> from te import Ramp, Var
+>>> i = Var("i")
+>>> base, stride = ramp_parts(Ramp(i * 4, 1, 8) + Ramp(i, 2, 8))
+>>> str(base), stride
+('i * 4 + i', 3)
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from te import expr as E
+from te.dtypes import Dtype
+from te.expr import Expr, IntImm
+from te.functor import Functor
+
+from ..kernel import BuildError, sanitize_name
+from . import lowp
+from .fnstate import FnState
+from .index_guard import INDEX_OUT_OF_RANGE, needs_check
+from .types import I32, I64, is_bit_float, scalar_storage_type, splat_const, storage_type
+
+__all__ = ["pointer", "load", "store", "check_index", "ramp_parts", "splat"]
+
+
+def pointer(st: FnState, buf, idx64: ir.Value, component: int = 0) -> ir.Value:
+    """The address of element ``idx64`` of ``buf`` (of lane ``component`` of it, for a buffer of
+    vector elements, which are stored as ``lanes`` consecutive scalars)."""
+    base = st.bufs.get(id(buf))
+    if base is None:
+        raise BuildError(f"buffer {buf.name} is accessed but has no storage here (not a parameter and not "
+                         "allocated by an Allocate in scope)")
+    lanes = buf.dtype.lanes
+    if lanes > 1:
+        idx64 = st.b.mul(idx64, ir.Constant(I64, lanes), flags=("nsw",))
+        if component:
+            idx64 = st.b.add(idx64, ir.Constant(I64, component), flags=("nsw",))
+    return st.b.gep(base, [idx64], inbounds=True, source_etype=scalar_storage_type(buf.dtype))
+
+
+def load(em, st: FnState, e: E.Load) -> ir.Value:
+    """The value of the load ``e`` (one flat index, scalar or vector)."""
+    buf = e.buffer
+    if len(e.indices) != 1:
+        raise BuildError(f"load of {buf.name} has {len(e.indices)} indices; the LLVM backend needs a prepared "
+                         "nest (one flat index per access): call nest.prepare_for_codegen()")
+    check_index(em, st, buf, e.indices[0])
+    if buf.dtype.lanes != 1:
+        return _vector_element_load(em, st, e)
+    idx = e.indices[0]
+    b = st.b
+    edt = buf.dtype
+    st_t = scalar_storage_type(edt)
+    align = max(1, edt.itemsize)
+    if idx.dtype.lanes == 1:
+        p = pointer(st, buf, em.index(st, idx))
+        return _from_storage(b, edt, b.load(p, typ=st_t, align=align))
+    lanes = idx.dtype.lanes
+    vdt = edt.with_lanes(lanes)
+    ramp = ramp_parts(idx)
+    if ramp is not None and ramp[1] == 1:
+        p = pointer(st, buf, em.index(st, ramp[0]))
+        return _from_storage(b, vdt, b.load(p, typ=storage_type(vdt), align=align))
+    if ramp is not None and ramp[1] == 0:
+        p = pointer(st, buf, em.index(st, ramp[0]))
+        v = _from_storage(b, edt, b.load(p, typ=st_t, align=align))
+        return splat(b, v, lanes)
+    ivec = em.index(st, idx)
+    out = ir.Constant(storage_type(vdt), ir.Undefined)
+    for k in range(lanes):
+        p = pointer(st, buf, b.extract_element(ivec, ir.Constant(I32, k)))
+        out = b.insert_element(out, b.load(p, typ=st_t, align=align), ir.Constant(I32, k))
+    return _from_storage(b, vdt, out)
+
+
+def _vector_element_load(em, st: FnState, e: E.Load) -> ir.Value:
+    """A load from a buffer of vector elements (``float32x4``): ``<lanes x T>`` read from the
+    scalars ``lanes * i ...``; a vector index of ``k`` lanes reads ``k * lanes`` lanes."""
+    buf = e.buffer
+    b = st.b
+    edt = buf.dtype
+    lanes = edt.lanes
+    st_t = scalar_storage_type(edt)
+    align = max(1, edt.itemsize)
+    idx = e.indices[0]
+    k = idx.dtype.lanes
+    vdt = edt.with_lanes(k * lanes)
+    ramp = ramp_parts(idx) if k > 1 else (idx, 1)
+    if ramp is not None and ramp[1] == 1:     # contiguous
+        p = pointer(st, buf, em.index(st, ramp[0]))
+        return _from_storage(b, vdt, b.load(p, typ=storage_type(vdt), align=align))
+    ivec = em.index(st, idx)
+    out = ir.Constant(storage_type(vdt), ir.Undefined)
+    for j in range(k):
+        ij = b.extract_element(ivec, ir.Constant(I32, j))
+        for c in range(lanes):
+            v = b.load(pointer(st, buf, ij, c), typ=st_t, align=align)
+            out = b.insert_element(out, v, ir.Constant(I32, j * lanes + c))
+    return _from_storage(b, vdt, out)
+
+
+def _vector_element_store(em, st: FnState, buf, idx: Expr, sv: ir.Value):
+    """Store the storage-typed value ``sv`` to a buffer of vector elements (see
+    ``_vector_element_load``)."""
+    b = st.b
+    align = max(1, buf.dtype.itemsize)
+    lanes = buf.dtype.lanes
+    k = idx.dtype.lanes
+    ramp = ramp_parts(idx) if k > 1 else (idx, 1)
+    if ramp is not None and ramp[1] == 1:
+        b.store(sv, pointer(st, buf, em.index(st, ramp[0])), align=align)
+        return
+    ivec = em.index(st, idx)
+    for j in range(k):
+        ij = b.extract_element(ivec, ir.Constant(I32, j))
+        for c in range(lanes):
+            b.store(b.extract_element(sv, ir.Constant(I32, j * lanes + c)), pointer(st, buf, ij, c),
+                    align=align)
+
+
+def check_index(em, st: FnState, buf, idx: Expr) -> None:
+    """Stop the kernel with ``INDEX_OUT_OF_RANGE`` when the data-dependent index ``idx``
+    (any of its lanes) is outside ``buf``'s elements (``index_guard``)."""
+    if em.dd_vars is None or buf.layout is not None or not needs_check(idx, em.dd_vars):
+        return
+    b = st.b
+    iv = em.index(st, idx)
+    count = ir.Constant(I64, 1)
+    for d in buf.dims:
+        count = b.mul(count, em.index(st, d))
+    if isinstance(iv.type, ir.VectorType):
+        n = iv.type.count
+        inside = b.icmp_unsigned("<", iv, splat(b, count, n))
+        ok = b.icmp_unsigned("==", b.bitcast(inside, ir.IntType(n)), ir.Constant(ir.IntType(n), -1))
+    else:
+        ok = b.icmp_unsigned("<", iv, count)
+    cont = st.fn.append_basic_block(f"{sanitize_name(buf.name)}_index_ok")
+    b.cbranch(ok, cont, st.fail_block(INDEX_OUT_OF_RANGE))
+    b.position_at_end(cont)
+
+
+def store(em, st: FnState, buf, idx: Expr, value: ir.Value, vdt: Dtype):
+    """Store ``value`` (the register value of dtype ``vdt``) to ``buf`` at the flat index ``idx``."""
+    b = st.b
+    check_index(em, st, buf, idx)
+    if buf.dtype.lanes != 1:
+        _vector_element_store(em, st, buf, idx, _to_storage(b, vdt, value))
+        return
+    align = max(1, buf.dtype.itemsize)
+    sv = _to_storage(b, vdt, value)
+    if idx.dtype.lanes == 1:
+        b.store(sv, pointer(st, buf, em.index(st, idx)), align=align)
+        return
+    ramp = ramp_parts(idx)
+    if ramp is not None and ramp[1] == 1:
+        inst = b.store(sv, pointer(st, buf, em.index(st, ramp[0])), align=align)
+        if id(buf) in em.nt_bufs:
+            inst.set_metadata("nontemporal", em.module.add_metadata([ir.Constant(I32, 1)]))
+        return
+    ivec = em.index(st, idx)
+    for k in range(idx.dtype.lanes):
+        ck = ir.Constant(I32, k)
+        b.store(b.extract_element(sv, ck), pointer(st, buf, b.extract_element(ivec, ck)), align=align)
+
+
+class _RampParts(Functor):
+    """``visit(e)``: ``(base, stride)`` with an int stride when the vector index ``e`` is affine
+    in the lane (lane ``k`` is ``base + k * stride``), else None."""
+
+    def visit_Ramp(self, e: E.Ramp):
+        return (e.base, e.stride.value) if isinstance(e.stride, IntImm) else None
+
+    def visit_Broadcast(self, e: E.Broadcast):
+        return (e.value, 0)
+
+    def visit_Add(self, e: E.Add):
+        pa, pb = self.visit(e.a), self.visit(e.b)
+        if pa is None or pb is None:
+            return None
+        return (E.Add(pa[0], pb[0]), pa[1] + pb[1])
+
+    def visit_Sub(self, e: E.Sub):
+        pa, pb = self.visit(e.a), self.visit(e.b)
+        if pa is None or pb is None:
+            return None
+        return (E.Sub(pa[0], pb[0]), pa[1] - pb[1])
+
+    def visit_Mul(self, e: E.Mul):
+        for x, y in ((e.a, e.b), (e.b, e.a)):
+            if isinstance(y, E.Broadcast) and isinstance(y.value, IntImm):
+                px = self.visit(x)
+                if px is not None:
+                    return (E.Mul(px[0], y.value), px[1] * y.value.value)
+        return None
+
+    def generic(self, e: Expr):
+        return None
+
+
+ramp_parts = _RampParts().visit
+
+
+def _to_storage(b: ir.IRBuilder, dt: Dtype, v: ir.Value) -> ir.Value:
+    """Register value -> memory representation."""
+    if dt.is_bool:
+        return b.zext(v, storage_type(dt))
+    if is_bit_float(dt) and dt.kind != "tf32":
+        return lowp.encode(b, v, lowp.format_name(dt), store=True)
+    return v
+
+
+def _from_storage(b: ir.IRBuilder, dt: Dtype, v: ir.Value) -> ir.Value:
+    """Memory representation -> register value."""
+    if dt.is_bool:
+        return b.icmp_unsigned("!=", v, splat_const(v.type, 0))
+    if is_bit_float(dt) and dt.kind != "tf32":
+        return lowp.decode(b, v, lowp.format_name(dt))
+    return v
+
+
+def splat(b: ir.IRBuilder, v: ir.Value, lanes: int) -> ir.Value:
+    """``v`` in every lane of a ``lanes``-wide vector."""
+    vt = ir.VectorType(v.type, lanes)
+    if isinstance(v, ir.Constant):
+        return ir.Constant(vt, [v] * lanes)
+    one = b.insert_element(ir.Constant(vt, ir.Undefined), v, ir.Constant(I32, 0))
+    return b.shuffle_vector(one, ir.Constant(vt, ir.Undefined), ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))

@@ -1,0 +1,155 @@
+"""legalize_vectors: the lane-by-lane decisions of vector code made once in the IR (golden
+prints), the MakeVector / ExtractLane nodes it introduces, and the LLVM printer emitting every
+node whole (no per-lane re-visit), checked against IREval."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+
+from codegen import build
+from codegen.kernel import BuildError, make_params
+from codegen.llvm.emit import EmitOptions, emit_module
+from loopnest.legalize_vectors import legalize_vectors
+from loopnest.passes import TARGET_PASSES, run_passes
+from loopnest.stmt import Block, For, Store
+from te import (Broadcast, Buffer, ExtractLane, FloatImm, IfThenElse, IntImm, Let, Load, MakeVector, Ramp, Var,
+                float32, int32, structural_key)
+from te.lanes import lane_of
+from te.simplify import simplify
+
+
+class _Nest:
+    """A hand-built prepared nest (what the passes and build take)."""
+
+    prepared = True
+
+    def __init__(self, root, inputs, outputs):
+        self.root, self.inputs, self.outputs, self.intermediates = root, list(inputs), list(outputs), []
+
+    def copy(self):
+        return _Nest(self.root, self.inputs, self.outputs)
+
+
+def _guarded_root(w: int = 4, n: int = 10):
+    """``B[ramp] = if_then_else(ramp < n, A[ramp], -1)``: the lanes past ``n`` must not load."""
+    A, B = Buffer("A", (n,), float32), Buffer("B", (12,), float32)
+    io = Var("io")
+    idx = Ramp(io * w, 1, w)
+    val = IfThenElse(idx < Broadcast(IntImm(n, int32), w), Load(A, (idx,)), Broadcast(FloatImm(-1.0, float32), w))
+    return For(io, 0, 3, Block([Store(B, (idx,), val)])), A, B
+
+
+def test_vector_condition_with_loads_becomes_per_lane_if_then_else():
+    root, _, _ = _guarded_root(w=2)
+    assert str(legalize_vectors(None, root)) == """\
+for (int io = 0; io < 3; io++) {
+  B[ramp(io * 2, 1, 2)] = make_vector(if_then_else(io * 2 < 10, A[io * 2], -1.0f), \
+if_then_else(io * 2 + 1 * 1 < 10, A[io * 2 + 1 * 1], -1.0f));
+}"""
+
+
+def test_if_then_else_without_loads_becomes_select_and_scalar_guard_stays():
+    A = Buffer("A", (8,), float32)
+    i = Var("i")
+    pure = IfThenElse(i < 4, FloatImm(1.0, float32), FloatImm(2.0, float32))
+    guard = IfThenElse(i < 4, Load(A, (i + 4,)), FloatImm(0.0, float32))
+    root = For(i, 0, 8, Block([Store(A, (i,), pure + guard)]))
+    assert str(legalize_vectors(None, root)) == """\
+for (int i = 0; i < 8; i++) {
+  A[i] = select(i < 4, 1.0f, 2.0f) + if_then_else(i < 4, A[i + 4], 0.0f);
+}"""
+
+
+def test_pass_is_in_the_llvm_pipeline_and_dumped():
+    names = [n for n, *_ in TARGET_PASSES["llvm"]]
+    assert names.index("legalize_vectors") == len(names) - 2        # last before verify
+    root, A, B = _guarded_root()
+    out = io.StringIO()
+    run_passes(_Nest(root, [A], [B]), dump=True, out=out, passes=[("legalize_vectors", legalize_vectors)])
+    assert "// ---- after legalize_vectors ----" in out.getvalue() and "make_vector(" in out.getvalue()
+
+
+def test_llvm_loads_only_the_taken_lanes_like_ireval():
+    root, A, B = _guarded_root()
+    nest = _Nest(root, [A], [B])
+    data = np.arange(10, dtype=np.float32)
+    outs = {}
+    for target in ("ireval", "llvm"):
+        out = np.zeros(12, np.float32)
+        build(nest, [A, B], target=target)(data, out)
+        outs[target] = out
+    assert outs["llvm"].tolist() == outs["ireval"].tolist() == list(range(10)) + [-1.0, -1.0]
+
+
+@pytest.mark.parametrize("let_inside", [False, True])
+def test_vector_lets_outside_and_inside_the_per_lane_code(let_inside):
+    """A vector let bound outside is read whole and its lanes extracted; one inside gets a
+    scalar variable per lane."""
+    n, w = 8, 4
+    A, B = Buffer("A", (n,), int32), Buffer("B", (n,), int32)
+    io, v = Var("io"), Var("v", int32.with_lanes(w))
+    idx = Ramp(io * w, 1, w)
+    two = idx * Broadcast(IntImm(2, int32), w)
+    minus1 = Broadcast(IntImm(-1, int32), w)
+    if let_inside:
+        val = IfThenElse(two < Broadcast(IntImm(n, int32), w), Let(v, two, Load(A, (v,))), minus1)
+    else:
+        val = Let(v, two, IfThenElse(v < Broadcast(IntImm(n, int32), w), Load(A, (v,)), minus1))
+    root = For(io, 0, 2, Block([Store(B, (idx,), val)]))
+    low = str(legalize_vectors(None, root))
+    assert ("if_then_else(io * 4 * 2 < 8, let v = io * 4 * 2 in A[v], -1)" in low) if let_inside else \
+        ("in make_vector(if_then_else(extract_lane(v, 0) < 8, A[extract_lane(v, 0)], -1)" in low)
+    nest = _Nest(root, [A], [B])
+    data = np.arange(n, dtype=np.int32) * 10
+    outs = {}
+    for target in ("ireval", "llvm"):
+        out = np.zeros(n, np.int32)
+        build(nest, [A, B], target=target)(data, out)
+        outs[target] = out.tolist()
+    assert outs["llvm"] == outs["ireval"] == [0, 20, 40, 60, -1, -1, -1, -1]
+
+
+def test_llvm_printer_refuses_an_unlegalized_vector_if_then_else():
+    root, A, B = _guarded_root()
+    nest = _Nest(root, [A], [B])
+    with pytest.raises(BuildError, match="legalize_for_target"):
+        emit_module("te_B", root, make_params(nest, [A, B]), [], EmitOptions())
+
+
+def test_make_vector_and_extract_lane_nodes():
+    i = Var("i")
+    r = Ramp(i, 3, 4)
+    assert str(ExtractLane(r, 2)) == "extract_lane(ramp(i, 3, 4), 2)"
+    assert structural_key(ExtractLane(r, 1)) != structural_key(ExtractLane(r, 2))
+    mv = MakeVector([lane_of(r, k) for k in range(4)])
+    assert mv.dtype == int32.with_lanes(4) and str(lane_of(mv, 3)) == "i + 3 * 3"
+    assert str(simplify(lane_of(r, 3))) == str(simplify(ExtractLane(r, 3))) == "i + 9"
+    assert str(simplify(ExtractLane(mv, 1))) == "i + 3"
+    with pytest.raises(TypeError, match="MakeVector needs"):
+        MakeVector([i])
+    with pytest.raises(TypeError, match="ExtractLane needs"):
+        ExtractLane(r, 4)
+    with pytest.raises(AttributeError, match="immutable"):
+        mv.values = ()
+
+
+def test_lane_of_a_vector_element_buffer_reads_only_that_lanes_element():
+    """``A`` holds 3 float32x4 elements; the second iteration's lanes 4..7 (element 3) are
+    outside it and their guard is false, so only element 2 may be read."""
+    A, B = Buffer("A", (3,), "float32x4"), Buffer("B", (4,), "float32x4")
+    io = Var("io")
+    elems = Ramp(io * 2, 1, 2)
+    inside = Ramp(io * 8, 1, 8) < Broadcast(IntImm(12, int32), 8)
+    val = IfThenElse(inside, Load(A, (elems,)), Broadcast(FloatImm(-1.0, float32), 8))
+    root = For(io, 0, 2, Block([Store(B, (elems,), val)]))
+    assert "extract_lane(A[io * 2 + 1 * 1], 3)" in str(legalize_vectors(None, root))
+    nest = _Nest(root, [A], [B])
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    outs = {}
+    for target in ("ireval", "llvm"):
+        out = np.zeros((4, 4), np.float32)
+        build(nest, [A, B], target=target)(data, out)
+        outs[target] = out.ravel().tolist()
+    assert outs["llvm"] == outs["ireval"] == list(range(12)) + [-1.0] * 4
