@@ -19,11 +19,11 @@ AVX512 = Target(cpu="avx512", vector_bits=512, vector_registers=32, l1_bytes=48 
 
 #: kernel -> (size, widths of the vectorized loops on AVX2, on AVX-512)
 CASES = {
-    "elementwise": (4096 * 2, {16}, {32}),                      # two vectors a statement
-    # element-wise lanes; 4 vectors of partial results, folded by vector adds to 2 at the end
-    "softmax": ((6, 256), {32, 8, 4, 2}, {64, 16, 8, 4, 2}),
-    "layernorm": ((6, 256), {32, 8, 4, 2}, {64, 16, 8, 4, 2}),
-    "row_sum": ((4, 256), {32, 8, 4, 2}, {64, 16, 8, 4, 2}),
+    "elementwise": (4096 * 2, {16}, {16}),                      # a cache line a statement
+    # element-wise lanes; 4 vectors of partial results, summed by vector adds into 8 at the end
+    "softmax": ((6, 256), {32, 8}, {64, 16, 8}),
+    "layernorm": ((6, 256), {32, 8}, {64, 16, 8}),
+    "row_sum": ((4, 256), {32, 8}, {64, 8}),
     "transpose": ((256, 256), {8}, {16}),
     "matmul": (128, {16}, {64}),                                # 6 x 2 / 6 x 4 vectors, the tail rows too
     "conv2d": ((1, 8, 12, 40, 8), {8}, {16, 8}),                # 40 columns: 5 x 8 / 2 x 16 + a tile of 8
