@@ -152,8 +152,10 @@ def conv2d_tile(target: Target | None = None, dtype="float32") -> tuple[int, int
     half of the vector registers as accumulators (the other half holds the shifted input
     rows and the broadcast weights): 4 x 2 x 8 on AVX2, 4 x 4 x 16 on AVX-512.
 
-    >>> conv2d_tile(Target(vector_bits=256, vector_registers=16)), conv2d_tile(Target(vector_bits=512, vector_registers=32))
-    ((4, 2, 8), (4, 4, 16))
+    >>> conv2d_tile(Target(vector_bits=256, vector_registers=16))
+    (4, 2, 8)
+    >>> conv2d_tile(Target(vector_bits=512, vector_registers=32))
+    (4, 4, 16)
     """
     t = resolve_target(target)
     accumulators = max(1, t.vector_registers // 2)
