@@ -1,0 +1,84 @@
+"""The benchmark's hand schedules take their vector widths and tile shapes from a Target:
+written for AVX2 (8 float lanes, 16 registers) or AVX-512 (16 lanes, 32 registers), each
+computes the right values on LLVM (whatever the host's own width) and its loop nest shows
+the widths of that target."""
+import re
+
+import numpy as np
+import pytest
+
+pytest.importorskip("codegen.llvm")
+
+from bench.kernels import WORKLOADS, transpose_tile  # noqa: E402
+from bench.schedules import conv2d_tile, matmul_kc, matmul_tile  # noqa: E402
+from codegen import build  # noqa: E402
+from loopnest import LoopNest, Target, host_target  # noqa: E402
+
+AVX2 = Target(cpu="avx2", vector_bits=256, vector_registers=16, l1_bytes=32 * 1024, l2_bytes=256 * 1024)
+AVX512 = Target(cpu="avx512", vector_bits=512, vector_registers=32, l1_bytes=48 * 1024, l2_bytes=2 << 20)
+
+#: kernel -> (size, widths of the vectorized loops on AVX2, on AVX-512)
+CASES = {
+    "elementwise": (4096 * 2, {16}, {16}),                      # a cache line a statement
+    # element-wise lanes; 4 vectors of partial results, summed by vector adds into 8 at the end
+    "softmax": ((6, 256), {32, 8}, {64, 16, 8}),
+    "layernorm": ((6, 256), {32, 8}, {64, 16, 8}),
+    "row_sum": ((4, 256), {32, 8}, {64, 8}),
+    "transpose": ((256, 256), {8}, {16}),
+    "matmul": (128, {16}, {64}),                                # 6 x 2 / 6 x 4 vectors, the tail rows too
+    "conv2d": ((1, 8, 12, 40, 8), {8}, {16, 8}),                # 40 columns: 5 x 8 / 2 x 16 + a tile of 8
+    "blur": ((16, 64), {8}, {16}),
+}
+
+
+def test_every_workload_is_covered():
+    assert set(CASES) == set(WORKLOADS)
+
+
+def _vector_widths(nest: LoopNest) -> set:
+    return {int(n) for n in re.findall(r"vectorized for \(int \w+ = 0; \w+ < (\d+);", str(nest))}
+
+
+def _run_checked(name, size, target):
+    w = WORKLOADS[name]
+    spec = w.make(size)
+    nest = LoopNest(spec.outputs)
+    w.hand_schedule(nest, spec, target=target)
+    kernel = build(nest, spec.args, target="llvm")
+    outs = {k: np.full(s, np.nan, np.float32) for k, s in spec.out_shapes.items()}
+    arrays = dict(spec.inputs, **outs)
+    kernel(*[arrays[b.name] for b in spec.args])
+    for k, want in spec.reference(spec.inputs).items():
+        scale = max(1.0, float(np.abs(want).max()))
+        assert np.abs(outs[k] - want).max() / scale <= spec.tol, (name, size, target.cpu, k)
+    return nest
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hand_schedule_follows_the_target(name, target):
+    size, avx2, avx512 = CASES[name]
+    nest = _run_checked(name, size, target)
+    assert _vector_widths(nest) == (avx2 if target is AVX2 else avx512), str(nest)
+
+
+def test_no_target_means_the_host():
+    lanes = host_target().lanes("float32")
+    nest = _run_checked("transpose", (256, 256), None)
+    assert _vector_widths(nest) == {lanes}
+
+
+def test_tile_shapes_follow_registers_and_caches():
+    assert matmul_tile(AVX2) == (6, 16) and matmul_tile(AVX512) == (6, 64)
+    rows, vectors = matmul_tile(AVX512)[0], matmul_tile(AVX512)[1] // 16
+    assert rows * vectors + vectors + 1 <= AVX512.vector_registers     # accumulators, a row of B, a of A
+    assert matmul_kc(AVX512, 6, 64, 2048) == 1024                      # 6 x 1024 floats of A: half of L1
+    assert matmul_kc(AVX2, 6, 16, 2048) == 512
+    assert matmul_kc(AVX2, 6, 16, 300) == 0                            # no power-of-two slice divides 300
+    assert conv2d_tile(AVX2) == (4, 2, 8) and conv2d_tile(AVX512) == (4, 4, 16)
+    assert transpose_tile(AVX2) == (1024, 64) and transpose_tile(AVX512) == (1024, 64)
+
+
+def test_matmul_narrows_its_tile_to_the_width():
+    nest = _run_checked("matmul", 40, AVX512)       # 40 columns: not a multiple of 64, 48, 32 or 16
+    assert _vector_widths(nest) == {8}
