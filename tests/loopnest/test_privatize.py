@@ -5,7 +5,8 @@ histogram's scatter made parallel by privatising it).
 
 * Values equal the serial nest exactly for integers (a histogram of symbolic size with bins
   from the data, min / max / bitwise scatters) and within rounding for a float sum, on
-  IREval and LLVM, with the chunk loop parallel.
+  IREval and LLVM, with the chunk loop parallel; on CUDA (host emulation) with the chunks on
+  GPU blocks. A bin outside the histogram still stops the kernel.
 * Refusals (an update that is not ``buf = buf op x``, ``buf`` read elsewhere in the loop, a
   load and a store at different indices, two operators, a bad ``parts``) name what was found
   and leave the nest unchanged.
@@ -250,13 +251,22 @@ def test_chunk_loop_is_legal_to_parallelize_afterwards_and_llvm_runs_it_in_paral
     np.testing.assert_array_equal(h, np.bincount((v * NB).astype(np.int32), minlength=NB))
 
 
-def test_cuda_source_with_the_chunks_on_gpu_blocks():
-    V, H, i, stmt = hist_stmt(4096)
+def test_cuda_with_the_chunks_on_gpu_blocks_and_the_bins_combined_by_threads():
+    n = 4096
+    V, H, i, stmt = hist_stmt(n)
     nest = LoopNest(stmt, outputs=[H])
     chunk = nest.privatize(H, i, parts=32)
     nest.set_gpu_block_index(chunk, 0)
-    src = build(nest, [V, H], target="cuda").source
-    assert "grid (32, 1, 1)" in src and "b_H_part[((v_i_part * 16) + " in src
+    nest.set_gpu_thread_index("H_i0", 0)
+    kernel = build(nest, [V, H], target="cuda")
+    assert "grid (32, 1, 1)" in kernel.source and "b_H_part[((v_i_part * 16) + " in kernel.source
+    from codegen.cuda.emulate import host_compiler, run_on_host
+    if host_compiler() is None:
+        pytest.skip("no host C++ compiler to emulate the CUDA kernels")
+    v = np.random.default_rng(13).uniform(0, 1, n).astype(np.float32)
+    h = np.full(NB, 3, np.int32)
+    run_on_host(kernel, v, h)
+    np.testing.assert_array_equal(h, np.bincount((v * NB).astype(np.int32), minlength=NB))
 
 
 # ------------------------------------------------------------------------------------
