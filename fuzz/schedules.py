@@ -31,7 +31,7 @@ OPS = {
     "split_with_tail": 3, "split_with_mask": 3, "tile": 1, "slice_head": 1, "slice_tail": 1, "normalize": 1,
     "reorder": 1, "reorder_axis": 1, "fuse": 4, "flatten": 1, "distribute": 1, "vectorize": 1, "unroll": 1,
     "parallelize": 1, "set_gpu_block_index": 1, "set_gpu_thread_index": 1, "compute_inline": 4,
-    "compute_at": 4, "cache_accesses": 3, "rfactor": 2, "eliminate_dead_stores": 1, "simplify": 1,
+    "compute_at": 4, "cache_accesses": 3, "rfactor": 2, "privatize": 2, "eliminate_dead_stores": 1, "simplify": 1,
 }
 GPU_OPS = ("set_gpu_block_index", "set_gpu_thread_index")
 #: the operations drawn more often right after an operation (where defects hide: chains of
@@ -137,6 +137,11 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
         if not reductions:
             return draw_step(nest, rnd, gpu, state)
         args = [_buffer(rnd.choice(reductions)), pick()]
+    elif op == "privatize":     # a reduction at one of its loops, or any buffer at any loop (mostly refused)
+        reductions = sorted(t.name for t in nest.tensors if t.is_reduction)
+        names = reductions if reductions and rnd.random() < 0.8 else sorted(nest.buffers)
+        return {"op": op, "args": [_buffer(rnd.choice(names)), pick(), rnd.randint(1, 4)],
+                "kwargs": {"parallel": rnd.random() < 0.5}}
     return {"op": op, "args": args, "kwargs": {}}
 
 

@@ -41,6 +41,7 @@ from .transforms import distribute as _distribute
 from .transforms import fuse as _fuse
 from .transforms import inline as _inline
 from .transforms import loop_kinds as _loop_kinds
+from .transforms import privatize as _privatize
 from .transforms import reorder as _reorder
 from .transforms import rfactor as _rfactor
 from .transforms import split as _split
@@ -57,11 +58,14 @@ def _transform(fn: Callable) -> Callable:
     """Make a method a recorded, all-or-nothing transform.
 
     The method receives resolved arguments; if it raises, the nest's state is restored.
-    On success the call is appended to the history (unless ``_record=False``). Being
-    all-or-nothing, a transform that runs out of recursion on a deep tree runs again on a
-    deep thread (``te.recursion``).
+    On success the call is appended to the history (unless ``_record=False``); a method with
+    a ``resolve_args(nest, args, kwargs)`` attribute (see ``_resolving``) first has its
+    arguments resolved by it (a default that depends on the machine becomes the value used),
+    so the history records what was applied. Being all-or-nothing, a transform that runs out
+    of recursion on a deep tree runs again on a deep thread (``te.recursion``).
     """
     name = fn.__name__
+    resolve = getattr(fn, "resolve_args", None)
 
     @functools.wraps(fn)
     @_deep_safe
@@ -70,6 +74,8 @@ def _transform(fn: Callable) -> Callable:
             raise ScheduleError(f"{name}: the nest was prepared for codegen; transforms must come before "
                                 "prepare_for_codegen()")
         record = kwargs.pop("_record", True)
+        if resolve is not None:
+            args, kwargs = resolve(self, args, kwargs)
         saved = self._snapshot()
         depth = self._transform_depth
         self._transform_depth += 1
@@ -86,6 +92,21 @@ def _transform(fn: Callable) -> Callable:
 
     wrapper.is_transform = True
     return wrapper
+
+
+def _resolving(resolve: Callable) -> Callable:
+    """Give a transform method the ``resolve_args`` that ``_transform`` applies before the call."""
+    def mark(fn: Callable) -> Callable:
+        fn.resolve_args = resolve
+        return fn
+    return mark
+
+
+def _privatize_args(nest, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``privatize``'s arguments with ``parts`` resolved to a number (the cores by default)."""
+    if len(args) > 2:
+        return args[:2] + (_privatize.resolve_parts(args[2]),) + args[3:], kwargs
+    return args, {**kwargs, "parts": _privatize.resolve_parts(kwargs.get("parts"))}
 
 
 class LoopNest(NestState):
@@ -335,6 +356,26 @@ class LoopNest(NestState):
     def rfactor(self, t, loop):
         """Split the reduction of ``t`` at reduction ``loop`` into partial results (returns the buffer)."""
         return _rfactor.rfactor(self, self.buffer(t), self.loop(loop))
+
+    @_transform
+    @_resolving(_privatize_args)
+    def privatize(self, buffer, loop, parts: int | None = None, parallel: bool = False):
+        """Give each of ``parts`` chunks of ``loop`` (None: the machine's cores, recorded as the
+        number) its own copy of ``buffer``, which the loop only updates with one associative
+        and commutative operator (a histogram's ``H[k] += 1``), and combine the copies after
+        the loop; returns the chunk loop, legal to parallelize (``parallel=True`` does it).
+        See transforms.privatize.
+
+        >>> from te import Buffer, Var
+        >>> from loopnest.stmt import For, Store
+        >>> P, H = Buffer("P", (100,), "int32"), Buffer("H", (8,), "int32"); i = Var("i")
+        >>> nest = LoopNest(For(i, 0, 100, Store(H, (P[i],), H[P[i]] + 1)), outputs=[H])
+        >>> nest.privatize(H, i, parts=4, parallel=True)
+        Loop(i_part)
+        >>> nest.history
+        [{'op': 'privatize', 'args': [{'buffer': 'H'}, {'loop': 'i'}], 'kwargs': {'parts': 4, 'parallel': True}}]
+        """
+        return _privatize.privatize(self, self.buffer(buffer), self.loop(loop), parts, parallel)
 
     @_transform
     def eliminate_dead_stores(self):

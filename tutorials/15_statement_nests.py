@@ -9,7 +9,9 @@ histogram adds into a bin that the data chooses. They are written as statements 
 (NNC's ``LoopNest(stmt, output_buffers)``). The nest is scheduled with the same transforms
 and the same dependence analysis as a nest of tensors: a transform that would change the
 result is refused, naming the dependence. The history replays on a nest built from the same
-statement. Last, a histogram bin outside its buffer: IREval and LLVM stop with IndexError.
+statement. The histogram's scatter then runs in parallel once ``privatize`` gives each chunk
+of its loop its own copy of the bins (OpenMP's reduction clause). Last, a histogram bin
+outside its buffer: IREval and LLVM stop with IndexError.
 """
 import sys
 from pathlib import Path
@@ -91,7 +93,26 @@ for target in TARGETS:
     assert (h == np.bincount((v * NB).astype(np.int32), minlength=NB)).all()
     print(f"{target:6} histogram of {N} values in {NB} bins matches numpy")
 
-# -- 4. a bin outside the histogram -----------------------------------------------------
+# -- 4. a parallel histogram: a private copy of the bins per chunk ------------------------
+# Every update of H in loop i is H[k] = H[k] + 1 (one associative and commutative operator,
+# at one index, H read nowhere else), so privatize splits i into chunks, each adding into
+# its own copy of H (set to 0 first), and adds the copies into H after the loop. The chunks
+# share nothing: the chunk loop is parallel. Integer counts are exact in any order.
+par = LoopNest(hist, outputs=[H])
+chunks = par.privatize(H, i, parts=4, parallel=True)     # parts=None: this machine's cores
+print(par)
+for target in TARGETS:
+    h = np.zeros(NB, np.int32)
+    build(par, [V, H], target=target)(v, h)
+    assert (h == np.bincount((v * NB).astype(np.int32), minlength=NB)).all()
+    print(f"{target:6} parallel histogram ({chunks.name}: 4 chunks) matches numpy")
+try:
+    par.privatize(H, bin_)              # the zeroing loop stores, it does not accumulate
+except ScheduleError as e:
+    print("refused:", e)
+assert str(LoopNest(hist, outputs=[H]).replay(par.history_json())) == str(par)
+
+# -- 5. a bin outside the histogram -----------------------------------------------------
 # Bounds inference cannot bound H[k] (k is loaded data), so the call-time bounds checks leave
 # it out; IREval checks every access, and the LLVM kernel checks each data-dependent index
 # as it runs (build(..., bounds_check=False) removes those checks).

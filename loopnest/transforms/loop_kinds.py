@@ -15,12 +15,13 @@ parallel for (int i = 0; i < 64; i++) {
 from __future__ import annotations
 
 from te.expr import IntImm, Var
+from te.queries import free_vars
 from te.printer import expr_to_str
 
 from ..errors import ScheduleError
 from ..lazy_analysis import legality_checks
 from ..loop import Loop
-from ..stmt import Block, For, ForKind, Stmt, iter_stmts
+from ..stmt import Block, For, ForKind, LetStmt, Stmt, iter_stmts
 from ..vectorize_lowering import lower_vectorized_loops  # re-exported: it used to live here
 from ._rewrite import add, clone_fresh, floordiv_c, mul, nonnegative_extent, replace_loop, substitute_stmt, tidy
 
@@ -107,7 +108,9 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
     Refused: a ``dim`` outside 0..2; a second loop on the same path bound to the same kind
     and axis; a block loop inside a thread loop; once block loops enclose thread loops, a
     block loop below a loop that is not a block loop holding only it (a kernel's grid is its
-    outermost loops; block loops may be bound in any order before their threads); and (GPU
+    outermost loops; block loops may be bound in any order before their threads); a loop
+    whose extent depends on a loop or let variable of the nest (grid and block sizes are
+    fixed at launch); and (GPU
     iterations run in parallel) a loop carrying a dependence, as for ``parallelize``.
     """
     label_op = "set_gpu_block_index" if kind == ForKind.GPU_BLOCK else "set_gpu_thread_index"
@@ -136,10 +139,24 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
             raise ScheduleError(f"cannot bind loop {loop.name} to {label}: the gpu_block loop {b.var.name} is "
                                 f"inside it; block loops must enclose thread loops")
         _check_grid_chain(loop.name, label, outer)
+    _check_launch_extent(nest, f, loop.name, label)
     if check:
         legality_checks().check_gpu_bind(nest, loop, label)
     _set_kind(nest, f, kind, dim)
     return loop
+
+
+def _check_launch_extent(nest, f: For, name: str, label: str) -> None:
+    """A bound loop's extent is a grid or block size, fixed at launch: it may not depend on a
+    variable the nest binds (a loop's or a let's), as a triangular loop's, or a cache loop's
+    sized by the iteration of a loop around it, may."""
+    bound = {id(s.var): s for s in iter_stmts(nest.root) if isinstance(s, (For, LetStmt))}
+    bad = [v for v in free_vars([f.start, f.stop]) if id(v) in bound]
+    if bad:
+        what = ", ".join(f"{'loop' if isinstance(bound[id(v)], For) else 'let'} {v.name}" for v in bad)
+        raise ScheduleError(f"cannot bind loop {name} to {label}: its extent {expr_to_str(tidy(f.stop - f.start))} "
+                            f"depends on {what}, and grid and block sizes must be known at launch; split with a "
+                            "mask rather than a tail, or bind an outer loop")
 
 
 def _check_grid_chain(name: str, label: str, path: list) -> None:

@@ -3,7 +3,7 @@ each compared with the unscheduled program on IREval.
 
 Every transform of the LoopNest API is drawn (splits, tile, slices, normalize, reorder,
 fuse, flatten, distribute, vectorize, unroll, parallelize, GPU binding on IREval,
-compute_inline, compute_at, store_at, cache_accesses, rfactor, eliminate_dead_stores,
+compute_inline, compute_at, store_at, cache_accesses, rfactor, privatize, eliminate_dead_stores,
 simplify). A draw the nest refuses must raise ScheduleError and leave the nest exactly as it was; anything else
 is a failure. Inputs are small integers in float32, so every sum is exact whatever the
 order (rfactor, reordered reductions) and results are compared bit for bit. Each
@@ -97,8 +97,8 @@ def random_step(nest, rnd: random.Random, gpu: bool, counter: list) -> str:
     loops = nest.get_all_loops()
     ops = ["split_with_tail", "split_with_mask", "tile", "slice_head", "slice_tail", "normalize", "reorder",
            "reorder_axis", "fuse", "flatten", "distribute", "vectorize", "unroll", "parallelize",
-           "compute_inline", "compute_at", "compute_at", "store_at", "cache_accesses", "rfactor", "eliminate_dead_stores",
-           "simplify"]
+           "compute_inline", "compute_at", "compute_at", "store_at", "cache_accesses", "rfactor", "privatize",
+           "eliminate_dead_stores", "simplify"]
     if gpu:  # GPU-bound loops run serially on IREval; CPU compilers do not take them
         ops += ["set_gpu_block_index", "set_gpu_thread_index"]
     op = rnd.choice(ops)
@@ -161,6 +161,10 @@ def random_step(nest, rnd: random.Random, gpu: bool, counter: list) -> str:
         if not reds:
             return "none"
         nest.rfactor(rnd.choice(reds), pick())
+    elif op == "privatize":
+        reds = [t for t in nest.tensors if t.is_reduction]
+        nest.privatize(rnd.choice(reds or list(nest.buffers.values())), pick(), rnd.randint(1, 4),
+                       parallel=rnd.random() < 0.5)
     elif op == "simplify":
         nest.simplify()
     else:
