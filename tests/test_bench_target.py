@@ -31,8 +31,11 @@ CASES = {
 }
 
 
+PIPELINES = {"stencil", "pyramid"}     # bench/pipelines.py, checked in test_bench_pipelines.py
+
+
 def test_every_workload_is_covered():
-    assert set(CASES) == set(WORKLOADS)
+    assert set(CASES) | PIPELINES == set(WORKLOADS)
 
 
 def _vector_widths(nest: LoopNest) -> set:
