@@ -1,8 +1,10 @@
 """Vector legalisation: every decision to compute a vector expression lane by lane, made once
 in the IR so that a printer emits each node whole (scalar or vector) and never re-visits an
-expression for one lane.
+expression for one lane. ``scalarize_vectors`` (CUDA, after ``legalize_vectors``) goes
+further for a target without vector arithmetic: every vector store's value becomes its lanes
+(see its docstring).
 
-``legalize_vectors`` (a pass of ``loopnest.passes.TARGET_PASSES``):
+``legalize_vectors`` (a pass of ``loopnest.passes.TARGET_PASSES``, LLVM and CUDA):
 
 * an ``if_then_else`` whose branches load nothing is a ``select`` (computing both sides is
   safe and cheaper than branching);
@@ -36,9 +38,9 @@ from te import expr as E
 from te.lanes import lane_of
 from te.queries import has_load
 
-from .stmt import Stmt, StmtMutator
+from .stmt import LetStmt, Stmt, StmtMutator, Store
 
-__all__ = ["legalize_vectors"]
+__all__ = ["legalize_vectors", "scalarize_vectors"]
 
 
 class _Legalize(E.ExprMutator):
@@ -64,3 +66,57 @@ def legalize_vectors(nest, root: Stmt) -> Stmt:
     loads is a ``make_vector`` of per-lane scalar ``if_then_else``. ``nest`` is unused (the
     pass signature of ``loopnest.passes``)."""
     return _LegalizeStmt().visit(root)
+
+
+def _lanes(e: E.Expr, lanes: int) -> E.Expr:
+    """``e`` as a make_vector of its ``lanes`` scalar lanes (loads at ramp indices kept whole)."""
+    if type(e) is E.MakeVector:
+        return e
+    vmap: dict = {}
+    return E.MakeVector([lane_of(e, k, vmap, whole_loads=True) for k in range(lanes)])
+
+
+class _Scalarize(StmtMutator):
+    def visit_Store(self, s: Store) -> Stmt:
+        lanes = max([s.value.dtype.lanes] + [ix.dtype.lanes for ix in s.indices])
+        if lanes == 1:
+            return s
+        value = _lanes(s.value, lanes) if s.value.dtype.is_vector else E.MakeVector([s.value] * lanes)
+        indices = tuple(ix if ix.dtype.lanes == 1 or type(ix) in (E.Ramp, E.Broadcast) else _lanes(ix, ix.dtype.lanes)
+                        for ix in s.indices)
+        return Store(s.buffer, indices, value)
+
+    def visit_LetStmt(self, s: LetStmt) -> Stmt:
+        body = self.visit(s.body)
+        if not s.var.dtype.is_vector:
+            return s if body is s.body else LetStmt(s.var, s.value, body)
+        return LetStmt(s.var, _lanes(s.value, s.var.dtype.lanes), body)
+
+
+def scalarize_vectors(nest, root: Stmt) -> Stmt:
+    """``root`` with the value of every vector store and vector ``let`` statement a
+    ``make_vector`` of scalar lane expressions (``te.lanes.lane_of``), for a target without
+    vector arithmetic (CUDA C): a printer then emits each lane's scalar expression whole.
+    A load of a scalar buffer at a ramp index stays one vector load whose lanes are taken
+    (``extract_lane``), so that the target may read it as whole vectors; a vector variable
+    of a ``let`` statement is read lane by lane the same way. A store index that is neither
+    scalar, a ramp nor a broadcast becomes a ``make_vector`` of its lanes too.
+
+    Before::
+
+        B[ramp(i * 2, 1, 2)] = A[ramp(i * 2, 1, 2)] * broadcast(2.0f, 2);
+
+    After::
+
+        B[ramp(i * 2, 1, 2)] = make_vector(extract_lane(A[ramp(i * 2, 1, 2)], 0) * 2.0f,
+                                           extract_lane(A[ramp(i * 2, 1, 2)], 1) * 2.0f);
+
+    >>> from te import Broadcast, Buffer, Ramp, Var, float32
+    >>> from loopnest.stmt import Store
+    >>> A, B = Buffer("A", (8,), float32), Buffer("B", (8,), float32)
+    >>> idx = Ramp(Var("i") * 2, 1, 2)
+    >>> print(scalarize_vectors(None, Store(B, [idx], A[idx] * Broadcast(2.0, 2))))
+    B[ramp(i * 2, 1, 2)] = make_vector(extract_lane(A[ramp(i * 2, 1, 2)], 0) * 2.0f, \
+extract_lane(A[ramp(i * 2, 1, 2)], 1) * 2.0f);
+    """
+    return _Scalarize().visit(root)

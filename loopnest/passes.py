@@ -19,7 +19,7 @@ from te.simplify import Simplifier
 from te.view import TensorView, view_root
 
 from .legalize import guard_int_division, lower_low_precision, mask_shift_amounts, widen_indices
-from .legalize_vectors import legalize_vectors
+from .legalize_vectors import legalize_vectors, scalarize_vectors
 from .queries import stmt_touches
 from .stmt import Allocate, Block, For, Free, Stmt, StmtMutator, Store
 from .vectorize_lowering import lower_vectorized_loops
@@ -272,8 +272,8 @@ TARGET_PASSES: dict[str, list[tuple[str, Callable]]] = {
              ("lower_low_precision", lower_low_precision), ("legalize_vectors", legalize_vectors),
              ("verify", verify_pass)],
     "cuda": [("guard_int_division", guard_int_division), ("mask_shift_amounts", mask_shift_amounts),
-             ("lower_low_precision", lower_low_precision),
-             ("verify", verify_pass)],
+             ("lower_low_precision", lower_low_precision), ("legalize_vectors", legalize_vectors),
+             ("scalarize_vectors", scalarize_vectors), ("verify", verify_pass)],
 }
 
 

@@ -27,11 +27,18 @@ __all__ = ["lane_of"]
 
 class _Lanes(Functor):
     """``visit(e, k, vmap)``: the scalar expression of lane ``k`` of ``e`` (scalar parts are
-    shared); ``vmap`` maps the vector variables of the enclosing lets to their lane variables."""
+    shared); ``vmap`` maps the vector variables of the enclosing lets to their lane variables.
+    With ``whole_loads``, a load at a ramp or broadcast index is read whole and its lane taken."""
+
+    def __init__(self, whole_loads: bool = False):
+        super().__init__()
+        self.whole_loads = whole_loads
 
     def visit(self, e: E.Expr, k: int, vmap: dict) -> E.Expr:
-        if e.dtype.lanes == 1 and not (isinstance(e, E.Var) and e in vmap):
-            return e
+        if e.dtype.lanes == 1:
+            # a scalar reads a vector let variable only through its lanes (extract_lane)
+            lets = {v: lanes for v, lanes in vmap.items() if isinstance(v, E.Var)}
+            return _LetLanes(lets).visit(e) if lets else e
         return super().visit(e, k, vmap)
 
     def visit_Ramp(self, e: E.Ramp, k: int, vmap: dict) -> E.Expr:
@@ -41,7 +48,7 @@ class _Lanes(Functor):
         return e.value
 
     def visit_MakeVector(self, e: E.MakeVector, k: int, vmap: dict) -> E.Expr:
-        return e.values[k]
+        return self.visit(e.values[k], k, vmap)
 
     def visit_Var(self, e: E.Var, k: int, vmap: dict) -> E.Expr:
         return vmap[e][k] if e in vmap else E.ExtractLane(e, k)
@@ -69,6 +76,8 @@ class _Lanes(Functor):
         if not e.indices or (per > 1 and e.indices[-1].dtype.lanes == 1):
             return E.ExtractLane(e, k)      # one element holds every lane
         head, idx = e.indices[:-1], e.indices[-1]
+        if self.whole_loads and type(idx) in (E.Ramp, E.Broadcast):
+            return E.ExtractLane(e, k)
         if per == 1:
             return E.Load(e.buffer, head + (self.visit(idx, k, vmap),))
         # lane k is in element k // per: read that element only
@@ -92,17 +101,39 @@ class _Lanes(Functor):
         return E.ExtractLane(e, k)
 
 
+class _LetLanes(E.ExprMutator):
+    """A scalar expression with ``extract_lane(v, j)`` of the vector let variables ``v`` of
+    ``lets`` replaced by their lane variables ``lets[v][j]``."""
+
+    def __init__(self, lets: dict):
+        super().__init__()
+        self.lets = lets
+
+    def visit_ExtractLane(self, e: E.ExtractLane) -> E.Expr:
+        if isinstance(e.value, E.Var) and e.value in self.lets:
+            return self.lets[e.value][e.lane]
+        return self.generic(e)
+
+
 _LANES = _Lanes()      # stateless
+_LANES_WHOLE_LOADS = _Lanes(whole_loads=True)
 
 
-def lane_of(e: E.Expr, k: int, vmap: dict | None = None) -> E.Expr:
+def lane_of(e: E.Expr, k: int, vmap: dict | None = None, *, whole_loads: bool = False) -> E.Expr:
     """The scalar expression computing lane ``k`` of the vector expression ``e`` (``e``
     itself when it is a scalar). Pass one ``vmap`` dict to the calls for every lane of one
     expression so that each vector ``let`` variable gets one scalar variable per lane.
+    ``whole_loads=True`` keeps a load at a ramp (or broadcast) index whole --
+    ``extract_lane`` of that one load node in every lane -- for a target that reads such
+    runs as whole vectors.
 
-    >>> from te import Broadcast, Ramp, Var, select
+    >>> from te import Broadcast, Buffer, Ramp, Var, select
     >>> i = Var("i")
     >>> print(lane_of(select(Ramp(i, 1, 4) < Broadcast(i, 4), Ramp(i, 1, 4), Broadcast(0, 4)), 2))
     select(i + 1 * 2 < i, i + 1 * 2, 0)
+    >>> A = Buffer("A", (8,), "float32")
+    >>> print(lane_of(A[Ramp(i, 1, 4)] * 2.0, 3, whole_loads=True))
+    extract_lane(A[ramp(i, 1, 4)], 3) * 2.0f
     """
-    return _LANES.visit(e, k, {} if vmap is None else vmap)
+    lanes = _LANES_WHOLE_LOADS if whole_loads else _LANES
+    return lanes.visit(e, k, {} if vmap is None else vmap)

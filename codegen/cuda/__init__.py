@@ -22,7 +22,9 @@ True
   (or ``dump=True``) prints.
 * ``types``: the C types of dtypes; vector dtypes (``float32x4``, ``float16x2``, ``int8x4``...)
   as CUDA vector types (``float4``, ``__half2``, ``char4``...) or aligned structs.
-* ``emit``: prints the plan as CUDA C.
+* ``emit``: prints the plan as CUDA C, each node whole (vector values arrive as lanes from
+  ``loopnest.legalize_vectors.scalarize_vectors``); ``scalar``: the C text of literals, casts
+  and intrinsic calls.
 * ``compile``: nvcc -> cubin / PTX, and the ``ptxas -v`` report (no GPU needed).
 * ``launch``: PyCUDA launches (imported lazily; calling without a GPU raises RuntimeError).
 * ``examples``: GPU schedules used by the tests and benchmarks.

@@ -26,9 +26,10 @@ Semantics (the spec's, exactly)
     even. ``min``/``max`` on floats propagate NaN. Math intrinsics map to CUDA's precise
     functions (``expf``, ``rintf`` for round-half-even, ...); the ``__expf``-style fast
     variants only with ``fast_math=True``.
-    Vector expressions (Ramp/Broadcast, values of vector dtypes) are evaluated lane by lane
-    into a temporary array and then stored (so reads see the values before the store, as in
-    the spec).
+    Vector expressions (Ramp/Broadcast, values of vector dtypes) arrive computed lane by
+    lane (``loopnest.legalize_vectors.scalarize_vectors``: the value of a vector store or
+    let is a ``make_vector`` of scalar lanes); the lanes initialise a temporary array, then
+    are stored (so reads see the values before the store, as in the spec).
 
 Vector accesses
     A buffer of vector elements (``float32x4``, ``float16x2``...) is an array of its CUDA
@@ -69,36 +70,27 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-import numpy as np
 
 from te import expr as E
-from te.bitops import BIT_CALLS
 from te.dtypes import Dtype
 from te.expr import Expr, IntImm, Var
 from te.functor import Functor
-from te.lowprec import convert
 from te.queries import fold_int
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, LetStmt, Stmt, Store
 
 from ..kernel import BuildError, Param, eval_int_expr, sanitize_name
-from .helpers import LOWP_INFO, HelperSet
+from .helpers import HelperSet
 from .types import c_type, compute_type, storage_type, vector_type
 from .ir_queries import AXES, extent, nonneg
 from .memory import private_index
 from .outline import MAX_BLOCK_DIMS, MAX_GRID_DIMS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK
 from .passes import plan_cuda
 from .plan import ArgRef, CudaPlan, KernelPlan, KernelSpec
+from .scalar import (call_text, cast_text, float_literal, int_literal, is_narrow, refuse_low_precision,
+                     unsigned_of)
 
 __all__ = ["emit_cuda", "CudaModuleSpec", "KernelSpec", "ArgRef", "c_type", "MAX_THREADS_PER_BLOCK",
            "MAX_SHARED_BYTES", "MAX_BLOCK_DIMS", "MAX_GRID_DIMS"]
-
-def _unsigned_of(dt: Dtype) -> str:
-    return "unsigned long long" if dt.bits == 64 else "unsigned int"
-
-
-def _is_narrow(dt: Dtype) -> bool:
-    return dt.is_integer and dt.bits < 32
-
 
 
 @dataclass
@@ -132,27 +124,6 @@ class CudaModuleSpec:
         return dict(self.plan.param_alignment) if self.plan is not None else {}
 
 
-
-_MATH = {  # name -> (float, double, fast float)
-    "exp": ("expf", "exp", "__expf"), "exp2": ("exp2f", "exp2", "exp2f"),
-    "log": ("logf", "log", "__logf"), "log2": ("log2f", "log2", "__log2f"),
-    "sqrt": ("sqrtf", "sqrt", "sqrtf"), "rsqrt": ("rsqrtf", "rsqrt", "rsqrtf"),
-    "tanh": ("tanhf", "tanh", "tanhf"), "floor": ("floorf", "floor", "floorf"),
-    "ceil": ("ceilf", "ceil", "ceilf"), "round": ("rintf", "rint", "rintf"),
-    "sin": ("sinf", "sin", "__sinf"), "cos": ("cosf", "cos", "__cosf"),
-    "erf": ("erff", "erf", "erff"), "pow": ("powf", "pow", "__powf"),
-    "abs": ("fabsf", "fabs", "fabsf"), "asin": ("asinf", "asin", "asinf"),
-    "acos": ("acosf", "acos", "acosf"), "atan": ("atanf", "atan", "atanf"),
-    "atan2": ("atan2f", "atan2", "atan2f"), "sinh": ("sinhf", "sinh", "sinhf"),
-    "cosh": ("coshf", "cosh", "coshf"), "tan": ("tanf", "tan", "__tanf"),
-    "log10": ("log10f", "log10", "__log10f"), "log1p": ("log1pf", "log1p", "log1pf"),
-    "expm1": ("expm1f", "expm1", "expm1f"), "erfc": ("erfcf", "erfc", "erfcf"),
-    "lgamma": ("lgammaf", "lgamma", "lgammaf"), "trunc": ("truncf", "trunc", "truncf"),
-    "fmod": ("fmodf", "fmod", "fmodf"), "copysign": ("copysignf", "copysign", "copysignf"),
-}
-#: C operators of the integer bit operations (te.bitops)
-_BIT_C = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^", "shift_right": ">>"}
-
 _CMP = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
 _ARITH = {E.Add: "+", E.Sub: "-", E.Mul: "*"}
 _WRAP_FN = {E.Add: "tc_add", E.Sub: "tc_sub", E.Mul: "tc_mul"}
@@ -163,8 +134,9 @@ class CudaEmitter(Functor):
     literals, expressions and statements; the decisions come from the plan.
 
     A :class:`~te.functor.Functor` over expression and statement nodes alike:
-    ``visit(e, lane, idx)`` returns the C text of an expression (through :meth:`expr`, which
-    checks the lane), ``visit(s)`` appends the lines of a statement.
+    ``visit(e, idx)`` returns the C text of a whole expression (through :meth:`expr`, which
+    refuses vector values: their lanes come as ``make_vector`` / ``extract_lane`` from the
+    pass ``scalarize_vectors``), ``visit(s)`` appends the lines of a statement.
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest
@@ -186,8 +158,6 @@ class CudaEmitter(Functor):
         self._tmp = 0
         self.lines: list[str] = []
         self.indent = 0
-        self._vector_vars: set[int] = set()   # vector Let vars held in arrays
-        self._lane_scalar: set[int] = set()   # vector vars that are scalars inside a lane lambda
         self.kernel: KernelPlan | None = None
         self._barriers: Counter = Counter()   # id(stmt) -> __syncthreads() before it, in this kernel
         self._slices: dict[int, str] = {}     # id(buffer) -> offset of this thread's slice
@@ -224,19 +194,10 @@ class CudaEmitter(Functor):
         self.lines.append("  " * self.indent + line)
 
     # -- types --------------------------------------------------------------------
-    def lowp(self, dt: Dtype):
-        info = LOWP_INFO[dt.element.scalar_name]
-        self.helpers.need(info[0])
-        if info[2]:
-            if info[2] == "cuda_fp8.h":
-                self.helpers.header("cuda_fp16.h")
-            self.helpers.header(info[2])
-        return info
-
     def storage_type(self, dt: Dtype) -> str:
         """The C type of an element of a buffer of ``dt``, with what it needs declared."""
         if dt.element.is_lowp_float:
-            self.lowp(dt)
+            self.helpers.lowp(dt)
         if dt.is_vector:
             vt = vector_type(dt)
             if vt.builtin:
@@ -245,55 +206,24 @@ class CudaEmitter(Functor):
                 self.helpers.define(vt.name, vt.definition)
         return storage_type(dt)
 
-    # -- literals -----------------------------------------------------------------
-    def int_lit(self, value: int, dt: Dtype) -> str:
-        dt = dt.element
-        if dt.is_bool:
-            return "true" if value else "false"
-        ct = c_type(dt)
-        if dt.is_uint:
-            suf = "ull" if dt.bits == 64 else "u"
-            s = f"{value}{suf}"
-            return s if dt.bits >= 32 else f"(({ct}){s})"
-        suf = "LL" if dt.bits == 64 else ""
-        if value == dt.min_value():
-            s = f"(-{-value - 1}{suf} - 1)"
-        elif value < 0:
-            s = f"({value}{suf})"
-        else:
-            s = f"{value}{suf}"
-        return s if dt.bits >= 32 else f"(({ct}){s})"
-
-    def float_lit(self, value: float, dt: Dtype) -> str:
-        dt = dt.element
-        if dt.is_lowp_float:
-            value = _round_to(value, dt)
-        dbl = dt.kind == "float" and dt.bits == 64
-        if math.isnan(value):
-            return "__longlong_as_double(0x7ff8000000000000LL)" if dbl else "__int_as_float(0x7fc00000)"
-        if math.isinf(value):
-            if dbl:
-                return f"__longlong_as_double({'(long long)0xfff0000000000000ULL' if value < 0 else '0x7ff0000000000000LL'})"
-            return f"__int_as_float({'(int)0xff800000u' if value < 0 else '0x7f800000'})"
-        if dbl:
-            s = repr(float(value))
-        else:
-            s = repr(float(np.float32(value)))
-        if "e" not in s and "." not in s and "inf" not in s:
-            s += ".0"
-        s = s + ("" if dbl else "f")
-        return f"({s})" if s.startswith("-") else s
-
     # ==============================================================================
     # expressions
     # ==============================================================================
-    def expr(self, e: Expr, lane: str | None = None, idx: bool = False) -> str:
-        """C text of ``e`` in its compute type; ``lane`` selects one lane of a vector
-        expression; ``idx`` marks index arithmetic (plain C, no wrapping helpers)."""
-        if lane is None and isinstance(e, Expr) and e.dtype.is_vector:   # other objects: generic
-            raise BuildError(f"vector expression `{e}` ({e.dtype}) outside a vector store; "
-                             "vector values must be stored lane by lane")
-        return self.visit(e, lane, idx)
+    def expr(self, e: Expr, idx: bool = False) -> str:
+        """C text of the scalar ``e`` in its compute type; ``idx`` marks index arithmetic
+        (plain C, no wrapping helpers)."""
+        if isinstance(e, Expr) and e.dtype.is_vector:   # other objects: generic
+            raise BuildError(f"vector expression `{e}` ({e.dtype}) outside a vector store or let; vector "
+                             "values are computed lane by lane (loopnest.legalize_vectors.scalarize_vectors)")
+        return self.visit(e, idx)
+
+    def lanes(self, e: Expr) -> str:
+        """The C initializer list of the lanes of the value of a vector store or let, a
+        ``make_vector`` (the ``scalarize_vectors`` pass)."""
+        if type(e) is not E.MakeVector:
+            raise BuildError(f"vector value `{e}` ({e.dtype}) reached the CUDA printer unscalarized; build "
+                             "through codegen.build or run loopnest.passes.legalize_for_target(nest, 'cuda') first")
+        return self.visit(e, False)
 
     def generic(self, node, *args):
         """Nodes the CUDA backend has no translation for (no ``visit_<Class>``): a BuildError.
@@ -305,59 +235,70 @@ class CudaEmitter(Functor):
         what = "statement" if isinstance(node, Stmt) else "expression"
         raise BuildError(f"the CUDA backend cannot emit the {what} {type(node).__name__}: `{node}`")
 
-    def visit_Var(self, e: Var, lane, idx):
-        n = self.var(e)
-        if e.dtype.is_vector and id(e) in self._vector_vars and id(e) not in self._lane_scalar:
-            return f"{n}[{lane}]"
-        return n
+    def visit_Var(self, e: Var, idx):
+        return self.var(e)
 
-    def visit_IntImm(self, e, lane, idx):
-        return self.int_lit(e.value, e.dtype)
+    def visit_IntImm(self, e, idx):
+        return int_literal(e.value, e.dtype)
 
-    def visit_FloatImm(self, e, lane, idx):
-        return self.float_lit(e.value, e.dtype)
+    def visit_FloatImm(self, e, idx):
+        return float_literal(e.value, e.dtype)
 
-    def visit_Ramp(self, e: E.Ramp, lane, idx):
-        b = self.expr(e.base, lane, idx)
-        s = self.expr(e.stride, lane, idx)
-        ct = compute_type(e.dtype)
-        return f"({b} + ({ct})({lane}) * {s})"
+    def visit_MakeVector(self, e: E.MakeVector, idx):
+        return "{" + ", ".join(self.expr(v, idx) for v in e.values) + "}"
 
-    def visit_Broadcast(self, e: E.Broadcast, lane, idx):
-        return self.expr(e.value, None, idx)
+    def visit_ExtractLane(self, e: E.ExtractLane, idx):
+        return self.lane(e.value, e.lane, idx)
 
-    def visit_Load(self, e: E.Load, lane, idx):
+    def lane(self, v: Expr, k: int, idx: bool = False) -> str:
+        """Lane ``k`` of the vector ``v``: of a ramp, a broadcast or a make_vector; an element
+        of a vector ``let`` array; a lane of a vector load (:meth:`_lane_load`)."""
+        t = type(v)
+        if t is E.Ramp:
+            return f"({self.expr(v.base, idx)} + ({compute_type(v.dtype)})({k}) * {self.expr(v.stride, idx)})"
+        if t is E.Broadcast:
+            return self.expr(v.value, idx)
+        if t is E.MakeVector:
+            return self.expr(v.values[k], idx)
+        if t is Var:
+            return f"{self.var(v)}[{k}]"
+        if t is E.Load:
+            return self._lane_load(v, k)
+        raise BuildError(f"lane {k} of `{v}` ({v.dtype}): the CUDA printer takes lanes of ramps, broadcasts, "
+                         "make_vector, vector let variables and loads only (loopnest.legalize_vectors.scalarize_vectors)")
+
+    def visit_Load(self, e: E.Load, idx):
         if len(e.indices) > 1:
             raise BuildError(f"load of {e.buffer.name} has {len(e.indices)} indices: the CUDA backend "
                              "takes a prepared nest (nest.prepare_for_codegen())")
         dt = e.buffer.dtype
-        if dt.is_vector or id(e) in self._hoisted:
-            return self._lane_load(e, lane)
-        ix = self.expr(self._private_index(e.buffer, e.indices[0]), lane, True) if e.indices else "0"
+        ix = self.expr(self._private_index(e.buffer, e.indices[0]), True) if e.indices else "0"
         ref = self.elem(e.buffer, ix)
         if dt.is_lowp_float:
-            info = self.lowp(dt)
+            info = self.helpers.lowp(dt)
             return f"{info[0]}_ld({ref})"
         return ref
 
-    def _lane_load(self, e: E.Load, lane: str) -> str:
-        """Lane ``lane`` of a load read whole before the lanes (``self._hoisted``) or of a
-        load from a buffer of vector elements (one lane of the element it falls in)."""
+    def _lane_load(self, e: E.Load, k: int) -> str:
+        """Lane ``k`` of a vector load: of the array it was read whole into before the lanes
+        (``self._hoisted``), of the element of a buffer of vector elements it falls in, or
+        the scalar at lane ``k`` of the index."""
         dt = e.buffer.dtype
-        self.helpers.need("tc_lanes")
         lane_t = c_type(dt)
         arr = self._hoisted.get(id(e))
+        index = self._private_index(e.buffer, e.indices[0]) if e.indices else IntImm(0)
+        if arr is not None or dt.is_vector:
+            self.helpers.need("tc_lanes")
         if arr is not None:
-            ref = f"tc_get<{lane_t}>({arr}, {lane})"
+            ref = f"tc_get<{lane_t}>({arr}, {k})"
+        elif not dt.is_vector:
+            ref = self.elem(e.buffer, self.lane(index, k, True))
+        elif index.dtype.is_vector:   # lane k // L of the index, lane k % L of that element
+            ref = f"tc_get<{lane_t}>({self.elem(e.buffer, self.lane(index, k // dt.lanes, True))}, {k % dt.lanes})"
         else:
-            index = self._private_index(e.buffer, e.indices[0])
-            if index.dtype.is_vector:   # element lane / L, its lane lane % L
-                ix, sub = self.expr(index, f"({lane}) / {dt.lanes}", True), f"({lane}) % {dt.lanes}"
-            else:
-                ix, sub = self.expr(index, None, True), lane
-            ref = f"tc_get<{lane_t}>({self.elem(e.buffer, ix)}, {sub})"
+            ref = f"tc_get<{lane_t}>({self.elem(e.buffer, self.expr(index, True))}, {k})"
         if dt.is_lowp_float:
-            return f"{self.lowp(dt)[0]}_ld({ref})"
+            return f"{self.helpers.lowp(dt)[0]}_ld({ref})"
         return ref
 
     def _chunk_ref(self, w, j: int, write: bool) -> str:
@@ -365,8 +306,8 @@ class CudaEmitter(Functor):
         vt = self.storage_type(w.buffer.dtype.with_lanes(w.vtype.lanes))
         if w.element_buffer:
             index = self._private_index(w.buffer, w.index)
-            return self.elem(w.buffer, self.expr(index, str(j) if index.dtype.is_vector else None, True))
-        start = self.expr(w.base, None, True) + (f" + {j * w.vtype.lanes}" if j else "")
+            return self.elem(w.buffer, self.lane(index, j, True) if index.dtype.is_vector else self.expr(index, True))
+        start = self.expr(w.base, True) + (f" + {j * w.vtype.lanes}" if j else "")
         return f"*reinterpret_cast<{'' if write else 'const '}{vt}*>(&{self.elem(w.buffer, start)})"
 
     def _hoist_loads(self, s: Stmt) -> None:
@@ -379,135 +320,87 @@ class CudaEmitter(Functor):
             for i in load_ids:
                 self._hoisted[i] = t
 
-    def visit_Let(self, e: E.Let, lane, idx):
+    def visit_Let(self, e: E.Let, idx):
         ct = compute_type(e.value.dtype)
-        val = self.expr(e.value, lane if e.value.dtype.is_vector else None, idx)
+        val = self.expr(e.value, idx)
         name = self.var(e.var)
-        scal = e.var.dtype.is_vector
-        if scal:
-            self._lane_scalar.add(id(e.var))
-        try:
-            body = self.expr(e.body, lane, idx)
-        finally:
-            if scal:
-                self._lane_scalar.discard(id(e.var))
+        body = self.expr(e.body, idx)
         rt = compute_type(e.dtype)
         return f"([&]() -> {rt} {{ const {ct} {name} = {val}; return {body}; }}())"
 
-    def visit_Cast(self, e: E.Cast, lane, idx):
-        src, dst = e.value.dtype.element, e.dtype.element
-        x = self.expr(e.value, lane, idx)
-        return self.cast(x, src, dst)
+    def visit_Cast(self, e: E.Cast, idx):
+        return cast_text(self.helpers, self.expr(e.value, idx), e.value.dtype.element, e.dtype.element)
 
-    def cast(self, x: str, src: Dtype, dst: Dtype) -> str:
-        """Convert the C value ``x`` (compute type of ``src``) to ``dst``'s compute type."""
-        if src == dst:
-            return x
-        if dst.is_bool:
-            return f"({x} != 0)"
-        if dst.is_lowp_float:
-            k = self.lowp(dst)[1]
-            if src.is_lowp_float or (src.kind == "float" and src.bits == 32):
-                return f"tc_rnd_{k}({x})"
-            if src.kind == "float" and src.bits == 64:
-                return f"tc_rndd_{k}({x})"
-            if src.is_bool or (src.is_integer and src.bits < 64):
-                return f"tc_rndd_{k}((double)({x}))"
-            if src.is_int:
-                return f"tc_rndll_{k}({x})"
-            return f"tc_rndull_{k}({x})"
-        ct = compute_type(dst)
-        if src.is_lowp_float and ct == "float":   # the float holding the value already
-            return x
-        if dst.is_float:  # float32 / float64 from anything
-            return f"(({ct})({x}))"
-        # integer destination
-        if src.is_float:
-            self.helpers.need("tc_f2i")
-            ft = "double" if (src.kind == "float" and src.bits == 64) else "float"
-            if dst.is_int:
-                lo, hi = -(2 ** (dst.bits - 1)), 2 ** (dst.bits - 1)
-            else:
-                lo, hi = 0, 2 ** dst.bits
-            fl = (lambda v: f"{float(v)!r}" + ("" if ft == "double" else "f"))
-            return (f"tc_f2i<{ct}, {ft}>({x}, {fl(lo)}, {fl(hi)}, {self.int_lit(dst.min_value(), dst)}, "
-                    f"{self.int_lit(dst.max_value(), dst)})")
-        return f"(({ct})({x}))"
+    def visit_Call(self, e: E.Call, idx):
+        return call_text(self.helpers, e, [self.expr(a, idx) for a in e.args], self.fast_math)
 
     # -- binary operators: the operands' dtype picks the C form ------------------------------
-    def _operands(self, e, lane, idx) -> tuple[Dtype, str, str]:
-        return e.a.dtype.element, self.expr(e.a, lane, idx), self.expr(e.b, lane, idx)
-
-    @staticmethod
-    def _refuse_low_precision(what: str, dt: Dtype) -> None:
-        if dt.is_lowp_float:
-            raise BuildError(f"{what} on {dt} reached the CUDA printer: low-precision arithmetic is computed in "
-                             "float32 by the lower_low_precision pass; build through codegen.build or run "
-                             "loopnest.passes.legalize_for_target(nest, 'cuda') first")
+    def _operands(self, e, idx) -> tuple[Dtype, str, str]:
+        return e.a.dtype.element, self.expr(e.a, idx), self.expr(e.b, idx)
 
     @staticmethod
     def _refuse_bool(e, dt: Dtype) -> None:
         if dt.is_bool:
             raise BuildError(f"{type(e).__name__} on bool operands is not supported (`{e}`)")
 
-    def _compare(self, e, lane, idx):
-        _, a, b = self._operands(e, lane, idx)
+    def _compare(self, e, idx):
+        _, a, b = self._operands(e, idx)
         return f"({a} {_CMP[type(e)]} {b})"
 
     visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _compare
 
-    def visit_And(self, e, lane, idx):
-        _, a, b = self._operands(e, lane, idx)
+    def visit_And(self, e, idx):
+        _, a, b = self._operands(e, idx)
         return f"({a} && {b})"
 
-    def visit_Or(self, e, lane, idx):
-        _, a, b = self._operands(e, lane, idx)
+    def visit_Or(self, e, idx):
+        _, a, b = self._operands(e, idx)
         return f"({a} || {b})"
 
-    def _add_sub_mul(self, e, lane, idx):
-        dt, a, b = self._operands(e, lane, idx)
+    def _add_sub_mul(self, e, idx):
+        dt, a, b = self._operands(e, idx)
         op = _ARITH[type(e)]
         self._refuse_bool(e, dt)
         if dt.is_float:
-            self._refuse_low_precision(type(e).__name__, dt)
+            refuse_low_precision(type(e).__name__, dt)
             return f"({a} {op} {b})"
-        if idx or (dt.is_uint and not _is_narrow(dt)):
+        if idx or (dt.is_uint and not is_narrow(dt)):
             return f"({a} {op} {b})"
         self.helpers.need("tc_wrap")
-        return f"{_WRAP_FN[type(e)]}<{compute_type(dt)}, {_unsigned_of(dt)}>({a}, {b})"
+        return f"{_WRAP_FN[type(e)]}<{compute_type(dt)}, {unsigned_of(dt)}>({a}, {b})"
 
     visit_Add = visit_Sub = visit_Mul = _add_sub_mul
 
-    def _div_mod(self, e, lane, idx):
-        dt, a, b = self._operands(e, lane, idx)
+    def _div_mod(self, e, idx):
+        dt, a, b = self._operands(e, idx)
         div = type(e) is E.Div
         self._refuse_bool(e, dt)
         if dt.is_float:
             if not div:
                 raise BuildError(f"Mod is not defined on {dt} (`{e}`)")
-            self._refuse_low_precision("Div", dt)
+            refuse_low_precision("Div", dt)
             return f"({a} / {b})"
-        ct, narrow = compute_type(dt), _is_narrow(dt)
+        ct, narrow = compute_type(dt), is_narrow(dt)
         if idx or dt.is_uint or narrow:
             r = f"({a} {'/' if div else '%'} {b})"
             return f"(({ct}){r})" if narrow else r
         self.helpers.need("tc_div")
-        return f"tc_div<{ct}, {_unsigned_of(dt)}>({a}, {b})" if div else f"tc_mod<{ct}>({a}, {b})"
+        return f"tc_div<{ct}, {unsigned_of(dt)}>({a}, {b})" if div else f"tc_mod<{ct}>({a}, {b})"
 
     visit_Div = visit_Mod = _div_mod
 
-    def _floor_div_mod(self, e, lane, idx):
-        dt, a, b = self._operands(e, lane, idx)
+    def _floor_div_mod(self, e, idx):
+        dt, a, b = self._operands(e, idx)
         div = type(e) is E.FloorDiv
         self._refuse_bool(e, dt)
         ct = compute_type(dt)
         if dt.is_float:
-            self._refuse_low_precision(type(e).__name__, dt)
+            refuse_low_precision(type(e).__name__, dt)
             if div:
                 return f"{'floor' if ct == 'double' else 'floorf'}({a} / {b})"
             self.helpers.need("tc_floormodf")
             return f"tc_floormodf({a}, {b})"
-        op, narrow = "/" if div else "%", _is_narrow(dt)
+        op, narrow = "/" if div else "%", is_narrow(dt)
         k = fold_int(e.b)
         if idx and k is not None and k > 0 and nonneg(e.a, self.plan.nonneg_vars):
             return f"({a} {op} {b})"   # same as floor division for a >= 0, b > 0
@@ -522,8 +415,8 @@ class CudaEmitter(Functor):
 
     visit_FloorDiv = visit_FloorMod = _floor_div_mod
 
-    def _min_max(self, e, lane, idx):
-        dt, a, b = self._operands(e, lane, idx)
+    def _min_max(self, e, idx):
+        dt, a, b = self._operands(e, idx)
         which = "min" if type(e) is E.Min else "max"
         if dt.is_bool:
             return f"({a} {'&&' if which == 'min' else '||'} {b})"
@@ -534,79 +427,14 @@ class CudaEmitter(Functor):
 
     visit_Min = visit_Max = _min_max
 
-    def visit_Not(self, e, lane, idx):
-        return f"(!{self.expr(e.a, lane, idx)})"
+    def visit_Not(self, e, idx):
+        return f"(!{self.expr(e.a, idx)})"
 
-    def visit_Select(self, e, lane, idx):
-        c = self.expr(e.cond, lane if e.cond.dtype.is_vector else None, idx)
-        return f"({c} ? {self.expr(e.t, lane, idx)} : {self.expr(e.f, lane, idx)})"
+    def visit_Select(self, e, idx):
+        c = self.expr(e.cond, idx)
+        return f"({c} ? {self.expr(e.t, idx)} : {self.expr(e.f, idx)})"
 
     visit_IfThenElse = visit_Select
-
-    def visit_Call(self, e: E.Call, lane, idx):
-        args = [self.expr(a, lane, idx) for a in e.args]
-        adt = e.args[0].dtype.element if e.args else e.dtype.element
-        name = e.name
-        if name == "bitcast":
-            return self._bitcast(args[0], adt, e.dtype.element)
-        if name in BIT_CALLS:
-            return self._bit_op(name, adt, args)
-        if name == "isnan":
-            if not adt.is_float:
-                return "false"
-            return f"isnan({args[0]})"
-        if name == "abs" and adt.is_integer:
-            if adt.is_uint:
-                return args[0]
-            if _is_narrow(adt):
-                return f"(({c_type(adt)})({args[0]} < 0 ? -({args[0]}) : ({args[0]})))"
-            self.helpers.need("tc_abs")
-            return f"tc_abs<{c_type(adt)}, {_unsigned_of(adt)}>({args[0]})"
-        self._refuse_low_precision(f"the intrinsic {name}", adt)
-        if name == "sigmoid":
-            self.helpers.need("tc_sigmoid")
-            dbl = adt.kind == "float" and adt.bits == 64
-            fn = "tc_sigmoid_fast" if (self.fast_math and not dbl) else "tc_sigmoid"
-            r = f"{fn}({args[0]})"
-        elif name in _MATH:
-            if not adt.is_float:
-                raise BuildError(f"{name} needs a float argument, got {adt} (`{e}`)")
-            f32, f64, fast = _MATH[name]
-            dbl = adt.kind == "float" and adt.bits == 64
-            fn = f64 if dbl else (fast if self.fast_math else f32)
-            r = f"{fn}({', '.join(args)})"
-        else:
-            raise BuildError(f"the CUDA backend has no translation for the intrinsic {name!r}")
-        return r
-
-    def _bit_op(self, name: str, dt: Dtype, args: list[str]) -> str:
-        """Integer bit operations; the shift amount is already in [0, bits) (the pass
-        ``mask_shift_amounts``). A left shift is done on the unsigned type (a signed one
-        overflowing is undefined in C); ``>>`` of a signed value is arithmetic (in nvcc and
-        g++, as C++20 requires)."""
-        ct = compute_type(dt)
-        if name == "bitwise_not":
-            r = f"(~{args[0]})"
-        elif name == "shift_left":
-            r = f"(({_unsigned_of(dt)}){args[0]} << {args[1]})"
-        else:
-            r = f"({args[0]} {_BIT_C[name]} {args[1]})"
-        if _is_narrow(dt) or name == "shift_left":   # narrow operands are promoted to int
-            return f"(({ct}){r})"
-        return r
-
-    def _bitcast(self, x: str, src: Dtype, dst: Dtype) -> str:
-        """``x``'s bits as ``dst``; float16 / bfloat16 go through their storage type."""
-        self.helpers.need("tc_bitcast")
-        if src.is_lowp_float:
-            info = self.lowp(src)
-            x, src_t = f"{info[0]}_st({x})", info[3]
-        else:
-            src_t = c_type(src)
-        if dst.is_lowp_float:
-            info = self.lowp(dst)
-            return f"{info[0]}_ld(tc_bitcast<{info[3]}, {src_t}>({x}))"
-        return f"tc_bitcast<{c_type(dst)}, {src_t}>({x})"
 
     # ==============================================================================
     # statements
@@ -663,12 +491,8 @@ class CudaEmitter(Functor):
         self.emit("{")
         self.indent += 1
         if s.var.dtype.is_vector:
-            lanes = s.var.dtype.lanes
-            self._vector_vars.add(id(s.var))
             self._hoist_loads(s)
-            self.emit(f"{ct} {n}[{lanes}];")
-            self.emit("#pragma unroll")
-            self.emit(f"for (int tc_l = 0; tc_l < {lanes}; ++tc_l) {n}[tc_l] = {self.expr(s.value, 'tc_l')};")
+            self.emit(f"{ct} {n}[{s.var.dtype.lanes}] = {self.lanes(s.value)};")
             self._hoisted.clear()
         else:
             self.emit(f"const {ct} {n} = {self.expr(s.value)};")
@@ -713,7 +537,7 @@ class CudaEmitter(Functor):
     def _store_value(self, buf, value: str) -> str:
         dt = buf.dtype
         if dt.is_lowp_float:
-            return f"{self.lowp(dt)[0]}_st({value})"
+            return f"{self.helpers.lowp(dt)[0]}_st({value})"
         return value
 
     def visit_Store(self, s: Store):
@@ -727,7 +551,7 @@ class CudaEmitter(Functor):
             self.emit(f"if ({guard}) {{")
             self.indent += 1
         if lanes == 1:
-            self.emit(f"{self.elem(s.buffer, self.expr(index, None, True))} = "
+            self.emit(f"{self.elem(s.buffer, self.expr(index, True))} = "
                       f"{self._store_value(s.buffer, self.expr(s.value))};")
         else:
             # vector store: every lane is computed before any is written
@@ -736,18 +560,15 @@ class CudaEmitter(Functor):
             self.indent += 1
             t = self.tmp("v")
             self._hoist_loads(s)
-            self.emit(f"{ct} {t}[{lanes}];")
-            self.emit("#pragma unroll")
-            self.emit(f"for (int tc_l = 0; tc_l < {lanes}; ++tc_l) {t}[tc_l] = {self.expr(s.value, 'tc_l')};")
+            self.emit(f"{ct} {t}[{lanes}] = {self.lanes(s.value)};")
             self._hoisted.clear()
             w = self.plan.wide_stores.get(id(s))
             if w is not None:
                 self._wide_store(w, t, lanes)
             else:
-                ix = self.expr(index, "tc_l" if index.dtype.is_vector else None, True)
-                self.emit("#pragma unroll")
-                self.emit(f"for (int tc_l = 0; tc_l < {lanes}; ++tc_l) {self.elem(s.buffer, ix)} = "
-                          f"{self._store_value(s.buffer, f'{t}[tc_l]')};")
+                for k in range(lanes):
+                    ix = self.lane(index, k, True) if index.dtype.is_vector else self.expr(index, True)
+                    self.emit(f"{self.elem(s.buffer, ix)} = {self._store_value(s.buffer, f'{t}[{k}]')};")
             self.indent -= 1
             self.emit("}")
         if guard:
@@ -774,7 +595,7 @@ class CudaEmitter(Functor):
             return
         if s.kind in (ForKind.UNROLLED, ForKind.VECTORIZED):
             self.emit("#pragma unroll")
-        start, stop = self.expr(s.start, None, True), self.expr(s.stop, None, True)
+        start, stop = self.expr(s.start, True), self.expr(s.stop, True)
         self.emit(f"for ({vt} {v} = {start}; {v} < {stop}; ++{v}) {{")
         self.indent += 1
         self.visit(s.body)
@@ -787,7 +608,7 @@ class CudaEmitter(Functor):
         v = self.var(s.var)
         vt = compute_type(s.var.dtype)
         zero = isinstance(s.start, IntImm) and s.start.value == 0
-        return f"const {vt} {v} = ({vt}){index}" + ("" if zero else f" + {self.expr(s.start, None, True)}") + ";"
+        return f"const {vt} {v} = ({vt}){index}" + ("" if zero else f" + {self.expr(s.start, True)}") + ";"
 
     def _thread_loop(self, s: For):
         vt = compute_type(s.var.dtype)
@@ -796,7 +617,7 @@ class CudaEmitter(Functor):
         self.emit(self._bound_var_line(s, f"threadIdx.{AXES[s.axis]}"))
         guard = id(s) in self.kernel.guarded
         if guard:
-            self.emit(f"if (({vt})threadIdx.{AXES[s.axis]} < {self.expr(extent(s), None, True)}) {{")
+            self.emit(f"if (({vt})threadIdx.{AXES[s.axis]} < {self.expr(extent(s), True)}) {{")
             self.indent += 1
         self.visit(s.body)
         if guard:
@@ -853,13 +674,6 @@ class CudaEmitter(Functor):
         head = ["// CUDA C generated by codegen.cuda from a prepared loop nest", ""]
         src = "\n".join(head) + self.helpers.source() + "\n".join(self.lines)
         return CudaModuleSpec(src.rstrip() + "\n", kernels, list(self.plan.scratch), self.helpers.headers, self.plan)
-
-
-def _round_to(value: float, dt: Dtype) -> float:
-    """``value`` rounded to the low-precision format ``dt`` (as te.lowprec does)."""
-    if math.isnan(value) or math.isinf(value):
-        return value
-    return float(np.asarray(convert(np.array([value], np.float64), "float64", dt.scalar_name), dtype=np.float64)[0])
 
 
 def emit_cuda(nest, params: Sequence[Param], name: str, *, fast_math: bool = False, **options) -> CudaModuleSpec:

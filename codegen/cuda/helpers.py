@@ -245,6 +245,25 @@ class HelperSet:
             self._names.append(name)
         return name
 
+    def lowp(self, dt) -> tuple[str, str, str | None, str]:
+        """Request what the low-precision float dtype ``dt`` (or a vector of it) needs -- its
+        load/store helpers and header -- and return its ``LOWP_INFO`` entry.
+
+        >>> from te.dtypes import as_dtype
+        >>> h = HelperSet()
+        >>> h.lowp(as_dtype("float16x2"))
+        ('tc_f16', 'f16', 'cuda_fp16.h', '__half')
+        >>> h.headers
+        ['cuda_fp16.h']
+        """
+        info = LOWP_INFO[dt.element.scalar_name]
+        self.need(info[0])
+        if info[2]:
+            if info[2] == "cuda_fp8.h":
+                self.header("cuda_fp16.h")
+            self.header(info[2])
+        return info
+
     def define(self, name: str, source: str) -> str:
         """Request a generated definition (a vector struct type): ``source`` is emitted once,
         after the headers and before the helpers; returns ``name``.

@@ -336,7 +336,7 @@ def test_compute_at_inside_thread_loop_and_vector_stores():
     k = build(nest, [A, C], target="cuda")
     # B is stored at the thread loop: one row per thread, in the thread's local memory
     assert k.module.scratch == [] and "float b_B[16];" in k.source
-    assert "float tc_v1[4];" in k.source                     # lanes computed, then stored
+    assert "float tc_v1[4] = {" in k.source                  # lanes computed, then stored
     a = np.random.default_rng(0).random((70, 16)).astype(np.float32)
     c = np.zeros_like(a)
     _check_on_ireval_and_host(nest, [A, C], k, a, c, a * 2 + a * a * 2, rtol=1e-6)
