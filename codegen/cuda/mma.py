@@ -44,7 +44,8 @@ from te.layout import Layout
 
 __all__ = ["Fragment", "MmaSpec", "MMA_SPECS", "mma_spec", "ptx_fragment_coord", "round_operand",
            "scatter", "gather", "warp_mma", "mma_fragments", "ldmatrix", "ldmatrix_result_layout",
-           "ldmatrix_row_address", "LDMATRIX_OPERANDS", "WARP"]
+           "ldmatrix_row_address", "LDMATRIX_OPERANDS", "WARP", "Swizzle",
+           "ldmatrix_wavefronts"]
 
 WARP = 32
 
@@ -392,3 +393,48 @@ def ldmatrix_row_address(operand: str, ld: int) -> Layout:
                          "are 16-byte aligned")
     _, _, shape, steps = LDMATRIX_OPERANDS[operand]
     return Layout(shape, tuple(r * ld + c for r, c in steps))
+
+
+@dataclass(frozen=True)
+class Swizzle:
+    """CuTe's ``Swizzle<bits, base, shift>`` on element offsets: the ``bits`` bits above
+    ``base + shift`` are XORed into the ``bits`` bits above ``base``.
+
+    ``Swizzle(3, 3, 3)`` on 16-bit elements of 64-element (128-byte) rows permutes each row's
+    eight 16-byte chunks by the row index mod 8, so the eight rows of an ldmatrix phase fall
+    into distinct banks (see :func:`ldmatrix_wavefronts`). It keeps each 8-element chunk
+    contiguous, so a swizzled row address is the swizzle of the unswizzled one.
+
+    >>> sw = Swizzle(3, 3, 3)
+    >>> [sw(64 * r) for r in range(4)], sw(64 * 9 + 8 * 2 + 5)    # row 9: chunk 2 -> 2 ^ 1
+    ([0, 72, 144, 216], 605)
+    """
+    bits: int
+    base: int
+    shift: int
+
+    def __call__(self, offset: int) -> int:
+        """The swizzled offset."""
+        mask = ((1 << self.bits) - 1) << (self.base + self.shift)
+        return offset ^ ((offset & mask) >> self.shift)
+
+
+def ldmatrix_wavefronts(row_address: Sequence[int], num: int, element_bytes: int = 2) -> int:
+    """Shared-memory wavefronts of one ``ldmatrix.x{num}``: each matrix (8 rows of 16 bytes,
+    one per lane ``8*j .. 8*j+7``) is one phase over the 32 four-byte banks, and a phase takes
+    as many wavefronts as the most distinct rows that share a bank. ``num`` is conflict-free.
+
+    >>> ldmatrix_wavefronts([24 * (l % 16) for l in range(32)], 4)    # rows of 48 bytes
+    4
+    >>> ldmatrix_wavefronts([64 * (l % 16) for l in range(32)], 4)    # rows of 128 bytes
+    32
+    """
+    total = 0
+    for j in range(num):
+        rows = {int(row_address[8 * j + i]) * element_bytes for i in range(8)}
+        per_group: Dict[int, int] = {}
+        for byte in rows:
+            group = (byte // 16) % 8          # the four banks that a 16-byte row occupies
+            per_group[group] = per_group.get(group, 0) + 1
+        total += max(per_group.values())
+    return total

@@ -24,7 +24,7 @@ from te.layout import Layout, flatten
 
 from .mma import Fragment, ldmatrix_row_address, mma_spec, LDMATRIX_OPERANDS, WARP
 
-__all__ = ["layout_c_expr", "split_rows_cols", "warp_tile_source", "kernel_name"]
+__all__ = ["layout_c_expr", "split_rows_cols", "warp_tile_source", "kernel_name", "conflict_free_ld"]
 
 
 def layout_c_expr(layout: Layout, var: str) -> str:
@@ -86,10 +86,18 @@ def split_rows_cols(frag: Fragment) -> Tuple[Layout, Layout]:
     return rows, cols
 
 
-def _c_index(frag: Fragment, v: int, ld: int, lane: str = "lane") -> str:
+def _plus(expr: str, k: int) -> str:
+    return f"{expr} + {k}" if k else expr
+
+
+def _c_index(frag: Fragment, v: int, ld, lane: str = "lane", swap: bool = False) -> str:
+    """C index of value ``v`` of ``lane`` in a row-major tile (column-major when ``swap``)."""
     rows, cols = split_rows_cols(frag)
     r0, c0 = frag.coord(0, v)
-    return f"({layout_c_expr(rows, lane)} + {r0}) * {ld} + {layout_c_expr(cols, lane)} + {c0}"
+    r, c = _plus(layout_c_expr(rows, lane), r0), _plus(layout_c_expr(cols, lane), c0)
+    if swap:
+        r, c = c, r
+    return f"({r}) * {ld} + {c}"
 
 
 def kernel_name(dtype: str, b_storage: str) -> str:
@@ -133,14 +141,25 @@ def _mma_fn(spec, fn: str) -> str:
             f"               : {outs}\n               : {ins});\n}}\n")
 
 
-def warp_tile_source(dtype: str = "f16", b_storage: str = "B_kn", lda: int = 24, ldb: int = 0) -> str:
+def conflict_free_ld(cols: int) -> int:
+    """The smallest leading dimension (16-bit elements) >= ``cols`` whose rows are an odd number
+    of 16-byte chunks: the 8 rows of an ldmatrix phase then occupy 8 distinct bank groups.
+
+    >>> [conflict_free_ld(c) for c in (8, 16, 32)]
+    [8, 24, 40]
+    """
+    ld = -(-cols // 8) * 8
+    return ld if (ld // 8) % 2 else ld + 8
+
+
+def warp_tile_source(dtype: str = "f16", b_storage: str = "B_kn", lda: int = 0, ldb: int = 0) -> str:
     """CUDA C of a warp's ``D = A * B + C`` tile and of its one-warp test kernel.
 
     ``dtype`` is ``"f16"``/``"bf16"`` (m16n8k16, fragments loaded with ldmatrix) or ``"tf32"``
     (m16n8k8, K = 8, fragments loaded element by element from the layouts and rounded with
     ``cvt.rna.tf32.f32``). ``b_storage`` is how B lies in shared memory: ``"B_kn"`` (K x N
     row-major) or ``"B_nk"`` (N x K row-major). ``lda``/``ldb`` are the shared-memory leading
-    dimensions in elements (padded against bank conflicts; ``ldb=0`` picks 8 + the row length).
+    dimensions in elements (0: :func:`conflict_free_ld` of the row length).
 
     >>> src = warp_tile_source("tf32", "B_nk")
     >>> "cvt.rna.tf32.f32" in src and "m16n8k8.row.col.f32.tf32.tf32.f32" in src
@@ -156,7 +175,8 @@ def warp_tile_source(dtype: str = "f16", b_storage: str = "B_kn", lda: int = 24,
                          f"got {b_storage!r}")
     m, n, k = spec.m, spec.n, spec.k
     b_rows, b_cols = (k, n) if b_storage == "B_kn" else (n, k)
-    ldb = ldb or b_cols + 8
+    lda = lda or conflict_free_ld(k)
+    ldb = ldb or conflict_free_ld(b_cols)
     elem = "float" if dtype == "tf32" else "unsigned short"
     name = kernel_name(dtype, b_storage)
     fn = name[: -len("_kernel")]
@@ -172,12 +192,7 @@ def warp_tile_source(dtype: str = "f16", b_storage: str = "B_kn", lda: int = 24,
         for v in range(spec.a.values):
             body.append(f"  a[{v}] = to_tf32(sA[{_c_index(spec.a, v, lda)}]);")
         for v in range(spec.b.values):
-            if b_storage == "B_kn":
-                idx = _c_index(spec.b, v, ldb)
-            else:
-                rows, cols = split_rows_cols(spec.b)
-                r0, c0 = spec.b.coord(0, v)
-                idx = f"({layout_c_expr(cols, 'lane')} + {c0}) * {ldb} + {layout_c_expr(rows, 'lane')} + {r0}"
+            idx = _c_index(spec.b, v, ldb, swap=b_storage == "B_nk")
             body.append(f"  b[{v}] = to_tf32(sB[{idx}]);")
     else:
         for op, ld, reg in (("A", lda, "a"), (b_storage, ldb, "b")):

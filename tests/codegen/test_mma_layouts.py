@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from codegen.cuda import compile as cuda_compile, nvcc_available
-from codegen.cuda.mma import (MMA_SPECS, WARP, gather, ldmatrix, ldmatrix_result_layout,
-                              ldmatrix_row_address, mma_fragments, mma_spec, ptx_fragment_coord,
-                              round_operand, scatter, warp_mma)
+from codegen.cuda.mma import (MMA_SPECS, WARP, Swizzle, gather, ldmatrix, ldmatrix_result_layout,
+                              ldmatrix_row_address, ldmatrix_wavefronts, mma_fragments, mma_spec,
+                              ptx_fragment_coord, round_operand, scatter, warp_mma)
 from codegen.cuda.mma_source import kernel_name, layout_c_expr, split_rows_cols, warp_tile_source
 from te.layout import Layout
 from te.lowprec import round_to_tf32
@@ -309,10 +309,35 @@ def test_generated_ptx_has_ldmatrix_and_mma(arch):
 @requires_nvcc
 @pytest.mark.parametrize("dtype", ["f16", "bf16", "tf32"])
 @pytest.mark.parametrize("b_storage", ["B_kn", "B_nk"])
-def test_ptxas_compiles_the_tile_kernels_without_spills(dtype, b_storage):
-    reps = cuda_compile.ptxas_report(warp_tile_source(dtype, b_storage), ["sm_80", "sm_90"])
+def test_ptxas_compiles_the_tile_kernels_without_spills_for_sm80_sm90_sm90a(dtype, b_storage):
+    reps = cuda_compile.ptxas_report(warp_tile_source(dtype, b_storage), ["sm_80", "sm_90", "sm_90a"])
     for arch, rep in reps.items():
         info = rep["kernels"][kernel_name(dtype, b_storage)]
         assert info["spill_stores"] == 0 and info["spill_loads"] == 0, (arch, info)
         assert info["stack_bytes"] == 0, (arch, info)
         assert 0 < info["registers"] <= 64, (arch, info)
+
+
+@pytest.mark.parametrize("b_storage", ["B_kn", "B_nk"])
+def test_generated_ldmatrix_addresses_are_bank_conflict_free(b_storage):
+    src = warp_tile_source("f16", b_storage)
+    for reg, num in (("a", 4), ("b", 2)):
+        (expr,) = re.findall(rf"  ldmatrix_\w+\({reg}, s\w \+ (.*)\);", src)
+        addrs = [_eval_c(expr, lane=l) for l in range(WARP)]
+        assert ldmatrix_wavefronts(addrs, num) == num, (reg, expr)
+
+
+def test_swizzled_tile_keeps_the_fragments_and_removes_bank_conflicts():
+    spec, sw, ld = mma_spec("m16n8k16", "f16"), Swizzle(3, 3, 3), 64
+    A = (np.arange(16 * 64) + 1).astype(np.uint16).reshape(16, 64)   # 128-byte rows, no padding
+    plain = A.reshape(-1)
+    swizzled = np.zeros_like(plain)
+    swizzled[[sw(i) for i in range(plain.size)]] = plain
+    for k0 in range(0, 64, 16):
+        rows = [ldmatrix_row_address("A", ld)(l) + k0 for l in range(WARP)]
+        assert ldmatrix_wavefronts(rows, 4) == 32                    # 8-way conflicts
+        rows_sw = [sw(r) for r in rows]
+        assert ldmatrix_wavefronts(rows_sw, 4) == 4
+        regs = ldmatrix(swizzled, rows_sw, 4).reshape(WARP, 8)
+        np.testing.assert_array_equal(regs, scatter(spec.a, A[:, k0:k0 + 16]))
+        np.testing.assert_array_equal(regs, ldmatrix(plain, rows, 4).reshape(WARP, 8))
