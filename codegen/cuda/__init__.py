@@ -29,6 +29,10 @@ True
 * ``launch``: PyCUDA launches (imported lazily; calling without a GPU raises RuntimeError).
 * ``examples``: GPU schedules used by the tests and benchmarks.
 * ``emulate``: runs the generated CUDA C on CPU threads (g++), a testing aid without a GPU.
+* ``mma``: the warp matrix-multiply fragments of ``mma.sync`` (m16n8k16 float16 / bfloat16,
+  m16n8k8 tf32) and ``ldmatrix`` as CuTe thread-value layouts, with an exact CPU model of both;
+  ``mma_source``: a warp tile's CUDA C printed from those layouts (the building block of
+  tensor-core schedules; no transform emits it yet).
 
 Building needs neither a GPU nor PyCUDA.
 """
