@@ -216,22 +216,33 @@ def _np_up(f: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(f[o // 2] * 0.75 + f[far] * 0.25, 0, axis)
 
 
-def hand_pyramid(nest: LoopNest, spec: Spec, lanes: int = 8, min_parallel_rows: int = 16) -> None:
-    """The scaling of the input and the Laplacian's upsampling of each level inlined into
-    their consumers; every other stage computed over its whole level (root), with the rows of
-    its larger levels in parallel and its rows vectorized ``lanes`` wide."""
+def hand_pyramid(nest: LoopNest, spec: Spec, lanes: int | None = None,
+                 min_parallel_work: int = 1 << 20) -> None:
+    """The scaling of the input and the Laplacian's upsampling of each level (``ugx``, ``ug``)
+    and the output's vertical upsampling (``uo``) inlined into their consumers (``out``
+    then reads ``g<l+1>`` and ``uox<l>`` directly); every other stage computed over its whole
+    level, its rows in parallel where the level has at least ``min_parallel_work`` elements.
+
+    Only the rows that read contiguously are vectorized (``lanes`` wide, the target's
+    float32 lanes by default): the vertical downsamplings ``g<l>``. The other stages read
+    their rows at ``2x - 1 .. 2x + 2`` or ``x // 2`` with the edges clamped, and vectorizing
+    them by force makes gathers (four times slower than LLVM's own choice); computing the
+    stages of a level per strip of rows of its consumer measured slower too, at both sizes.
+    """
+    from loopnest import host_target
     from .kernels import _tensors, vectorize_innermost
+    lanes = lanes or host_target().lanes("float32")
     t = _tensors(nest)
     nest.compute_inline(t["g0"])
     for lv in range(PYRAMID_LEVELS):
-        nest.compute_inline(t[f"ug{lv}"])
-        nest.compute_inline(t[f"ugx{lv}"])
-        nest.compute_inline(t[f"uo{lv}"])
+        for name in ("ug", "ugx", "uo"):
+            nest.compute_inline(t[f"{name}{lv}"])
     kept = [f"{n}{lv}" for lv in range(1, PYRAMID_LEVELS + 1) for n in ("dx", "g")]
     kept += [f"{n}{lv}" for lv in range(PYRAMID_LEVELS - 1, -1, -1) for n in ("uox", "out")]
     for name in kept:
         tensor = t[name]
-        loops = nest.get_loops_for(tensor)
-        if isinstance(loops[0].extent, int) and loops[0].extent >= min_parallel_rows:
-            nest.parallelize(loops[0])
-        vectorize_innermost(nest, tensor, lanes)
+        h, w = tensor.shape
+        if h * w >= min_parallel_work:
+            nest.parallelize(nest.get_loops_for(tensor)[0])
+        if name.startswith("g"):
+            vectorize_innermost(nest, tensor, lanes)

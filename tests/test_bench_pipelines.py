@@ -14,12 +14,12 @@ LLVM_SIZES = {"stencil": [(16, 40), (13, 21), (1, 3)], "pyramid": [(32, 96), (64
 IREVAL_SIZES = {"stencil": [(5, 9)], "pyramid": [(32, 32)]}
 
 
-def _run(name, size, target, scheduled=True):
+def _run(name, size, target, scheduled=True, **params):
     w = WORKLOADS[name]
     spec = w.make(size)
     nest = LoopNest(spec.outputs)
     if scheduled:
-        w.hand_schedule(nest, spec)
+        w.hand_schedule(nest, spec, **params)
     kernel = build(nest, spec.args, target=target)
     outs = {k: np.full(s, np.nan, np.float32) for k, s in spec.out_shapes.items()}
     arrays = dict(spec.inputs, **outs)
@@ -33,8 +33,21 @@ def _run(name, size, target, scheduled=True):
 
 @pytest.mark.parametrize("name,size", [(n, s) for n, sizes in LLVM_SIZES.items() for s in sizes])
 def test_hand_schedule_matches_numpy_on_llvm(name, size):
-    nest = _run(name, size, "llvm")
+    # the pyramid's levels run in parallel from a million elements: a lower threshold here
+    params = {"min_parallel_work": 64} if name == "pyramid" else {}
+    nest = _run(name, size, "llvm", **params)
     assert any(lp.kind == "parallel" for lp in nest.get_all_loops()) or min(size) < 16
+
+
+def test_hand_pyramid_vectorizes_contiguous_rows_only():
+    spec = make_pyramid((64, 64))
+    nest = LoopNest(spec.outputs)
+    WORKLOADS["pyramid"].hand_schedule(nest, spec, lanes=8)
+    kept = [t for t in nest.tensors if not t.name.startswith(("ug", "uo")) and t.name != "g0"]     # inlined
+    kinds = {t.name: {lp.kind for lp in nest.get_loops_for(t)} for t in kept}
+    vectorized = {n for n, k in kinds.items() if "vectorized" in k}
+    assert vectorized == {"g1", "g2", "g3"}        # g4 and g5 are narrower than 8 lanes
+    assert not any("parallel" in k for k in kinds.values())     # levels of 4096 elements at most
 
 
 @pytest.mark.parametrize("name,size", [(n, s) for n, sizes in IREVAL_SIZES.items() for s in sizes])

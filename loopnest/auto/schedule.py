@@ -4,16 +4,19 @@ the target CPU, without search.
 For each tensor, producers before consumers:
 
 - **inline** an element-wise intermediate that is cheap, or read once by its only consumer;
-- **compute at** the consumer's row loop (a strip of rows for stencils) an intermediate
-  whose consumers all read it row by row (softmax's max, exponentials and sum; a blur's
-  horizontal pass), else compute it at the **root**;
+- **compute at** the consumer's row loop an intermediate whose consumers all read it row
+  by row (softmax's max, exponentials and sum), or at neighbouring rows (a blur's
+  horizontal pass, a stencil chain): then per strip of at least twice the rows the chain
+  recomputes around a strip (8 to ``MAX_STRIP_ROWS``); else compute it at the **root**;
 - **contractions** (matmul, convolution) get the register-blocked template with tiles sized
   for the vector registers of the target (``contraction_params``);
 - **reductions** accumulate through vector lanes (``rfactor``) when the reduction extent
   allows, their outer loop parallel;
 - **element-wise** tensors vectorize the contiguous innermost loop at the native width
   (tiles when a read is transposed), flatten small rows, and parallelize the outer loop
-  when there is enough work for the target's cores.
+  when there is enough work for the target's cores; a row that would be read by gathers
+  (a downsampling's ``2x + c``, an upsampling's ``x // 2``, clamped edges: ``gathers``) is
+  not vectorized by force but left to LLVM's cost model.
 
 A choice whose transforms are refused (``ScheduleError``, e.g. a vectorization of a
 symbolic extent) is undone and the next simpler choice is tried, down to leaving the
@@ -34,26 +37,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from te.expr import Add, IntImm, Sub, Var
+from te.expr import Add, IntImm, Sub, Var, substitute
 from te.extern import ExternTensor
 from te.functor import Functor
-from te.queries import loads, uses_var
+from te.queries import int_value, loads, uses_var
+from te.simplify import simplify
 from te.tensor import Tensor
 
 from ..errors import ScheduleError
+from ..queries import stmt_loads
 from ..target import Target, resolve_target
 from .templates import contraction, pack_candidate, several, reduction as plain_reduction, vector_reduction, vectorize_split
 from .classify import classify, const_extent, consumers_of, sliced_loop
 
-__all__ = ["auto_schedule", "AutoScheduleReport", "TensorChoice", "contraction_params", "register_tile",
-           "vector_lanes"]
+__all__ = ["auto_schedule", "AutoScheduleReport", "TensorChoice", "contraction_params", "gathers",
+           "register_tile", "vector_lanes"]
 
 #: iterations below which a loop nest is not worth running on several threads
 PARALLEL_MIN_WORK = 1 << 15
 #: rows per strip of a consumer that reads its producer at neighbouring rows (stencils)
 STRIP_ROWS = 8
+#: the most rows per strip: a strip is at least twice the rows the chain adds to it (its
+#: recomputed halo), so that at most a third of the rows computed are recomputed
+MAX_STRIP_ROWS = 32
 #: elements per parallel block of a one-dimensional element-wise loop
 BLOCK = 4096
+#: why a row whose reads gather is left to LLVM's own vectorizer
+_GATHER = "strided or clamped reads along the row would gather"
 #: transposed accesses: the tile edge (two tiles of float32 stay in L1)
 TILE = 32
 
@@ -220,6 +230,33 @@ def _row_reads(producer: Tensor, consumer: Tensor) -> list[int] | None:
     return offs
 
 
+def gathers(loop) -> bool:
+    """Whether vectorizing ``loop`` would gather: a load in its body whose last index uses the
+    loop's variable other than as ``var + c`` (a stride-2 downsampling, an upsampling's
+    ``var // 2``, an index clamped at the edges). LLVM's cost model decides for such loops.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (8, 16), "float32")
+    >>> nest = LoopNest([Compute("B", (8, 8), lambda y, x: A[y, x * 2] + A[y, x + 1])])
+    >>> gathers(nest.get_loops_for("B")[-1]), gathers(nest.get_loops_for("B")[0])
+    (True, False)
+    >>> F = Buffer("F", (128,), "float32")
+    >>> nest = LoopNest([Compute("C", (8, 16), lambda y, x: F[y * 16 + x] + F[y])])
+    >>> gathers(nest.get_loops_for("C")[-1])
+    False
+    """
+    var = loop.var
+    return any(ld.indices and _step(ld.indices[-1], var) not in (0, 1) for ld in stmt_loads(loop.stmt))
+
+
+def _step(index, var: Var) -> int | None:
+    """How much ``index`` grows when ``var`` grows by one, when that is a constant, else None."""
+    if not uses_var(index, var):
+        return 0
+    return int_value(simplify(substitute(index, {var: var + 1}) - index))
+
+
 def _outermost_several(loops: list):
     """The outermost of ``loops`` that may run more than once (the first one if none does)."""
     return next((lp for lp in loops if several(lp)), loops[0])
@@ -282,6 +319,7 @@ class _Planner:
         rows of a strip (1: row by row)."""
         group: list[Tensor] = []
         members = {out.name}
+        halo: dict[str, int] = {}      # rows of each member beyond a strip of ``out``
         rows = 1
         if len(out.args) < 2 and not out.is_reduction:
             return group, rows      # a row of a one-dimensional element-wise tensor is one element
@@ -296,10 +334,15 @@ class _Planner:
             offsets = [_row_reads(t, self.by_name[c]) for c in cons]
             if any(o is None for o in offsets):
                 continue
-            if any(o != 0 for offs in offsets for o in offs):
-                rows = STRIP_ROWS
+            spread = [halo.get(c, 0) + max(offs, default=0) - min(offs, default=0) for c, offs in zip(cons, offsets)]
+            halo[t.name] = max(spread)
             group.append(t)
             members.add(t.name)
+        most = max(halo.values(), default=0)
+        if most:
+            rows = STRIP_ROWS
+            while rows < 2 * most and rows < MAX_STRIP_ROWS:
+                rows *= 2
         return group, rows
 
     # -- the whole nest ------------------------------------------------------------------------
@@ -360,6 +403,8 @@ class _Planner:
         inner = loops[-1]
         if inner.var is anchor.var:
             return "", "its consumers read it row by row"
+        if gathers(inner):
+            return "not vectorized", f"its consumers read it row by row; {_GATHER}"
         w = vector_lanes(self.target, p.dtype, const_extent(inner.extent))
         if self.attempt(vectorize_split, self.nest, inner, w):
             return f"vectorized {w} wide", "its consumers read it row by row"
@@ -445,6 +490,8 @@ class _Planner:
             if self.attempt(tiled):
                 return (f"{TILE}x{TILE} tiles, vectorized {lanes} wide" + (", parallel" if par else ""),
                         "element-wise with a transposed read")
+        if gathers(loops[-1]):
+            return self.gathering(t, par, fused)
         inner = const_extent(loops[-1].extent)
         flat = False
         # small rows: one long loop instead (not where the body tests the indices: a padding copy)
@@ -471,6 +518,16 @@ class _Planner:
         if fused and par and self.attempt(nest.parallelize, nest.get_loops_for(t)[0]):
             parts.append("rows parallel")
         return ", ".join(parts) or "left as it is", "element-wise"
+
+    def gathering(self, t: Tensor, par: bool, fused: bool) -> tuple[str, str]:
+        """An element-wise ``t`` whose rows gather: not vectorized (nor flattened), rows
+        in parallel when there is enough work."""
+        nest = self.nest
+        parts = ["not vectorized"]
+        if par and self.attempt(nest.parallelize, nest.get_loops_for(t)[0] if fused else
+                                _outermost_several(nest.get_loops_for(t))):
+            parts.append("rows parallel" if fused else "outer loop parallel")
+        return ", ".join(parts), f"element-wise; {_GATHER}"
 
 
 def auto_schedule(nest, target=None) -> AutoScheduleReport:

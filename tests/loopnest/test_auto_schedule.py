@@ -5,6 +5,7 @@ import pytest
 
 from bench.kernels import (make_blur, make_conv2d, make_elementwise, make_layernorm, make_matmul, make_row_sum,
                            make_softmax, make_transpose)
+from bench.pipelines import STENCIL_HALO, make_pyramid, make_stencil
 from codegen import build
 from loopnest import LoopNest, ScheduleError, Target
 from loopnest.stmt import Block, For, Store
@@ -22,6 +23,8 @@ CASES = {
     "transpose": (make_transpose, (40, 36)),
     "elementwise": (make_elementwise, 1000),
     "blur": (make_blur, (12, 20)),
+    "stencil": (make_stencil, (40, 24)),     # more rows than one strip, and a strip cut short
+    "pyramid": (make_pyramid, (64, 96)),
 }
 
 
@@ -153,3 +156,28 @@ def test_build_with_schedule_auto_leaves_the_nest_alone():
     assert "partial results" in str(k2.auto_schedule_report)
     with pytest.raises(ValueError, match="schedule must be"):
         build(LoopNest(spec.outputs), spec.args, target="llvm", schedule="fast")
+
+
+def test_stencil_strips_are_twice_the_recomputed_halo():
+    spec = make_stencil((64, 32))
+    nest = LoopNest(spec.outputs)
+    report = nest.auto_schedule(AVX512)
+    assert STENCIL_HALO[0] == 16
+    assert str(report["S1"]).startswith("S1: computed at strips of 32 rows of S13, vectorized")
+    assert "read at neighbouring rows" in report["S12"].reason
+
+
+def test_pyramid_rows_that_gather_are_not_vectorized():
+    spec = make_pyramid((64, 96))
+    nest = LoopNest(spec.outputs)
+    report = nest.auto_schedule(AVX512)
+    # dx reads its rows at 2x - 1 .. 2x + 2 (edges clamped), uox and ugx at x // 2
+    for name in ("dx1", "uox0", "ugx0"):
+        assert report[name].choice.startswith("not vectorized"), report[name]
+        assert "would gather" in report[name].reason
+        assert "vectorized" not in {lp.kind for lp in nest.get_loops_for(name)}
+    # g reads dx at clamped rows but contiguously along them; out0 reads uox0 and ugx0 by rows
+    for name in ("g1", "out0"):
+        assert "vectorized 16 wide" in report[name].choice, report[name]
+        assert "vectorized" in {lp.kind for lp in nest.get_loops_for(name)}
+    _check(_run(nest, spec, "llvm"), spec)
