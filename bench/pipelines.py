@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from te import Buffer, Compute, float32, maximum, minimum
-from loopnest import LoopNest
+from loopnest import LoopNest, Target
+from loopnest.target import resolve_target
 
 # bench.kernels imports this module to list its workloads: its names are imported where
 # they are used, so either module may be imported first
@@ -100,11 +101,13 @@ def make_stencil(shape) -> Spec:
                 flops=STENCIL_STAGES * 5 * h * w, bytes=4 * ((h + hy) * (w + hx) + h * w), tol=1e-4)
 
 
-def hand_stencil(nest: LoopNest, spec: Spec, rows: int = 16, lanes: int = 8) -> None:
+def hand_stencil(nest: LoopNest, spec: Spec, rows: int = 16, target: Target | None = None) -> None:
     """Halide's schedule for a stencil chain: the input scaling inlined, every other stage
     computed per strip of ``rows`` output rows (each strip recomputes the halo rows it
-    needs, in strip-sized buffers per thread), strips in parallel, rows vectorized."""
+    needs, in strip-sized buffers per thread), strips in parallel, rows vectorized at the
+    float32 lanes of ``target`` (``None``: the host)."""
     from .kernels import _tensors, vectorize_innermost
+    lanes = resolve_target(target).lanes("float32")
     t = _tensors(nest)
     (out,) = spec.outputs
     nest.compute_inline(t["S0"])
@@ -216,22 +219,21 @@ def _np_up(f: np.ndarray, axis: int) -> np.ndarray:
     return np.moveaxis(f[o // 2] * 0.75 + f[far] * 0.25, 0, axis)
 
 
-def hand_pyramid(nest: LoopNest, spec: Spec, lanes: int | None = None,
+def hand_pyramid(nest: LoopNest, spec: Spec, target: Target | None = None,
                  min_parallel_work: int = 1 << 20) -> None:
     """The scaling of the input and the Laplacian's upsampling of each level (``ugx``, ``ug``)
     and the output's vertical upsampling (``uo``) inlined into their consumers (``out``
     then reads ``g<l+1>`` and ``uox<l>`` directly); every other stage computed over its whole
     level, its rows in parallel where the level has at least ``min_parallel_work`` elements.
 
-    Only the rows that read contiguously are vectorized (``lanes`` wide, the target's
-    float32 lanes by default): the vertical downsamplings ``g<l>``. The other stages read
+    Only the rows that read contiguously are vectorized (at the float32 lanes of ``target``,
+    ``None``: the host): the vertical downsamplings ``g<l>``. The other stages read
     their rows at ``2x - 1 .. 2x + 2`` or ``x // 2`` with the edges clamped, and vectorizing
     them by force makes gathers (four times slower than LLVM's own choice); computing the
     stages of a level per strip of rows of its consumer measured slower too, at both sizes.
     """
-    from loopnest import host_target
     from .kernels import _tensors, vectorize_innermost
-    lanes = lanes or host_target().lanes("float32")
+    lanes = resolve_target(target).lanes("float32")
     t = _tensors(nest)
     nest.compute_inline(t["g0"])
     for lv in range(PYRAMID_LEVELS):

@@ -8,7 +8,7 @@ from bench import bench_compile
 from bench.kernels import WORKLOADS
 from bench.pipelines import PYRAMID_LEVELS, STENCIL_HALO, STENCIL_STAGES, make_pyramid
 from codegen import build
-from loopnest import LoopNest
+from loopnest import LoopNest, Target
 
 LLVM_SIZES = {"stencil": [(16, 40), (13, 21), (1, 3)], "pyramid": [(32, 96), (64, 32)]}
 IREVAL_SIZES = {"stencil": [(5, 9)], "pyramid": [(32, 32)]}
@@ -42,7 +42,7 @@ def test_hand_schedule_matches_numpy_on_llvm(name, size):
 def test_hand_pyramid_vectorizes_contiguous_rows_only():
     spec = make_pyramid((64, 64))
     nest = LoopNest(spec.outputs)
-    WORKLOADS["pyramid"].hand_schedule(nest, spec, lanes=8)
+    WORKLOADS["pyramid"].hand_schedule(nest, spec, target=Target(vector_bits=256))
     kept = [t for t in nest.tensors if not t.name.startswith(("ug", "uo")) and t.name != "g0"]     # inlined
     kinds = {t.name: {lp.kind for lp in nest.get_loops_for(t)} for t in kept}
     vectorized = {n for n, k in kinds.items() if "vectorized" in k}
