@@ -537,6 +537,10 @@ class CudaEmitter(Functor):
     def visit_Not(self, e, lane, idx):
         return f"(!{self.expr(e.a, lane, idx)})"
 
+    def visit_IndexCheck(self, e: E.IndexCheck, lane, idx):
+        self.helpers.need("tc_check_index")
+        return f"tc_check_index({self.expr(e.index, lane, idx)}, (long long)({self.expr(e.extent, None, True)}))"
+
     def visit_Select(self, e, lane, idx):
         c = self.expr(e.cond, lane if e.cond.dtype.is_vector else None, idx)
         return f"({c} ? {self.expr(e.t, lane, idx)} : {self.expr(e.f, lane, idx)})"
