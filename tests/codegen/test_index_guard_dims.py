@@ -15,6 +15,9 @@ import pytest
 from codegen import build
 from codegen.cuda import nvcc_available
 from codegen.cuda.emulate import host_compiler, run_on_host
+from codegen.ireval import build_ireval
+from codegen.kernel import make_params
+from codegen.llvm import build_llvm
 from loopnest import LoopNest
 from loopnest.errors import VerifyError
 from loopnest.index_checks import guard_data_dependent_indices
@@ -22,7 +25,8 @@ from loopnest.passes import PASSES, run_passes
 from loopnest.stmt import Block, For, Let, Store
 from loopnest.verify import verify
 from te import Buffer, Var, int32
-from te.expr import IfThenElse, IndexCheck, IntImm
+from te.expr import Broadcast, IfThenElse, IndexCheck, IntImm, Load, Ramp
+from te.lanes import lane_of
 
 R, K, N = 3, 4, 8
 HAVE_EMU = host_compiler() is not None and nvcc_available()
@@ -137,3 +141,56 @@ def test_cuda_host_emulation_traps_a_column_past_its_dimension():
     np.testing.assert_array_equal(h, np.full((R, K), 2))
     with pytest.raises(IndexError, match="IndexCheck trapped"):
         run_on_host(k, data(K + 1), np.zeros((R, K), np.int32))
+
+
+
+class _HandNest:
+    """A prepared statement tree with its buffers (what build_ireval / build_llvm take)."""
+    prepared = True
+
+    def __init__(self, root, inputs, outputs):
+        self.root, self.inputs, self.outputs, self.intermediates = root, inputs, outputs, []
+
+
+def test_a_lane_of_a_vector_check_checks_that_lane_only():
+    P = Buffer("P", (16,), int32)
+    io = Var("io")
+    vec = IndexCheck(Load(P, (Ramp(io * 4, 1, 4),)), N, "A", 0)
+    assert str(lane_of(vec, 1)) == "check_index(P[io * 4 + 1 * 1], 8, A, 0)"
+
+
+def test_vector_if_then_else_checks_the_indices_of_taken_lanes_only():
+    """IREval and LLVM split an if_then_else with a vector condition into lanes: a lane whose
+    guard is false holds an out-of-range index that must not be checked."""
+    A, B, P = Buffer("A", (N,), int32), Buffer("B", (16,), int32), Buffer("P", (16,), int32)
+    io = Var("io")
+    lanes = Ramp(io * 4, 1, 4)
+    p_vec = Load(P, (lanes,))
+    ok = (p_vec >= Broadcast(IntImm(0), 4)) & (p_vec < Broadcast(IntImm(N), 4))
+    value = IfThenElse(ok, Load(A, (IndexCheck(p_vec, N, "A", 0),)), Broadcast(IntImm(-1), 4))
+    nest = _HandNest(Block((For(io, 0, 4, Block((Store(B, (lanes,), value),))),)), [A, P], [B])
+    a = np.arange(N, dtype=np.int32) * 10
+    p = np.array([0, 9, -3, 7] * 4, np.int32)
+    want = np.where((p >= 0) & (p < N), a[np.clip(p, 0, N - 1)], -1)
+    for kernel in (build_ireval(nest, make_params(nest, [A, P, B])),
+                   build_llvm(nest, make_params(nest, [A, P, B]))):
+        b = np.zeros(16, np.int32)
+        kernel(a, p, b)
+        np.testing.assert_array_equal(b, want)
+
+
+def test_vectorized_guarded_gather_checks_only_the_lanes_that_load(backend):
+    """A guarded gather in a vectorized loop: the check runs only where the guard holds (the
+    iterations whose guard is false hold out-of-range indices)."""
+    A, B, P = Buffer("A", (N,), int32), Buffer("B", (16,), int32), Buffer("P", (16,), int32)
+    i = Var("i")
+    ok = (P[i] >= 0) & (P[i] < N)
+    nest = LoopNest(For(i, 0, 16, Store(B, (i,), IfThenElse(ok, A[P[i]], IntImm(-1)))), outputs=[B])
+    _, inner, _ = nest.split_with_tail(i, 4)
+    nest.vectorize(inner)
+    k = build(nest, [A, P, B], target=backend)
+    a = np.arange(N, dtype=np.int32) * 10
+    p = np.array([0, 9, -3, 7] * 4, np.int32)
+    b = np.zeros(16, np.int32)
+    k(a, p, b)
+    np.testing.assert_array_equal(b, np.where((p >= 0) & (p < N), a[np.clip(p, 0, N - 1)], -1))
