@@ -14,6 +14,8 @@ and ``"cuda"`` (CUDA C launched through PyCUDA).
 """
 from __future__ import annotations
 
+import copy
+import os
 from typing import Any, Sequence
 
 from loopnest.stmt import stmt_depth
@@ -42,9 +44,11 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
     the buffer only for some sizes is checked on each call, after the shapes are bound and
     before anything runs, and raises ``ValueError`` naming the buffer, the dimension, the
     region and the shape. Accesses bounds inference cannot represent are checked as the
-    kernel runs where their index is data dependent (``A[B[i]]``: IREval checks every access,
-    LLVM every data-dependent one, ``IndexError``; CUDA does not check them) and not at all
-    where it is non-affine without loads (``A[i * N]``). ``bounds_check=False`` skips all of
+    kernel runs where their index is data dependent (``A[B[i]]``): the pass
+    ``guard_data_dependent_indices`` checks each such index against its own dimension
+    (``loopnest.index_checks``); IREval and LLVM raise ``IndexError``, CUDA traps (IREval
+    also checks every flat access). Non-affine indices without loads (``A[i * N]``) are not
+    checked on the compiled targets. ``bounds_check=False`` skips all of
     these checks. Allocation
     sizes of intermediates are always checked on each call (``MemoryError``, see
     ``codegen.kernel.allocation_limit``).
@@ -88,6 +92,8 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
         nest = nest.copy().prepare_for_codegen()
     from loopnest.passes import legalize_for_target
     nest = legalize_for_target(nest, target)
+    if not bounds_check:
+        nest = _without_index_checks(nest)
     params = make_params(nest, list(args))
     checks = _bounds_checks(scheduled_root, flattened, nest, params, options) if bounds_check else []
     if target == "ireval":
@@ -95,7 +101,7 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
         kernel = build_ireval(nest, params, **options)
     elif target == "llvm":
         from .llvm import build_llvm
-        kernel = build_llvm(nest, params, **{"index_checks": bounds_check, **options})
+        kernel = build_llvm(nest, params, **options)
     else:
         from .cuda import build_cuda
         kernel = build_cuda(nest, params, **options)
@@ -105,6 +111,17 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
         kernel.auto_schedule_report = report
         kernel.schedule_history = list(scheduled_history)
     return kernel
+
+
+def _without_index_checks(nest):
+    """A copy of the prepared ``nest`` without the run-time index checks that
+    ``loopnest.index_checks`` put in (``bounds_check=False``), shown by the pass dumps."""
+    from loopnest.index_checks import drop_index_checks
+    from loopnest.passes import run_passes
+    dump = os.environ.get("LOOPNEST_DUMP_PASSES", "") not in ("", "0")
+    new = nest.copy() if hasattr(nest, "copy") else copy.copy(nest)   # hand-built nests in tests
+    new.root = run_passes(nest, dump=dump, passes=[("drop_index_checks", drop_index_checks)])
+    return new
 
 
 def _auto_scheduled(nest, target: str, schedule: Any):

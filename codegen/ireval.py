@@ -567,6 +567,21 @@ class _Compiler(Functor):
         slot = self.bind_var(e.var)
         return self._let(fv, slot, self.expr(e.body))
 
+    def visit_IndexCheck(self, e: E.IndexCheck) -> Fn:
+        fi, fn = self.expr(e.index), self.expr(e.extent)
+        buf, dim, where = e.buffer, e.dim, str(e.index)
+
+        def check(fr):
+            i, n = fi(fr), fn(fr)
+            if type(i) is np.ndarray:
+                if i.size and (i.min() < 0 or i.max() >= n):
+                    bad = i[(i < 0) | (i >= n)].flat[0]
+                    raise _dim_oob(buf, dim, bad, n, where)
+            elif not 0 <= i < n:
+                raise _dim_oob(buf, dim, i, n, where)
+            return i
+        return check
+
     def visit_Ramp(self, e: E.Ramp) -> Fn:
         fb, fs = self.expr(e.base), self.expr(e.stride)
         ar = np.arange(e.lanes, dtype=_internal_np(e.dtype))
@@ -855,13 +870,20 @@ def _int_div_fn(t, dt: Dtype) -> Callable[[Any, Any], Any]:
     return div
 
 
+def _dim_oob(buf: str, dim: int, i, n, where: str) -> IndexError:
+    """The error of a failed ``IndexCheck``."""
+    return IndexError(f"IREval: index {int(i)} of dimension {dim} of {buf} is outside [0, {int(n)}) "
+                      f"(the data-dependent index `{where}`); keep the data in range, or clamp the index")
+
+
 def _may_raise(e: E.Expr) -> bool:
-    """Could evaluating ``e`` raise (it loads, and a load may be out of bounds)? Such
-    expressions under a guard are evaluated only on the iterations that take the guard."""
+    """Could evaluating ``e`` raise (it loads, and a load may be out of bounds, or it checks
+    an index)? Such expressions under a guard are evaluated only on the iterations that take
+    the guard."""
     found = []
 
     def f(n):
-        if isinstance(n, E.Load):
+        if isinstance(n, (E.Load, E.IndexCheck)):
             found.append(1)
     E.walk(e, f)
     return bool(found)

@@ -4,7 +4,7 @@ Each pass takes ``(nest, root)`` and returns the new root. With ``dump=True`` (o
 ``LOOPNEST_DUMP_PASSES=1`` in the environment) the IR is printed before and after each pass.
 
 >>> [name for name, _ in PASSES]
-['shrink_storage', 'simplify', 'flatten_indices', 'vectorize', 'widen_indices', 'insert_allocations', 'final_simplify', 'verify']
+['shrink_storage', 'simplify', 'guard_data_dependent_indices', 'flatten_indices', 'vectorize', 'widen_indices', 'insert_allocations', 'final_simplify', 'verify']
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from te.expr import Expr, ExprMutator, IntImm, Load, as_expr, floordiv, floormod
 from te.simplify import Simplifier
 from te.view import TensorView, view_root
 
+from .index_checks import guard_data_dependent_indices
 from .legalize import guard_int_division, lower_low_precision, mask_shift_amounts, widen_indices
 from .legalize_vectors import legalize_vectors, scalarize_vectors
 from .queries import stmt_touches
@@ -256,6 +257,7 @@ def shrink_storage(nest, root: Stmt) -> Stmt:
 PASSES: list[tuple[str, Callable]] = [
     ("shrink_storage", shrink_storage),
     ("simplify", lambda nest, root: simplify_stmt(root)),
+    ("guard_data_dependent_indices", guard_data_dependent_indices),
     ("flatten_indices", flatten_indices),
     ("vectorize", vectorize),
     ("widen_indices", widen_indices),

@@ -2,7 +2,8 @@
 
 Checks that every variable is bound where used (loop variables, let variables, or the
 nest's free size variables), that no loop variable is bound twice, that every access has
-the buffer's rank (or one index once flattened) with integer indices and happens while its
+the buffer's rank (or one index once flattened) with integer indices (an ``IndexCheck``
+index, before flattening, checks the dimension it stands in) and happens while its
 buffer is allocated, that Allocate/Free pair up in a Block, that stored values have their
 buffer's element type, and that GPU loops have an axis and do not nest on the same one.
 With ``LOOPNEST_VERIFY=1`` (the test suite sets it) it runs after every lowering pass.
@@ -14,7 +15,7 @@ With ``LOOPNEST_VERIFY=1`` (the test suite sets it) it runs after every lowering
 """
 from __future__ import annotations
 
-from te.expr import Expr, Load, Var, walk
+from te.expr import Expr, IndexCheck, Load, Var, walk
 from te.functor import Functor
 
 from .errors import VerifyError
@@ -78,6 +79,9 @@ class _Verifier(Functor):
         for k, ix in enumerate(indices):
             if not ix.dtype.is_integer:
                 raise VerifyError(f"{what} {buf.name}: index {k} `{ix}` is {ix.dtype}, expected an integer")
+            if type(ix) is IndexCheck and not self.flattened and (ix.buffer, ix.dim) != (buf.name, k):
+                raise VerifyError(f"{what} {buf.name}: index {k} is `{ix}`, a check of dimension {ix.dim} of "
+                                  f"{ix.buffer}; an IndexCheck must check the dimension it indexes")
         if id(buf) in self.allocated and id(buf) not in self.live:
             raise VerifyError(f"{what} {buf.name} outside its allocation (before its Allocate or after its Free)")
 

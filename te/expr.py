@@ -51,7 +51,7 @@ __all__ = [
     "Expr", "Var", "IntImm", "FloatImm", "Cast", "BinaryOp", "Add", "Sub", "Mul", "Div", "Mod",
     "FloorDiv", "FloorMod", "Min", "Max", "CmpOp", "EQ", "NE", "LT", "LE", "GT", "GE", "And",
     "Or", "Not", "Select", "IfThenElse", "Load", "Let", "Call", "Ramp", "Broadcast", "MakeVector",
-    "ExtractLane",
+    "ExtractLane", "IndexCheck",
     "as_expr", "const", "floordiv", "floormod", "truncdiv", "truncmod", "if_then_else",
     "logical_and", "logical_or", "logical_not", "ExprMutator", "ExprVisitor", "walk",
     "substitute", "structural_key", "structural_equal", "IDENTIFIER_RE", "check_identifier",
@@ -1016,6 +1016,44 @@ class ExtractLane(Expr):
 _set_el_value, _set_el_lane = _slot_setters(ExtractLane, "value", "lane")
 
 
+class IndexCheck(Expr):
+    """``index``, checked at run time to lie in ``[0, extent)``: dimension ``dim`` of the
+    buffer named ``buffer`` (a vector ``index`` is checked in every lane). Out of range, the
+    kernel stops with an ``IndexError``. ``loopnest.index_checks`` puts these around the
+    data-dependent indices of loads and stores, one per dimension, before flattening.
+
+    >>> i = Var("i")
+    >>> c = IndexCheck(i + 1, 4, "H", 1)
+    >>> print(c)
+    check_index(i + 1, 4, H, 1)
+    >>> c.dtype, c.buffer, c.dim
+    (int32, 'H', 1)
+    """
+
+    __slots__ = ("index", "extent", "buffer", "dim")
+    _fields = ("index", "extent")
+
+    def __init__(self, index: Expr, extent: Any, buffer: str, dim: int):
+        index = as_expr(index)
+        extent = as_expr(extent)
+        if not index.dtype.is_integer or not extent.dtype.is_integer or extent.dtype.is_vector:
+            raise TypeError(f"IndexCheck needs an integer index and a scalar integer extent, got "
+                            f"`{index}` ({index.dtype}) and `{extent}` ({extent.dtype})")
+        _set_ic_index(self, index)
+        _set_ic_extent(self, extent)
+        _set_ic_buffer(self, str(buffer))
+        _set_ic_dim(self, int(dim))
+        _set_dtype(self, index.dtype)
+
+    @classmethod
+    def _rebuild(cls, vals, old):
+        return IndexCheck(vals["index"], vals["extent"], old.buffer, old.dim)
+
+
+_set_ic_index, _set_ic_extent, _set_ic_buffer, _set_ic_dim = _slot_setters(IndexCheck, "index", "extent",
+                                                                           "buffer", "dim")
+
+
 def _binop(cls, a, b) -> Expr:
     a, b = _unify(a, b)
     return cls(a, b)
@@ -1172,6 +1210,8 @@ def _key(e: Any, var_key):
         return ("Load", e.buffer.name, tuple(_key(i, var_key) for i in e.indices))
     if isinstance(e, Call):
         return ("Call", e.name, e.dtype.name, tuple(_key(a, var_key) for a in e.args))
+    if isinstance(e, IndexCheck):
+        return ("IndexCheck", e.buffer, e.dim, _key(e.index, var_key), _key(e.extent, var_key))
     if isinstance(e, Expr):
         extra = tuple(getattr(e, s) for s in ("lanes", "lane") if hasattr(e, s))
         return (type(e).__name__, e.dtype.name, extra, tuple(_key(c, var_key) for c in e.children()))

@@ -86,6 +86,9 @@ class _Lanes(Functor):
     def visit_Call(self, e: E.Call, k: int, vmap: dict) -> E.Expr:
         return E.Call(e.name, [self.visit(a, k, vmap) for a in e.args], e.dtype.element)
 
+    def visit_IndexCheck(self, e: E.IndexCheck, k: int, vmap: dict) -> E.Expr:
+        return E.IndexCheck(self.visit(e.index, k, vmap), e.extent, e.buffer, e.dim)   # this lane's check only
+
     def visit_Let(self, e: E.Let, k: int, vmap: dict) -> E.Expr:
         if e.var.dtype.lanes == 1:
             return E.Let(e.var, e.value, self.visit(e.body, k, vmap))

@@ -106,6 +106,9 @@ class _Printer(Functor):
             return f"bitcast({self.visit(e.args[0], 0)}, {e.dtype.name})"
         return f"{e.name}({', '.join(self.visit(a, 0) for a in e.args)})"
 
+    def visit_IndexCheck(self, e, prec):
+        return f"check_index({self.visit(e.index, 0)}, {self.visit(e.extent, 0)}, {e.buffer}, {e.dim})"
+
     def visit_Ramp(self, e, prec):
         return f"ramp({self.visit(e.base, 0)}, {self.visit(e.stride, 0)}, {e.lanes})"
 

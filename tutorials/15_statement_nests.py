@@ -114,8 +114,9 @@ assert str(LoopNest(hist, outputs=[H]).replay(par.history_json())) == str(par)
 
 # -- 5. a bin outside the histogram -----------------------------------------------------
 # Bounds inference cannot bound H[k] (k is loaded data), so the call-time bounds checks leave
-# it out; IREval checks every access, and the LLVM kernel checks each data-dependent index
-# as it runs (build(..., bounds_check=False) removes those checks).
+# it out; the lowering pass guard_data_dependent_indices wraps each data-dependent index in a
+# check of its dimension (check_index in the pass dumps), which IREval and the LLVM kernel run
+# as they go (build(..., bounds_check=False) removes those checks).
 v[10] = 1.5
 for target in TARGETS:
     try:

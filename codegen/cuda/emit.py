@@ -430,6 +430,10 @@ class CudaEmitter(Functor):
     def visit_Not(self, e, idx):
         return f"(!{self.expr(e.a, idx)})"
 
+    def visit_IndexCheck(self, e: E.IndexCheck, idx):
+        self.helpers.need("tc_check_index")
+        return f"tc_check_index({self.expr(e.index, idx)}, (long long)({self.expr(e.extent, True)}))"
+
     def visit_Select(self, e, idx):
         c = self.expr(e.cond, idx)
         return f"({c} ? {self.expr(e.t, idx)} : {self.expr(e.f, idx)})"

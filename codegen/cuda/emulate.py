@@ -45,6 +45,10 @@ from .launch import memory_bytes, scalar_value
 __all__ = ["host_compiler", "run_on_host", "EmulationError"]
 
 
+#: the exit status of an emulating child whose ``tc_check_index`` failed (see ``_PRELUDE``)
+_INDEX_TRAP = 86
+
+
 class EmulationError(RuntimeError):
     """The host emulation failed: compile error, crash, or timeout."""
 
@@ -68,6 +72,9 @@ _PRELUDE = r"""
 #define __shared__ static
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
+// a failed IndexCheck ends the emulating child with this status (run_on_host: IndexError)
+#define TC_HOST_EMULATION
+static inline void tc_trap() { std::fflush(nullptr); std::_Exit(86); }
 struct tc_dim3 { unsigned x, y, z; };
 static thread_local tc_dim3 threadIdx;
 static tc_dim3 blockIdx, blockDim, gridDim;
@@ -297,6 +304,10 @@ def _run(kernel, arrays: list, sizes: dict, timeout: float) -> None:
     if os.WIFSIGNALED(status):
         raise EmulationError(f"the emulated kernel {kernel.name} crashed with signal {os.WTERMSIG(status)} "
                              "(out-of-bounds access?)")
+    if os.WEXITSTATUS(status) == _INDEX_TRAP:
+        raise IndexError(f"the emulated kernel {kernel.name}: a data-dependent index is outside its dimension "
+                         "(an IndexCheck trapped; on a GPU the launch fails); keep the data in range, or "
+                         "clamp the index")
     if os.WEXITSTATUS(status) != 0:
         raise EmulationError(f"the emulated kernel {kernel.name} failed (exit status {os.WEXITSTATUS(status)})")
     for m, s in zip(memory, shared):

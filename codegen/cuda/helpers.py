@@ -34,6 +34,19 @@ template <typename T, typename U> __device__ __forceinline__ T tc_sub(T a, T b) 
 template <typename T, typename U> __device__ __forceinline__ T tc_mul(T a, T b) { return (T)((U)a * (U)b); }
 """)
 
+_h("tc_check_index", r"""
+// An IndexCheck (loopnest.index_checks): a data-dependent index outside [0, n) stops the
+// kernel (__trap: the launch fails); one unsigned compare.
+#ifndef TC_HOST_EMULATION
+#define tc_trap() __trap()
+#endif
+template <typename T> __device__ __forceinline__ T tc_check_index(T i, long long n) {
+  if ((unsigned long long)(long long)i >= (unsigned long long)n) tc_trap();
+  return i;
+}
+""")
+
+
 _h("tc_div", r"""
 // C division/remainder; INT_MIN / -1 wraps to INT_MIN (remainder 0) instead of trapping.
 template <typename T, typename U> __device__ __forceinline__ T tc_div(T a, T b) {

@@ -22,12 +22,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from te import expr as E
 from te.expr import IntImm, Var
 from te.queries import free_vars
 from te.tensor import Buffer, Tensor
+from loopnest.index_checks import drop_index_checks
 from loopnest.passes import legalize_for_target
 from loopnest.queries import external_buffers, stmt_free_vars, stmt_stored_buffers
-from loopnest.stmt import ExternCall, For, ForKind, Stmt, iter_stmts
+from loopnest.stmt import ExternCall, For, ForKind, Stmt, iter_stmts, stmt_exprs
 
 from ..kernel import BuildError, Kernel, Param, sanitize_name
 from . import jit
@@ -35,7 +37,7 @@ from .cache_key import stmt_key
 from .emit import EmitOptions, emit_module
 from .entry import ALIASED
 from .extern import EXTERN_FAILED
-from .index_guard import INDEX_OUT_OF_RANGE, checked_buffers
+from .memory import INDEX_OUT_OF_RANGE
 from .parallel import RESERVED_SYMBOLS, RUNTIMES
 from .types import arg_type, round_to_dtype
 
@@ -242,10 +244,9 @@ class LLVMKernel(Kernel):
             raise RuntimeError(f"kernel {self.name}: the external function {name} returned a non-zero status; "
                                "the outputs are incomplete")
         if rc == INDEX_OUT_OF_RANGE:
-            names = [b.name for b in checked_buffers(self.stmt)]
             raise IndexError(f"kernel {self.name}: a data-dependent index (one that loads, e.g. H[A[i]]) of "
-                             f"{' or '.join(names)} is outside the buffer; the kernel stopped there (what it wrote "
-                             "before stays written); keep the data in range, or clamp the index")
+                             f"{_checked_dims(self.stmt)}; the kernel stopped there (what it "
+                             "wrote before stays written); keep the data in range, or clamp the index")
         self._alloc_failed()
 
     def _alloc_failed(self):
@@ -363,6 +364,20 @@ def _check_half_support(source: str, name: str) -> None:
                          f"({h['cpu']}) lacks on the llvm target")
 
 
+def _checked_dims(stmt: Stmt) -> str:
+    """``"H is outside the buffer in dimension 1"``: the buffers and dimensions whose
+    ``IndexCheck`` may have failed (the kernel's return code does not say which one did)."""
+    sites: dict = {}
+    for s in iter_stmts(stmt):
+        for e in stmt_exprs(s):
+            E.walk(e, lambda n: sites.setdefault((n.buffer, n.dim), (n.buffer, n.dim))
+                   if isinstance(n, E.IndexCheck) else None)
+    if len(sites) == 1:
+        (b, d), = sites
+        return f"{b} is outside the buffer in dimension {d}"
+    return " or ".join(f"{b} (dimension {d})" for b, d in sites) + " is outside the buffer"
+
+
 def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contract: bool = True,
                parallel_runtime: str | None = None,
                opt_level: int = 3, cache: bool = True, cache_dir: Any = None, name: str | None = None,
@@ -394,9 +409,10 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
     the dtype's range raises ``ValueError``. Every size variable of a buffer's shape is passed
     too, also one the loops never use (the ``noalias`` overlap check needs each extent).
 
-    ``index_checks`` (default on; ``build`` passes its ``bounds_check``) checks every
-    data-dependent index as the kernel runs (``index_guard``): a histogram's bin outside its
-    buffer raises ``IndexError`` instead of writing outside the array.
+    ``index_checks`` (default on) keeps the run-time checks of data-dependent indices that
+    ``loopnest.index_checks`` put into the nest: a histogram's bin outside its dimension
+    raises ``IndexError`` instead of writing outside the array or into another row;
+    ``index_checks=False`` removes them (``build(..., bounds_check=False)`` removes them first).
 
     Options of the wrong type raise ``BuildError`` naming the option.
 
@@ -422,6 +438,11 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
         raise BuildError(f"build_llvm needs a prepared LoopNest (with a root statement), got {nest!r}")
     if getattr(nest, "prepared", False):     # unprepared nests are refused by the emitter
         nest = legalize_for_target(nest, "llvm")
+        root = nest.root
+    if not isinstance(index_checks, bool):
+        raise BuildError(f"index_checks must be a bool, got {index_checks!r}")
+    if not index_checks:
+        root = drop_index_checks(nest, root)
     name = sanitize_name(name) if name else _kernel_name(nest, params)
     symbol = f"te_{name}"
     if symbol in RESERVED_SYMBOLS:
@@ -434,8 +455,6 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
         raise BuildError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     if not isinstance(cache, bool):
         raise BuildError(f"cache must be a bool, got {cache!r}")
-    if not isinstance(index_checks, bool):
-        raise BuildError(f"index_checks must be a bool, got {index_checks!r}")
     if noalias is not None and not isinstance(noalias, bool):
         raise BuildError(f"noalias must be a bool or None, got {noalias!r}")
     if cache_dir is not None and cache_dir is not False and not isinstance(cache_dir, (str, os.PathLike)):
@@ -473,7 +492,7 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
             opts = EmitOptions(fast_math=fast_math, fp_contract=fp_contract, parallel_runtime=rt,
                                array_data_offset=_array_data_offset(), triple=h["triple"],
                                data_layout=jit.data_layout(), noalias=noalias, nontemporal_min_bytes=nt_bytes,
-                               cpu_features=h["features"], index_checks=index_checks)
+                               cpu_features=h["features"])
             module = emit_module(symbol, root, buffer_params, scalar_vars, opts)
         except BuildError as exc:
             raise BuildError(f"kernel {name}: {exc}") from None

@@ -80,8 +80,7 @@ from .decls import declare, loop_md
 from .extern import emit_extern_call
 from .entry import bind_scalar_args, emit_alias_check, emit_py_wrapper
 from .fnstate import FnState
-from .index_guard import data_dependent_vars
-from .memory import load, splat, store
+from .memory import check_index, load, splat, store
 from .parallel import RUNTIMES, parallel_loop
 from .ranges import nonneg
 from .streaming import store_fence, streaming_outputs
@@ -122,8 +121,6 @@ class EmitOptions:
     nontemporal_min_bytes: int = 0
     #: the target CPU's LLVM feature string (``+avx2,+fma,...``): inline math uses FMA when present
     cpu_features: str = ""
-    #: check every data-dependent index as the kernel runs (``index_guard``)
-    index_checks: bool = True
 
 
 def emit_module(symbol: str, root: Stmt, buffer_params: Sequence[Param], scalar_vars: Sequence[Var],
@@ -159,7 +156,6 @@ class _Emitter(Functor):
 
     def run(self, root: Stmt) -> ir.Module:
         self.nt_bufs = streaming_outputs(root, self.buffer_params, self.opts.nontemporal_min_bytes)
-        self.dd_vars = data_dependent_vars(root) if self.opts.index_checks else None
         args = [PTR] * len(self.buffer_params) + [arg_type(v.dtype) for v in self.scalar_vars]
         noalias = self.opts.noalias
         name = self.symbol + "_impl" if noalias else self.symbol
@@ -352,6 +348,9 @@ class _Emitter(Functor):
 
     def visit_Load(self, e: E.Load, st: FnState):
         return load(self, st, e)
+
+    def visit_IndexCheck(self, e: E.IndexCheck, st: FnState):
+        return check_index(self, st, e)
 
     def visit_MakeVector(self, e: E.MakeVector, st: FnState):
         out = ir.Constant(value_type(e.dtype), ir.Undefined)

@@ -1,9 +1,9 @@
 """Loads and stores of the LLVM printer: element addresses, contiguous vector accesses (a
 Ramp index of stride 1), broadcast loads, gathers and scatters (any other vector index, one
 scalar access per lane), buffers of vector elements (``float32x4``, stored as consecutive
-scalars), streaming stores (``streaming``) and the run-time check of data-dependent indices
-(``index_guard``). ``em`` is the emitter (``emit._Emitter``): its ``index`` gives an index
-expression as i64.
+scalars), streaming stores (``streaming``) and the run-time index checks (``te.expr.IndexCheck``
+nodes, placed by ``loopnest.index_checks``). ``em`` is the emitter (``emit._Emitter``): its
+``index`` gives an index expression as i64.
 
 >>> from te import Ramp, Var
 >>> i = Var("i")
@@ -23,10 +23,12 @@ from te.functor import Functor
 from ..kernel import BuildError, sanitize_name
 from . import lowp
 from .fnstate import FnState
-from .index_guard import INDEX_OUT_OF_RANGE, needs_check
 from .types import I32, I64, is_bit_float, scalar_storage_type, splat_const, storage_type
 
-__all__ = ["pointer", "load", "store", "check_index", "ramp_parts", "splat"]
+__all__ = ["pointer", "load", "store", "check_index", "ramp_parts", "splat", "INDEX_OUT_OF_RANGE"]
+
+#: kernel return code: an ``IndexCheck`` failed (a data-dependent index left its dimension)
+INDEX_OUT_OF_RANGE = 3
 
 
 def pointer(st: FnState, buf, idx64: ir.Value, component: int = 0) -> ir.Value:
@@ -50,7 +52,6 @@ def load(em, st: FnState, e: E.Load) -> ir.Value:
     if len(e.indices) != 1:
         raise BuildError(f"load of {buf.name} has {len(e.indices)} indices; the LLVM backend needs a prepared "
                          "nest (one flat index per access): call nest.prepare_for_codegen()")
-    check_index(em, st, buf, e.indices[0])
     if buf.dtype.lanes != 1:
         return _vector_element_load(em, st, e)
     idx = e.indices[0]
@@ -124,31 +125,28 @@ def _vector_element_store(em, st: FnState, buf, idx: Expr, sv: ir.Value):
                     align=align)
 
 
-def check_index(em, st: FnState, buf, idx: Expr) -> None:
-    """Stop the kernel with ``INDEX_OUT_OF_RANGE`` when the data-dependent index ``idx``
-    (any of its lanes) is outside ``buf``'s elements (``index_guard``)."""
-    if em.dd_vars is None or buf.layout is not None or not needs_check(idx, em.dd_vars):
-        return
+def check_index(em, st: FnState, e: E.IndexCheck) -> ir.Value:
+    """The value of ``e``: its index, after stopping the kernel with ``INDEX_OUT_OF_RANGE``
+    when the index (any of its lanes) is outside ``[0, extent)``: one unsigned compare."""
     b = st.b
-    iv = em.index(st, idx)
-    count = ir.Constant(I64, 1)
-    for d in buf.dims:
-        count = b.mul(count, em.index(st, d))
+    iv = em.index(st, e.index)
+    count = em.index(st, e.extent)
     if isinstance(iv.type, ir.VectorType):
         n = iv.type.count
         inside = b.icmp_unsigned("<", iv, splat(b, count, n))
         ok = b.icmp_unsigned("==", b.bitcast(inside, ir.IntType(n)), ir.Constant(ir.IntType(n), -1))
     else:
         ok = b.icmp_unsigned("<", iv, count)
-    cont = st.fn.append_basic_block(f"{sanitize_name(buf.name)}_index_ok")
+    cont = st.fn.append_basic_block(f"{sanitize_name(e.buffer)}_index_ok")
     b.cbranch(ok, cont, st.fail_block(INDEX_OUT_OF_RANGE))
     b.position_at_end(cont)
+    t = storage_type(e.dtype)
+    return iv if iv.type == t else b.trunc(iv, t)
 
 
 def store(em, st: FnState, buf, idx: Expr, value: ir.Value, vdt: Dtype):
     """Store ``value`` (the register value of dtype ``vdt``) to ``buf`` at the flat index ``idx``."""
     b = st.b
-    check_index(em, st, buf, idx)
     if buf.dtype.lanes != 1:
         _vector_element_store(em, st, buf, idx, _to_storage(b, vdt, value))
         return

@@ -26,6 +26,7 @@ SAMPLES = [
     E.Select(i < 2, i, j), E.IfThenElse(i < 2, A[i], 0.0),
     A[i], E.Let(Var("t"), i + 1, j), E.Call("exp", [A[i]], float32),
     E.Ramp(i, 1, 4), E.Broadcast(i, 4), E.MakeVector([i, j]), E.ExtractLane(E.Ramp(i, 1, 4), 2),
+    E.IndexCheck(i + 1, 16, "A", 0),
 ]
 
 
