@@ -80,6 +80,7 @@ from .decls import declare, loop_md
 from .extern import emit_extern_call
 from .entry import bind_scalar_args, emit_alias_check, emit_py_wrapper
 from .fnstate import FnState
+from .loop_hints import unroll_hint
 from .memory import check_index, load, splat, store
 from .parallel import RUNTIMES, parallel_loop
 from .ranges import nonneg
@@ -285,7 +286,7 @@ class _Emitter(Functor):
         if kind == ForKind.PARALLEL and not st.in_parallel and self.opts.parallel_runtime != "serial":
             parallel_loop(self, st, s)
             return
-        self.serial_loop(st, s, None)
+        self.serial_loop(st, s, unroll_hint(self.module, s))
 
     def serial_loop(self, st: FnState, s: For, md: ir.MDValue | None):
         lo, hi = self.index(st, s.start), self.index(st, s.stop)

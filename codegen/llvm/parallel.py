@@ -31,6 +31,7 @@ from loopnest.stmt import For
 from ..kernel import BuildError, sanitize_name
 from .decls import declare, external_i32
 from .fnstate import FnState
+from .loop_hints import unroll_hint
 from .outline import captures
 from .ranges import nonneg
 from .types import I32, I64, PTR, VOID, value_type
@@ -123,7 +124,7 @@ def _outline(em, s: For, ctx_t: ir.Type, cbufs, cvars, nonneg_vars: set[int]) ->
     def body(iv):
         sub.bind_loop_var(s.var, iv, nonneg(s.start, nonneg_vars))
         em.visit(s.body, sub)
-    sub.counted_loop(lo, hi, sanitize_name(s.var.name), body, None)
+    sub.counted_loop(lo, hi, sanitize_name(s.var.name), body, unroll_hint(em.module, s))
     sub.free_all()
     em.store_fence(sub)
     sub.b.ret_void()

@@ -1,0 +1,202 @@
+"""Unrolling hints for the serial loops the schedule left alone.
+
+LLVM's loop unroller, left to itself, partially unrolls every innermost loop by up to its
+size threshold (and runtime-unrolls those of unknown trip count, with a remainder loop), and
+fully unrolls outer loops that become innermost; the passes after it then work on several
+copies of each body: most of the optimisation and code generation time of a tiled kernel.
+The schedule already chose what to unroll, so here each loop gets a ``!llvm.loop`` hint:
+
+* left to LLVM: copy and fill nests (the copies in and out of a ``cache_accesses`` buffer,
+  whose complete unrolling lets the buffer live in registers), nests of at most
+  ``SMALL_NEST`` body executions (tails), and innermost loops that accumulate into the same
+  element (a register-blocked reduction, where unrolling hides the loop overhead);
+* ``llvm.loop.unroll.count 2``: the other innermost loops (streaming loops), unless they load
+  vectors of scattered elements, which LLVM's cost model would not unroll;
+* ``llvm.loop.unroll.disable``: every other loop.
+
+>>> from te.expr import IntImm, Var
+>>> from loopnest.stmt import Block, For
+>>> i, j = Var("i"), Var("j")
+>>> small = For(i, IntImm(0), IntImm(6), For(j, IntImm(0), IntImm(16), Block([])))
+>>> nest_executions(small, limit=128), unroll_choice(small)
+(96, 'twice')
+>>> unroll_choice(For(i, IntImm(0), Var("n"), small))
+'never'
+"""
+from __future__ import annotations
+
+from llvmlite import ir
+
+from te import expr as E
+from te.queries import int_value, uses_var
+from loopnest.queries import stmt_loads
+from loopnest.stmt import Block, Cond, For, Stmt, Store, iter_stmts
+
+from .decls import loop_md
+
+__all__ = ["SMALL_NEST", "accumulates", "innermost", "is_copy", "nest_executions", "unroll_choice", "unroll_hint"]
+
+SMALL_NEST = 16    # body executions of a constant loop nest (a tail) that LLVM may still unroll completely
+
+
+def _executions(s: Stmt, limit: int) -> int | None:
+    """Leaf statements executed by ``s``; None when a loop's trip count is not constant or
+    the count passes ``limit`` (counting stops there)."""
+    if isinstance(s, For):
+        ext = int_value(s.extent)
+        if ext is None:
+            return None
+        if ext <= 0:
+            return 0
+        inner = _executions(s.body, limit // ext)
+        return None if inner is None or inner * ext > limit else inner * ext
+    if isinstance(s, Block):
+        total = 0
+        for x in s.stmts:
+            n = _executions(x, limit - total)
+            if n is None:
+                return None
+            total += n
+            if total > limit:
+                return None
+        return max(total, 1)
+    if isinstance(s, Cond):
+        n = 0
+        for x in (s.then, s.otherwise):
+            if x is not None:
+                k = _executions(x, limit - n)
+                if k is None:
+                    return None
+                n += k
+        return max(n, 1)
+    body = getattr(s, "body", None)
+    return _executions(body, limit) if isinstance(body, Stmt) else 1
+
+
+def nest_executions(s: For, limit: int = SMALL_NEST) -> int | None:
+    """How many times the innermost statements of loop ``s`` run, when every loop in it has a
+    constant trip count and the count is at most ``limit``; else None.
+
+    >>> from te.expr import IntImm, Var
+    >>> from loopnest.stmt import Block, For
+    >>> nest_executions(For(Var("i"), IntImm(0), IntImm(200), Block([])))
+    """
+    return _executions(s, limit)
+
+
+def _nest_stmts(s: For):
+    """The statements of ``s``'s body, through the small constant nests in it (which LLVM
+    unrolls); None where a loop in it is not such a nest."""
+    out, stack = [], list(s.body.stmts)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, For) and nest_executions(x, SMALL_NEST) is None:
+            return None
+        out.append(x)
+        stack.extend(_children(x))
+    return out
+
+
+def innermost(s: For) -> bool:
+    """Whether ``s`` holds no loop but small constant nests (an innermost loop once LLVM has
+    unrolled those).
+
+    >>> from te.expr import IntImm, Var
+    >>> from loopnest.stmt import Block, For
+    >>> innermost(For(Var("i"), IntImm(0), Var("n"), For(Var("j"), IntImm(0), IntImm(4), Block([]))))
+    True
+    """
+    return _nest_stmts(s) is not None
+
+
+def accumulates(s: For) -> bool:
+    """Whether ``s`` is an innermost loop (``innermost``) that accumulates: some store in it
+    writes the same element on every iteration (its index does not use the loop variable).
+
+    >>> from te import Buffer, float32
+    >>> from te.expr import IntImm, Var
+    >>> from loopnest.stmt import For, Store
+    >>> acc, x, k = Buffer("acc", (1,), float32), Buffer("x", (64,), float32), Var("k")
+    >>> accumulates(For(k, IntImm(0), IntImm(64), Store(acc, (IntImm(0),), acc[0] + x[k])))
+    True
+    """
+    stmts = _nest_stmts(s)
+    return stmts is not None and any(isinstance(x, Store) and not uses_var(x.indices, s.var) for x in stmts)
+
+
+def _children(s: Stmt) -> list:
+    if isinstance(s, For):
+        return [s.body]
+    if isinstance(s, Block):
+        return list(s.stmts)
+    if isinstance(s, Cond):
+        return [x for x in (s.then, s.otherwise) if x is not None]
+    body = getattr(s, "body", None)
+    return [body] if isinstance(body, Stmt) else []
+
+
+def is_copy(s: For) -> bool:
+    """Whether ``s`` stores, and every store in it stores a load or a constant (a copy or a fill).
+
+    >>> from te import Buffer, float32
+    >>> from te.expr import IntImm, Var
+    >>> from loopnest.stmt import For, Store
+    >>> a, b, i = Buffer("a", (8,), float32), Buffer("b", (8,), float32), Var("i")
+    >>> is_copy(For(i, IntImm(0), IntImm(8), Store(a, (i,), b[i])))
+    True
+    """
+    stores = [x for x in iter_stmts(s.body) if isinstance(x, Store)]
+    return bool(stores) and all(isinstance(x.value, (E.Load, E.FloatImm, E.IntImm)) for x in stores)
+
+
+def unroll_choice(s: For) -> str:
+    """How far LLVM may unroll the serial loop ``s``: ``"llvm"`` (LLVM decides: a copy nest, a
+    small nest of at most ``SMALL_NEST`` body executions, or an innermost loop that
+    accumulates), ``"twice"`` (another innermost loop, once LLVM has unrolled the small nests
+    in it, that loads no vector of scattered elements) or ``"never"`` (a loop around other loops).
+
+    >>> from te.expr import IntImm, Var
+    >>> from loopnest.stmt import Block, For
+    >>> i, j = Var("i"), Var("j")
+    >>> inner = For(j, IntImm(0), IntImm(1024), Block([]))
+    >>> unroll_choice(For(j, IntImm(0), IntImm(8), Block([]))), unroll_choice(inner)
+    ('llvm', 'twice')
+    >>> unroll_choice(For(i, IntImm(0), Var("n"), inner))
+    'never'
+    """
+    if is_copy(s):
+        return "llvm"
+    n = nest_executions(s, SMALL_NEST)
+    if n is not None or accumulates(s):
+        return "llvm"
+    return "twice" if innermost(s) and not _gathers(s) else "never"
+
+
+def _gathers(s: For) -> bool:
+    """Whether a load in ``s`` reads a vector of elements that are not adjacent (a gather or a
+    strided load, which LLVM's cost model declines to unroll)."""
+    return any((int_value(i.stride) != 1) if isinstance(i, E.Ramp) else i.dtype.lanes > 1
+               for ld in stmt_loads(s.body) for i in ld.indices)
+
+
+def unroll_hint(module: ir.Module, s: For) -> ir.MDValue | None:
+    """The ``!llvm.loop`` node of the serial loop ``s`` that says how far LLVM may unroll it
+    (``unroll_choice``), or None where LLVM decides.
+
+    >>> from te.expr import IntImm, Var
+    >>> from loopnest.stmt import Block, For
+    >>> m = ir.Module()
+    >>> unroll_hint(m, For(Var("i"), IntImm(0), IntImm(4), Block([]))) is None
+    True
+    >>> inner = For(Var("j"), IntImm(0), Var("n"), Block([]))
+    >>> print(unroll_hint(m, For(Var("i"), IntImm(0), Var("n"), inner)))
+    !1 = !{ !1, !0 }
+    >>> print(m.metadata[0])
+    !0 = !{ !"llvm.loop.unroll.disable" }
+    """
+    choice = unroll_choice(s)
+    if choice == "twice":
+        return loop_md(module, ("llvm.loop.unroll.count", ir.Constant(ir.IntType(32), 2)))
+    if choice == "never":
+        return loop_md(module, ("llvm.loop.unroll.disable",))
+    return None
