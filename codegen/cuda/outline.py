@@ -46,7 +46,8 @@ from te.queries import fold_int, free_vars, structural_equal
 from loopnest.stmt import Allocate, For, ForKind, Free, Stmt, iter_stmts
 
 from ..kernel import BuildError
-from .ir_queries import AXES, StmtWalk, extent, flatten, fresh_copy, nonneg
+from .index_division import nonneg_loop_vars
+from .ir_queries import AXES, StmtWalk, extent, flatten, fresh_copy
 from .plan import CudaPlan, KernelPlan
 
 __all__ = ["outline_kernels", "MAX_THREADS_PER_BLOCK", "MAX_SHARED_BYTES", "MAX_BLOCK_DIMS", "MAX_GRID_DIMS"]
@@ -69,9 +70,7 @@ def outline_kernels(plan: CudaPlan) -> None:
         k = _kernel(s, len(plan.kernels), plan.base)
         k.grid, k.block, k.guarded = _dims(k, size_ids, plan.max_threads)
         plan.kernels.append(k)
-        for x in iter_stmts(s):  # pre-order: outer loops are known before inner ones
-            if isinstance(x, For) and nonneg(x.start, plan.nonneg_vars):
-                plan.nonneg_vars.add(id(x.var))
+    plan.nonneg_vars |= nonneg_loop_vars(plan.root)
 
 
 def _kernel(stmt: Stmt, index: int, base: str) -> KernelPlan:
