@@ -75,13 +75,12 @@ from te import expr as E
 from te.dtypes import Dtype
 from te.expr import Expr, IntImm, Var
 from te.functor import Functor
-from te.queries import fold_int
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, LetStmt, Stmt, Store
 
 from ..kernel import BuildError, Param, eval_int_expr, sanitize_name
 from .helpers import HelperSet
 from .types import c_type, compute_type, storage_type, vector_type
-from .ir_queries import AXES, extent, nonneg
+from .ir_queries import AXES, extent
 from .memory import private_index
 from .outline import MAX_BLOCK_DIMS, MAX_GRID_DIMS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK
 from .passes import plan_cuda
@@ -380,12 +379,9 @@ class CudaEmitter(Functor):
                 raise BuildError(f"Mod is not defined on {dt} (`{e}`)")
             refuse_low_precision("Div", dt)
             return f"({a} / {b})"
-        ct, narrow = compute_type(dt), is_narrow(dt)
-        if idx or dt.is_uint or narrow:
-            r = f"({a} {'/' if div else '%'} {b})"
-            return f"(({ct}){r})" if narrow else r
-        self.helpers.need("tc_div")
-        return f"tc_div<{ct}, {unsigned_of(dt)}>({a}, {b})" if div else f"tc_mod<{ct}>({a}, {b})"
+        # plain C: guard_int_division (loopnest.legalize) leaves no divisor that is 0 or -1
+        r = f"({a} {'/' if div else '%'} {b})"
+        return f"(({compute_type(dt)}){r})" if is_narrow(dt) else r
 
     visit_Div = visit_Mod = _div_mod
 
@@ -401,9 +397,6 @@ class CudaEmitter(Functor):
             self.helpers.need("tc_floormodf")
             return f"tc_floormodf({a}, {b})"
         op, narrow = "/" if div else "%", is_narrow(dt)
-        k = fold_int(e.b)
-        if idx and k is not None and k > 0 and nonneg(e.a, self.plan.nonneg_vars):
-            return f"({a} {op} {b})"   # same as floor division for a >= 0, b > 0
         if dt.is_uint:
             r = f"({a} {op} {b})"
             return f"(({ct}){r})" if narrow else r

@@ -47,14 +47,6 @@ template <typename T> __device__ __forceinline__ T tc_check_index(T i, long long
 """)
 
 
-_h("tc_div", r"""
-// C division/remainder; INT_MIN / -1 wraps to INT_MIN (remainder 0) instead of trapping.
-template <typename T, typename U> __device__ __forceinline__ T tc_div(T a, T b) {
-  return b == (T)-1 ? (T)((U)0 - (U)a) : (T)(a / b);
-}
-template <typename T> __device__ __forceinline__ T tc_mod(T a, T b) { return b == (T)-1 ? (T)0 : (T)(a % b); }
-""")
-
 _h("tc_floordiv", r"""
 // Floor division and remainder for signed integers (rounding toward minus infinity).
 template <typename T> __device__ __forceinline__ T tc_floordiv(T a, T b) {

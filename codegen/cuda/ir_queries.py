@@ -147,6 +147,8 @@ class _NonNeg(Functor):
         k = fold_int(e.b)
         return k is not None and k > 0
 
+    visit_Mod = _by_positive_constant   # C remainder: the sign of the dividend
+
     def generic(self, e, nonneg_vars):
         return False
 
@@ -245,6 +247,14 @@ class _Interval(Functor):
 
     def visit_FloorMod(self, e, ranges):
         return self._by_positive_constant(e, ranges, lambda a, k: (0, k - 1))
+
+    def visit_Div(self, e, ranges):   # truncation is floor for a dividend >= 0
+        r = self.visit_FloorDiv(e, ranges)
+        return r if r is not None and r[0] >= 0 else None
+
+    def visit_Mod(self, e, ranges):
+        a = self.visit(e.a, ranges)
+        return self.visit_FloorMod(e, ranges) if a is not None and a[0] >= 0 else None
 
     def generic(self, e, ranges):
         return None

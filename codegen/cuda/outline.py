@@ -46,7 +46,7 @@ from te.queries import fold_int, free_vars, structural_equal
 from loopnest.stmt import Allocate, For, ForKind, Free, Stmt, iter_stmts
 
 from ..kernel import BuildError
-from .ir_queries import AXES, StmtWalk, extent, flatten, fresh_copy, nonneg
+from .ir_queries import AXES, StmtWalk, extent, flatten, fresh_copy
 from .plan import CudaPlan, KernelPlan
 
 __all__ = ["outline_kernels", "MAX_THREADS_PER_BLOCK", "MAX_SHARED_BYTES", "MAX_BLOCK_DIMS", "MAX_GRID_DIMS"]
@@ -59,8 +59,7 @@ MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)
 
 def outline_kernels(plan: CudaPlan) -> None:
     """Record the kernels of ``plan.root`` (made a fresh copy first) in ``plan.kernels``,
-    with their bound loops and launch dimensions, and the loop variables known to be >= 0
-    (see the module docstring)."""
+    with their bound loops and launch dimensions (see the module docstring)."""
     plan.root = fresh_copy(plan.root)
     size_ids = plan.size_ids
     for s in flatten(plan.root):
@@ -69,9 +68,6 @@ def outline_kernels(plan: CudaPlan) -> None:
         k = _kernel(s, len(plan.kernels), plan.base)
         k.grid, k.block, k.guarded = _dims(k, size_ids, plan.max_threads)
         plan.kernels.append(k)
-        for x in iter_stmts(s):  # pre-order: outer loops are known before inner ones
-            if isinstance(x, For) and nonneg(x.start, plan.nonneg_vars):
-                plan.nonneg_vars.add(id(x.var))
 
 
 def _kernel(stmt: Stmt, index: int, base: str) -> KernelPlan:

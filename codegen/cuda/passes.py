@@ -4,6 +4,8 @@ They run through ``loopnest.passes.run_passes`` like the shared passes, so
 ``LOOPNEST_DUMP_PASSES=1`` (or ``build(..., target="cuda", dump=True)``) prints the IR
 before and after each and then what the step recorded in the plan:
 
+0. ``cuda_index_division`` (``codegen.cuda.index_division``): rewrites floor division and
+   remainder of non-negative indices by positive constants into C ``/`` and ``%``;
 1. ``cuda_outline_kernels`` (``codegen.cuda.outline``): kernels, bound loops, grid and block;
 2. ``cuda_memory_scopes`` (``codegen.cuda.memory``): global / shared / local memory, register
    promotion, shared bytes per kernel;
@@ -14,8 +16,8 @@ before and after each and then what the step recorded in the plan:
    CUDA vectors (``float4``, ``__half2``, elements of vector dtypes), and the alignment the
    buffer arguments' pointers need.
 
-The IR is not rewritten (the first step takes a fresh copy of it, so that facts can be
-keyed by statement identity); the printer (``codegen.cuda.emit``) only spells the plan out.
+Step 0 rewrites the IR; the others do not (``cuda_outline_kernels`` takes a fresh copy of it,
+so that facts can be keyed by statement identity); the printer (``codegen.cuda.emit``) only spells the plan out.
 
 >>> import io
 >>> from te import Buffer, Compute
@@ -27,6 +29,8 @@ keyed by statement identity); the printer (``codegen.cuda.emit``) only spells th
 >>> out = io.StringIO()
 >>> plan = plan_cuda(nest, make_params(nest, [A, B]), "double", dump=True, out=out)
 >>> print("\\n".join(l for l in out.getvalue().splitlines() if l.startswith("// ----")))
+// ---- before cuda_index_division ----
+// ---- after cuda_index_division ----
 // ---- before cuda_outline_kernels ----
 // ---- after cuda_outline_kernels ----
 // ---- cuda_outline_kernels: plan ----
@@ -54,6 +58,7 @@ from loopnest.passes import run_passes
 
 from ..kernel import BuildError, Param, sanitize_name
 from .aliasing import plan_arguments
+from .index_division import lower_index_division
 from .memory import assign_memory_scopes
 from .outline import MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, outline_kernels
 from .plan import CudaPlan
@@ -62,8 +67,9 @@ from .vectors import plan_vector_accesses
 
 __all__ = ["CUDA_STEPS", "cuda_passes", "plan_cuda"]
 
-#: (pass name, analysis, plan section it records), in order.
+#: (pass name, analysis, plan section it records or None for a rewrite of ``plan.root``), in order.
 CUDA_STEPS: list[tuple[str, Callable[[CudaPlan], None], str]] = [
+    ("cuda_index_division", lambda plan: setattr(plan, "root", lower_index_division(plan.root)), None),
     ("cuda_outline_kernels", outline_kernels, "kernels"),
     ("cuda_memory_scopes", assign_memory_scopes, "memory"),
     ("cuda_sync", plan_sync, "sync"),
@@ -77,14 +83,17 @@ def cuda_passes(plan: CudaPlan, upto: str | None = None) -> list[tuple]:
     and including the step named ``upto`` (all by default).
 
     >>> [p[0] for p in cuda_passes(None, upto="cuda_memory_scopes")]
-    ['cuda_outline_kernels', 'cuda_memory_scopes']
+    ['cuda_index_division', 'cuda_outline_kernels', 'cuda_memory_scopes']
     """
     names = [name for name, _, _ in CUDA_STEPS]
     if upto is not None and upto not in names:
         raise BuildError(f"unknown CUDA step {upto!r}; expected one of {names}")
     out = []
     for name, analysis, section in CUDA_STEPS:
-        out.append((name, _step(plan, analysis, section), _show(plan, section)))
+        if section is None:
+            out.append((name, _step(plan, analysis, None)))
+        else:
+            out.append((name, _step(plan, analysis, section), _show(plan, section)))
         if name == upto:
             break
     return out
@@ -93,7 +102,8 @@ def cuda_passes(plan: CudaPlan, upto: str | None = None) -> list[tuple]:
 def _step(plan: CudaPlan, analysis, section: str):
     def fn(nest, root):
         analysis(plan)
-        plan.done.append(section)
+        if section is not None:
+            plan.done.append(section)
         return plan.root
     return fn
 

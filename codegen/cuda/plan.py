@@ -253,7 +253,6 @@ class CudaPlan:
     kernels: list[KernelPlan] = field(default_factory=list)
     placements: dict[int, Placement] = field(default_factory=dict)   # id(buffer) -> where it lives
     scratch: list[Any] = field(default_factory=list)
-    nonneg_vars: set[int] = field(default_factory=set)
     readonly: set[int] = field(default_factory=set)                    # ids of buffers no kernel writes
     written_by: dict[int, list[str]] = field(default_factory=dict)     # id(buffer) -> kernel names
     done: list[str] = field(default_factory=list)                      # the sections recorded so far
