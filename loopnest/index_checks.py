@@ -3,7 +3,7 @@
 Bounds inference checks, when a kernel is called, every access whose index is an affine
 function of the loop variables and sizes (``loopnest.analysis.regions``). An index that
 depends on loaded data (a histogram's ``H[A[i]]``, a variable bound to a load, a loop whose
-bounds are loaded; ``loopnest.analysis.data_dependence``) cannot be checked before the
+bounds are loaded; ``loopnest.data_dependence``) cannot be checked before the
 kernel runs. ``guard_data_dependent_indices`` wraps each such index, per dimension, in a
 ``te.expr.IndexCheck`` of that dimension's extent; it runs before ``flatten_indices``, so
 ``H[r, k]`` with ``k`` past its own dimension fails even where the flat offset ``r * 4 + k``
@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from te import expr as E
 
-from .analysis.data_dependence import data_dependent_vars, needs_check
+from .data_dependence import data_dependent_vars, needs_check
 from .stmt import Stmt, StmtMutator, Store
 
 __all__ = ["guard_data_dependent_indices", "drop_index_checks"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 from te import expr as E
 from te.queries import free_vars, has_load
 
-from ..stmt import For, Let, Stmt, iter_stmts, stmt_exprs
+from .stmt import For, Let, Stmt, iter_stmts, stmt_exprs
 
 __all__ = ["data_dependent_vars", "needs_check"]
 
