@@ -1,0 +1,95 @@
+"""Regression tests of defects the random tester (``python -m fuzz``) found: each test is
+the minimised program and schedule of one finding, checked as the tester checks it (the
+scheduled program gives the unscheduled program's values on IREval and LLVM)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from codegen import build
+from loopnest import LoopNest
+from loopnest.analysis import bounds
+from loopnest.stmt import Block, For, Store
+from te.expr import substitute
+from te.queries import fold_int
+from te import Buffer, Compute, Max, Reduce, Sum, Var, cast, const, floordiv, floormod, if_then_else, maximum, \
+    minimum, select
+
+
+def _run(nest, args, data, shapes, sizes, target):
+    outs = [np.zeros(shape, dtype) for shape, dtype in shapes]
+    build(nest, args, target=target)(*data, *outs, *sizes)
+    return outs
+
+
+def _same_as_unscheduled(schedule, outputs, inputs, data, sizes=()):
+    """Apply ``schedule`` to a fresh nest of ``outputs``; its values on IREval and LLVM equal
+    the unscheduled nest's on IREval. ``sizes``: (size Var, value) pairs. Returns the nest."""
+    args = inputs + outputs + [v for v, _ in sizes]
+    values = [n for _, n in sizes]
+    shapes = [(tuple(fold_int(substitute(d, dict(sizes))) for d in t.dims), np.dtype(str(t.dtype))) for t in outputs]
+    want = _run(LoopNest(outputs), args, data, shapes, values, "ireval")
+    nest = LoopNest(outputs)
+    schedule(nest)
+    for target in ("ireval", "llvm"):
+        got = _run(nest, args, data, shapes, values, target)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w, err_msg=target)
+    return nest
+
+
+# ---------------------------------------------------------------------------------------
+# bounds inference of a region of many guarded, quasi-affine pieces: isl's convex hull of
+# the region took minutes inside cache_accesses (seed 7, case 85)
+# ---------------------------------------------------------------------------------------
+def _guarded_stages():
+    M = Var("M")
+    A = Buffer("A", (M, M), "float32")
+    B = Buffer("B", (4,), "float32")
+    C = Buffer("C", (6,), "int32")
+    T1 = Compute("T1", (4,), lambda i0: C[i0 + 2] * cast(A[i0, floordiv(i0, 2)], "int32"))
+    T2 = Compute("T2", (4,), lambda i0: maximum(cast(T1[i0 % 3], "float32"), cast(T1[i0], "float32") / 2.0))
+    T3 = Reduce("T3", (4,), Sum(), lambda i0, r0: minimum(
+        cast(T2[floormod(r0, 4)], "int32"),
+        select(cast(T1[r0 % 3], "float32") < B[floordiv(r0, 2)], cast(T2[r0 / 2], "int32"), -1) * 2), (M,))
+    T4 = Reduce("T4", (4,), Max(), lambda i0, r0: maximum(cast(T3[r0], "float32"), (
+        select(i0 < 0, if_then_else(r0 >= 1, B[r0 - 1], 0.0), cast(C[r0 + 1], "float32"))
+        - select(if_then_else(r0 >= 2, T2[r0 - 2], 0.0) >= 2.0, cast(C[r0 / 2], "float32"),
+                 cast(C[(const(6, "int32") - 1) - r0], "float32")))), (M,))
+    T5 = Compute("T5", (4,), lambda i0: minimum(cast(T4[i0], "int32"), cast(cast(T3[floormod(i0, 4)], "float32"),
+                                                                           "int32")))
+    rng = np.random.default_rng(0)
+    m = 4
+    data = [rng.integers(-3, 4, (m, m)).astype(np.float32), rng.integers(-3, 4, 4).astype(np.float32),
+            rng.integers(-3, 4, 6).astype(np.int32)]
+    return [T5], [A, B, C], data, [(M, m)]
+
+
+def _cache_in_tail(nest):
+    nest.eliminate_dead_stores()
+    nest.split_with_mask(nest.loop("i0_3"), 2)
+    nest.split_with_tail(nest.loop("r0_1"), 3)
+    nest.cache_accesses(nest.buffer("C"), "cache1", nest.loop("r0_1_tail"))
+
+
+def test_bounds_of_many_guarded_pieces_are_bounded_in_time():
+    outputs, inputs, data, sizes = _guarded_stages()
+    start = time.monotonic()
+    nest = LoopNest(outputs)
+    _cache_in_tail(nest)
+    assert time.monotonic() - start < 60, "bounds inference ran unbounded"
+    _same_as_unscheduled(_cache_in_tail, outputs, inputs, data, sizes)
+
+
+def test_bounds_past_the_isl_budget_fall_back_to_a_safe_region(monkeypatch):
+    """Past the budget every dimension is the whole buffer: looser, and still correct."""
+    monkeypatch.setattr(bounds, "BOUNDS_OPERATIONS", 1)
+    A = Buffer("A", (64,), "float32")
+    io, ii = Var("io"), Var("ii")
+    Bf = Buffer("B", (64,), "float32")
+    body = For(ii, 0, 8, Block([Store(Bf, (io * 8 + ii,), A[io * 8 + ii + 1])]))
+    (b,) = bounds.access_bounds(body, A, [io], outer_ranges={io: (0, 8)})
+    assert (str(b.min), str(b.extent), b.exact) == ("0", "64", False)
+    outputs, inputs, data, sizes = _guarded_stages()
+    _same_as_unscheduled(_cache_in_tail, outputs, inputs, data, sizes)
