@@ -93,3 +93,33 @@ def test_bounds_past_the_isl_budget_fall_back_to_a_safe_region(monkeypatch):
     assert (str(b.min), str(b.extent), b.exact) == ("0", "64", False)
     outputs, inputs, data, sizes = _guarded_stages()
     _same_as_unscheduled(_cache_in_tail, outputs, inputs, data, sizes)
+
+
+# ---------------------------------------------------------------------------------------
+# a buffer whose dimensions differ in width, (3, N) with an int64 N (a cache buffer of an
+# int64-sized tensor is (1, N)): flattening its indices multiplied int32 by int64 (seed 1,
+# case 8, with int64 sizes)
+# ---------------------------------------------------------------------------------------
+def test_buffer_of_int32_and_int64_dimensions_builds():
+    N = Var("N", "int64")
+    A = Buffer("A", (3, N), "float32")
+    B = Compute("B", (3, N), lambda i, j: A[i, j] * 2.0)
+    C = Compute("C", (N, 3), lambda i, j: B[j, i] + 1.0)
+    a = np.arange(15, dtype=np.float32).reshape(3, 5)
+    _same_as_unscheduled(lambda nest: None, [C], [A], [a], [(N, 5)])
+    c = np.zeros((5, 3), np.float32)
+    build(LoopNest([C]), [A, C, N], target="llvm")(a, c, 5)
+    np.testing.assert_array_equal(c, a.T * 2 + 1)
+
+
+def test_cache_of_an_int64_sized_tensor():
+    N = Var("N", "int64")
+    T1 = Compute("T1", (N, N), lambda i0, i1: cast(i0 + i1, "float32"))
+    T2 = Compute("T2", (N, N), lambda i0, i1: cast(T1[0, i0 % 3], "int64"))
+    T3 = Compute("T3", (N, N), lambda i0, i1: cast(T2[i0, i0], "float32"))
+
+    def schedule(nest):
+        nest.cache_accesses(nest.buffer("T2"), "cache1", nest.get_loops_for(T2)[0])
+        assert [str(d.dtype) for d in nest.buffer("cache1").dims] == ["int32", "int64"]
+
+    _same_as_unscheduled(schedule, [T3], [], [], [(N, 4)])
