@@ -123,3 +123,18 @@ def test_cache_of_an_int64_sized_tensor():
         assert [str(d.dtype) for d in nest.buffer("cache1").dims] == ["int32", "int64"]
 
     _same_as_unscheduled(schedule, [T3], [], [], [(N, 4)])
+
+
+def test_a_region_past_its_isl_budget_is_the_whole_buffer(monkeypatch):
+    """Building a region of many guarded pieces (its disjunctive normal form) is bounded too
+    (seed 7, case 311: seconds per compute_at candidate)."""
+    monkeypatch.setattr(bounds, "REGION_OPERATIONS", 1)
+    A = Buffer("A", (64,), "float32")
+    io, ii = Var("io"), Var("ii")
+    Bf = Buffer("B", (64,), "float32")
+    body = For(ii, 0, 8, Block([Store(Bf, (io * 8 + ii,), A[io * 8 + ii + 1])]))
+    (b,) = bounds.access_bounds(body, A, [io], outer_ranges={io: (0, 8)})
+    assert (str(b.min), str(b.extent), b.exact) == ("0", "64", False)
+    assert not bounds.writes_cover_box(body, Bf, [b], [io], outer_ranges={io: (0, 8)})
+    outputs, inputs, data, sizes = _guarded_stages()
+    _same_as_unscheduled(_cache_in_tail, outputs, inputs, data, sizes)

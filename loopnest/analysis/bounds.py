@@ -578,9 +578,16 @@ def _outer_ranges_from_nest(nest, outer_vars) -> dict:
     return out
 
 
+#: isl operations the bounds of one dimension may take, exactly and then from the hull
+#: (a convex hull or parametric minimum of many guarded pieces can take minutes)
+BOUNDS_OPERATIONS = 1_000_000
+#: isl operations building the region may take (past them every dimension is whole)
+REGION_OPERATIONS = 5_000_000
+
+
 @dataclass
 class _Region:
-    set: Any            # isl.Set of the accessed elements (clamped, in the context)
+    set: Any            # isl.Set of the accessed elements (clamped, in the context); None past the budget
     params: list        # Vars, in isl parameter order (p0, p1, ...)
     env: dict           # id(var) -> isl name
     pdecl: str
@@ -626,15 +633,10 @@ def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -
         if ht is not None:
             ctx.append(f"{env[id(v)]} < {ht}")
     text = f"{pdecl}{{ [{xs}] : ({' or '.join(col.pieces)})" + "".join(f" and {c}" for c in clamp) + " }"
-    region = isl.Set(text)
     ctx_set = isl.Set(f"{pdecl}{{ : {' and '.join(ctx) or '0 = 0'} }}")
-    region = region.intersect_params(ctx_set)
-    return _Region(region, params, env, pdecl, ctx, ranges, col.exact, ctx_set)
-
-
-#: isl operations the bounds of one dimension may take, exactly and then from the hull
-#: (a convex hull or parametric minimum of many guarded pieces can take minutes)
-BOUNDS_OPERATIONS = 1_000_000
+    # the region's disjunctive normal form can be exponential in the guarded pieces
+    region = within_budget(REGION_OPERATIONS, lambda: isl.Set(text).intersect_params(ctx_set))
+    return _Region(region, params, env, pdecl, ctx, ranges, col.exact and region is not None, ctx_set)
 
 
 def access_bounds(stmt: Stmt, buffer, outer_vars: Sequence[E.Var] = (), nest=None, *,
@@ -645,9 +647,10 @@ def access_bounds(stmt: Stmt, buffer, outer_vars: Sequence[E.Var] = (), nest=Non
     ``outer_ranges`` maps outer variables to ``(start, stop)`` (taken from ``nest``'s
     loops when not given) and makes results simpler and ``extent_bound`` possible.
 
-    The isl work of a dimension is bounded (``BOUNDS_OPERATIONS``): past it, the bounds
-    are those of the region's simple hull clamped to the buffer, and past that again the
-    whole dimension.
+    The isl work is bounded: past ``REGION_OPERATIONS`` building the region, every
+    dimension is whole; past ``BOUNDS_OPERATIONS`` for a dimension, its bounds are those
+    of the region's simple hull clamped to the buffer, and past that again the whole
+    dimension.
     """
     r = _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges)
     if r is None:
@@ -655,8 +658,10 @@ def access_bounds(stmt: Stmt, buffer, outer_vars: Sequence[E.Var] = (), nest=Non
     outer_ids = {id(v) for v in list(outer_vars) + list(r.ranges)}
     out = []
     for d, dim in enumerate(buffer.dims):
-        b = within_budget(BOUNDS_OPERATIONS, _dim_bounds, r, d, dim, outer_ids, True)
-        if b is None:   # isl gave up (or failed) on the exact bounds: those of the hull
+        b = None
+        if r.set is not None:
+            b = within_budget(BOUNDS_OPERATIONS, _dim_bounds, r, d, dim, outer_ids, True)
+        if b is None and r.set is not None:   # isl gave up (or failed) on the exact bounds: the hull's
             b = within_budget(BOUNDS_OPERATIONS, _dim_bounds, r, d, dim, outer_ids, False)
         if b is None:
             zero = E.IntImm(0, dim.dtype)
@@ -720,7 +725,7 @@ def writes_cover_box(stmt: Stmt, buffer, bounds: Sequence[DimBounds], outer_vars
     box ``bounds`` (so a copy of the box back to ``buffer`` writes nothing stale).
     False when unsure (non-affine indices, bounds or conditions)."""
     r = _build_region(stmt, buffer, outer_vars, nest, False, True, outer_ranges)
-    if r is None or not r.exact:
+    if r is None or not r.exact or r.set is None:
         return False
     cons = []
     for d, b in enumerate(bounds):
