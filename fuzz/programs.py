@@ -424,7 +424,7 @@ class _Generator:
             return ["mul", sub(), ["c", 2, dtype]]
         if kind == "divide":
             op = rnd.choice(INT_DIVISION)
-            divisor = ["c", rnd.choice([2, 3, -2, 4]), "int32"] if rnd.random() < 0.5 else leaf()
+            divisor = ["c", rnd.choice([2, 3, -2, 4]), dtype] if rnd.random() < 0.5 else leaf()
             return [op, sub(), divisor]
         if kind == "select":
             op = rnd.choice(COMPARISONS)
