@@ -138,3 +138,20 @@ def test_a_region_past_its_isl_budget_is_the_whole_buffer(monkeypatch):
     assert not bounds.writes_cover_box(body, Bf, [b], [io], outer_ranges={io: (0, 8)})
     outputs, inputs, data, sizes = _guarded_stages()
     _same_as_unscheduled(_cache_in_tail, outputs, inputs, data, sizes)
+
+
+# ---------------------------------------------------------------------------------------
+# the polyhedral analysis of a nest whose loop bounds are nested mins (a cache buffer's
+# extent, split again): combining their piecewise forms ran for minutes when the
+# allocation pass asked whether a buffer is private to a loop (seed 8, case 101)
+# ---------------------------------------------------------------------------------------
+def test_piecewise_bounds_past_their_budget_are_over_approximated(monkeypatch):
+    from loopnest.analysis import domains
+    monkeypatch.setattr(domains, "COMBINE_OPERATIONS", 1)
+    outputs, inputs, data, sizes = _guarded_stages()
+
+    def schedule(nest):
+        _cache_in_tail(nest)
+        nest.split_with_tail(nest.loop("cache1_i0"), 2)
+
+    _same_as_unscheduled(schedule, outputs, inputs, data, sizes)
