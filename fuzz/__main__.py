@@ -18,6 +18,8 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--seconds", type=float, help="time budget (default 60 unless --count or --case)")
     ap.add_argument("--count", type=int, help="number of schedules to run (deterministic for a seed)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--case-seconds", type=float, default=60.0,
+                    help="time limit of one schedule; a schedule running longer is a failure (0: none)")
     ap.add_argument("--case", type=int, action="append", help="rerun only this case of the seed (repeatable)")
     ap.add_argument("--out", help="directory for the reproducer scripts (one per failure class)")
     ap.add_argument("--targets", default="ireval,llvm", help="comma-separated: ireval, llvm, cuda")
@@ -39,7 +41,8 @@ def main(argv: list | None = None) -> int:
             emulate = False
     seconds = args.seconds if args.seconds is not None or args.count is not None or args.case else 60.0
     summary = run_campaign(args.seed, count=args.count, seconds=seconds, targets=targets, out=args.out,
-                           nvcc=args.nvcc, emulate=emulate, cases=args.case)
+                           nvcc=args.nvcc, emulate=emulate, cases=args.case,
+                           case_seconds=args.case_seconds or None)
     print(summary.report())
     return 1 if summary.failures else 0
 

@@ -12,10 +12,13 @@ can be rerun by itself (``python -m fuzz --seed s --case k``).
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import random
 import re
+import signal
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +81,36 @@ class Summary:
         return "\n".join(lines)
 
 
+class TimeLimit(Exception):
+    """A schedule (or a program's own check) ran past the campaign's per-case time limit; the
+    fuzzer reports it as a failure where it happened (``crash:cache_accesses:TimeLimit``)."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None):
+    """Raise :class:`TimeLimit` in the block after ``seconds`` (None: no limit; main thread only).
+
+    >>> with time_limit(5.0):
+    ...     pass
+    """
+    if not seconds:
+        yield
+        return
+
+    def expire(signum, frame):
+        where = "\n  <- ".join(f"{Path(f.filename).stem}.{f.name}:{f.lineno}"
+                               for f in reversed(traceback.extract_stack(frame)[-16:]))
+        raise TimeLimit(f"ran past the per-case time limit of {seconds:g} s in {where}")
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
 def _file_name(sig: str, case: int) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", sig).strip("_") + f"_case{case}.py"
 
@@ -94,6 +127,12 @@ def _record(summary: Summary, failures: list, case: Case, steps: list, k: int, t
         if out is None or summary.minimised[f.signature] >= MINIMISED_PER_SIGNATURE:
             continue
         summary.minimised[f.signature] += 1
+        if f.error == TimeLimit.__name__:   # each minimising trial would run as long: written as found
+            path = out / _file_name(f.signature, k)
+            (out / (path.stem + ".stack.txt")).write_text(f.message)
+            path.write_text(reproducer_source(case, steps, f, targets, f"{f.signature} (seed {summary.seed}, case {k})"))
+            summary.reproducers.setdefault(f.signature, str(path))
+            continue
         small = minimize(case, steps, f, targets, **options)
         cls = "+".join([f.signature] + sorted({s["op"] for s in small}))
         if cls in summary.reproducers:
@@ -107,9 +146,11 @@ def _record(summary: Summary, failures: list, case: Case, steps: list, k: int, t
 
 def run_campaign(seed: int, count: int | None = None, seconds: float | None = None, targets=("ireval", "llvm"),
                  out: str | os.PathLike | None = None, nvcc: bool = False, emulate: bool = False,
-                 cases: list | None = None, quiet: bool = False, progress_every: float = 10.0) -> Summary:
+                 cases: list | None = None, quiet: bool = False, progress_every: float = 10.0,
+                 case_seconds: float | None = None) -> Summary:
     """Run schedules until ``count`` of them ran or ``seconds`` passed (cases ``0, 1, ...``
-    or the given ``cases``); write reproducers into ``out`` when given."""
+    or the given ``cases``); write reproducers into ``out`` when given. ``case_seconds``
+    bounds each schedule (and each program's own check): one running longer is a failure."""
     targets = tuple(targets)
     unknown = set(targets) - set(TARGETS)
     if unknown:
@@ -138,11 +179,14 @@ def run_campaign(seed: int, count: int | None = None, seconds: float | None = No
         rnd = random.Random(f"{seed}/{case_id}")
         case = Case(random_program(rnd))
         summary.programs += 1
-        _record(summary, check_program(case), case, [], case_id, targets, out_dir, options)
+        with time_limit(case_seconds):
+            found = check_program(case)
+        _record(summary, found, case, [], case_id, targets, out_dir, options)
         for _ in range(SCHEDULES_PER_PROGRAM):
             if count is not None and summary.schedules >= count:
                 break
-            result = check_schedule(case, None, targets, rnd, rnd.randint(1, MAX_STEPS), **options)
+            with time_limit(case_seconds):
+                result = check_schedule(case, None, targets, rnd, rnd.randint(1, MAX_STEPS), **options)
             summary.schedules += 1
             summary.steps += len(result.steps)
             summary.refused += result.refused

@@ -91,7 +91,7 @@ class Case:
             self.te_error = e
             self.outputs, self.inputs, self.sizes = [], [], {}
         self.data = input_data(program)
-        values = evaluate(program, self.data)
+        values = evaluate(program, self.data, strict=True)
         self.reference = [values[n].astype(program.tensor(n).dtype) for n in program.outputs]
         self.baseline = None
 

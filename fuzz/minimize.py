@@ -23,6 +23,7 @@ import numpy as np
 
 from .check import Case, Failure, check_program, check_schedule, uses_gpu
 from .programs import MAX_MAGNITUDE, Program, dtype_of, to_source
+from .reference import Inexact
 from .schedules import step_source
 
 
@@ -55,7 +56,7 @@ def _value_paths(node, path=()):
     tag = node[0]
     if tag in ("c", "i", "n", "ld", "sum"):
         return
-    children = {"cmp": (3, 4), "sel": (1, 2, 3), "ite": (2, 3), "cast": (2,)}.get(tag, (1, 2))
+    children = {"cmp": (3, 4), "sel": (1, 2, 3), "ite": (2, 3), "cast": (2,), "bitcast": (2,), "not": (1,)}.get(tag, (1, 2))
     for k in children:
         yield from _value_paths(node[k], path + (k,))
 
@@ -83,7 +84,8 @@ def _simpler(node, dtypes: dict) -> list:
     if tag == "sum":
         terms = node[1]
         return [["sum", terms[:len(terms) // 2]]] if len(terms) > 1 else [terms[0]]
-    children = {"sel": (2, 3), "ite": (2, 3), "cast": (), "ld": (), "i": (), "n": ()}.get(tag, (1, 2))
+    children = {"sel": (2, 3), "ite": (2, 3), "cast": (), "bitcast": (), "ld": (), "i": (), "n": (),
+                "not": (1,)}.get(tag, (1, 2))
     out = [node[k] for k in children if dtype_of(node[k], dtypes) == dtype]
     return out + [["c", 1, dtype]]
 
@@ -92,7 +94,7 @@ def _case_of(program: Program) -> Case | None:
     """A Case of ``program``, or None when its reference reads out of range or grows too large."""
     try:
         case = Case(program)
-    except AssertionError:
+    except (AssertionError, Inexact):
         return None
     if any(abs(r.astype(np.float64)).max(initial=0.0) >= MAX_MAGNITUDE for r in case.reference):
         return None
@@ -170,6 +172,7 @@ unchanged; the history must replay to the same nest. Prints PASS when all hold, 
 import sys
 import traceback
 
+import ml_dtypes  # noqa: F401 -- bfloat16 arrays
 import numpy as np
 
 from codegen import build
@@ -177,8 +180,8 @@ from loopnest import LoopNest, ScheduleError
 import functools
 import operator
 
-from te import (Buffer, Compute, Max, Min, Reduce, Sum, Var, cast, const, floordiv, floormod, if_then_else,
-                int32, maximum, minimum, select)
+from te import (Buffer, Compute, Max, Min, Reduce, Sum, Var, bitcast, cast, const, floordiv, floormod,
+                if_then_else, int32, int64, maximum, minimum, select)
 
 try:   # building the program is checked too
 {program}
@@ -256,7 +259,8 @@ sys.exit(1 if bad else 0)
 
 
 def _array(a: np.ndarray) -> list:
-    return [a.ravel().tolist(), list(a.shape), str(a.dtype)]
+    values = a.ravel() if a.dtype.kind in "iu" else a.ravel().astype(np.float64)
+    return [values.tolist(), list(a.shape), str(a.dtype)]
 
 
 def reproducer_source(case: Case, steps: list, failure: Failure, targets, title: str) -> str:

@@ -9,16 +9,21 @@ Expressions (JSON-able lists, the first element names the node)::
 
     ["c", value, dtype]        constant             ["i", k]             index variable k
     ["n", name]                size variable        ["ld", tensor, [index expressions]]
-    [op, a, b]                 op in add sub mul max min div mod fdiv fmod
-                               (div / mod: C ``/`` and ``%``; fdiv / fmod: floordiv / floormod)
+    [op, a, b]                 op in add sub mul max min div mod fdiv fmod and or xor shl shr
+                               (div / mod: C ``/`` and ``%``; fdiv / fmod: floordiv / floormod;
+                               and .. shr: the bit operations ``&`` ``|`` ``^`` ``<<`` ``>>``)
+    ["not", a]                 ``~a``               ["bitcast", dtype, a]  te.bitcast
     ["cmp", op, spelling, a, b]  op in eq ne lt le gt ge; spelling "op" writes ``a == b``,
                                "method" writes ``a.eq(b)``
     ["sel", c, a, b]           te.select            ["ite", c, a, b]     te.if_then_else
     ["cast", dtype, a]         ["sum", [terms]]     a left-nested sum (deep expressions)
 
 Index variables are numbered over the stage's dimensions, then its reduction dimensions.
-Programs keep every value a small integer (or a half of one) in float32 / int32, so any
-evaluation order gives the same bits and results can be compared exactly.
+Programs keep every value a small integer (or a half of one) in float32 / int32 / int64 /
+float16 / bfloat16, so any evaluation order gives the same bits and results can be
+compared exactly; the exceptions are rounded exactly once where nothing reorders them: a
+division by a non-integer divisor truncated to an integer or stored as the last stage's
+value. Sizes are int32 or, in some programs, int64 (``Program.index_dtype``).
 
 >>> import random
 >>> p = random_program(random.Random(3))
@@ -46,6 +51,15 @@ INT_DIVISION = ("div", "mod", "fdiv", "fmod")
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 REDUCERS = ("Sum", "Max", "Min")
 DTYPES = ("float32", "int32")
+#: every element dtype drawn, with its weight (low precision and int64 now and then)
+DTYPE_WEIGHTS = {"float32": 10, "int32": 10, "int64": 1, "float16": 0.7, "bfloat16": 0.7}
+LOW_PRECISION = ("float16", "bfloat16")
+#: the probability that a program's sizes (and so its loop variables) are int64
+INT64_SIZES_PROBABILITY = 0.08
+#: the probability that the last stage (when not a reduction) divides by a non-integer divisor
+FRACTION_PROBABILITY = 0.08
+#: divisors whose quotients are not exact in float32
+INEXACT_DIVISORS = (3.0, 1.5, 0.75, -6.0, 10.0)
 SIZE_NAMES = ("N", "M")
 #: the probability that a stage is one deep sum (hundreds of terms)
 DEEP_PROBABILITY = 0.02
@@ -92,6 +106,7 @@ class Program:
     tensors: list
     outputs: list
     data_seed: int
+    index_dtype: str = "int32"
 
     def tensor(self, name: str) -> TensorSpec:
         return next(t for t in self.tensors if t.name == name)
@@ -114,17 +129,18 @@ class Program:
     @staticmethod
     def from_json(text: str) -> "Program":
         d = json.loads(text)
-        return Program(d["sizes"], [TensorSpec(**t) for t in d["tensors"]], d["outputs"], d["data_seed"])
+        return Program(d["sizes"], [TensorSpec(**t) for t in d["tensors"]], d["outputs"], d["data_seed"],
+                       d.get("index_dtype", "int32"))
 
 
 # ------------------------------------------------------------------------------------
 # building te tensors and Python source
 # ------------------------------------------------------------------------------------
-def _te_extent(dim, sizes: dict):
+def _te_extent(dim, sizes: dict, index_dtype: str):
     base, extra = dim
     if isinstance(base, str):
         return sizes[base] + extra if extra else sizes[base]
-    return base + extra
+    return base + extra if index_dtype == "int32" else te.const(base + extra, index_dtype)
 
 
 def _te_expr(node, idx: list, tensors: dict, sizes: dict):
@@ -151,12 +167,17 @@ def _te_expr(node, idx: list, tensors: dict, sizes: dict):
         return te.if_then_else(rec(node[1]), rec(node[2]), rec(node[3]))
     if tag == "cast":
         return te.cast(rec(node[2]), node[1])
+    if tag == "bitcast":
+        return te.bitcast(rec(node[2]), node[1])
+    if tag == "not":
+        return ~rec(node[1])
     if tag == "sum":
         return functools.reduce(operator.add, [rec(x) for x in node[1]])
     a, b = rec(node[1]), rec(node[2])
     return {"add": lambda: a + b, "sub": lambda: a - b, "mul": lambda: a * b, "max": lambda: te.maximum(a, b),
             "min": lambda: te.minimum(a, b), "div": lambda: a / b, "mod": lambda: a % b,
-            "fdiv": lambda: te.floordiv(a, b), "fmod": lambda: te.floormod(a, b)}[tag]()
+            "fdiv": lambda: te.floordiv(a, b), "fmod": lambda: te.floormod(a, b), "and": lambda: a & b,
+            "or": lambda: a | b, "xor": lambda: a ^ b, "shl": lambda: a << b, "shr": lambda: a >> b}[tag]()
 
 
 def dtype_of(node, dtypes: dict) -> str:
@@ -172,7 +193,7 @@ def dtype_of(node, dtypes: dict) -> str:
         return "int32"
     if tag == "ld":
         return dtypes[node[1]]
-    if tag == "cast":
+    if tag in ("cast", "bitcast"):
         return node[1]
     if tag in ("sel", "ite"):
         return dtype_of(node[2], dtypes)
@@ -185,10 +206,10 @@ def dtype_of(node, dtypes: dict) -> str:
 
 def to_te(program: Program) -> tuple[list, list, dict]:
     """(output Tensors, input Buffers, {size Var: value}) of ``program``."""
-    sizes = {name: Var(name, te.int32) for name in program.sizes}
+    sizes = {name: Var(name, program.index_dtype) for name in program.sizes}
     tensors: dict = {}
     for t in program.tensors:
-        shape = tuple(_te_extent(d, sizes) for d in t.dims)
+        shape = tuple(_te_extent(d, sizes, program.index_dtype) for d in t.dims)
         if t.body is None:
             tensors[t.name] = Buffer(t.name, shape, t.dtype)
             continue
@@ -198,7 +219,7 @@ def to_te(program: Program) -> tuple[list, list, dict]:
             tensors[t.name] = Compute(t.name, shape, fn)
         else:
             fn = _lambda(names, lambda *ivs, t=t: _te_expr(t.body, list(ivs), tensors, sizes))
-            rshape = tuple(_te_extent(d, sizes) for d in t.rdims)
+            rshape = tuple(_te_extent(d, sizes, program.index_dtype) for d in t.rdims)
             tensors[t.name] = Reduce(t.name, shape, getattr(te, t.reducer)(), fn, rshape)
     inputs = [tensors[t.name] for t in program.inputs]
     return [tensors[n] for n in program.outputs], inputs, {sizes[n]: v for n, v in program.sizes.items()}
@@ -221,7 +242,8 @@ def index_names(t: TensorSpec) -> list:
 
 _SRC_BIN = {"add": "({} + {})", "sub": "({} - {})", "mul": "({} * {})", "max": "maximum({}, {})",
             "min": "minimum({}, {})", "div": "({} / {})", "mod": "({} % {})", "fdiv": "floordiv({}, {})",
-            "fmod": "floormod({}, {})"}
+            "fmod": "floormod({}, {})", "and": "({} & {})", "or": "({} | {})", "xor": "({} ^ {})",
+            "shl": "({} << {})", "shr": "({} >> {})"}
 _SRC_CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 
 
@@ -252,6 +274,10 @@ def expr_source(node, names: list) -> str:
         return f"{fn}({rec(node[1])}, {rec(node[2])}, {rec(node[3])})"
     if tag == "cast":
         return f"cast({rec(node[2])}, {node[1]!r})"
+    if tag == "bitcast":
+        return f"bitcast({rec(node[2])}, {node[1]!r})"
+    if tag == "not":
+        return f"(~{rec(node[1])})"
     if tag == "sum":
         return f"functools.reduce(operator.add, [{', '.join(rec(x) for x in node[1])}])"
     left = _const_source(node[1]) if node[1][0] == "c" and node[2][0] == "c" else rec(node[1])
@@ -262,11 +288,11 @@ def _const_source(node) -> str:
     return f"const({expr_source(node, [])}, {node[2]!r})"
 
 
-def _extent_source(dim) -> str:
+def _extent_source(dim, index_dtype: str = "int32") -> str:
     base, extra = dim
     if isinstance(base, str):
         return f"{base} + {extra}" if extra else base
-    return str(base + extra)
+    return str(base + extra) if index_dtype == "int32" else f"const({base + extra}, {index_dtype!r})"
 
 
 def to_source(program: Program) -> str:
@@ -280,9 +306,10 @@ def to_source(program: Program) -> str:
     A = Buffer("A", (N,), "int32")
     B = Compute("B", (N,), lambda i0: (A[i0] + 1))
     """
-    lines = [f'{n} = Var("{n}", int32)' for n in program.sizes]
+    ix = program.index_dtype
+    lines = [f'{n} = Var("{n}", {ix})' for n in program.sizes]
     for t in program.tensors:
-        shape = "(" + ", ".join(_extent_source(d) for d in t.dims) + ("," if t.rank == 1 else "") + ")"
+        shape = "(" + ", ".join(_extent_source(d, ix) for d in t.dims) + ("," if t.rank == 1 else "") + ")"
         if t.body is None:
             lines.append(f'{t.name} = Buffer("{t.name}", {shape}, "{t.dtype}")')
             continue
@@ -291,7 +318,7 @@ def to_source(program: Program) -> str:
         if t.reducer is None:
             lines.append(f'{t.name} = Compute("{t.name}", {shape}, {body})')
         else:
-            rshape = "(" + ", ".join(_extent_source(d) for d in t.rdims) + ("," if len(t.rdims) == 1 else "") + ")"
+            rshape = "(" + ", ".join(_extent_source(d, ix) for d in t.rdims) + ("," if len(t.rdims) == 1 else "") + ")"
             lines.append(f'{t.name} = Reduce("{t.name}", {shape}, {t.reducer}(), {body}, {rshape})')
     return "\n".join(lines)
 
@@ -372,25 +399,32 @@ class _Generator:
             node = ["ite", g, node, ["c", 0, dtype]]
         return node
 
+    def dtype(self) -> str:
+        return self.rnd.choices(list(DTYPE_WEIGHTS), list(DTYPE_WEIGHTS.values()))[0]
+
     def expr(self, dtype: str, depth: int, ivars: list, reduce_vars: list):
         rnd = self.rnd
         leaf = lambda: self.load(rnd.choice(self.tensors), dtype, ivars, reduce_vars)  # noqa: E731
         if depth == 0 or rnd.random() < 0.25:
             return leaf() if rnd.random() < 0.85 else ["c", rnd.choice([1, 2, -1, 3]), dtype]
-        kind = rnd.choices(["arith", "scale", "divide", "select", "cast"], [5, 1, 2 if dtype == "int32" else 0, 2, 1])[0]
+        integer = dtype.startswith("int")
+        kind = rnd.choices(["arith", "scale", "divide", "select", "cast", "bits"],
+                           [5, 1, 2 if integer else 0, 2, 1, 1 if integer else 0.2 if dtype == "float32" else 0])[0]
         sub = lambda: self.expr(dtype, depth - 1, ivars, reduce_vars)  # noqa: E731
+        if kind == "bits":
+            return self.bits(dtype, sub, leaf, depth, ivars, reduce_vars)
         if kind == "arith":
             op = rnd.choice(("add", "sub", "max", "min", "add", "mul"))
             if op == "mul":   # one factor stays small, so values stay exact
                 return ["mul", sub(), ["c", rnd.choice([2, -1, 3]), dtype] if rnd.random() < 0.5 else leaf()]
             return [op, sub(), sub()]
         if kind == "scale":
-            if dtype == "float32":
+            if not integer:
                 return rnd.choice([["mul", sub(), ["c", 0.5, dtype]], ["div", sub(), ["c", 2.0, dtype]]])
             return ["mul", sub(), ["c", 2, dtype]]
         if kind == "divide":
             op = rnd.choice(INT_DIVISION)
-            divisor = ["c", rnd.choice([2, 3, -2, 4]), "int32"] if rnd.random() < 0.5 else leaf()
+            divisor = ["c", rnd.choice([2, 3, -2, 4]), dtype] if rnd.random() < 0.5 else leaf()
             return [op, sub(), divisor]
         if kind == "select":
             op = rnd.choice(COMPARISONS)
@@ -402,8 +436,35 @@ class _Generator:
                 cond = ["cmp", op, rnd.choice(["op", "method"]), self.expr(cdt, 1, ivars, reduce_vars),
                         self.expr(cdt, 0, ivars, reduce_vars)]
             return ["sel", cond, sub(), sub()]
-        other = "int32" if dtype == "float32" else "float32"
-        return ["cast", dtype, self.expr(other, depth - 1, ivars, reduce_vars)]
+        other = rnd.choice([d for d in DTYPE_WEIGHTS if d != dtype]) if rnd.random() < 0.3 else \
+            "int32" if dtype == "float32" else "float32"
+        value = self.expr(other, depth - 1, ivars, reduce_vars)
+        if integer and other == "float32" and rnd.random() < 0.2:   # rounded once, then truncated
+            value = ["div", value, ["c", rnd.choice(INEXACT_DIVISORS), "float32"]]
+        return ["cast", dtype, value]
+
+    def bits(self, dtype: str, sub, leaf, depth: int, ivars: list, reduce_vars: list):
+        """A bit operation of ``dtype`` (an integer; float32: a power of two made by bitcast)."""
+        rnd = self.rnd
+        width = 64 if dtype == "int64" else 32
+        if dtype == "float32":   # 2 ** (k - 3) for k in [0, 8): exponent bits shifted into place
+            k = ["and", self.expr("int32", depth - 1, ivars, reduce_vars), ["c", 7, "int32"]]
+            return ["bitcast", "float32", ["shl", ["add", k, ["c", 124, "int32"]], ["c", 23, "int32"]]]
+        op = rnd.choice(["and", "or", "xor", "not", "shl", "shr", "shr", "bitcast"])
+        if op == "not":
+            return ["not", sub()]
+        if op in ("and", "or", "xor"):
+            return [op, sub(), ["c", rnd.choice([1, 3, 7, -2, 255]), dtype] if rnd.random() < 0.6 else leaf()]
+        if op == "shl":   # amounts are taken modulo the width: these shift by 1 to 3
+            return ["shl", sub(), ["c", rnd.choice([1, 2, 3, width + 1, 1 - width]), dtype]]
+        if op == "shr":
+            amount = ["c", rnd.choice([1, 2, width - 1, width, width + 1, -1]), dtype] if rnd.random() < 0.7 else leaf()
+            return ["shr", sub(), amount]
+        if dtype != "int32":
+            return ["not", sub()]
+        # the sign and exponent bits of a float32 (its -0.0 and +0.0 differ)
+        return ["shr", ["bitcast", "int32", self.expr("float32", depth - 1, ivars, reduce_vars)],
+                ["c", rnd.choice([23, 20, 16]), "int32"]]
 
     def program(self, data_seed: int) -> Program:
         rnd = self.rnd
@@ -417,44 +478,86 @@ class _Generator:
         for k in range(rnd.choice([1, 1, 2, 3])):
             dims = [[b, e + rnd.choice([0, 1, 2])] for b, e in shape] if rnd.random() < 0.7 else \
                 [self.dim() for _ in range(rnd.choice([1, 2]))]
-            self.tensors.append(TensorSpec("ABC"[k], rnd.choice(DTYPES), dims))
+            self.tensors.append(TensorSpec("ABC"[k], self.dtype(), dims))
         for s in range(rnd.randint(2, 5)):
             if rnd.random() < 0.3:
                 shape = [self.dim() for _ in range(rnd.choice([1, 1, 2]))]
-            dtype = rnd.choice(DTYPES)
+            dtype = self.dtype()
             rdims = [self.dim((0, 0, 1)) for _ in range(rnd.choice([1, 1, 2]))] if rnd.random() < 0.3 else []
             ivars = [(k, self.extent(d)) for k, d in enumerate(shape + rdims)]
             rvars = ivars[len(shape):]
             prev = self.tensors[-1]
             body = [rnd.choice(ARITH), self.load(prev, dtype, ivars, rvars), self.expr(dtype, 2, ivars, rvars)]
             draw = rnd.random()
-            if draw < DEEP_PROBABILITY:   # generated code and polynomials are this deep
+            stencil_before = prev.body is not None and prev.body[0] == "sum"
+            if draw < DEEP_PROBABILITY and not stencil_before:   # generated code and polynomials are this deep
+                # (not over a stencil: inlining it multiplies the deep sum's terms by its own)
                 body = ["sum", [self.load(prev, dtype, ivars, rvars) for _ in range(rnd.randint(100, 1500))]]
-            elif draw < DEEP_PROBABILITY + STENCIL_PROBABILITY and (prev.body is None or prev.body[0] != "sum"):
+            elif draw < DEEP_PROBABILITY + STENCIL_PROBABILITY and not stencil_before:
                 # one tensor read at several offsets (not two stencils in a row: inlining one
                 # into the other multiplies their terms)
                 body = ["sum", [self.load(prev, dtype, ivars, rvars) for _ in range(rnd.randint(3, 5))]]
             reducer = rnd.choice(REDUCERS) if rdims else None
             self.tensors.append(TensorSpec(f"T{s + 1}", dtype, [list(d) for d in shape], body, reducer, rdims))
-        outputs = [self.tensors[-1].name]
+        last = self.tensors[-1]
+        if last.dtype == "float32" and last.reducer is None and rnd.random() < FRACTION_PROBABILITY:
+            # rounded once, stored, read by nothing: any schedule gives the same bits
+            last.body = ["div", last.body, ["c", rnd.choice(INEXACT_DIVISORS), "float32"]]
+        outputs = [last.name]
         stages = [t.name for t in self.tensors[:-1] if t.body is not None]
         if stages and rnd.random() < 0.25:
             outputs.append(rnd.choice(stages))
         text = json.dumps([[t.dims, t.rdims, t.body] for t in self.tensors])
         used = {n for n in self.sizes if f'"{n}"' in text}
-        return Program({n: v for n, v in self.sizes.items() if n in used}, self.tensors, outputs, data_seed)
+        index_dtype = "int32"
+        if rnd.random() < INT64_SIZES_PROBABILITY:
+            index_dtype = "int64"
+            for t in self.tensors:
+                t.body = _index_constants(t.body, "int64") if t.body is not None else None
+        return Program({n: v for n, v in self.sizes.items() if n in used}, self.tensors, outputs, data_seed,
+                       index_dtype)
+
+
+def _retyped(node, dtype: str):
+    """An index expression with its integer constants of ``dtype``."""
+    if node[0] == "c":
+        return ["c", node[1], dtype]
+    return [node[0]] + [_retyped(x, dtype) if isinstance(x, list) else x for x in node[1:]]
+
+
+def _index_constants(node, dtype: str):
+    """``node`` with the constants of its index expressions (load indices, comparisons of
+    an index variable) of ``dtype``, the loop variables' dtype.
+
+    >>> _index_constants(["ld", "A", [["add", ["i", 0], ["c", 1, "int32"]]]], "int64")
+    ['ld', 'A', [['add', ['i', 0], ['c', 1, 'int64']]]]
+    """
+    tag = node[0]
+    if tag == "ld":
+        return ["ld", node[1], [_retyped(x, dtype) for x in node[2]]]
+    if tag == "cmp" and node[3][0] == "i":
+        return node[:4] + [_retyped(node[4], dtype)]
+    if tag == "sum":
+        return ["sum", [_index_constants(x, dtype) for x in node[1]]]
+    if tag in ("c", "i", "n"):
+        return node
+    return [tag] + [_index_constants(x, dtype) if isinstance(x, list) else x for x in node[1:]]
 
 
 def random_program(rnd: random.Random) -> Program:
-    """A random program whose values stay below ``MAX_MAGNITUDE`` on its input data.
+    """A random program whose values stay below ``MAX_MAGNITUDE`` on its input data, and
+    exact in its low-precision stages.
 
     >>> p = random_program(random.Random(0))
     >>> 2 <= len([t for t in p.tensors if t.body is not None]) <= 5
     True
     """
-    from .reference import evaluate, input_data
+    from .reference import Inexact, evaluate, input_data
     while True:
         program = _Generator(rnd).program(rnd.randrange(2 ** 31))
-        values = evaluate(program, input_data(program))
+        try:
+            values = evaluate(program, input_data(program), strict=True)
+        except Inexact:
+            continue
         if all(abs(v).max(initial=0.0) < MAX_MAGNITUDE for v in values.values()):
             return program

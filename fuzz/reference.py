@@ -4,7 +4,12 @@ no loop nest, no backend), and the program's input data.
 Each stage is evaluated over the full grid of its indices (and reduction indices) at once.
 Integer division follows the language's definition (docs/semantics.md): ``/`` truncates,
 ``%`` takes the dividend's sign, floordiv / floormod round down, and a division by zero
-gives 0. A load under ``if_then_else`` reads only where its condition holds.
+gives 0. Shifts take their amount modulo the width, ``>>`` is arithmetic, ``<<`` wraps.
+Floats are IEEE 754: a float32 division is rounded to float32, every operation of a
+float16 / bfloat16 stage to its format (computed in float64, one rounding: the same value
+as float32 arithmetic rounded back, as double rounding through float32 is exact for
+these formats), and ``maximum`` / ``minimum`` order -0.0 below +0.0. A load under
+``if_then_else`` reads only where its condition holds.
 
 >>> from fuzz.programs import Program, TensorSpec
 >>> p = Program({}, [TensorSpec("A", "int32", [[4, 0]]),
@@ -15,11 +20,30 @@ gives 0. A load under ``if_then_else`` reads only where its condition holds.
 """
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from .programs import Program, dtype_of
 
-_NUMPY = {"float32": np.float32, "int32": np.int32}
+_NUMPY = {"float32": np.float32, "int32": np.int32, "int64": np.int64, "float16": np.float16,
+          "bfloat16": ml_dtypes.bfloat16}
+_WIDTH = {"int32": 32, "int64": 64}
+#: the largest magnitude below which every integer is exact in a low-precision format
+_EXACT_BELOW = {"float16": 2.0 ** 11, "bfloat16": 2.0 ** 8}
+
+
+class Inexact(ValueError):
+    """A low-precision value of the program was rounded (the program is not drawn: its
+    results would depend on the evaluation order)."""
+
+
+def numpy_dtype(name: str):
+    """The numpy dtype of a program dtype.
+
+    >>> numpy_dtype("bfloat16").name
+    'bfloat16'
+    """
+    return np.dtype(_NUMPY[name])
 
 
 def input_data(program: Program) -> dict:
@@ -44,18 +68,68 @@ def _floor_div(a, b):
     return np.where(b == 0, 0.0, np.floor(a / safe))
 
 
+def _ieee_max(a, b):
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    return np.where((a == b) & (a == 0), np.where(np.signbit(a), b, a), np.maximum(a, b))
+
+
+def _ieee_min(a, b):
+    a, b = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(b, np.float64))
+    return np.where((a == b) & (a == 0), np.where(np.signbit(a), a, b), np.minimum(a, b))
+
+
+def _ints(a):
+    return np.asarray(a, np.float64).astype(np.int64)
+
+
+def _wrap(v, dtype: str):
+    """Integers (int64) wrapped to ``dtype``'s width, as float64."""
+    if dtype == "int32":
+        v = v.astype(np.int32)   # two's complement truncation
+    return v.astype(np.float64)
+
+
+def _shift(a, b, dtype: str, left: bool):
+    width = _WIDTH[dtype]
+    amount = _ints(b) & (width - 1)
+    x = _ints(a)
+    return _wrap(np.left_shift(x, amount) if left else np.right_shift(x, amount), dtype)
+
+
 _BIN = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
+    "add": np.add, "sub": np.subtract, "mul": np.multiply,
     "fdiv": _floor_div, "fmod": lambda a, b: np.where(b == 0, 0.0, a - b * _floor_div(a, b)),
     "mod": lambda a, b: np.where(b == 0, 0.0, a - b * _trunc_div(a, b)),
+    "and": lambda a, b: (_ints(a) & _ints(b)).astype(np.float64),
+    "or": lambda a, b: (_ints(a) | _ints(b)).astype(np.float64),
+    "xor": lambda a, b: (_ints(a) ^ _ints(b)).astype(np.float64),
 }
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
         "ge": np.greater_equal}
 
 
+def _bitcast(v, src: str, dst: str):
+    if src.startswith("int"):
+        bits = _ints(v).astype(_NUMPY[src])
+    else:
+        bits = np.asarray(v, np.float64).astype(_NUMPY[src])
+    return np.asarray(bits.view(_NUMPY[dst]), np.float64)
+
+
 class _Evaluator:
-    def __init__(self, program: Program, arrays: dict, grid: list, dtypes: dict):
+    def __init__(self, program: Program, arrays: dict, grid: list, dtypes: dict, strict: bool):
         self.program, self.arrays, self.grid, self.dtypes = program, arrays, grid, dtypes
+        self.strict = strict
+
+    def round(self, v, dtype: str):
+        """``v`` rounded to the float format ``dtype``; a low-precision rounding that changes
+        a value raises Inexact when strict."""
+        if dtype not in ("float32",) + tuple(_EXACT_BELOW):
+            return v
+        r = np.asarray(np.asarray(v, np.float64).astype(_NUMPY[dtype]), np.float64)
+        if self.strict and dtype in _EXACT_BELOW and not np.array_equal(r, v, equal_nan=True):
+            raise Inexact(f"a {dtype} value was rounded")
+        return r
 
     def eval(self, node, where=None):
         """The value of ``node`` over the grid; ``where`` (bool array or None) marks the
@@ -85,21 +159,51 @@ class _Evaluator:
             w = cond if where is None else cond & where
             wn = ~cond if where is None else ~cond & where
             return np.where(cond, self.eval(node[2], w), self.eval(node[3], wn))
+        dtype = dtype_of(node, self.dtypes)
         if tag == "sum":
-            return sum(self.eval(x, where) for x in node[1])
+            total = self.eval(node[1][0], where)
+            for x in node[1][1:]:
+                total = self.round(total + self.eval(x, where), dtype)
+            return total
         if tag == "cast":
             v = self.eval(node[2], where)
-            return np.trunc(v) if node[1].startswith("int") else v
+            if dtype.startswith("int"):
+                return np.trunc(v)
+            if dtype_of(node[2], self.dtypes).startswith("int"):
+                v = v + 0.0     # an integer's -0.0 (a product of zero and a negative) is +0.0
+            return self.round(v, dtype)
+        if tag == "bitcast":
+            return _bitcast(self.eval(node[2], where), dtype_of(node[2], self.dtypes), dtype)
+        if tag == "not":
+            return (~_ints(self.eval(node[1], where))).astype(np.float64)
         a, b = self.eval(node[1], where), self.eval(node[2], where)
+        if tag in ("shl", "shr"):
+            return _shift(a, b, dtype, tag == "shl")
+        if tag in ("max", "min"):
+            return (_ieee_max if tag == "max" else _ieee_min)(a, b)
         if tag == "div":
-            integer = dtype_of(node, self.dtypes) != "float32"
-            return _trunc_div(a, b) if integer else a / b
-        return _BIN[tag](a, b)
+            return self.round(a / b, dtype) if not dtype.startswith("int") else _trunc_div(a, b)
+        return self.round(_BIN[tag](a, b), dtype) if tag in ("add", "sub", "mul") else _BIN[tag](a, b)
 
 
-def evaluate(program: Program, data: dict) -> dict:
-    """{tensor name: float64 array} of every tensor of ``program`` on ``data``."""
-    arrays = {name: np.asarray(a, np.float64) for name, a in data.items()}
+def _reduce(reducer: str, v, axes: tuple):
+    """A reduction as the compiler computes it: a Sum starts from +0.0, Max and Min order
+    -0.0 below +0.0."""
+    if reducer == "Sum":
+        return np.sum(v, axis=axes) + 0.0
+    zeros = v == 0
+    if reducer == "Max":
+        r = np.max(v, axis=axes)
+        return np.where(r == 0, np.where(np.any(zeros & ~np.signbit(v), axis=axes), 0.0, -0.0), r)
+    r = np.min(v, axis=axes)
+    return np.where(r == 0, np.where(np.any(zeros & np.signbit(v), axis=axes), -0.0, 0.0), r)
+
+
+def evaluate(program: Program, data: dict, strict: bool = False) -> dict:
+    """{tensor name: float64 array} of every tensor of ``program`` on ``data``. ``strict``:
+    raise Inexact where a low-precision stage rounds a value (or a low-precision sum could
+    round a partial sum, in some order)."""
+    arrays = {name: np.asarray(np.asarray(a), np.float64) for name, a in data.items()}
     dtypes = {t.name: t.dtype for t in program.tensors}
     for t in program.tensors:
         if t.body is None:
@@ -109,10 +213,14 @@ def evaluate(program: Program, data: dict) -> dict:
         grid = list(np.indices(shape + rshape, dtype=np.int64)) if shape + rshape else []
         if not grid:
             grid = [np.zeros((), np.int64)]
-        value = np.broadcast_to(_Evaluator(program, arrays, grid, dtypes).eval(t.body), shape + rshape)
+        value = np.broadcast_to(_Evaluator(program, arrays, grid, dtypes, strict).eval(t.body), shape + rshape)
         if t.reducer is not None:
             axes = tuple(range(len(shape), len(shape) + len(rshape)))
-            value = {"Sum": np.sum, "Max": np.max, "Min": np.min}[t.reducer](value, axis=axes)
+            if strict and t.reducer == "Sum" and t.dtype in _EXACT_BELOW and \
+                    np.abs(value).sum(axis=axes).max(initial=0.0) >= _EXACT_BELOW[t.dtype]:
+                raise Inexact(f"a partial sum of {t.name} may round")
+            value = _reduce(t.reducer, value, axes)
+        if t.dtype in _EXACT_BELOW and strict and np.abs(value).max(initial=0.0) >= _EXACT_BELOW[t.dtype]:
+            raise Inexact(f"{t.name} holds values beyond the exact integers of {t.dtype}")
         arrays[t.name] = np.array(value, np.float64)
     return arrays
-

@@ -31,7 +31,8 @@ OPS = {
     "split_with_tail": 3, "split_with_mask": 3, "tile": 1, "slice_head": 1, "slice_tail": 1, "normalize": 1,
     "reorder": 1, "reorder_axis": 1, "fuse": 4, "flatten": 1, "distribute": 1, "vectorize": 1, "unroll": 1,
     "parallelize": 1, "set_gpu_block_index": 1, "set_gpu_thread_index": 1, "compute_inline": 4,
-    "compute_at": 4, "cache_accesses": 3, "rfactor": 2, "privatize": 2, "eliminate_dead_stores": 1, "simplify": 1,
+    "compute_at": 4, "store_at": 2, "cache_accesses": 3, "rfactor": 2, "privatize": 2, "eliminate_dead_stores": 1,
+    "simplify": 1,
 }
 GPU_OPS = ("set_gpu_block_index", "set_gpu_thread_index")
 #: the operations drawn more often right after an operation (where defects hide: chains of
@@ -41,7 +42,7 @@ FOLLOW_UPS = {
     "split_with_tail": ("cache_accesses", "split_with_mask", "compute_at"),
     "cache_accesses": ("split_with_tail", "split_with_mask", "cache_accesses", "compute_at"),
     "compute_inline": ("compute_inline", "compute_at", "fuse"),
-    "compute_at": ("compute_inline", "compute_at", "fuse", "cache_accesses"),
+    "compute_at": ("compute_inline", "compute_at", "fuse", "cache_accesses", "store_at"),
     "fuse": ("compute_at", "fuse", "compute_inline"),
 }
 
@@ -129,6 +130,10 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
         if not intermediates:
             return draw_step(nest, rnd, gpu, state)
         args = [_buffer(rnd.choice(intermediates))] + ([pick()] if op == "compute_at" else [])
+    elif op == "store_at":
+        if not intermediates:
+            return draw_step(nest, rnd, gpu, state)
+        args = [_buffer(rnd.choice(intermediates)), pick() if rnd.random() < 0.9 else None]
     elif op == "cache_accesses":
         state.caches += 1
         args = [_buffer(rnd.choice(sorted(nest.buffers))), f"cache{state.caches}", pick()]

@@ -15,6 +15,7 @@ import sys
 from typing import Callable
 
 from te.expr import Expr, ExprMutator, IntImm, Load, as_expr, floordiv, floormod
+from te.intrinsics import cast
 from te.simplify import Simplifier
 from te.view import TensorView, view_root
 
@@ -80,8 +81,13 @@ def flat_index(buf, indices) -> Expr:
         return off
     if len(indices) == 1:
         return indices[0]
+    # a buffer's dimensions (and the indices into them) may differ in width, (4, N) with an
+    # int64 N: the offset is computed in the widest of them
+    exprs = [as_expr(x) for x in list(indices) + list(buf.dims)]
+    dt = max((x.dtype.element for x in exprs), key=lambda d: d.bits)
+    indices = [cast(x, dt) for x in indices]
     off = None
-    for ix, st in zip(indices, row_major_strides(buf.dims)):
+    for ix, st in zip(indices, row_major_strides([cast(d, dt) for d in buf.dims])):
         term = ix if isinstance(st, IntImm) and st.value == 1 else ix * st
         off = term if off is None else off + term
     return off

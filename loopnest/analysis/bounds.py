@@ -37,6 +37,7 @@ from te.queries import fold_int, free_vars, loads
 from te.simplify import simplify
 
 from ..queries import stmt_free_vars
+from .budget import within_budget
 from ..stmt import Block, Cond, For, Let, Stmt, Store, stmt_exprs
 
 __all__ = ["access_region", "access_bounds", "writes_cover_box", "DimBounds", "pw_aff_to_expr", "RegionError"]
@@ -458,19 +459,16 @@ def _project(region, d: int):
     return region.project_out(isl.dim_type.set, d + 1, n - d - 1).project_out(isl.dim_type.set, 0, d)
 
 
-def _hull(s, box):
+def _hull(s, box, convex: bool = True):
     # isl's exact convex hull can take exponential time on unions of many pieces (a tiled
-    # convolution's padded window); a union of few pieces gets the exact hull, others the
-    # cheaper simple hull, which is still a safe over-approximation of the region. A hull
-    # can reach outside the buffer although ``s`` does not (the simple hull drops the
+    # convolution's padded window); a union of few pieces gets the exact hull (``convex``),
+    # others the cheaper simple hull, which is still a safe over-approximation of the region.
+    # A hull can reach outside the buffer although ``s`` does not (the simple hull drops the
     # clamp's constraints), so it is intersected with ``box``, the dimension's valid indices.
-    try:
-        if s.n_basic_set() <= 4:
-            hull = isl.Set.from_basic_set(s.convex_hull())
-        else:
-            hull = isl.Set.from_basic_set(s.simple_hull())
-    except isl.Error:
-        return s
+    if convex and s.n_basic_set() <= 4:
+        hull = isl.Set.from_basic_set(s.convex_hull())
+    else:
+        hull = isl.Set.from_basic_set(s.simple_hull())
     return hull.intersect(box)
 
 
@@ -580,9 +578,16 @@ def _outer_ranges_from_nest(nest, outer_vars) -> dict:
     return out
 
 
+#: isl operations the bounds of one dimension may take, exactly and then from the hull
+#: (a convex hull or parametric minimum of many guarded pieces can take minutes)
+BOUNDS_OPERATIONS = 1_000_000
+#: isl operations building the region may take (past them every dimension is whole)
+REGION_OPERATIONS = 5_000_000
+
+
 @dataclass
 class _Region:
-    set: Any            # isl.Set of the accessed elements (clamped, in the context)
+    set: Any            # isl.Set of the accessed elements (clamped, in the context); None past the budget
     params: list        # Vars, in isl parameter order (p0, p1, ...)
     env: dict           # id(var) -> isl name
     pdecl: str
@@ -628,10 +633,10 @@ def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -
         if ht is not None:
             ctx.append(f"{env[id(v)]} < {ht}")
     text = f"{pdecl}{{ [{xs}] : ({' or '.join(col.pieces)})" + "".join(f" and {c}" for c in clamp) + " }"
-    region = isl.Set(text)
     ctx_set = isl.Set(f"{pdecl}{{ : {' and '.join(ctx) or '0 = 0'} }}")
-    region = region.intersect_params(ctx_set)
-    return _Region(region, params, env, pdecl, ctx, ranges, col.exact, ctx_set)
+    # the region's disjunctive normal form can be exponential in the guarded pieces
+    region = within_budget(REGION_OPERATIONS, lambda: isl.Set(text).intersect_params(ctx_set))
+    return _Region(region, params, env, pdecl, ctx, ranges, col.exact and region is not None, ctx_set)
 
 
 def access_bounds(stmt: Stmt, buffer, outer_vars: Sequence[E.Var] = (), nest=None, *,
@@ -641,54 +646,77 @@ def access_bounds(stmt: Stmt, buffer, outer_vars: Sequence[E.Var] = (), nest=Non
     does not access it). See ``access_region`` for the meaning of the arguments;
     ``outer_ranges`` maps outer variables to ``(start, stop)`` (taken from ``nest``'s
     loops when not given) and makes results simpler and ``extent_bound`` possible.
+
+    The isl work is bounded: past ``REGION_OPERATIONS`` building the region, every
+    dimension is whole; past ``BOUNDS_OPERATIONS`` for a dimension, its bounds are those
+    of the region's simple hull clamped to the buffer, and past that again the whole
+    dimension.
     """
     r = _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges)
     if r is None:
         return None
-    region, params, env = r.set, r.params, r.env
-    out = []
     outer_ids = {id(v) for v in list(outer_vars) + list(r.ranges)}
-    for d in range(buffer.ndim):
-        dim = buffer.dims[d]
-        exact = r.exact
-        try:
-            if region.is_empty():
-                zero = E.IntImm(0, dim.dtype)
-                out.append(DimBounds(zero, E.IntImm(-1, dim.dtype), zero, True, 0, zero))
-                continue
-            proj = _project(region, d)
-            dt = _affine(dim, env)
-            box = isl.Set(f"{r.pdecl}{{ [x] : 0 <= x" + (f" < {dt}" if dt is not None else "") + " }")
-            hull = _hull(proj, box)
-            lows, highs = _bound_candidates(hull, False), _bound_candidates(hull, True)
-            # the buffer's own bounds keep the region in bounds where it is empty
-            lows.append(isl.Aff(f"{r.pdecl}{{ [(0)] }}"))
-            if dt is not None:
-                highs.append(isl.Aff(f"{r.pdecl}{{ [({dt} - 1)] }}"))
-            try:
-                mn_form = _pw_form(proj.dim_min(0), lows, "max", r.ctx_set)
-            except RegionError:  # the bounds of the convex hull: looser, still safe
-                mn_form = _pw_form(hull.dim_min(0), lows, "max", r.ctx_set)
-                exact = False
-            try:
-                mx_form = _pw_form(proj.dim_max(0), highs, "min", r.ctx_set)
-            except RegionError:
-                mx_form = _pw_form(hull.dim_max(0), highs, "min", r.ctx_set)
-                exact = False
-            mn = _form_to_expr(*mn_form, params, dim.dtype)
-            mx = _form_to_expr(*mx_form, params, dim.dtype)
-            stop = _form_to_expr(mx_form[0], [_plus(a, 1) for a in mx_form[1]], params, dim.dtype)
-            ext = _extent_expr(mn_form, mx_form, r.ctx_set, params, dim.dtype)
-            if ext is None:
-                ext = simplify(_add_const(mx - mn, 1))
-        except (isl.Error, RegionError):
+    out = []
+    for d, dim in enumerate(buffer.dims):
+        b = None
+        if r.set is not None:
+            b = within_budget(BOUNDS_OPERATIONS, _dim_bounds, r, d, dim, outer_ids, True)
+        if b is None and r.set is not None:   # isl gave up (or failed) on the exact bounds: the hull's
+            b = within_budget(BOUNDS_OPERATIONS, _dim_bounds, r, d, dim, outer_ids, False)
+        if b is None:
             zero = E.IntImm(0, dim.dtype)
-            mn, mx, ext, exact = zero, simplify(_add_const(dim, -1)), dim, False
-            out.append(DimBounds(mn, mx, ext, exact, _const_or(dim), dim))
-            continue
-        bound = _extent_bound(ext, params, env, r.ranges, outer_ids, r.ctx, r.pdecl, dim)
-        out.append(DimBounds(simplify(mn), simplify(mx), simplify(ext), exact, bound, simplify(stop)))
+            b = DimBounds(zero, simplify(_add_const(dim, -1)), dim, False, _const_or(dim), dim)
+        out.append(b)
     return out
+
+
+def _dim_bounds(r: _Region, d: int, dim: E.Expr, outer_ids: set, exact_hull: bool) -> DimBounds | None:
+    """The bounds of dimension ``d`` of the region ``r``: exact where isl expresses them,
+    else those of the hull (``exact_hull``: the convex hull of a union of few pieces, else
+    the simple hull; both clamped to the buffer). None when they cannot be expressed."""
+    try:
+        return _dim_bounds_or_raise(r, d, dim, outer_ids, exact_hull)
+    except RegionError:
+        return None
+
+
+def _dim_bounds_or_raise(r: _Region, d: int, dim: E.Expr, outer_ids: set, exact_hull: bool) -> DimBounds:
+    region, params, env = r.set, r.params, r.env
+    exact = r.exact
+    if region.is_empty():
+        zero = E.IntImm(0, dim.dtype)
+        return DimBounds(zero, E.IntImm(-1, dim.dtype), zero, True, 0, zero)
+    proj = _project(region, d)
+    dt = _affine(dim, env)
+    box = isl.Set(f"{r.pdecl}{{ [x] : 0 <= x" + (f" < {dt}" if dt is not None else "") + " }")
+    hull = _hull(proj, box, exact_hull)
+    lows, highs = _bound_candidates(hull, False), _bound_candidates(hull, True)
+    # the buffer's own bounds keep the region in bounds where it is empty
+    lows.append(isl.Aff(f"{r.pdecl}{{ [(0)] }}"))
+    if dt is not None:
+        highs.append(isl.Aff(f"{r.pdecl}{{ [({dt} - 1)] }}"))
+    try:
+        if not exact_hull:
+            raise RegionError("the bounds of the hull")
+        mn_form = _pw_form(proj.dim_min(0), lows, "max", r.ctx_set)
+    except RegionError:  # the bounds of the convex hull: looser, still safe
+        mn_form = _pw_form(hull.dim_min(0), lows, "max", r.ctx_set)
+        exact = False
+    try:
+        if not exact_hull:
+            raise RegionError("the bounds of the hull")
+        mx_form = _pw_form(proj.dim_max(0), highs, "min", r.ctx_set)
+    except RegionError:
+        mx_form = _pw_form(hull.dim_max(0), highs, "min", r.ctx_set)
+        exact = False
+    mn = _form_to_expr(*mn_form, params, dim.dtype)
+    mx = _form_to_expr(*mx_form, params, dim.dtype)
+    stop = _form_to_expr(mx_form[0], [_plus(a, 1) for a in mx_form[1]], params, dim.dtype)
+    ext = _extent_expr(mn_form, mx_form, r.ctx_set, params, dim.dtype)
+    if ext is None:
+        ext = simplify(_add_const(mx - mn, 1))
+    bound = _extent_bound(ext, params, env, r.ranges, outer_ids, r.ctx, r.pdecl, dim)
+    return DimBounds(simplify(mn), simplify(mx), simplify(ext), exact, bound, simplify(stop))
 
 
 def writes_cover_box(stmt: Stmt, buffer, bounds: Sequence[DimBounds], outer_vars: Sequence[E.Var] = (),
@@ -697,7 +725,7 @@ def writes_cover_box(stmt: Stmt, buffer, bounds: Sequence[DimBounds], outer_vars
     box ``bounds`` (so a copy of the box back to ``buffer`` writes nothing stale).
     False when unsure (non-affine indices, bounds or conditions)."""
     r = _build_region(stmt, buffer, outer_vars, nest, False, True, outer_ranges)
-    if r is None or not r.exact:
+    if r is None or not r.exact or r.set is None:
         return False
     cons = []
     for d, b in enumerate(bounds):

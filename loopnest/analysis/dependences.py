@@ -26,13 +26,12 @@ over-approximated (see ``domains``), so a legality check built on it is conserva
 """
 from __future__ import annotations
 
-import contextlib
-
 from dataclasses import dataclass, field
 from typing import Any
 
 import islpy as isl
 
+from .budget import isl_budget
 from .domains import Access, Analysis, analyze, loop_var_of
 
 __all__ = ["Dependence", "compute_dependences", "carried_by", "dependences_in", "distance_vectors",
@@ -627,32 +626,6 @@ def _flow(root: Any, buffer: Any):
 #: isl operations a value-flow analysis may take (exact dataflow is exponential in the worst
 #: case; a few programs of many guarded stages take minutes)
 FLOW_OPERATIONS = 2_000_000
-
-
-@contextlib.contextmanager
-def isl_budget(operations: int):
-    """Bound the isl operations of the block: ``with isl_budget(n) as within:``; past ``n``
-    isl gives up, the isl.Error it raises is swallowed and ``within()`` is False. (islpy does
-    not say which error stopped isl, so any isl.Error in the block counts: use it only where
-    the caller has a safe answer for "undecided".)
-
-    >>> with isl_budget(10 ** 6) as within:
-    ...     n = isl.Set("{ [i] : 0 <= i < 10 }").count_val()
-    >>> within(), n.to_python()
-    (True, 10)
-    """
-    ctx = isl.DEFAULT_CONTEXT
-    before = ctx.get_max_operations()
-    ctx.set_max_operations(operations)
-    ctx.reset_operations()
-    ok = [True]
-    try:
-        yield lambda: ok[0]
-    except isl.Error:
-        ok[0] = False
-    finally:
-        ctx.set_max_operations(before)
-        ctx.reset_operations()
 
 
 def _value_flow(an: Analysis, buffer: Any):

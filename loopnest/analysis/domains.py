@@ -43,6 +43,7 @@ from te.queries import fold_int
 
 from ..queries import stmt_free_vars
 from ..stmt import Block, Cond, For, Let, Stmt, Store
+from .budget import within_budget
 
 __all__ = ["Instance", "Access", "LoopInfo", "Analysis", "analyze", "affine_text", "cond_text",
            "loop_var_of", "const_int", "provably_equal", "provably_nonnegative", "clear_memo"]
@@ -909,6 +910,28 @@ class _DomainWalk(Functor):
 _WHOLE = E.Var("any", "int32")
 
 
+#: the most pieces of the two operands' product that a piecewise min, max, sum or difference
+#: is built from, and the isl operations it may take: nested mins of bounds (a cache
+#: buffer's extent, computed at a loop of another one) multiply their pieces, and isl's
+#: work with them (pieces with many integer divisions) grows faster still
+MAX_PIECES = 64
+COMBINE_OPERATIONS = 500_000
+
+
+def _combined(a, b, combine):
+    """``combine(b)`` (a method of ``a``: min, max, add, sub), or None (not quasi-affine: the
+    analyses over-approximate it) when it could make more than ``MAX_PIECES`` pieces or
+    takes more than ``COMBINE_OPERATIONS`` isl operations.
+
+    >>> a = isl.PwAff("[n] -> { [(n)] : n >= 0; [(0)] : n < 0 }")
+    >>> print(_combined(a, a, a.max))
+    [n] -> { [(n)] : n >= 0; [(0)] : n < 0 }
+    """
+    if a.n_piece() * b.n_piece() > MAX_PIECES:
+        return None
+    return within_budget(COMBINE_OPERATIONS, combine, b)
+
+
 class _PwConverter(_ExprConverter):
     """te integer expressions to ``isl.PwAff`` on the iteration space of one depth (None when
     not quasi-affine); bool expressions to ``isl.Set``."""
@@ -938,7 +961,7 @@ class _PwConverter(_ExprConverter):
     @_scalar_int
     def visit_Add(self, e: E.Expr):
         add = type(e) is E.Add
-        return self._binary(e, lambda a, b: a.add(b) if add else a.sub(b))
+        return self._binary(e, lambda a, b: _combined(a, b, a.add if add else a.sub))
 
     visit_Sub = visit_Add
 
@@ -971,7 +994,7 @@ class _PwConverter(_ExprConverter):
     @_scalar_int
     def visit_Min(self, e: E.Expr):
         is_min = type(e) is E.Min
-        return self._binary(e, lambda a, b: a.min(b) if is_min else a.max(b))
+        return self._binary(e, lambda a, b: _combined(a, b, a.min if is_min else a.max))
 
     visit_Max = visit_Min
 

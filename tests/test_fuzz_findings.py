@@ -1,0 +1,157 @@
+"""Regression tests of defects the random tester (``python -m fuzz``) found: each test is
+the minimised program and schedule of one finding, checked as the tester checks it (the
+scheduled program gives the unscheduled program's values on IREval and LLVM)."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from codegen import build
+from loopnest import LoopNest
+from loopnest.analysis import bounds
+from loopnest.stmt import Block, For, Store
+from te.expr import substitute
+from te.queries import fold_int
+from te import Buffer, Compute, Max, Reduce, Sum, Var, cast, const, floordiv, floormod, if_then_else, maximum, \
+    minimum, select
+
+
+def _run(nest, args, data, shapes, sizes, target):
+    outs = [np.zeros(shape, dtype) for shape, dtype in shapes]
+    build(nest, args, target=target)(*data, *outs, *sizes)
+    return outs
+
+
+def _same_as_unscheduled(schedule, outputs, inputs, data, sizes=()):
+    """Apply ``schedule`` to a fresh nest of ``outputs``; its values on IREval and LLVM equal
+    the unscheduled nest's on IREval. ``sizes``: (size Var, value) pairs. Returns the nest."""
+    args = inputs + outputs + [v for v, _ in sizes]
+    values = [n for _, n in sizes]
+    shapes = [(tuple(fold_int(substitute(d, dict(sizes))) for d in t.dims), np.dtype(str(t.dtype))) for t in outputs]
+    want = _run(LoopNest(outputs), args, data, shapes, values, "ireval")
+    nest = LoopNest(outputs)
+    schedule(nest)
+    for target in ("ireval", "llvm"):
+        got = _run(nest, args, data, shapes, values, target)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w, err_msg=target)
+    return nest
+
+
+# ---------------------------------------------------------------------------------------
+# bounds inference of a region of many guarded, quasi-affine pieces: isl's convex hull of
+# the region took minutes inside cache_accesses (seed 7, case 85)
+# ---------------------------------------------------------------------------------------
+def _guarded_stages():
+    M = Var("M")
+    A = Buffer("A", (M, M), "float32")
+    B = Buffer("B", (4,), "float32")
+    C = Buffer("C", (6,), "int32")
+    T1 = Compute("T1", (4,), lambda i0: C[i0 + 2] * cast(A[i0, floordiv(i0, 2)], "int32"))
+    T2 = Compute("T2", (4,), lambda i0: maximum(cast(T1[i0 % 3], "float32"), cast(T1[i0], "float32") / 2.0))
+    T3 = Reduce("T3", (4,), Sum(), lambda i0, r0: minimum(
+        cast(T2[floormod(r0, 4)], "int32"),
+        select(cast(T1[r0 % 3], "float32") < B[floordiv(r0, 2)], cast(T2[r0 / 2], "int32"), -1) * 2), (M,))
+    T4 = Reduce("T4", (4,), Max(), lambda i0, r0: maximum(cast(T3[r0], "float32"), (
+        select(i0 < 0, if_then_else(r0 >= 1, B[r0 - 1], 0.0), cast(C[r0 + 1], "float32"))
+        - select(if_then_else(r0 >= 2, T2[r0 - 2], 0.0) >= 2.0, cast(C[r0 / 2], "float32"),
+                 cast(C[(const(6, "int32") - 1) - r0], "float32")))), (M,))
+    T5 = Compute("T5", (4,), lambda i0: minimum(cast(T4[i0], "int32"), cast(cast(T3[floormod(i0, 4)], "float32"),
+                                                                           "int32")))
+    rng = np.random.default_rng(0)
+    m = 4
+    data = [rng.integers(-3, 4, (m, m)).astype(np.float32), rng.integers(-3, 4, 4).astype(np.float32),
+            rng.integers(-3, 4, 6).astype(np.int32)]
+    return [T5], [A, B, C], data, [(M, m)]
+
+
+def _cache_in_tail(nest):
+    nest.eliminate_dead_stores()
+    nest.split_with_mask(nest.loop("i0_3"), 2)
+    nest.split_with_tail(nest.loop("r0_1"), 3)
+    nest.cache_accesses(nest.buffer("C"), "cache1", nest.loop("r0_1_tail"))
+
+
+def test_bounds_of_many_guarded_pieces_are_bounded_in_time():
+    outputs, inputs, data, sizes = _guarded_stages()
+    start = time.monotonic()
+    nest = LoopNest(outputs)
+    _cache_in_tail(nest)
+    assert time.monotonic() - start < 60, "bounds inference ran unbounded"
+    _same_as_unscheduled(_cache_in_tail, outputs, inputs, data, sizes)
+
+
+def test_bounds_past_the_isl_budget_fall_back_to_a_safe_region(monkeypatch):
+    """Past the budget every dimension is the whole buffer: looser, and still correct."""
+    monkeypatch.setattr(bounds, "BOUNDS_OPERATIONS", 1)
+    A = Buffer("A", (64,), "float32")
+    io, ii = Var("io"), Var("ii")
+    Bf = Buffer("B", (64,), "float32")
+    body = For(ii, 0, 8, Block([Store(Bf, (io * 8 + ii,), A[io * 8 + ii + 1])]))
+    (b,) = bounds.access_bounds(body, A, [io], outer_ranges={io: (0, 8)})
+    assert (str(b.min), str(b.extent), b.exact) == ("0", "64", False)
+    outputs, inputs, data, sizes = _guarded_stages()
+    _same_as_unscheduled(_cache_in_tail, outputs, inputs, data, sizes)
+
+
+# ---------------------------------------------------------------------------------------
+# a buffer whose dimensions differ in width, (3, N) with an int64 N (a cache buffer of an
+# int64-sized tensor is (1, N)): flattening its indices multiplied int32 by int64 (seed 1,
+# case 8, with int64 sizes)
+# ---------------------------------------------------------------------------------------
+def test_buffer_of_int32_and_int64_dimensions_builds():
+    N = Var("N", "int64")
+    A = Buffer("A", (3, N), "float32")
+    B = Compute("B", (3, N), lambda i, j: A[i, j] * 2.0)
+    C = Compute("C", (N, 3), lambda i, j: B[j, i] + 1.0)
+    a = np.arange(15, dtype=np.float32).reshape(3, 5)
+    _same_as_unscheduled(lambda nest: None, [C], [A], [a], [(N, 5)])
+    c = np.zeros((5, 3), np.float32)
+    build(LoopNest([C]), [A, C, N], target="llvm")(a, c, 5)
+    np.testing.assert_array_equal(c, a.T * 2 + 1)
+
+
+def test_cache_of_an_int64_sized_tensor():
+    N = Var("N", "int64")
+    T1 = Compute("T1", (N, N), lambda i0, i1: cast(i0 + i1, "float32"))
+    T2 = Compute("T2", (N, N), lambda i0, i1: cast(T1[0, i0 % 3], "int64"))
+    T3 = Compute("T3", (N, N), lambda i0, i1: cast(T2[i0, i0], "float32"))
+
+    def schedule(nest):
+        nest.cache_accesses(nest.buffer("T2"), "cache1", nest.get_loops_for(T2)[0])
+        assert [str(d.dtype) for d in nest.buffer("cache1").dims] == ["int32", "int64"]
+
+    _same_as_unscheduled(schedule, [T3], [], [], [(N, 4)])
+
+
+def test_a_region_past_its_isl_budget_is_the_whole_buffer(monkeypatch):
+    """Building a region of many guarded pieces (its disjunctive normal form) is bounded too
+    (seed 7, case 311: seconds per compute_at candidate)."""
+    monkeypatch.setattr(bounds, "REGION_OPERATIONS", 1)
+    A = Buffer("A", (64,), "float32")
+    io, ii = Var("io"), Var("ii")
+    Bf = Buffer("B", (64,), "float32")
+    body = For(ii, 0, 8, Block([Store(Bf, (io * 8 + ii,), A[io * 8 + ii + 1])]))
+    (b,) = bounds.access_bounds(body, A, [io], outer_ranges={io: (0, 8)})
+    assert (str(b.min), str(b.extent), b.exact) == ("0", "64", False)
+    assert not bounds.writes_cover_box(body, Bf, [b], [io], outer_ranges={io: (0, 8)})
+    outputs, inputs, data, sizes = _guarded_stages()
+    _same_as_unscheduled(_cache_in_tail, outputs, inputs, data, sizes)
+
+
+# ---------------------------------------------------------------------------------------
+# the polyhedral analysis of a nest whose loop bounds are nested mins (a cache buffer's
+# extent, split again): combining their piecewise forms ran for minutes when the
+# allocation pass asked whether a buffer is private to a loop (seed 8, case 101)
+# ---------------------------------------------------------------------------------------
+def test_piecewise_bounds_past_their_budget_are_over_approximated(monkeypatch):
+    from loopnest.analysis import domains
+    monkeypatch.setattr(domains, "COMBINE_OPERATIONS", 1)
+    outputs, inputs, data, sizes = _guarded_stages()
+
+    def schedule(nest):
+        _cache_in_tail(nest)
+        nest.split_with_tail(nest.loop("cache1_i0"), 2)
+
+    _same_as_unscheduled(schedule, outputs, inputs, data, sizes)
