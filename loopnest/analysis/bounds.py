@@ -54,8 +54,8 @@ class DimBounds:
     ``min`` / ``max`` are inclusive; ``extent = max - min + 1``. ``exact`` is False when
     the dimension was over-approximated (the whole dimension, or a non-affine part).
     ``extent_bound`` is an upper bound of ``extent`` over the ranges of the outer
-    variables that depends only on sizes (an int when constant): what an allocation of the
-    region needs.
+    variables that depends only on sizes (an int when constant), never negative: what an
+    allocation of the region needs.
     """
 
     min: E.Expr
@@ -595,6 +595,7 @@ class _Region:
     ranges: dict
     exact: bool         # every index, bound and condition was represented exactly
     ctx_set: Any = None  # the context as an isl parameter set
+    size_ids: frozenset = frozenset()  # ids of the buffer's size variables (>= 0 in ``ctx``)
 
 
 def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -> _Region | None:
@@ -636,7 +637,8 @@ def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -
     ctx_set = isl.Set(f"{pdecl}{{ : {' and '.join(ctx) or '0 = 0'} }}")
     # the region's disjunctive normal form can be exponential in the guarded pieces
     region = within_budget(REGION_OPERATIONS, lambda: isl.Set(text).intersect_params(ctx_set))
-    return _Region(region, params, env, pdecl, ctx, ranges, col.exact and region is not None, ctx_set)
+    return _Region(region, params, env, pdecl, ctx, ranges, col.exact and region is not None, ctx_set,
+                   frozenset(size_vars))
 
 
 def access_bounds(stmt: Stmt, buffer, outer_vars: Sequence[E.Var] = (), nest=None, *,
@@ -715,7 +717,8 @@ def _dim_bounds_or_raise(r: _Region, d: int, dim: E.Expr, outer_ids: set, exact_
     ext = _extent_expr(mn_form, mx_form, r.ctx_set, params, dim.dtype)
     if ext is None:
         ext = simplify(_add_const(mx - mn, 1))
-    bound = _extent_bound(ext, params, env, r.ranges, outer_ids, r.ctx, r.pdecl, dim)
+    bound = _non_negative(_extent_bound(ext, params, env, r.ranges, outer_ids, r.ctx, r.pdecl, dim),
+                          params, env, r.size_ids)
     return DimBounds(simplify(mn), simplify(mx), simplify(ext), exact, bound, simplify(stop))
 
 
@@ -777,6 +780,25 @@ def _extent_bound(ext: E.Expr, params, env, ranges, outer_ids, ctx, pdecl, dim):
     if consts:  # min(..., c) <= c: a constant size is what allocations want
         return min(consts)
     return bound.value if isinstance(bound, E.IntImm) else bound
+
+
+def _non_negative(bound, params, env, size_ids):
+    """``bound`` (an extent bound) as an allocation size: ``max(bound, 0)`` unless no values
+    >= 0 of the sizes make it negative. The largest extent of a region over the outer loops
+    is negative for sizes where the loops run no iteration (``N - 1`` at ``N = 0``), and the
+    buffer is allocated all the same."""
+    if isinstance(bound, int):
+        return max(bound, 0)
+    t = _affine(bound, env)
+    if t is not None:
+        names = [env[id(v)] for v in params]
+        cons = [f"{env[id(v)]} >= 0" for v in params if id(v) in size_ids]
+        try:
+            if isl.Set(f"[{', '.join(names)}] -> {{ : {' and '.join(cons + [f'{t} < 0'])} }}").is_empty():
+                return bound
+        except isl.Error:
+            pass
+    return simplify(E.Max(bound, E.IntImm(0, bound.dtype)))
 
 
 class _MinConstants(Functor):
