@@ -24,8 +24,8 @@ from typing import Any, Callable
 import numpy as np
 
 from te import Buffer, Compute, Max, Reduce, Sum, exp, float32, maximum, rsqrt
-from te.dtypes import as_dtype
 from loopnest import LoopNest, ScheduleError, Target
+from loopnest.auto.schedule import transpose_tile as auto_transpose_tile
 from loopnest.target import resolve_target
 
 #: vectors of partial results a row reduction keeps in registers (rfactor lanes = this many
@@ -336,9 +336,7 @@ def transpose_tile(target: Target | None = None, dtype=float32) -> tuple[int, in
     >>> transpose_tile(Target(vector_bits=512)), transpose_tile(Target(vector_bits=256), "float64")
     ((1024, 64), (512, 32))
     """
-    lanes = vector_lanes(target, dtype)
-    cols = max(lanes, 4 * CACHE_LINE // as_dtype(dtype).itemsize)
-    return 16 * cols, cols
+    return auto_transpose_tile(resolve_target(target), dtype)     # the automatic scheduler's rule
 
 
 def hand_transpose(nest: LoopNest, spec: Spec, target: Target | None = None, tile: tuple[int, int] | None = None,
