@@ -78,24 +78,10 @@ def _build(spec: Spec, schedule, target: str):
 
 
 def _run_ours(kernel, spec: Spec):
-    """Allocate the outputs, run once (the correctness run), return (outputs, call)."""
-    outs = {name: np.empty(shape, np.float32) for name, shape in spec.out_shapes.items()}
-    arrays = dict(spec.inputs, **outs)
-    args = [arrays[b.name] for b in spec.args]      # positional: the kernel's fast call path
-    call = lambda: kernel(*args)  # noqa: E731
+    """Run once (the correctness run); return (outputs, call, seconds of that run)."""
     t0 = time.perf_counter()
-    call()
+    outs, call = spec.run(kernel)
     return outs, call, time.perf_counter() - t0
-
-
-def _check(outs: dict, spec: Spec) -> float:
-    ref = spec.reference(spec.inputs)
-    err = 0.0
-    for name, want in ref.items():
-        got = outs[name].astype(np.float64)
-        scale = max(1.0, float(np.max(np.abs(want))))
-        err = max(err, float(np.max(np.abs(got - want))) / scale)
-    return err
 
 
 def bench_one(workload, size, target: str, rounds: int, budget: float) -> dict:
@@ -123,7 +109,7 @@ def bench_one(workload, size, target: str, rounds: int, budget: float) -> dict:
         try:
             kernel, compile_s, nest = _build(spec, sched, target)
             outs, call, first_s = _run_ours(kernel, spec)
-            err = _check(outs, spec)
+            err = spec.error(outs)
             built[label] = {"compile_s": compile_s, "max_rel_err": err, "correct": err <= spec.tol}
             fns[label] = call
             if label == "hand" and _has_parallel_loop(nest) and _num_threads(target) > 1:

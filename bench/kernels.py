@@ -57,6 +57,34 @@ class Spec:
     bytes: float = 0.0
     tol: float = 1e-4
 
+    def run(self, kernel) -> tuple[dict, Callable[[], Any]]:
+        """Run ``kernel`` once on the inputs, with outputs that start as NaN (a value the
+        kernel does not write stays wrong); returns the outputs and the call that reruns it."""
+        outs = {name: np.full(shape, np.nan, np.float32) for name, shape in self.out_shapes.items()}
+        arrays = dict(self.inputs, **outs)
+        args = [arrays[b.name] for b in self.args]      # positional: the kernel's fast call path
+        call = lambda: kernel(*args)  # noqa: E731
+        call()
+        return outs, call
+
+    def error(self, outs: dict) -> float:
+        """The largest difference of ``outs`` from the numpy reference, relative to the
+        reference's magnitude (at least 1); infinite where an output is NaN and the
+        reference is not. Correct means ``error <= tol``.
+
+        >>> spec = make_elementwise(64)
+        >>> outs = spec.reference(spec.inputs)
+        >>> spec.error(outs), spec.error({k: v + np.nan for k, v in outs.items()})
+        (0.0, inf)
+        """
+        err = 0.0
+        for name, want in self.reference(self.inputs).items():
+            diff = np.abs(outs[name].astype(np.float64) - want)
+            if np.isnan(diff).any():
+                return float("inf")
+            err = max(err, float(diff.max()) / max(1.0, float(np.abs(want).max())))
+        return err
+
 
 @dataclass
 class Workload:

@@ -48,9 +48,8 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
     ``guard_data_dependent_indices`` checks each such index against its own dimension
     (``loopnest.index_checks``); IREval and LLVM raise ``IndexError``, CUDA traps (IREval
     also checks every flat access). Non-affine indices without loads (``A[i * N]``) are not
-    checked on the compiled targets. ``bounds_check=False`` skips all of
-    these checks. Allocation
-    sizes of intermediates are always checked on each call (``MemoryError``, see
+    checked on the compiled targets. ``bounds_check=False`` skips all of these checks.
+    Allocation sizes of intermediates are always checked on each call (``MemoryError``, see
     ``codegen.kernel.allocation_limit``).
 
     ``schedule="auto"`` schedules a copy of ``nest`` (an unscheduled nest; ``nest`` itself is
