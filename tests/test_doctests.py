@@ -1,4 +1,5 @@
-"""Every module's docstring examples run: the examples on public names are tested code."""
+"""Every module's docstring examples run (the packages and the benchmark): the examples on
+public names are tested code."""
 from __future__ import annotations
 
 import doctest
@@ -10,13 +11,14 @@ import pytest
 import codegen
 import loopnest
 import te
+import bench
 import fuzz
 import tune
 
 
 def _modules() -> list[str]:
     names = []
-    for pkg in (te, loopnest, codegen, tune, fuzz):
+    for pkg in (te, loopnest, codegen, tune, fuzz, bench):
         names.append(pkg.__name__)
         names.extend(m.name for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + "."))
     return names
