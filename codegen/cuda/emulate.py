@@ -306,7 +306,7 @@ def _run(kernel, arrays: list, sizes: dict, timeout: float) -> None:
                              "(out-of-bounds access?)")
     if os.WEXITSTATUS(status) == _INDEX_TRAP:
         raise IndexError(f"the emulated kernel {kernel.name}: a data-dependent index is outside its dimension "
-                         "(an IndexCheck trapped; on a GPU the launch fails); keep the data in range, or "
+                         "(an IndexCheck failed; on a GPU the launcher raises IndexError too); keep the data in range, or "
                          "clamp the index")
     if os.WEXITSTATUS(status) != 0:
         raise EmulationError(f"the emulated kernel {kernel.name} failed (exit status {os.WEXITSTATUS(status)})")

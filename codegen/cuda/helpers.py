@@ -35,13 +35,19 @@ template <typename T, typename U> __device__ __forceinline__ T tc_mul(T a, T b) 
 """)
 
 _h("tc_check_index", r"""
-// An IndexCheck (loopnest.index_checks): a data-dependent index outside [0, n) stops the
-// kernel (__trap: the launch fails); one unsigned compare.
-#ifndef TC_HOST_EMULATION
-#define tc_trap() __trap()
-#endif
+// An IndexCheck (loopnest.index_checks): a data-dependent index outside [0, n) sets the
+// module's error flag, which the launcher reads after the kernels (IndexError), and reads
+// element 0 instead, so the kernel stays inside its memory and the context stays usable
+// (a __trap would fail the launch and every later call in the context).
+__device__ unsigned int tc_index_error;
 template <typename T> __device__ __forceinline__ T tc_check_index(T i, long long n) {
-  if ((unsigned long long)(long long)i >= (unsigned long long)n) tc_trap();
+  if ((unsigned long long)(long long)i >= (unsigned long long)n) {
+#ifdef TC_HOST_EMULATION
+    tc_trap();
+#endif
+    tc_index_error = 1u;
+    return (T)0;
+  }
   return i;
 }
 """)

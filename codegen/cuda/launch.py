@@ -46,6 +46,9 @@ _NO_DRIVER = ("no CUDA device/driver is available ({why}); kernel.source holds t
               "kernel.compile() checks it with nvcc, but running it needs an NVIDIA GPU and PyCUDA "
               "(pip install pycuda)")
 
+#: the device global that a failed ``tc_check_index`` sets (``codegen.cuda.helpers``)
+INDEX_ERROR_FLAG = "tc_index_error"
+
 _STATE: dict[str, Any] = {}
 _LOCK = threading.Lock()
 
@@ -190,6 +193,7 @@ class Launcher:
         self.sync = sync
         self.name = name
         self._functions: dict[tuple, list] = {}
+        self._error_flags: dict[tuple, int | None] = {}
         written = set()
         for k in module.kernels:
             for a in k.args:
@@ -198,14 +202,15 @@ class Launcher:
         self.written_params = written
 
     def functions(self):
-        """The loaded PyCUDA functions, compiling and loading the module on first use."""
+        """The loaded PyCUDA functions, the device info and the address of the module's index-error
+        flag (None without IndexChecks), compiling and loading the module on first use."""
         drv = get_driver()
         info = device_info()
         arch = self.arch or info["arch"]
         key = (source_hash(self.module.source), arch, self.fast_math, info["bus_id"])
         fns = self._functions.get(key)
         if fns is not None:
-            return fns, info
+            return fns, info, self._error_flags[key]
         mod = _MODULES.get(key)
         if mod is None:
             cubin = compile_cubin(self.module.source, arch, fast_math=self.fast_math)
@@ -216,7 +221,8 @@ class Launcher:
             _MODULES[key] = mod
         fns = [mod.get_function(k.name) for k in self.module.kernels]
         self._functions[key] = fns
-        return fns, info
+        self._error_flags[key] = mod.get_global("tc_index_error")[0] if INDEX_ERROR_FLAG in self.module.source else None
+        return fns, info, self._error_flags[key]
 
     def _check_dims(self, k: KernelSpec, fn, grid, block, info, drv) -> None:
         threads = math.prod(block)
@@ -242,7 +248,7 @@ class Launcher:
     def run(self, arrays: list, sizes: dict) -> None:
         """Launch every kernel in order with the bound ``arrays`` and ``sizes``."""
         drv = get_driver()
-        fns, info = self.functions()
+        fns, info, error_flag = self.functions()
         dims = []
         for k, fn in zip(self.module.kernels, fns):
             grid, block = k.dims(sizes)
@@ -264,6 +270,8 @@ class Launcher:
                         copy_back.append((host, mem))
                 else:
                     ptrs.append(a.ptr)
+            if error_flag is not None:
+                drv.memset_d32(error_flag, 0, 1)
             scratch = []
             for nbytes in self.module.scratch_nbytes(sizes):
                 mem = drv.mem_alloc(nbytes)
@@ -290,6 +298,8 @@ class Launcher:
                 except drv.Error as exc:
                     raise CudaLaunchError(f"CUDA kernel {k.name} of {self.name} (grid {grid}, block {block}) "
                                           f"failed: {exc}") from exc
+            if error_flag is not None:
+                self._raise_index_error(drv, error_flag)
             try:
                 for host, mem in copy_back:
                     drv.memcpy_dtoh(host, mem)
@@ -302,6 +312,18 @@ class Launcher:
                     m.free()
                 except Exception:  # pragma: no cover - context already gone
                     pass
+
+
+    def _raise_index_error(self, drv, error_flag: int) -> None:
+        """Raise ``IndexError`` when an ``IndexCheck`` of the last launch failed (the flag
+        ``tc_index_error`` of ``codegen.cuda.helpers``); the arrays are not copied back."""
+        flag = np.zeros(1, np.uint32)
+        drv.Context.synchronize()
+        drv.memcpy_dtoh(flag, error_flag)
+        if flag[0]:
+            raise IndexError(f"{self.name}: a data-dependent index is outside its dimension (an IndexCheck failed on "
+                             "the GPU; the output arrays were not copied back); keep the data in range, clamp the "
+                             "index, or build with bounds_check=False to skip the checks")
 
 
 def scalar_value(var, v, kernel_name: str = "kernel"):

@@ -139,7 +139,7 @@ def test_cuda_host_emulation_traps_a_column_past_its_dimension():
     h = np.zeros((R, K), np.int32)
     run_on_host(k, data(), h)
     np.testing.assert_array_equal(h, np.full((R, K), 2))
-    with pytest.raises(IndexError, match="IndexCheck trapped"):
+    with pytest.raises(IndexError, match="IndexCheck failed"):
         run_on_host(k, data(K + 1), np.zeros((R, K), np.int32))
 
 

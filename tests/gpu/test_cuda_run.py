@@ -90,3 +90,20 @@ def test_block_size_over_the_device_limit_is_refused_before_launch(cuda_device):
     big = cuda_device["max_threads_per_block"] * 2
     with pytest.raises(ValueError, match="threads"):
         k(np.ones(big, np.float32), np.zeros(big, np.float32))
+
+
+def test_a_failed_index_check_raises_index_error_and_the_context_stays_usable(cuda_device):
+    """A gather through out-of-range data raises IndexError, leaves the output array as it
+    was, and the next call (in range) runs: the check sets a flag, it does not trap."""
+    N = Var("N", int32)
+    A = Buffer("A", (N,), float32)
+    I = Buffer("I", (N,), int32)
+    B = Compute("B", (N,), lambda i: A[I[i]] * 2.0)
+    k = build(LoopNest([B]), [A, I, B], target="cuda")
+    a = np.arange(8, dtype=np.float32)
+    b = np.full(8, -1.0, np.float32)
+    with pytest.raises(IndexError, match="data-dependent index"):
+        k(A=a, I=np.array([0, 1, 2, 3, 4, 5, 6, 99], np.int32), B=b)
+    assert (b == -1.0).all()
+    k(A=a, I=np.arange(8, dtype=np.int32)[::-1].copy(), B=b)
+    np.testing.assert_array_equal(b, a[::-1] * 2.0)
