@@ -6,9 +6,11 @@ Entries, each checked against numpy before it is timed (CUDA events, median of s
   memory-bound kernels, measured in the same run;
 * ``elementwise``: the elementwise chain's GPU schedule; GB/s and the fraction of the copy
   bandwidth (aim: 0.8 or more);
-* ``matmul_float32`` / ``matmul_float16``: the shared-memory, register-tiled hand schedule
-  against cuBLAS through CuPy or PyTorch (aim for float32 at 4096: 0.3 of cuBLAS or more;
-  the float16 peer is cuBLAS's tensor-core GEMM, reported for reference);
+* ``matmul_float32``: the shared-memory, register-tiled hand schedule against cuBLAS through
+  CuPy or PyTorch (aim at 4096: 0.3 of cuBLAS or more);
+* ``matmul_float16`` / ``matmul_bfloat16``: the tensor-core schedule
+  (:mod:`codegen.cuda.mma_matmul`: ldmatrix and mma.sync) against cuBLAS's tensor-core GEMM
+  (CuPy, or PyTorch for bfloat16);
 * ``softmax``: one block per row against ``torch.softmax`` (aim: at least as fast), or
   CuPy's composed kernels when PyTorch is missing (reported, but the aim is not judged).
 
@@ -311,9 +313,10 @@ def _torch_time(torch, fn, repeats) -> GpuTiming:
 
 
 def peer_matmul(a: np.ndarray, b: np.ndarray, repeats: int) -> dict | None:
-    """cuBLAS on the same inputs: CuPy first, then PyTorch (TF32 off). None when neither."""
+    """cuBLAS on the same inputs: CuPy first (PyTorch for bfloat16, which CuPy lacks), then
+    PyTorch (TF32 off). None when neither."""
     cp = _cupy()
-    if cp is not None:
+    if cp is not None and a.dtype.name != "bfloat16":
         da, db = cp.asarray(a), cp.asarray(b)
         out = cp.matmul(da, db)
         t = _cupy_time(cp, lambda: cp.matmul(da, db, out=out), repeats)
@@ -321,11 +324,14 @@ def peer_matmul(a: np.ndarray, b: np.ndarray, repeats: int) -> dict | None:
     torch = _torch_cuda()
     if torch is not None:
         torch.backends.cuda.matmul.allow_tf32 = False
-        ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
+        if a.dtype.name == "bfloat16":   # numpy has no bfloat16: the bits travel as int16
+            ta, tb = (torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16) for x in (a, b))
+        else:
+            ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
         out = torch.matmul(ta, tb)
         t = _torch_time(torch, lambda: torch.matmul(ta, tb, out=out), repeats)
         return {"peer": f"cuBLAS via PyTorch ({a.dtype} GEMM)", "peer_s": t.median,
-                "peer_out": out.cpu().numpy()}
+                "peer_out": out.float().cpu().numpy()}
     return None
 
 
@@ -477,12 +483,12 @@ def entry_softmax(be: Backend, shape, repeats: int = 10, keep: bool = False) -> 
 #: sizes: full (the issue's benchmark sizes) and quick
 SIZES = {
     "full": {"device_copy": 256 << 20, "elementwise": 1 << 24, "matmul_float32": 4096, "matmul_float16": 4096,
-             "softmax": (4096, 1024)},
+             "matmul_bfloat16": 4096, "softmax": (4096, 1024)},
     "quick": {"device_copy": 32 << 20, "elementwise": 1 << 22, "matmul_float32": 1024, "matmul_float16": 1024,
-              "softmax": (1024, 1024)},
+              "matmul_bfloat16": 1024, "softmax": (1024, 1024)},
 }
 
-ENTRIES = ["device_copy", "elementwise", "matmul_float32", "matmul_float16", "softmax"]
+ENTRIES = ["device_copy", "elementwise", "matmul_float32", "matmul_float16", "matmul_bfloat16", "softmax"]
 
 #: the issue's aims: entry -> the ratio it must reach (at the full sizes)
 AIMS = {"elementwise": 0.8, "matmul_float32": 0.3, "softmax": 1.0}

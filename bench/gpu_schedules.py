@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 
 from codegen.cuda.examples import register_tiled_matmul
+from codegen.cuda.mma_matmul import mma_matmul
 from loopnest import LoopNest
 from loopnest.nest import Loop
 from te import Buffer, Reduce, Sum, cast, float32
@@ -262,8 +263,10 @@ def matmul_config(m: int, n: int, k: int) -> dict:
     raise ValueError(f"matmul_gpu needs M and N to be multiples of 32, got {m} x {n}")
 
 
-def matmul_gpu(nest: LoopNest, spec: Spec, **config) -> None:
-    """``C = A @ B``: shared-memory tiles of A and B plus a register micro-tile per thread
+def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None, **config) -> None:
+    """``C = A @ B``. float16 and bfloat16 inputs go to the tensor cores (``tensor_cores``
+    None: when no SIMT tile ``TM``/``TN`` is given) with :func:`mma_matmul_config`'s tiles
+    (:mod:`codegen.cuda.mma_matmul`). Otherwise: shared-memory tiles of A and B plus a register micro-tile per thread
     (:func:`codegen.cuda.examples.register_tiled_matmul`, tiles from :func:`matmul_config`;
     keyword arguments override them).
 
@@ -281,13 +284,37 @@ def matmul_gpu(nest: LoopNest, spec: Spec, **config) -> None:
     A, B = spec.args[0], spec.args[1]
     m, k = (int(d) for d in A.shape)
     n = int(B.shape[1])
-    cfg = dict(matmul_config(m, n, k), **config)
-    cfg.setdefault("interleave", cfg["TM"] % 4 == 0 and cfg["TN"] % 4 == 0)
-    root, scratch = register_tiled_matmul(A, B, C, **cfg)
+    if tensor_cores is None:
+        tensor_cores = str(A.dtype) in ("float16", "bfloat16") and not {"TM", "TN"} & set(config)
+    if tensor_cores:
+        cfg = dict(mma_matmul_config(m, n, k), **config)
+        root, scratch = mma_matmul(A, B, C, **cfg)
+    else:
+        cfg = dict(matmul_config(m, n, k), **config)
+        cfg.setdefault("interleave", cfg["TM"] % 4 == 0 and cfg["TN"] % 4 == 0)
+        root, scratch = register_tiled_matmul(A, B, C, **cfg)
     for b in scratch:
         nest.add_buffer(b)
     nest.root = root
     nest.verify()
+
+
+def mma_matmul_config(m: int, n: int, k: int) -> dict:
+    """Tiles of the tensor-core matmul (:func:`codegen.cuda.mma_matmul.mma_matmul`): 128 x 128
+    blocks of four 64 x 64 warp tiles with k-tiles of 64 (the fastest of the configurations
+    measured on an H100), or 64 x 64 blocks of 32 x 32 warp tiles for small problems.
+
+    >>> mma_matmul_config(4096, 4096, 4096)
+    {'BM': 128, 'BN': 128, 'BK': 64, 'WM': 64, 'WN': 64}
+    >>> mma_matmul_config(256, 256, 256)
+    {'BM': 64, 'BN': 64, 'BK': 32, 'WM': 32, 'WN': 32}
+    """
+    if m % 128 == 0 and n % 128 == 0 and k % 64 == 0 and (m // 128) * (n // 128) >= 64:
+        return {"BM": 128, "BN": 128, "BK": 64, "WM": 64, "WN": 64}
+    if m % 64 == 0 and n % 64 == 0 and k % 32 == 0:
+        return {"BM": 64, "BN": 64, "BK": 32, "WM": 32, "WN": 32}
+    raise ValueError(f"the tensor-core matmul needs M and N to be multiples of 64 and K of 32, got "
+                     f"{m} x {n} x {k}; pass tensor_cores=False for the SIMT schedule")
 
 
 def conv2d_gpu(nest: LoopNest, spec: Spec) -> None:

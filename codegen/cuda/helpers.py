@@ -35,22 +35,52 @@ template <typename T, typename U> __device__ __forceinline__ T tc_mul(T a, T b) 
 """)
 
 _h("tc_check_index", r"""
-// An IndexCheck (loopnest.index_checks): a data-dependent index outside [0, n) sets the
-// module's error flag, which the launcher reads after the kernels (IndexError), and reads
-// element 0 instead, so the kernel stays inside its memory and the context stays usable
+// An IndexCheck (loopnest.index_checks): a data-dependent index outside [0, n) stores the
+// check's code (its buffer and dimension, CudaModuleSpec.index_checks) in the module's error
+// flag, which the launcher reads after the kernels (IndexError), and uses element 0 instead, so the kernel stays inside its memory and the context stays usable
 // (a __trap would fail the launch and every later call in the context).
 __device__ unsigned int tc_index_error;
-template <typename T> __device__ __forceinline__ T tc_check_index(T i, long long n) {
+template <typename T> __device__ __forceinline__ T tc_check_index(T i, long long n, unsigned code) {
   if ((unsigned long long)(long long)i >= (unsigned long long)n) {
 #ifdef TC_HOST_EMULATION
     tc_trap();
 #endif
-    tc_index_error = 1u;
+    tc_index_error = code;
     return (T)0;
   }
   return i;
 }
 """)
+
+
+def _mma_helpers() -> str:
+    ld = []
+    for num, trans in ((4, False), (2, False), (2, True)):
+        regs = ", ".join(f"%{i}" for i in range(num))
+        outs = ", ".join(f'"=r"(r[{i}])' for i in range(num))
+        ld.append(f"__device__ __forceinline__ void tc_ldmatrix_x{num}{'_trans' if trans else ''}(unsigned* r, "
+                  f"const void* row) {{\n  asm volatile(\"ldmatrix.sync.aligned.m8n8.x{num}"
+                  f"{'.trans' if trans else ''}.shared.b16 {{{regs}}}, [%{num}];\\n\"\n"
+                  f"               : {outs} : \"r\"(tc_smem_u32(row)));\n}}")
+    mma = []
+    for dt in ("f16", "bf16"):
+        mma.append(f"__device__ __forceinline__ void tc_mma_{dt}(float& d0, float& d1, float& d2, float& d3, "
+                   f"const unsigned* a, const unsigned* b) {{\n"
+                   f"  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{dt}.{dt}.f32 {{%0, %1, %2, %3}}, "
+                   f"{{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\\n\"\n"
+                   f"               : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3)\n"
+                   f"               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), "
+                   f"\"r\"(b[1]));\n}}")
+    return "\n".join([
+        "// Tensor cores (codegen.cuda.tensor_cores): ldmatrix loads of 8 x 8 16-bit tiles from shared",
+        "// memory and the warp's m16n8k16 multiply-accumulate, float32 accumulators updated in place.",
+        "#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800",
+        "__device__ __forceinline__ unsigned tc_smem_u32(const void* p) {",
+        "  return static_cast<unsigned>(__cvta_generic_to_shared(p));",
+        "}", *ld, *mma, "#endif"])
+
+
+_h("tc_mma", _mma_helpers())
 
 
 _h("tc_floordiv", r"""

@@ -321,9 +321,12 @@ class Launcher:
         drv.Context.synchronize()
         drv.memcpy_dtoh(flag, error_flag)
         if flag[0]:
-            raise IndexError(f"{self.name}: a data-dependent index is outside its dimension (an IndexCheck failed on "
-                             "the GPU; the output arrays were not copied back); keep the data in range, clamp the "
-                             "index, or build with bounds_check=False to skip the checks")
+            sites = self.module.index_checks
+            where = (f"{sites[flag[0] - 1][0]} is outside the buffer in dimension {sites[flag[0] - 1][1]}"
+                     if flag[0] <= len(sites) else "an index is outside its buffer")
+            raise IndexError(f"{self.name}: a data-dependent index of {where} (an IndexCheck failed on the GPU; the "
+                             "output arrays were not copied back); keep the data in range, clamp the index, or "
+                             "build with bounds_check=False to skip the checks")
 
 
 def scalar_value(var, v, kernel_name: str = "kernel"):

@@ -9,10 +9,12 @@ before and after each and then what the step recorded in the plan:
 1. ``cuda_outline_kernels`` (``codegen.cuda.outline``): kernels, bound loops, grid and block;
 2. ``cuda_memory_scopes`` (``codegen.cuda.memory``): global / shared / local memory, register
    promotion, shared bytes per kernel;
-3. ``cuda_sync`` (``codegen.cuda.sync``): ``__syncthreads()`` positions and one-thread sections;
-4. ``cuda_arguments`` (``codegen.cuda.aliasing``): kernel arguments and the const /
+3. ``cuda_tensor_cores`` (``codegen.cuda.tensor_cores``): the loop nests that are warp MMAs
+   written lane by lane, printed as ``ldmatrix`` and ``mma.sync``;
+4. ``cuda_sync`` (``codegen.cuda.sync``): ``__syncthreads()`` positions and one-thread sections;
+5. ``cuda_arguments`` (``codegen.cuda.aliasing``): kernel arguments and the const /
    ``__restrict__`` facts;
-5. ``cuda_vector_access`` (``codegen.cuda.vectors``): the loads and stores done as whole
+6. ``cuda_vector_access`` (``codegen.cuda.vectors``): the loads and stores done as whole
    CUDA vectors (``float4``, ``__half2``, elements of vector dtypes), and the alignment the
    buffer arguments' pointers need.
 
@@ -37,6 +39,9 @@ so that facts can be keyed by statement identity); the printer (``codegen.cuda.e
 // ---- before cuda_memory_scopes ----
 // ---- after cuda_memory_scopes ----
 // ---- cuda_memory_scopes: plan ----
+// ---- before cuda_tensor_cores ----
+// ---- after cuda_tensor_cores ----
+// ---- cuda_tensor_cores: plan ----
 // ---- before cuda_sync ----
 // ---- after cuda_sync ----
 // ---- cuda_sync: plan ----
@@ -63,6 +68,7 @@ from .memory import assign_memory_scopes
 from .outline import MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, outline_kernels
 from .plan import CudaPlan
 from .sync import plan_sync
+from .tensor_cores import plan_tensor_cores
 from .vectors import plan_vector_accesses
 
 __all__ = ["CUDA_STEPS", "cuda_passes", "plan_cuda"]
@@ -72,6 +78,7 @@ CUDA_STEPS: list[tuple[str, Callable[[CudaPlan], None], str]] = [
     ("cuda_index_division", lambda plan: setattr(plan, "root", lower_index_division(plan.root)), None),
     ("cuda_outline_kernels", outline_kernels, "kernels"),
     ("cuda_memory_scopes", assign_memory_scopes, "memory"),
+    ("cuda_tensor_cores", plan_tensor_cores, "tensor_cores"),
     ("cuda_sync", plan_sync, "sync"),
     ("cuda_arguments", plan_arguments, "arguments"),
     ("cuda_vector_access", plan_vector_accesses, "vectors"),

@@ -242,7 +242,7 @@ class CudaPlan:
     >>> ex = examples.softmax_rows()
     >>> plan = build(ex.nest, ex.args, target="cuda").module.plan
     >>> plan.done, [b.name for b in plan.scratch], plan.scope(plan.scratch[0]), plan.scope(ex.args[0])
-    (['kernels', 'memory', 'sync', 'arguments', 'vectors'], ['mx', 'e', 's'], 'global', 'param')
+    (['kernels', 'memory', 'tensor_cores', 'sync', 'arguments', 'vectors'], ['mx', 'e', 's'], 'global', 'param')
     """
 
     root: Stmt
@@ -261,6 +261,9 @@ class CudaPlan:
     wide_stores: dict[int, Any] = field(default_factory=dict)
     hoisted: dict[int, list] = field(default_factory=dict)
     param_alignment: dict[int, int] = field(default_factory=dict)
+    # cuda_tensor_cores (codegen.cuda.tensor_cores): id(loop) -> MmaNest; kernel name -> [MmaNest]
+    mma: dict[int, Any] = field(default_factory=dict)
+    mma_by_kernel: dict[str, list] = field(default_factory=dict)
 
     @property
     def buffer_params(self) -> list[Param]:
@@ -284,6 +287,17 @@ class CudaPlan:
         return p.scope if p is not None else "param"
 
     # -- text ------------------------------------------------------------------------
+    def describe_tensor_cores(self) -> str:
+        """The loop nests printed as ``mma.sync`` (recorded by ``cuda_tensor_cores``), per
+        kernel that has any; empty when none has."""
+        out = []
+        for k in self.kernels:
+            nests = self.mma_by_kernel.get(k.name, [])
+            if nests:
+                out.append(f"kernel {k.name}: {len(nests)} warp MMA nest(s)")
+                out.extend(f"  {m.describe()}" for m in nests)
+        return "\n".join(out)
+
     def describe_kernels(self) -> str:
         """Kernels, launch dimensions and bound loops (recorded by ``cuda_outline_kernels``)."""
         out = []
@@ -393,6 +407,7 @@ class CudaPlan:
         return "\n".join(out)
 
     def __str__(self) -> str:
-        parts = {"kernels": self.describe_kernels, "memory": self.describe_memory, "sync": self.describe_sync,
+        parts = {"kernels": self.describe_kernels, "memory": self.describe_memory,
+                 "tensor_cores": self.describe_tensor_cores, "sync": self.describe_sync,
                  "arguments": self.describe_arguments, "vectors": self.describe_vectors}
         return "\n".join(t for t in (parts[s]() for s in self.done) if t)

@@ -135,7 +135,7 @@ def test_verifier_refuses_a_check_of_another_dimension():
 def test_cuda_host_emulation_traps_a_column_past_its_dimension():
     A, H, nest = hist2d()
     k = build(nest, [A, H], target="cuda")
-    assert "tc_check_index(b_A[v_i], (long long)(4))" in k.source
+    assert "tc_check_index(b_A[v_i], (long long)(4), 1u)" in k.source
     h = np.zeros((R, K), np.int32)
     run_on_host(k, data(), h)
     np.testing.assert_array_equal(h, np.full((R, K), 2))

@@ -42,7 +42,8 @@ TILE128 = {"BM": 128, "BN": 128, "TM": 8, "TN": 8}
 
 
 @pytest.mark.parametrize("n,dtype,params", [(256, "float32", {}), (256, "float32", TILE128),
-                                            (128, "float16", TILE128), (96, "float32", {})])
+                                            (128, "float16", TILE128), (96, "float32", {}),
+                                            (256, "float16", {}), (256, "bfloat16", {})])
 def test_matmul_entry_agrees_with_numpy(be, n, dtype, params):
     row = bench_gpu.entry_matmul(be, n, dtype, repeats=3, keep=True, **params)
     spec = WORKLOADS["matmul"].make(n) if dtype == "float32" else make_matmul_lowp(n, dtype)
@@ -63,7 +64,7 @@ def test_softmax_entry_agrees_with_numpy(be, shape):
 
 def test_main_writes_the_table_and_json(be, tmp_path, monkeypatch):
     small = {"device_copy": 4 << 20, "elementwise": 1 << 18, "matmul_float32": 256, "matmul_float16": 256,
-             "softmax": (256, 1024)}
+             "matmul_bfloat16": 256, "softmax": (256, 1024)}
     monkeypatch.setitem(bench_gpu.SIZES, "quick", small)
     assert bench_gpu.main(["--quick", "--repeats", "2", "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "gpu.json").read_text())

@@ -1,0 +1,179 @@
+"""A tensor-core matmul as a statement tree: warps of ``mma.sync`` tiles written lane by lane.
+
+:func:`mma_matmul` builds ``C = A @ B`` (float16 or bfloat16 inputs, float32 sums) for the
+CUDA backend's tensor cores. The tree says, for every lane of every warp, which elements of
+the shared-memory tiles it multiplies into which of its accumulators, exactly as the
+``mma.sync.m16n8k16`` instruction distributes a 16 x 8 tile over a warp
+(:mod:`codegen.cuda.mma`: lane ``l``'s value ``v`` is row ``l / 4 + 8 * (v / 2)``, column
+``2 * (l % 4) + v % 2``)::
+
+    for lane (threadIdx.x, 32): for ti: for tj: for v in 0..4: for k in 0..16:
+        acc[wy, wx, lane, ti, tj, v] += f32(As[wy*WM + 16*ti + row(lane, v), 16*kk + k])
+                                        * f32(Bs[16*kk + k, wx*WN + 8*tj + col(lane, v)])
+
+IREval and LLVM run that as written (a small matmul per lane), so every machine checks it;
+the CUDA step ``cuda_tensor_cores`` (:mod:`codegen.cuda.tensor_cores`) recognises the
+``ti, tj, v, k`` nest and prints it as ``ldmatrix`` loads and one ``mma.sync`` per
+(ti, tj) tile. A block of ``(BM / WM) x (BN / WN)`` warps computes a BM x BN tile of C;
+per K step of BK the threads copy the A and B tiles into shared memory (rows padded so
+ldmatrix reads them without bank conflicts), eight contiguous elements per thread and
+copy step.
+
+>>> from te import Buffer, Reduce, Sum, cast, float32
+>>> A = Buffer("A", (128, 64), "float16"); B = Buffer("B", (64, 128), "float16")
+>>> C = Reduce("C", (128, 128), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (64,))
+>>> root, bufs = mma_matmul(A, B, C)
+>>> [(b.name, b.shape) for b in bufs]
+[('As', (128, 40)), ('Bs', (32, 136)), ('acc', (2, 2, 32, 4, 8, 4))]
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from te import Buffer, Reduce, Sum, Var, cast, floordiv, floormod, float32, int32
+from te.expr import Expr, FloatImm
+
+from .mma_source import conflict_free_ld
+
+__all__ = ["fragment_row", "fragment_col", "mma_matmul", "mma_matmul_example"]
+
+MMA_M, MMA_N, MMA_K = 16, 8, 16
+LANES = 32
+
+
+def fragment_row(lane, v):
+    """Row of value ``v`` (0..3) of ``lane`` in an m16n8 accumulator tile: an expression for
+    expressions, integers (or integer arrays) otherwise.
+
+    >>> from codegen.cuda.mma import mma_spec
+    >>> c = mma_spec("m16n8k16", "f16").c
+    >>> all((fragment_row(l, v), fragment_col(l, v)) == c.coord(l, v) for l in range(32) for v in range(4))
+    True
+    """
+    if isinstance(lane, Expr) or isinstance(v, Expr):
+        return floordiv(lane, 4) + floordiv(v, 2) * 8
+    return lane // 4 + 8 * (v // 2)
+
+
+def fragment_col(lane, v):
+    """Column of value ``v`` (0..3) of ``lane`` in an m16n8 accumulator tile (see
+    :func:`fragment_row`)."""
+    if isinstance(lane, Expr) or isinstance(v, Expr):
+        return floormod(lane, 4) * 2 + floormod(v, 2)
+    return 2 * (lane % 4) + v % 2
+
+
+def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64, WN: int = 64):
+    """The statement tree of ``C = A @ B`` on tensor cores (see the module docstring) for
+    buffers ``A`` (M x K), ``B`` (K x N) of float16 or bfloat16 and ``C`` (M x N, float32);
+    returns ``(root, [As, Bs, acc])`` for ``nest.add_buffer``.
+
+    Raises ``ValueError`` when the sizes are not multiples of the tiles or the tiles do not
+    fit the instruction (WM a multiple of 16, WN of 8, BK of 16)."""
+    from loopnest.stmt import Block, For, ForKind, Store
+
+    M, K = (int(d) for d in A.shape)
+    N = int(B.shape[1])
+    if int(B.shape[0]) != K or tuple(int(d) for d in C.shape) != (M, N):
+        raise ValueError(f"matmul shapes do not match: A {A.shape}, B {B.shape}, C {C.shape}")
+    if str(A.dtype) not in ("float16", "bfloat16") or A.dtype != B.dtype:
+        raise ValueError(f"tensor-core inputs must both be float16 or both bfloat16, got {A.dtype} and {B.dtype}")
+    if M % BM or N % BN or K % BK:
+        raise ValueError(f"M, N, K ({M}, {N}, {K}) must be multiples of BM, BN, BK ({BM}, {BN}, {BK})")
+    if BM % WM or BN % WN or WM % MMA_M or WN % MMA_N or BK % MMA_K:
+        raise ValueError(f"the warp tile {WM} x {WN} must divide the block tile {BM} x {BN} and be made of "
+                         f"{MMA_M} x {MMA_N} tiles; BK ({BK}) must be a multiple of {MMA_K}")
+    WY, WX, TI, TJ = BM // WM, BN // WN, WM // MMA_M, WN // MMA_N
+    nthreads = LANES * WY * WX
+    VEC = 8  # elements per thread and copy step: 16 bytes
+    if (BM * BK) % (nthreads * VEC) or (BK * BN) % (nthreads * VEC):
+        raise ValueError(f"the A and B tiles ({BM} x {BK}, {BK} x {BN}) must split into {VEC}-element pieces "
+                         f"evenly over the {nthreads} threads")
+    As = Buffer("As", (BM, conflict_free_ld(BK)), A.dtype)
+    Bs = Buffer("Bs", (BK, conflict_free_ld(BN)), B.dtype)
+    acc = Buffer("acc", (WY, WX, LANES, TI, TJ, 4), float32)
+    by, bx, ko, kk = Var("by"), Var("bx"), Var("ko"), Var("kk")
+    counter = iter(range(1000))
+
+    def fresh(base):
+        return Var(f"{base}{next(counter)}")
+
+    def threads(body_fn):
+        wy, wx, lane = fresh("wy"), fresh("wx"), fresh("lane")
+        inner = For(lane, 0, LANES, Block(body_fn(wy, wx, lane)), ForKind.GPU_THREAD, 0)
+        return For(wy, 0, WY, Block([For(wx, 0, WX, Block([inner]), ForKind.GPU_THREAD, 1)]), ForKind.GPU_THREAD, 2)
+
+    def tiles(body_fn, inner=None):
+        """for ti, tj, v (unrolled) around ``body_fn(ti, tj, v)``."""
+        ti, tj, v = fresh("ti"), fresh("tj"), fresh("v")
+        return For(ti, 0, TI, Block([For(tj, 0, TJ, Block([For(v, 0, 4, Block(body_fn(ti, tj, v)),
+                                                                ForKind.UNROLLED)]), ForKind.UNROLLED)]),
+                   ForKind.UNROLLED)
+
+    def copy(dst, src, rows, cols, src_row, src_col):
+        per = rows * cols // (nthreads * VEC)
+
+        def body(wy, wx, lane):
+            c, e = fresh("c"), fresh("e")
+            lin = ((wy * WX + wx) * LANES + lane) + c * nthreads
+            r, c8 = floordiv(lin, cols // VEC), floormod(lin, cols // VEC) * VEC
+            store = Store(dst, (r, c8 + e), src[src_row + r, src_col + c8 + e])
+            return [For(c, 0, per, Block([For(e, 0, VEC, Block([store]), ForKind.VECTORIZED)]), ForKind.UNROLLED)]
+        return threads(body)
+
+    def f32(x):
+        return cast(x, float32)
+
+    def acc_at(wy, wx, lane, ti, tj, v):
+        return (wy, wx, lane, ti, tj, v)
+
+    init = threads(lambda wy, wx, lane: [tiles(lambda ti, tj, v: [
+        Store(acc, acc_at(wy, wx, lane, ti, tj, v), FloatImm(0.0, float32))])])
+
+    def mma_step(wy, wx, lane):
+        k = fresh("k")
+        ti, tj, v = fresh("ti"), fresh("tj"), fresh("v")
+        at = acc_at(wy, wx, lane, ti, tj, v)
+        a = As[wy * WM + ti * MMA_M + fragment_row(lane, v), kk * MMA_K + k]
+        b = Bs[kk * MMA_K + k, wx * WN + tj * MMA_N + fragment_col(lane, v)]
+        body = Store(acc, at, acc[at] + f32(a) * f32(b))
+        nest = For(k, 0, MMA_K, Block([body]), ForKind.UNROLLED)
+        for var, extent in ((v, 4), (tj, TJ), (ti, TI)):
+            nest = For(var, 0, extent, Block([nest]), ForKind.UNROLLED)
+        return [For(kk, 0, BK // MMA_K, Block([nest]), ForKind.UNROLLED)]
+
+    kloop = For(ko, 0, K // BK, Block([
+        copy(As, A, BM, BK, by * BM, ko * BK),
+        copy(Bs, B, BK, BN, ko * BK, bx * BN),
+        threads(mma_step)]))
+    write = threads(lambda wy, wx, lane: [tiles(lambda ti, tj, v: [Store(
+        C, (by * BM + wy * WM + ti * MMA_M + fragment_row(lane, v), bx * BN + wx * WN + tj * MMA_N + fragment_col(lane, v)),
+        acc[acc_at(wy, wx, lane, ti, tj, v)])])])
+    root = For(by, 0, M // BM, Block([For(bx, 0, N // BN, Block([init, kloop, write]), ForKind.GPU_BLOCK, 0)]),
+               ForKind.GPU_BLOCK, 1)
+    return Block((root,)), [As, Bs, acc]
+
+
+def mma_matmul_example(M: int = 128, N: int = 128, K: int = 64, dtype: str = "float16", **tiles):
+    """An :class:`codegen.cuda.examples.Example` of :func:`mma_matmul` (random inputs, a
+    float64 numpy reference).
+
+    >>> ex = mma_matmul_example()
+    >>> ex.name, [a.name for a in ex.args]
+    ('matmul_mma_float16', ['A', 'B', 'C'])
+    """
+    from .examples import Example, _hand_nest
+
+    A = Buffer("A", (M, K), dtype)
+    B = Buffer("B", (K, N), dtype)
+    C = Reduce("C", (M, N), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (K,))
+    root, scratch = mma_matmul(A, B, C, **tiles)
+    nest = _hand_nest([C], root, scratch)
+    npdt = A.dtype.numpy
+
+    def make(rng):
+        a = rng.standard_normal((M, K)).astype(npdt)
+        b = rng.standard_normal((K, N)).astype(npdt)
+        return ({"A": a, "B": b, "C": np.zeros((M, N), np.float32)},
+                {"C": a.astype(np.float64) @ b.astype(np.float64)})
+    return Example(f"matmul_mma_{A.dtype}", nest, [A, B, C], make, rtol=1e-4, atol=1e-3)

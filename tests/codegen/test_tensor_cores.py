@@ -1,0 +1,99 @@
+"""Tensor cores: the lane-by-lane MMA nests of codegen.cuda.mma_matmul run on IREval, the CUDA
+step cuda_tensor_cores recognises them, and what it prints (ldmatrix addresses, operand
+layouts, accumulators) computes what the nest says, checked with the CPU model of the PTX
+fragment layouts (codegen.cuda.mma). On a GPU, tests/gpu runs the kernels themselves."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codegen import build
+from codegen.cuda.compile import nvcc_available
+from codegen.cuda.emulate import host_compiler, run_on_host
+from codegen.cuda.mma import ldmatrix, ldmatrix_row_address, mma_fragments, mma_spec
+from codegen.cuda.mma_matmul import fragment_col, fragment_row, mma_matmul, mma_matmul_example
+from codegen.cuda.tensor_cores import match_mma_nest
+from codegen.ireval import evaluate
+from codegen.cuda.examples import _hand_nest
+from te import Buffer, Reduce, Sum, cast, float32, floormod
+from te.queries import free_vars
+
+HAVE_NVCC = nvcc_available()
+SMALL = dict(BM=64, BN=64, BK=32, WM=32, WN=32)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_lane_by_lane_nest_is_a_matmul_on_ireval(dtype):
+    ex = mma_matmul_example(64, 64, 64, dtype=dtype, **SMALL)
+    arrays, expected = ex.make(np.random.default_rng(1))
+    build(ex.nest, ex.args, target="ireval")(**arrays)
+    np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype,tag", [("float16", "f16"), ("bfloat16", "bf16")])
+def test_cuda_prints_the_nest_as_ldmatrix_and_mma_sync(dtype, tag):
+    ex = mma_matmul_example(64, 64, 64, dtype=dtype, **SMALL)
+    k = build(ex.nest, ex.args, target="cuda")
+    assert k.module.plan.describe_tensor_cores().splitlines() == [
+        "kernel k0_C: 1 warp MMA nest(s)",
+        f"  m16n8k16 {tag}: 4 A tile(s) (As, ld 40), 8 B tile(s) (Bs K x N, ld 72), 16 mma.sync per nest"]
+    assert k.source.count(f"tc_mma_{tag}(b_acc[") == 16
+    assert f"mma.sync.aligned.m16n8k16.row.col.f32.{tag}.{tag}.f32" in k.source
+    assert "#else" in k.source     # the plain per-lane loops for older GPUs and the host emulation
+
+
+def test_the_printed_mmas_compute_what_the_nest_says_on_the_fragment_model():
+    """Each printed mma.sync, run on the CPU model of ldmatrix and of the instruction with
+    random shared memory, gives every lane the sums the nest's per-lane loops compute."""
+    ex = mma_matmul_example(64, 64, 64, **SMALL)
+    plan = build(ex.nest, ex.args, target="cuda").module.plan
+    (nest,) = plan.mma.values()
+    rng = np.random.default_rng(3)
+    sa = rng.standard_normal(nest.a.static_size()).astype(np.float16)
+    sb = rng.standard_normal(nest.b.static_size()).astype(np.float16)
+    spec = mma_spec("m16n8k16", "f16")
+    env = {w: 1 for w in free_vars(nest.a_tiles + nest.b_tiles)}    # warp (1, 1), second k step
+    lanes = np.arange(32)
+    for ai, bi, _ in nest.mmas:
+        a0, b0 = (int(evaluate(e, env)) for e in (nest.a_tiles[ai], nest.b_tiles[bi]))
+        a_rows = [a0 + ldmatrix_row_address("A", nest.lda)(int(l)) for l in lanes]
+        b_rows = [b0 + ldmatrix_row_address(nest.b_storage, nest.ldb)(int(l)) for l in lanes]
+        a = ldmatrix(sa.view(np.uint16), a_rows, 4).view(np.float16).reshape(32, 8).astype(np.float64)
+        b = ldmatrix(sb.view(np.uint16), b_rows, 2, trans=nest.b_storage == "B_kn").view(np.float16)
+        d = mma_fragments(spec, a, b.reshape(32, 4).astype(np.float64), np.zeros((32, 4)))
+        want = np.zeros((32, 4))
+        for v in range(4):
+            r, c = fragment_row(lanes, v), fragment_col(lanes, v)
+            for kk in range(16):
+                want[:, v] += sa[a0 + r * nest.lda + kk].astype(np.float64) * sb[b0 + kk * nest.ldb + c]
+        np.testing.assert_allclose(d, want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_nest_off_the_fragment_layout_is_not_taken_for_an_mma(monkeypatch):
+    """B's column from the row formula instead of the column one: printed as plain code."""
+    import codegen.cuda.mma_matmul as mm
+    A = Buffer("A", (64, 64), "float16")
+    B = Buffer("B", (64, 64), "float16")
+    C = Reduce("C", (64, 64), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (64,))
+    monkeypatch.setattr(mm, "fragment_col", lambda lane, v: floormod(fragment_row(lane, v), 8))
+    root, bufs = mma_matmul(A, B, C, **SMALL)
+    nest = _hand_nest([C], root, bufs)
+    k = build(nest, [A, B, C], target="cuda")
+    assert not k.module.plan.mma and "tc_mma_" not in k.source
+
+
+@pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found")
+def test_the_tensor_core_kernel_compiles_for_sm80_and_sm90_without_spills():
+    ex = mma_matmul_example(512, 512, 512, BK=64)
+    k = build(ex.nest, ex.args, target="cuda")
+    for arch in ("sm_80", "sm_90"):
+        info = k.compile(arch)
+        assert info["spill_stores"] == 0 and info["registers"] <= 255, (arch, info)
+
+
+@pytest.mark.skipif(not (HAVE_NVCC and host_compiler() is not None), reason="g++ or the CUDA headers not found")
+def test_host_emulation_runs_the_plain_per_lane_code():
+    ex = mma_matmul_example(64, 64, 32, dtype="bfloat16", **SMALL)
+    arrays, expected = ex.make(np.random.default_rng(2))
+    run_on_host(build(ex.nest, ex.args, target="cuda"), **arrays)
+    np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-4, atol=1e-4)
