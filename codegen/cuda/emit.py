@@ -557,6 +557,8 @@ class CudaEmitter(Functor):
         if lanes == 1:
             self.emit(f"{self.elem(s.buffer, self.expr(index, True))} = "
                       f"{self._store_value(s.buffer, self.expr(s.value))};")
+        elif self._wide_copy(s):
+            pass
         else:
             # vector store: every lane is computed before any is written
             ct = compute_type(s.value.dtype)
@@ -578,6 +580,25 @@ class CudaEmitter(Functor):
         if guard:
             self.indent -= 1
             self.emit("}")
+
+    def _wide_copy(self, s: Store) -> bool:
+        """Print ``s`` as whole-vector copies when it stores, unchanged, a load of the same
+        element type read in the same chunks (no conversion of the lanes); False otherwise."""
+        w = self.plan.wide_stores.get(id(s))
+        v = s.value
+        if type(v) is E.MakeVector:   # the lanes of one load, in order (scalarize_vectors)
+            first = v.values[0].value if type(v.values[0]) is E.ExtractLane else None
+            if first is not None and all(type(x) is E.ExtractLane and x.lane == k and E.structural_equal(x.value, first)
+                                         for k, x in enumerate(v.values)):
+                v = first
+        if w is None or type(v) is not E.Load or v.buffer.dtype != s.buffer.dtype:
+            return False
+        hoisted = [h for h, ids in self.plan.hoisted.get(id(s), []) if id(v) in ids]
+        if len(hoisted) != 1 or hoisted[0].vtype != w.vtype or hoisted[0].chunks != w.chunks:
+            return False
+        for j in range(w.chunks):
+            self.emit(f"{self._chunk_ref(w, j, True)} = {self._chunk_ref(hoisted[0], j, False)};")
+        return True
 
     def _wide_store(self, w, values: str, lanes: int) -> None:
         """Store the computed lanes ``values`` as the whole vectors of ``w``."""

@@ -9,14 +9,16 @@ whole 2- to 16-byte vectors instead of single lanes, and records them in the pla
   their CUDA vector type (``codegen.cuda.types.vector_type``), so an element is always one
   aligned access: a store writes whole elements (its value covers every lane of them), and
   a load is read whole.
-* **Contiguous runs of a scalar global buffer** -- an index ``ramp(base, 1, n)``, as a
+* **Contiguous runs of a scalar global or shared buffer** -- an index ``ramp(base, 1, n)``, as a
   vectorized innermost loop makes -- are read and written as ``float2``/``float4`` (or the
   vector type of the same bytes for other element types: ``__half2``, ``char4``, ...) in
   chunks of ``c`` lanes, the widest with ``c * itemsize`` of 4, 8 or 16 bytes dividing
   ``n``, when alignment is provable: ``base`` is a multiple of ``c`` (``known_multiple``)
   and the buffer's pointer is aligned to ``c * itemsize`` bytes (the launcher allocates
   aligned memory and checks the pointers of device arrays it is given against
-  ``plan.param_alignment``). Otherwise lanes are accessed one at a time.
+  ``plan.param_alignment``; shared arrays are declared 16-byte aligned). Otherwise lanes
+  are accessed one at a time. A store whose value is a load of the same type with the
+  same chunks is a copy of whole vectors, with no conversion (``float16`` stays bits).
 
 A load is read whole before the lanes are computed ("hoisted") only when it is evaluated
 unconditionally -- not inside a branch of a ``select``/``if_then_else``, which may guard
@@ -116,14 +118,18 @@ def wide_access(plan: CudaPlan, buf, index: Expr) -> WideAccess | None:
     """The whole-vector form of an access ``buf[index]`` (see the module docstring), or None."""
     if buf.dtype.is_vector:
         return WideAccess(buf, index, vector_type(buf.dtype), index.dtype.lanes)
-    if plan.scope(buf) not in ("param", "global") or buf.dtype.is_bool or type(index) is not E.Ramp:
+    scope = plan.scope(buf)
+    if scope not in ("param", "global", "shared") or buf.dtype.is_bool or type(index) is not E.Ramp:
         return None
     if fold_int(index.stride) != 1:
         return None
     n, size = index.dtype.lanes, buf.dtype.itemsize
+    # a shared array is declared 16-byte aligned; a sliced one starts each slice at a
+    # multiple of its size
+    slice_bytes = buf.static_size() * size if scope == "shared" and plan.placements[id(buf)].slice_axes else None
     c = MAX_VECTOR_BYTES // size
     while c >= 2 and c * size >= 4:
-        if n % c == 0 and _divides(c, index.base):
+        if n % c == 0 and _divides(c, index.base) and (slice_bytes is None or slice_bytes % (c * size) == 0):
             return WideAccess(buf, index, vector_type(buf.dtype.with_lanes(c)), n // c, index.base)
         c //= 2
     return None

@@ -40,6 +40,10 @@ def test_cuda_prints_the_nest_as_ldmatrix_and_mma_sync(dtype, tag):
     assert k.source.count(f"tc_mma_{tag}(b_acc[") == 16
     assert f"mma.sync.aligned.m16n8k16.row.col.f32.{tag}.{tag}.f32" in k.source
     assert "#else" in k.source     # the plain per-lane loops for older GPUs and the host emulation
+    # the tiles are copied to shared memory 16 bytes at a time, as bits (no conversion)
+    vt = "tc_float16x8" if dtype == "float16" else "tc_bfloat16x8"
+    assert f"*reinterpret_cast<{vt}*>(&b_As[" in k.source and f"*reinterpret_cast<{vt}*>(&b_Bs[" in k.source
+    assert "_st(b_" not in k.source and "_st(tc_" not in k.source
 
 
 def test_the_printed_mmas_compute_what_the_nest_says_on_the_fragment_model():
