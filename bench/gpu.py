@@ -12,7 +12,11 @@ Entries, each checked against numpy before it is timed (CUDA events, median of s
   (:mod:`codegen.cuda.mma_matmul`: ldmatrix and mma.sync) against cuBLAS's tensor-core GEMM
   (CuPy, or PyTorch for bfloat16);
 * ``softmax``: one block per row against ``torch.softmax`` (aim: at least as fast), or
-  CuPy's composed kernels when PyTorch is missing (reported, but the aim is not judged).
+  CuPy's composed kernels when PyTorch is missing (reported, but the aim is not judged);
+* ``layernorm``, ``row_sum``, ``transpose``, ``conv2d``, ``blur``, ``stencil``, ``pyramid``
+  (``WORKLOAD_ENTRIES``): each benchmark workload's GPU schedule against its PyTorch version
+  on the GPU, eager and through ``torch.compile`` (``--no-torch-compile`` leaves that out);
+  aim: at least as fast as the faster of the two.
 
 Aims are judged only at the full sizes and against the peer they name (``aim_met`` is
 None otherwise); ``--quick`` runs smaller sizes and reports ratios only.
@@ -53,8 +57,8 @@ from .gpu_schedules import gpu_nest, make_matmul_lowp
 from .kernels import WORKLOADS, Spec
 
 __all__ = ["NoGPU", "Backend", "CupyBackend", "PycudaBackend", "find_backend", "GpuTiming", "ENTRIES", "SIZES",
-           "entry_device_copy", "entry_elementwise", "entry_matmul", "entry_softmax", "run", "format_table",
-           "main"]
+           "WORKLOAD_ENTRIES", "entry_device_copy", "entry_elementwise", "entry_matmul", "entry_softmax",
+           "entry_workload", "peer_torch", "run", "format_table", "main"]
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -458,6 +462,61 @@ def entry_matmul(be: Backend, n: int, dtype: str = "float32", repeats: int = 10,
     return row
 
 
+class _TorchOnCuda:
+    """``torch`` for a workload's ``torch_fn``: ``from_numpy`` puts the tensor on the GPU."""
+
+    def __init__(self, torch):
+        self._torch = torch
+
+    def from_numpy(self, a):
+        return self._torch.from_numpy(a).cuda()
+
+    def __getattr__(self, name):
+        return getattr(self._torch, name)
+
+
+def peer_torch(spec: Spec, repeats: int, torch_compile: bool = True) -> list[tuple[str, float]]:
+    """``(label, seconds)`` of the workload's PyTorch version on the GPU, eager and (with
+    ``torch_compile``) through ``torch.compile``; empty without PyTorch or a torch version."""
+    torch = _torch_cuda()
+    if torch is None or spec.torch_fn is None:
+        return []
+    fn = spec.torch_fn(_TorchOnCuda(torch), spec.inputs)
+    out = [(f"PyTorch {torch.__version__.split('+')[0]} eager", _torch_time(torch, fn, repeats).median)]
+    if torch_compile:
+        compiled = torch.compile(fn)
+        out.append(("PyTorch torch.compile", _torch_time(torch, compiled, repeats).median))
+    return out
+
+
+def entry_workload(be: Backend, name: str, size, repeats: int = 10, keep: bool = False,
+                   torch_compile: bool = True) -> dict:
+    """A benchmark workload (``bench.kernels.WORKLOADS``) with its GPU schedule, checked
+    against the numpy reference, against PyTorch eager and ``torch.compile`` (the ratio is
+    the faster peer's time over ours)."""
+    spec = WORKLOADS[name].make(size)
+    _, run, dev, info = _ours(be, name, spec)
+    run()
+    outs = {k: be.to_host(dev[k]) for k in spec.out_shapes}
+    err = spec.error(outs)
+    t = be.time(run, repeats)
+    row = {"name": name, "size": spec.label, "time_s": t.median, "max_rel_err": err, "correct": err <= spec.tol,
+           "gbs": spec.bytes / t.median / 1e9 if spec.bytes else None,
+           "tflops": spec.flops / t.median / 1e12 if spec.flops else None, **info}
+    peers = _peer(peer_torch, spec, repeats, torch_compile)
+    if isinstance(peers, dict):       # the peer failed: say so
+        row.update(peers, ratio=None)
+    elif peers:
+        label, best = min(peers, key=lambda p: p[1])
+        row.update(peer=label, peer_s=best, ratio=best / t.median, ratio_of="faster PyTorch time / ours",
+                   peers={lab: sec for lab, sec in peers})
+    else:
+        row.update(peer="none (no PyTorch with CUDA, or no PyTorch version)", ratio=None)
+    if keep:
+        row["outputs"] = outs
+    return row
+
+
 def entry_softmax(be: Backend, shape, repeats: int = 10, keep: bool = False) -> dict:
     """Row softmax (one block per row) vs PyTorch CUDA."""
     spec = WORKLOADS["softmax"].make(tuple(shape))
@@ -488,18 +547,29 @@ SIZES = {
               "matmul_bfloat16": 1024, "softmax": (1024, 1024)},
 }
 
-ENTRIES = ["device_copy", "elementwise", "matmul_float32", "matmul_float16", "matmul_bfloat16", "softmax"]
+#: the benchmark workloads measured by :func:`entry_workload` (their GPU schedules from
+#: ``bench.gpu_schedules``), at the workloads' first full / small size
+WORKLOAD_ENTRIES = ["layernorm", "row_sum", "transpose", "conv2d", "blur", "stencil", "pyramid"]
+for _name in WORKLOAD_ENTRIES:
+    SIZES["full"][_name] = WORKLOADS[_name].full[0]
+    SIZES["quick"][_name] = WORKLOADS[_name].small[0]
+
+ENTRIES = ["device_copy", "elementwise", "matmul_float32", "matmul_float16", "matmul_bfloat16", "softmax",
+           *WORKLOAD_ENTRIES]
 
 #: the issue's aims: entry -> the ratio it must reach (at the full sizes)
 AIMS = {"elementwise": 0.8, "matmul_float32": 0.3, "softmax": 1.0}
 #: entry -> the peer an aim is stated against (a row with another peer is not judged)
 AIM_PEERS = {"matmul_float32": "cuBLAS", "softmax": "PyTorch"}
+for _name in WORKLOAD_ENTRIES:   # at least as fast as the faster of PyTorch eager and torch.compile
+    AIMS[_name], AIM_PEERS[_name] = 1.0, "PyTorch"
 
 
 def run(backend: Backend | None = None, sizes: dict | None = None, only=None, repeats: int = 10,
-        keep: bool = False, log=print) -> list[dict]:
+        keep: bool = False, log=print, torch_compile: bool = True) -> list[dict]:
     """Run the entries (``only``: a subset of ``ENTRIES``) and return their rows; an entry
-    that fails is reported in its row (``error``) and the others still run."""
+    that fails is reported in its row (``error``) and the others still run.
+    ``torch_compile=False`` leaves ``torch.compile`` out of the workload entries' peers."""
     be = backend or find_backend()
     sizes = sizes or SIZES["full"]
     rows: list[dict] = []
@@ -518,6 +588,8 @@ def run(backend: Backend | None = None, sizes: dict | None = None, only=None, re
                 row = entry_matmul(be, sizes[name], name.split("_", 1)[1], repeats, keep)
             elif name == "softmax":
                 row = entry_softmax(be, sizes[name], repeats, keep)
+            elif name in WORKLOAD_ENTRIES:
+                row = entry_workload(be, name, sizes[name], repeats, keep, torch_compile)
             else:
                 raise KeyError(f"unknown entry {name!r}; entries: {ENTRIES}")
         except Exception as exc:
@@ -574,6 +646,8 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--launcher", choices=["cupy", "pycuda"], help="prefer this launcher")
     p.add_argument("--out", default=str(RESULTS))
+    p.add_argument("--no-torch-compile", action="store_true",
+                   help="leave torch.compile out of the workloads' peers (it compiles for seconds each)")
     args = p.parse_args(argv)
     try:
         be = find_backend(args.launcher)
@@ -585,7 +659,8 @@ def main(argv=None) -> int:
     device = be.device_info()
     print(f"benchmarking on {device.get('name')} ({device.get('arch')}) through {be.name} ...", flush=True)
     sizes = SIZES["quick" if args.quick else "full"]
-    rows = run(be, sizes, args.only, args.repeats, log=lambda s: print(s, flush=True))
+    rows = run(be, sizes, args.only, args.repeats, log=lambda s: print(s, flush=True),
+               torch_compile=not args.no_torch_compile)
     table = format_table(rows, device)
     print()
     print(table)

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Callable
 
-from te.expr import Expr, ExprMutator, IntImm, Load, as_expr, floordiv, floormod
+from te.expr import Broadcast, Expr, ExprMutator, IntImm, Load, as_expr, floordiv, floormod
 from te.intrinsics import cast
 from te.simplify import Simplifier
 from te.view import TensorView, view_root
@@ -89,6 +89,8 @@ def flat_index(buf, indices) -> Expr:
     off = None
     for ix, st in zip(indices, row_major_strides([cast(d, dt) for d in buf.dims])):
         term = ix if isinstance(st, IntImm) and st.value == 1 else ix * st
+        if off is not None and off.dtype.lanes != term.dtype.lanes:   # scalar rows, a vector last index
+            off = Broadcast(off, term.dtype.lanes)
         off = term if off is None else off + term
     return off
 

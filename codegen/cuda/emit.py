@@ -309,7 +309,7 @@ class CudaEmitter(Functor):
         if w.element_buffer:
             index = self._private_index(w.buffer, w.index)
             return self.elem(w.buffer, self.lane(index, j, True) if index.dtype.is_vector else self.expr(index, True))
-        start = self.expr(w.base, True) + (f" + {j * w.vtype.lanes}" if j else "")
+        start = self.expr(self._private_index(w.buffer, w.base), True) + (f" + {j * w.vtype.lanes}" if j else "")
         return f"*reinterpret_cast<{'' if write else 'const '}{vt}*>(&{self.elem(w.buffer, start)})"
 
     def _hoist_loads(self, s: Stmt) -> None:
@@ -487,7 +487,7 @@ class CudaEmitter(Functor):
         if p.scope == "shared":
             self.emit(f"__shared__ __align__(16) {st} {n}[{max(size, 1) * p.slices}];")
         else:
-            self.emit(f"{st} {n}[{max(size, 1)}];")
+            self.emit(f"__align__(16) {st} {n}[{max(size, 1)}];")
 
     def visit_LetStmt(self, s: LetStmt):
         ct = compute_type(s.value.dtype)

@@ -182,7 +182,8 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
     arrays (registers).
 
     A buffer qualifies when every access to it sits inside thread-bound loops on all of the
-    kernel's thread axes (each starting at 0), its flat index is ``sum(c_a * t_a) + r`` in
+    kernel's thread axes (each starting at 0), its flat index (or the base of a contiguous
+    ``ramp``, whose lanes extend ``r``) is ``sum(c_a * t_a) + r`` in
     those loop variables with the same coefficients ``c_a`` at every access, ``r`` does not
     depend on thread indices and lies in ``[0, R)``, and the coefficients give each thread
     a disjoint slice (sorted, ``c_1 >= R`` and ``c_(k+1) >= c_k * extent_k``). Each thread
@@ -203,6 +204,9 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
                                                    for f in threads.values()):
             st["ok"] = False
             return
+        span = 1
+        if type(ix) is E.Ramp and fold_int(ix.stride) == 1:   # a contiguous run: its base, and its lanes
+            span, ix = ix.dtype.lanes, ix.base
         coef = {}
         rest = ix
         for ax, f in threads.items():
@@ -230,7 +234,7 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
         if lo_hi is None or lo_hi[0] < 0:
             st["ok"] = False
             return
-        st["R"] = max(st["R"], lo_hi[1] + 1)
+        st["R"] = max(st["R"], lo_hi[1] + span)
 
     _Accesses(info, check_index).visit(k.stmt, {}, {})
     for bid, st in info.items():

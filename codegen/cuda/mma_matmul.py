@@ -24,13 +24,13 @@ copy step.
 >>> C = Reduce("C", (128, 128), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (64,))
 >>> root, bufs = mma_matmul(A, B, C)
 >>> [(b.name, b.shape) for b in bufs]
-[('As', (128, 40)), ('Bs', (32, 136)), ('acc', (2, 2, 32, 4, 8, 4))]
+[('As', (1, 128, 40)), ('Bs', (1, 32, 136)), ('acc', (2, 2, 32, 4, 8, 4))]
 """
 from __future__ import annotations
 
 import numpy as np
 
-from te import Buffer, Reduce, Sum, Var, cast, floordiv, floormod, float32, int32
+from te import Buffer, Reduce, Sum, Var, cast, floordiv, floormod, float32, minimum
 from te.expr import Expr, FloatImm
 
 from .mma_source import conflict_free_ld
@@ -63,10 +63,16 @@ def fragment_col(lane, v):
     return 2 * (lane % 4) + v % 2
 
 
-def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64, WN: int = 64):
+def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64, WN: int = 64,
+               stages: int = 1):
     """The statement tree of ``C = A @ B`` on tensor cores (see the module docstring) for
     buffers ``A`` (M x K), ``B`` (K x N) of float16 or bfloat16 and ``C`` (M x N, float32);
-    returns ``(root, [As, Bs, acc])`` for ``nest.add_buffer``.
+    returns ``(root, [As, Bs, acc, ...])`` for ``nest.add_buffer``.
+
+    ``stages=2`` double-buffers the shared tiles: each K step first reads the next step's
+    tiles from global memory into registers (16-byte vectors), then multiplies the current
+    tiles, then stores the registers into the other half of the shared buffers, so the
+    global loads are in flight during the MMAs and one barrier per K step suffices.
 
     Raises ``ValueError`` when the sizes are not multiples of the tiles or the tiles do not
     fit the instruction (WM a multiple of 16, WN of 8, BK of 16)."""
@@ -89,8 +95,10 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
     if (BM * BK) % (nthreads * VEC) or (BK * BN) % (nthreads * VEC):
         raise ValueError(f"the A and B tiles ({BM} x {BK}, {BK} x {BN}) must split into {VEC}-element pieces "
                          f"evenly over the {nthreads} threads")
-    As = Buffer("As", (BM, conflict_free_ld(BK)), A.dtype)
-    Bs = Buffer("Bs", (BK, conflict_free_ld(BN)), B.dtype)
+    if stages not in (1, 2):
+        raise ValueError(f"stages must be 1 or 2, got {stages}")
+    As = Buffer("As", (stages, BM, conflict_free_ld(BK)), A.dtype)
+    Bs = Buffer("Bs", (stages, BK, conflict_free_ld(BN)), B.dtype)
     acc = Buffer("acc", (WY, WX, LANES, TI, TJ, 4), float32)
     by, bx, ko, kk = Var("by"), Var("bx"), Var("ko"), Var("kk")
     counter = iter(range(1000))
@@ -110,14 +118,24 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
                                                                 ForKind.UNROLLED)]), ForKind.UNROLLED)]),
                    ForKind.UNROLLED)
 
-    def copy(dst, src, rows, cols, src_row, src_col):
+    def copy(dst, src, rows, cols, src_row, src_col, stage, via=None):
+        """Threads copy a rows x cols tile of ``src`` into stage ``stage`` of ``dst``, 8
+        elements each at a time; with ``via`` (a register buffer, per thread and chunk one
+        run of 8) ``via="load"`` fills the registers and ``via="store"`` empties them."""
         per = rows * cols // (nthreads * VEC)
+        mode, regs = via if via else (None, None)
 
         def body(wy, wx, lane):
             c, e = fresh("c"), fresh("e")
             lin = ((wy * WX + wx) * LANES + lane) + c * nthreads
             r, c8 = floordiv(lin, cols // VEC), floormod(lin, cols // VEC) * VEC
-            store = Store(dst, (r, c8 + e), src[src_row + r, src_col + c8 + e])
+            reg = (wy, wx, lane, c, e)
+            if mode == "load":
+                store = Store(regs, reg, src[src_row + r, src_col + c8 + e])
+            elif mode == "store":
+                store = Store(dst, (stage, r, c8 + e), regs[reg])
+            else:
+                store = Store(dst, (stage, r, c8 + e), src[src_row + r, src_col + c8 + e])
             return [For(c, 0, per, Block([For(e, 0, VEC, Block([store]), ForKind.VECTORIZED)]), ForKind.UNROLLED)]
         return threads(body)
 
@@ -130,28 +148,44 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
     init = threads(lambda wy, wx, lane: [tiles(lambda ti, tj, v: [
         Store(acc, acc_at(wy, wx, lane, ti, tj, v), FloatImm(0.0, float32))])])
 
-    def mma_step(wy, wx, lane):
+    def mma_step(wy, wx, lane, stage):
         k = fresh("k")
         ti, tj, v = fresh("ti"), fresh("tj"), fresh("v")
         at = acc_at(wy, wx, lane, ti, tj, v)
-        a = As[wy * WM + ti * MMA_M + fragment_row(lane, v), kk * MMA_K + k]
-        b = Bs[kk * MMA_K + k, wx * WN + tj * MMA_N + fragment_col(lane, v)]
+        a = As[stage, wy * WM + ti * MMA_M + fragment_row(lane, v), kk * MMA_K + k]
+        b = Bs[stage, kk * MMA_K + k, wx * WN + tj * MMA_N + fragment_col(lane, v)]
         body = Store(acc, at, acc[at] + f32(a) * f32(b))
         nest = For(k, 0, MMA_K, Block([body]), ForKind.UNROLLED)
         for var, extent in ((v, 4), (tj, TJ), (ti, TI)):
             nest = For(var, 0, extent, Block([nest]), ForKind.UNROLLED)
         return [For(kk, 0, BK // MMA_K, Block([nest]), ForKind.UNROLLED)]
 
-    kloop = For(ko, 0, K // BK, Block([
-        copy(As, A, BM, BK, by * BM, ko * BK),
-        copy(Bs, B, BK, BN, ko * BK, bx * BN),
-        threads(mma_step)]))
+    KT = K // BK
+    scratch = [As, Bs, acc]
+    if stages == 1:
+        prologue = []
+        kloop = For(ko, 0, KT, Block([
+            copy(As, A, BM, BK, by * BM, ko * BK, 0),
+            copy(Bs, B, BK, BN, ko * BK, bx * BN, 0),
+            threads(lambda wy, wx, lane: mma_step(wy, wx, lane, 0))]))
+    else:
+        ra = Buffer("ra", (WY, WX, LANES, BM * BK // (nthreads * VEC), VEC), A.dtype)
+        rb = Buffer("rb", (WY, WX, LANES, BK * BN // (nthreads * VEC), VEC), B.dtype)
+        scratch += [ra, rb]
+        nxt = minimum(ko + 1, KT - 1)      # the last step reloads its own tiles into the unused half
+        prologue = [copy(As, A, BM, BK, by * BM, 0, 0), copy(Bs, B, BK, BN, 0, bx * BN, 0)]
+        kloop = For(ko, 0, KT, Block([
+            copy(As, A, BM, BK, by * BM, nxt * BK, None, ("load", ra)),
+            copy(Bs, B, BK, BN, nxt * BK, bx * BN, None, ("load", rb)),
+            threads(lambda wy, wx, lane: mma_step(wy, wx, lane, floormod(ko, 2))),
+            copy(As, A, BM, BK, None, None, floormod(ko + 1, 2), ("store", ra)),
+            copy(Bs, B, BK, BN, None, None, floormod(ko + 1, 2), ("store", rb))]))
     write = threads(lambda wy, wx, lane: [tiles(lambda ti, tj, v: [Store(
         C, (by * BM + wy * WM + ti * MMA_M + fragment_row(lane, v), bx * BN + wx * WN + tj * MMA_N + fragment_col(lane, v)),
         acc[acc_at(wy, wx, lane, ti, tj, v)])])])
-    root = For(by, 0, M // BM, Block([For(bx, 0, N // BN, Block([init, kloop, write]), ForKind.GPU_BLOCK, 0)]),
-               ForKind.GPU_BLOCK, 1)
-    return Block((root,)), [As, Bs, acc]
+    root = For(by, 0, M // BM, Block([For(bx, 0, N // BN, Block([init, *prologue, kloop, write]),
+                                          ForKind.GPU_BLOCK, 0)]), ForKind.GPU_BLOCK, 1)
+    return Block((root,)), scratch
 
 
 def mma_matmul_example(M: int = 128, N: int = 128, K: int = 64, dtype: str = "float16", **tiles):

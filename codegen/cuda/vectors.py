@@ -16,7 +16,9 @@ whole 2- to 16-byte vectors instead of single lanes, and records them in the pla
   ``n``, when alignment is provable: ``base`` is a multiple of ``c`` (``known_multiple``)
   and the buffer's pointer is aligned to ``c * itemsize`` bytes (the launcher allocates
   aligned memory and checks the pointers of device arrays it is given against
-  ``plan.param_alignment``; shared arrays are declared 16-byte aligned). Otherwise lanes
+  ``plan.param_alignment``; shared and thread-local arrays are declared 16-byte aligned, and
+  the index of a promoted array drops only terms of the thread variables, each a multiple of
+  the chunk when the whole base is). Otherwise lanes
   are accessed one at a time. A store whose value is a load of the same type with the
   same chunks is a copy of whole vectors, with no conversion (``float16`` stays bits).
 
@@ -119,7 +121,7 @@ def wide_access(plan: CudaPlan, buf, index: Expr) -> WideAccess | None:
     if buf.dtype.is_vector:
         return WideAccess(buf, index, vector_type(buf.dtype), index.dtype.lanes)
     scope = plan.scope(buf)
-    if scope not in ("param", "global", "shared") or buf.dtype.is_bool or type(index) is not E.Ramp:
+    if scope not in ("param", "global", "shared", "local") or buf.dtype.is_bool or type(index) is not E.Ramp:
         return None
     if fold_int(index.stride) != 1:
         return None

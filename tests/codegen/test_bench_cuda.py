@@ -285,10 +285,11 @@ class _EmulatedBackend(bench_gpu.Backend):
 def test_bench_gpu_entries_run_and_report_on_an_emulated_device(tmp_path):
     # the sizes of the IREval cases: the emulation reuses their compiled kernels
     sizes = {"device_copy": 1 << 12, "elementwise": TEST_SIZES["elementwise"], "matmul_float32": 64,
-             "matmul_float16": 64, "matmul_bfloat16": 64, "softmax": TEST_SIZES["softmax"]}
-    rows = bench_gpu.run(_EmulatedBackend(), sizes, repeats=1, keep=True, log=lambda s: None)
+             "matmul_float16": 64, "matmul_bfloat16": 64, "softmax": TEST_SIZES["softmax"],
+             "transpose": TEST_SIZES["transpose"], "row_sum": TEST_SIZES["row_sum"]}
+    rows = bench_gpu.run(_EmulatedBackend(), sizes, only=list(sizes), repeats=1, keep=True, log=lambda s: None)
     by = {r["name"]: r for r in rows}
-    assert [r["name"] for r in rows] == bench_gpu.ENTRIES
+    assert [r["name"] for r in rows] == list(sizes)
     assert all("error" not in r and r["correct"] for r in rows), [r.get("error") for r in rows]
     spec = WORKLOADS["elementwise"].make(TEST_SIZES["elementwise"])
     np.testing.assert_allclose(by["elementwise"]["output"], spec.reference(spec.inputs)["Y"], rtol=1e-5, atol=1e-6)
@@ -417,7 +418,7 @@ def test_bench_gpu_cupy_backend_on_a_fake_cupy(monkeypatch):
     assert be.device_info()["name"] == "Fake H100" and be.arch() == "sm_90"
     sizes = {"device_copy": 1 << 12, "elementwise": TEST_SIZES["elementwise"], "matmul_float32": 64,
              "matmul_float16": 64, "matmul_bfloat16": 64, "softmax": TEST_SIZES["softmax"]}
-    rows = bench_gpu.run(be, sizes, repeats=2, keep=True, log=lambda s: None)
+    rows = bench_gpu.run(be, sizes, only=list(sizes), repeats=2, keep=True, log=lambda s: None)
     by = {r["name"]: r for r in rows}
     assert all("error" not in r and r["correct"] for r in rows), [r.get("error") for r in rows]
     assert ("k0_C", (1, 1, 1), (16, 16, 1)) in launches and ("k0_Y", (3, 1, 1), (256, 1, 1)) in launches

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from bench import gpu as bench_gpu
-from bench.gpu_schedules import make_matmul_lowp
+from bench.gpu_schedules import TEST_SIZES, make_matmul_lowp
 from bench.kernels import WORKLOADS
 
 
@@ -62,11 +62,20 @@ def test_softmax_entry_agrees_with_numpy(be, shape):
     assert row["correct"]
 
 
+@pytest.mark.parametrize("name", bench_gpu.WORKLOAD_ENTRIES)
+def test_workload_entries_agree_with_numpy_and_time_pytorch(be, name):
+    row = bench_gpu.entry_workload(be, name, TEST_SIZES[name], repeats=2, torch_compile=False)
+    assert row["correct"], row["max_rel_err"]
+    if row.get("ratio") is not None:
+        assert row["peer"].startswith("PyTorch") and row["peer_s"] > 0
+
+
 def test_main_writes_the_table_and_json(be, tmp_path, monkeypatch):
     small = {"device_copy": 4 << 20, "elementwise": 1 << 18, "matmul_float32": 256, "matmul_float16": 256,
-             "matmul_bfloat16": 256, "softmax": (256, 1024)}
+             "matmul_bfloat16": 256, "softmax": (256, 1024),
+             **{name: TEST_SIZES[name] for name in bench_gpu.WORKLOAD_ENTRIES}}
     monkeypatch.setitem(bench_gpu.SIZES, "quick", small)
-    assert bench_gpu.main(["--quick", "--repeats", "2", "--out", str(tmp_path)]) == 0
+    assert bench_gpu.main(["--quick", "--repeats", "2", "--no-torch-compile", "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "gpu.json").read_text())
     assert [r["name"] for r in data["rows"]] == bench_gpu.ENTRIES
     assert all("error" not in r and r["correct"] for r in data["rows"]), data["rows"]
