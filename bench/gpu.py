@@ -463,7 +463,10 @@ def entry_matmul(be: Backend, n: int, dtype: str = "float32", repeats: int = 10,
 
 
 class _TorchOnCuda:
-    """``torch`` for a workload's ``torch_fn``: ``from_numpy`` puts the tensor on the GPU."""
+    """``torch`` for a workload's ``torch_fn``: ``from_numpy`` and the tensor factories put
+    their tensors on the GPU."""
+
+    FACTORIES = ("full", "zeros", "ones", "empty", "tensor", "arange")
 
     def __init__(self, torch):
         self._torch = torch
@@ -472,7 +475,10 @@ class _TorchOnCuda:
         return self._torch.from_numpy(a).cuda()
 
     def __getattr__(self, name):
-        return getattr(self._torch, name)
+        attr = getattr(self._torch, name)
+        if name in self.FACTORIES:
+            return lambda *args, **kw: attr(*args, **dict(kw, device="cuda"))
+        return attr
 
 
 def peer_torch(spec: Spec, repeats: int, torch_compile: bool = True) -> list[tuple[str, float]]:

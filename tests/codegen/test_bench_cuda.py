@@ -193,9 +193,9 @@ def test_matmul_shared_loads_are_128_bit():
 def test_float16_matmul_runs_on_tensor_cores_and_sums_in_float32():
     _, _, k = _case("matmul_float16_4096")
     src = k.source
-    assert "__shared__ __align__(16) __half b_As[9216];" in src and "float b_acc[128];" in src
+    assert "__shared__ __align__(16) __half b_As[9216];" in src and "float b_acc[64];" in src
     assert "const __half* __restrict__ b_A" in src and "float* b_C)" in src     # written: no __restrict__
-    assert "tc_ldmatrix_x4(" in src and "tc_ldmatrix_x2_trans(" in src and src.count("tc_mma_f16(b_acc[") == 128
+    assert "tc_ldmatrix_x4(" in src and "tc_ldmatrix_x2_trans(" in src and src.count("tc_mma_f16(b_acc[") == 64
 
 
 def test_transpose_stores_are_coalesced():
