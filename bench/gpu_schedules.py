@@ -297,6 +297,8 @@ def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None, **c
         nest.add_buffer(b)
     nest.root = root
     nest.verify()
+    if tensor_cores:
+        nest.tensorize("kk")
 
 
 def mma_matmul_config(m: int, n: int, k: int) -> dict:

@@ -42,6 +42,7 @@ from .transforms import fuse as _fuse
 from .transforms import inline as _inline
 from .transforms import loop_kinds as _loop_kinds
 from .transforms import privatize as _privatize
+from .transforms import tensorize as _tensorize
 from .transforms import reorder as _reorder
 from .transforms import rfactor as _rfactor
 from .transforms import split as _split
@@ -305,6 +306,21 @@ class LoopNest(NestState):
     def parallelize(self, loop, check: bool = True):
         """Run the iterations of ``loop`` on several threads (no loop-carried dependence)."""
         return _loop_kinds.parallelize(self, self.loop(loop), check=check)
+
+    @_transform
+    def tensorize(self, loop, intrinsic: str = "mma_m16n8k16") -> None:
+        """Declare ``loop`` a warp MMA written lane by lane (``mma_m16n8k16``: float16 or
+        bfloat16 operands, float32 accumulators); checked now, a mismatch raises
+        ``ScheduleError`` naming it. The CUDA build prints the nest with tensor cores
+        (``ldmatrix`` + ``mma.sync``) or refuses with a ``BuildError``; IREval and LLVM run it
+        as written. See ``loopnest.transforms.tensorize`` (an example there) and
+        ``codegen.cuda.mma_matmul`` (a matmul built of such nests)."""
+        return _tensorize.tensorize(self, self.loop(loop), intrinsic)
+
+    @property
+    def tensorized(self) -> dict[str, str]:
+        """The loops ``tensorize`` declared: loop name -> intrinsic."""
+        return {v.name: i for v, i in self._tensorized.items()}
 
     @_transform
     def set_gpu_block_index(self, loop, dim: int, check: bool = True):

@@ -122,6 +122,8 @@ class NestState:
         #: correspond to: the tail loop -> (the inner loop, the outer loop); a loop cloned into
         #: the tail -> (the loop it copies,). compute_at computes at both.
         self._tail_of: dict[Var, tuple[Var, ...]] = {}
+        #: loops ``tensorize`` checked as warp MMAs: variable -> intrinsic
+        self._tensorized: dict[Var, str] = {}
         #: intermediates stored at a loop (compute_at, store_at): buffer name -> the loop's
         #: variable (None: the whole buffer)
         self._store_at: dict[str, Var | None] = {}
@@ -143,13 +145,13 @@ class NestState:
     def _snapshot(self):
         return (self.root, dict(self.buffers), list(self.intermediates), set(self._used_names),
                 dict(self._tensor_loops), dict(self._removed), list(self._placeholders), dict(self._copies),
-                dict(self._store_at), dict(self._tail_of))
+                dict(self._store_at), dict(self._tail_of), dict(self._tensorized))
 
     def _restore(self, s):
         (self.root, self.buffers, self.intermediates, self._used_names, self._tensor_loops, self._removed,
-         self._placeholders, self._copies, self._store_at, self._tail_of) = (
+         self._placeholders, self._copies, self._store_at, self._tail_of, self._tensorized) = (
             s[0], dict(s[1]), list(s[2]), set(s[3]), dict(s[4]), dict(s[5]), list(s[6]), dict(s[7]), dict(s[8]),
-            dict(s[9]))
+            dict(s[9]), dict(s[10]))
 
     def fresh_name(self, base: str) -> str:
         """A loop/buffer name not yet used in this nest: ``base``, else ``base_1``, ``base_2``...
@@ -238,6 +240,7 @@ class NestState:
         new._copies = dict(self._copies)
         new._store_at = dict(self._store_at)
         new._tail_of = dict(self._tail_of)
+        new._tensorized = dict(self._tensorized)
         new._local_storage = dict(self._local_storage)
         new.history = list(self.history)
         return new

@@ -12,8 +12,8 @@ the shared-memory tiles it multiplies into which of its accumulators, exactly as
                                         * f32(Bs[16*kk + k, wx*WN + 8*tj + col(lane, v)])
 
 IREval and LLVM run that as written (a small matmul per lane), so every machine checks it;
-the CUDA step ``cuda_tensor_cores`` (:mod:`codegen.cuda.tensor_cores`) recognises the
-``ti, tj, v, k`` nest and prints it as ``ldmatrix`` loads and one ``mma.sync`` per
+``nest.tensorize("kk")`` checks that the ``kk, ti, tj, v, k`` nest is what the instruction
+computes, and the CUDA step ``cuda_tensor_cores`` (:mod:`codegen.cuda.tensor_cores`) prints it as ``ldmatrix`` loads and one ``mma.sync`` per
 (ti, tj) tile. A block of ``(BM / WM) x (BN / WN)`` warps computes a BM x BN tile of C;
 per K step of BK the threads copy the A and B tiles into shared memory (rows padded so
 ldmatrix reads them without bank conflicts), eight contiguous elements per thread and
@@ -31,7 +31,9 @@ from __future__ import annotations
 import numpy as np
 
 from te import Buffer, Reduce, Sum, Var, cast, floordiv, floormod, float32, minimum
-from te.expr import Expr, FloatImm
+from te.expr import FloatImm
+
+from loopnest.transforms.tensorize import fragment_col, fragment_row
 
 from .mma_source import conflict_free_ld
 
@@ -39,28 +41,6 @@ __all__ = ["fragment_row", "fragment_col", "mma_matmul", "mma_matmul_example"]
 
 MMA_M, MMA_N, MMA_K = 16, 8, 16
 LANES = 32
-
-
-def fragment_row(lane, v):
-    """Row of value ``v`` (0..3) of ``lane`` in an m16n8 accumulator tile: an expression for
-    expressions, integers (or integer arrays) otherwise.
-
-    >>> from codegen.cuda.mma import mma_spec
-    >>> c = mma_spec("m16n8k16", "f16").c
-    >>> all((fragment_row(l, v), fragment_col(l, v)) == c.coord(l, v) for l in range(32) for v in range(4))
-    True
-    """
-    if isinstance(lane, Expr) or isinstance(v, Expr):
-        return floordiv(lane, 4) + floordiv(v, 2) * 8
-    return lane // 4 + 8 * (v // 2)
-
-
-def fragment_col(lane, v):
-    """Column of value ``v`` (0..3) of ``lane`` in an m16n8 accumulator tile (see
-    :func:`fragment_row`)."""
-    if isinstance(lane, Expr) or isinstance(v, Expr):
-        return floormod(lane, 4) * 2 + floormod(v, 2)
-    return 2 * (lane % 4) + v % 2
 
 
 def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64, WN: int = 64,
@@ -203,6 +183,7 @@ def mma_matmul_example(M: int = 128, N: int = 128, K: int = 64, dtype: str = "fl
     C = Reduce("C", (M, N), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (K,))
     root, scratch = mma_matmul(A, B, C, **tiles)
     nest = _hand_nest([C], root, scratch)
+    nest.tensorize("kk")
     npdt = A.dtype.numpy
 
     def make(rng):

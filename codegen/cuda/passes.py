@@ -130,5 +130,6 @@ def plan_cuda(nest, params: Sequence[Param], name: str, *, max_threads_per_block
     if dump is None:
         dump = os.environ.get("LOOPNEST_DUMP_PASSES", "") not in ("", "0")
     plan = CudaPlan(root, list(params), sanitize_name(name)[:32], max_threads_per_block, max_shared_bytes)
+    plan.tensorized = dict(getattr(nest, "_tensorized", {}))
     run_passes(nest, dump=dump, out=out, passes=cuda_passes(plan, upto), root=root)
     return plan

@@ -264,6 +264,8 @@ class CudaPlan:
     # cuda_tensor_cores (codegen.cuda.tensor_cores): id(loop) -> MmaNest; kernel name -> [MmaNest]
     mma: dict[int, Any] = field(default_factory=dict)
     mma_by_kernel: dict[str, list] = field(default_factory=dict)
+    tensorized: dict = field(default_factory=dict)       # loop variable -> intrinsic (nest.tensorize)
+    mma_refusals: dict = field(default_factory=dict)     # loop variable -> why it is not an MMA
 
     @property
     def buffer_params(self) -> list[Param]:

@@ -1,0 +1,317 @@
+"""tensorize: declare that a loop nest is a warp MMA, written lane by lane, and check it.
+
+A warp's ``mma.sync.m16n8k16`` computes ``D(16 x 8) = A(16 x 16) * B(16 x 8) + C`` with the
+tiles spread over the 32 lanes: lane ``l`` holds the accumulators ``v = 0..3`` at row
+:func:`fragment_row` ``(l, v)``, column :func:`fragment_col` ``(l, v)``. A nest is that
+instruction (repeated over tiles) when, inside the loop bound to threadIdx.x with 32
+iterations (``lane``), it reads::
+
+    for t... (tile loops)  for v in 0..4:  for k in 0..16:
+        acc[c(lane, t, v)] += f32(A[a0(t) + row(lane, v) * lda + k]) * f32(B[b0(t) + k * ldb + col(lane, v)])
+
+(``B`` either K x N as above or N x K: ``B[b0 + col * ldb + k]``), with ``A`` and ``B`` both
+float16 or both bfloat16, ``acc`` float32, ``lda``/``ldb`` and the tile origins multiples of
+8 elements (ldmatrix reads 16-byte rows). Every index is evaluated at every point of the
+nest, for several values of the variables around it, and compared with the layout: the
+check is exact for the values tried, and IREval runs the nest as written either way.
+
+:func:`match_mma` recognises such a nest (the CUDA step ``cuda_tensor_cores`` prints each
+as ``ldmatrix`` and ``mma.sync``); ``LoopNest.tensorize(loop)`` checks a nest of the user's
+schedule now, raising a ``ScheduleError`` that names what does not match, and makes the CUDA
+build refuse (``BuildError``) to print it any other way -- for instance when its operands
+are not in shared memory or its accumulators not in registers.
+
+>>> from te import Buffer, Var, cast, float32
+>>> from loopnest import LoopNest
+>>> from loopnest.stmt import Block, For, ForKind, Store
+>>> As, Bs = Buffer("As", (16, 16), "float16"), Buffer("Bs", (16, 8), "float16")
+>>> acc = Buffer("acc", (32, 4), "float32")
+>>> lane, v, k = Var("lane"), Var("v"), Var("k")
+>>> body = Store(acc, (lane, v), acc[lane, v] + cast(As[fragment_row(lane, v), k], float32)
+...              * cast(Bs[k, fragment_col(lane, v)], float32))
+>>> tile = For(v, 0, 4, Block([For(k, 0, 16, Block([body]))]))
+>>> nest = LoopNest(For(lane, 0, 32, Block([tile])), outputs=[acc])
+>>> _ = nest.set_gpu_thread_index(lane, 0)
+>>> nest.tensorize(k)
+Traceback (most recent call last):
+...
+loopnest.errors.ScheduleError: tensorize(k, 'mma_m16n8k16'): the nest needs a loop over the 4 accumulators of a lane and, inside it, one over k
+>>> nest.tensorize(v)
+>>> nest.tensorized
+{'v': 'mma_m16n8k16'}
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from te import expr as E
+from te.expr import Expr, IntImm, Var, floordiv, floormod
+from te.queries import free_vars
+from te.simplify import simplify
+
+from ..errors import ScheduleError
+from ..stmt import For, ForKind, Store
+
+__all__ = ["INTRINSICS", "MmaMatch", "NotAnMma", "fragment_row", "fragment_col", "match_mma", "tensorize"]
+
+#: the intrinsics ``tensorize`` knows
+INTRINSICS = ("mma_m16n8k16",)
+_OPERAND_DTYPES = {"float16": "f16", "bfloat16": "bf16"}
+_TRIALS = 3
+
+
+def fragment_row(lane, v):
+    """Row of value ``v`` (0..3) of ``lane`` in an m16n8 accumulator tile: an expression for
+    expressions, integers (or integer arrays) otherwise.
+
+    >>> [fragment_row(l, v) for l, v in ((0, 0), (5, 1), (5, 2), (31, 3))]
+    [0, 1, 9, 15]
+    """
+    if isinstance(lane, Expr) or isinstance(v, Expr):
+        return floordiv(lane, 4) + floordiv(v, 2) * 8
+    return lane // 4 + 8 * (v // 2)
+
+
+def fragment_col(lane, v):
+    """Column of value ``v`` (0..3) of ``lane`` in an m16n8 accumulator tile (see
+    :func:`fragment_row`).
+
+    >>> [fragment_col(l, v) for l, v in ((0, 0), (5, 1), (5, 2), (31, 3))]
+    [0, 3, 2, 7]
+    """
+    if isinstance(lane, Expr) or isinstance(v, Expr):
+        return floormod(lane, 4) * 2 + floormod(v, 2)
+    return 2 * (lane % 4) + v % 2
+
+
+class NotAnMma(Exception):
+    """The nest is not a warp MMA; the message says what does not match."""
+
+
+@dataclass
+class MmaMatch:
+    """A nest that is a warp MMA: ``root`` (its outermost loop), the ``lane`` variable, the
+    operand type (``"f16"``/``"bf16"``), the buffers, leading dimensions, B's storage
+    (``"B_kn"``: K x N, ``"B_nk"``: N x K), and the tiles in nest order: ``a_tiles`` /
+    ``b_tiles`` (tile origins, flat element offsets as expressions) and ``mmas``: ``(a tile
+    index, b tile index, [acc index of v = 0..3])``."""
+
+    root: For
+    lane: Var
+    dtype: str
+    a: Any
+    b: Any
+    acc: Any
+    lda: int
+    ldb: int
+    b_storage: str
+    a_tiles: list
+    b_tiles: list
+    mmas: list
+
+    def describe(self) -> str:
+        b_layout = "K x N" if self.b_storage == "B_kn" else "N x K"
+        return (f"m16n8k16 {self.dtype}: {len(self.a_tiles)} A tile(s) ({self.a.name}, ld {self.lda}), "
+                f"{len(self.b_tiles)} B tile(s) ({self.b.name} {b_layout}, ld {self.ldb}), "
+                f"{len(self.mmas)} mma.sync per nest")
+
+
+# ------------------------------------------------------------------------------------
+# numeric evaluation of index expressions over every point of a nest
+# ------------------------------------------------------------------------------------
+_BINARY = {
+    E.Add: np.add, E.Sub: np.subtract, E.Mul: np.multiply, E.Min: np.minimum, E.Max: np.maximum,
+    E.FloorDiv: np.floor_divide, E.FloorMod: np.mod,
+}
+
+
+def _evaluate(e, env: dict):
+    """``e`` at the points of ``env`` (id(var) -> int array); integer expressions only."""
+    t = type(e)
+    if t is IntImm:
+        return np.int64(e.value)
+    if t is Var:
+        if id(e) not in env:
+            raise NotAnMma(f"an index uses {e.name}, which is not a loop around the nest")
+        return env[id(e)]
+    if t is E.Cast and e.dtype.is_int:
+        return _evaluate(e.value, env)
+    if t in _BINARY:
+        return _BINARY[t](_evaluate(e.a, env), _evaluate(e.b, env))
+    if t in (E.Div, E.Mod):   # C division of non-negative operands (codegen's index division)
+        a, b = _evaluate(e.a, env), _evaluate(e.b, env)
+        if np.any(a < 0) or np.any(b <= 0):
+            raise NotAnMma("an index divides a negative number")
+        return a // b if t is E.Div else a % b
+    raise NotAnMma(f"an index holds a {t.__name__}, which the layout check does not evaluate")
+
+
+# ------------------------------------------------------------------------------------
+# matching
+# ------------------------------------------------------------------------------------
+def _perfect_nest(loop: For) -> list[For]:
+    loops = [loop]
+    while len(loops[-1].body.stmts) == 1 and isinstance(loops[-1].body.stmts[0], For):
+        loops.append(loops[-1].body.stmts[0])
+    body = loops[-1].body.stmts
+    if len(body) != 1 or not isinstance(body[0], Store):
+        raise NotAnMma(f"the innermost loop {loops[-1].var.name} must hold one store, it holds {len(body)} "
+                       "statement(s)")
+    for f in loops:
+        if f.kind not in (ForKind.SERIAL, ForKind.UNROLLED):
+            raise NotAnMma(f"loop {f.var.name} is {f.kind}; the loops of the tile must be serial or unrolled")
+        if not (isinstance(f.start, IntImm) and f.start.value == 0 and isinstance(f.stop, IntImm)):
+            raise NotAnMma(f"loop {f.var.name} must run from 0 to a constant")
+    if len(loops) < 2:
+        raise NotAnMma("the nest needs a loop over the 4 accumulators of a lane and, inside it, one over k")
+    return loops
+
+
+def _product_operands(store: Store, index_of):
+    """``(acc index, A load, B load)`` of ``acc[i] = acc[i] + f32(A[..]) * f32(B[..])``."""
+    v = store.value
+    form = f"the store must read acc[i] = acc[i] + float32(A[...]) * float32(B[...]), it reads {store.buffer.name} = {v}"
+    if type(v) is not E.Add:
+        raise NotAnMma(form)
+    for prev, prod in ((v.a, v.b), (v.b, v.a)):
+        if type(prev) is not E.Load or prev.buffer is not store.buffer or type(prod) is not E.Mul:
+            continue
+        if not all(E.structural_equal(a, b) for a, b in zip(prev.indices, store.indices)):
+            continue
+        ops = []
+        for x in (prod.a, prod.b):
+            if type(x) is E.Cast and str(x.dtype) == "float32":
+                x = x.value
+            if type(x) is not E.Load:
+                raise NotAnMma(form)
+            ops.append(x)
+        return index_of(store.buffer, store.indices), ops[0], ops[1]
+    raise NotAnMma(form)
+
+
+def match_mma(loop: For, lane: Var, index_of: Callable, scope: Callable | None = None) -> MmaMatch:
+    """The :class:`MmaMatch` that ``loop`` (inside the threadIdx.x loop of ``lane``) is;
+    raises :class:`NotAnMma` naming the first mismatch. ``index_of(buffer, indices)`` is the
+    flat element index of an access; ``scope(buffer)`` (optional) its memory scope, which
+    must be ``"shared"`` for the operands and ``"local"`` for the accumulators."""
+    loops = _perfect_nest(loop)
+    store = loops[-1].body.stmts[0]
+    if str(store.buffer.dtype) != "float32":
+        raise NotAnMma(f"the accumulators {store.buffer.name} are {store.buffer.dtype}, expected float32")
+    c_index, x, y = _product_operands(store, index_of)
+    if str(x.buffer.dtype) not in _OPERAND_DTYPES or x.buffer.dtype != y.buffer.dtype:
+        raise NotAnMma(f"the operands {x.buffer.name} ({x.buffer.dtype}) and {y.buffer.name} ({y.buffer.dtype}) "
+                       "must both be float16 or both bfloat16")
+    if store.buffer in (x.buffer, y.buffer):
+        raise NotAnMma(f"the accumulators {store.buffer.name} are also an operand")
+    if scope is not None:
+        for buf, want in ((x.buffer, "shared"), (y.buffer, "shared"), (store.buffer, "local")):
+            have = scope(buf)
+            if have != want:
+                where = "global memory (a kernel argument)" if have == "param" else f"{have} memory"
+                raise NotAnMma(f"{buf.name} is in {where}; an MMA takes its operands from shared memory and "
+                               "its accumulators from registers (a thread-local array)")
+    tile_loops, v_loop, k_loop = loops[:-2], loops[-2], loops[-1]
+    if v_loop.stop.value != 4 or k_loop.stop.value != 16:
+        raise NotAnMma(f"the two innermost loops ({v_loop.var.name}: {v_loop.stop.value}, {k_loop.var.name}: "
+                       f"{k_loop.stop.value}) must be the 4 accumulators of a lane and k = 16")
+    a_ix, b_ix = index_of(x.buffer, x.indices), index_of(y.buffer, y.indices)
+    nest_vars = [lane] + [f.var for f in loops]
+    extents = [32] + [int(f.stop.value) for f in loops]
+    if np.prod(extents) > 1 << 20:
+        raise NotAnMma(f"the nest has {int(np.prod(extents))} points per warp; at most {1 << 20} are checked")
+    grids = np.meshgrid(*[np.arange(n, dtype=np.int64) for n in extents], indexing="ij")
+    lane_g, k_g = grids[0], grids[-1]
+    row, col = fragment_row(lane_g, grids[-2]), fragment_col(lane_g, grids[-2])
+    tiles = (slice(None),) * len(tile_loops)
+    first = (0,) * len(tile_loops)
+    outer = [w for w in free_vars([c_index, a_ix, b_ix]) if all(w is not u for u in nest_vars)]
+    rng = np.random.default_rng(0)
+    found = None
+    for trial in range(_TRIALS):
+        env = {id(w): np.int64(0 if trial == 0 else rng.integers(0, 5)) for w in outer}
+        env.update({id(w): g for w, g in zip(nest_vars, grids)})
+        a, b, c = (np.broadcast_to(_evaluate(e, env), lane_g.shape) for e in (a_ix, b_ix, c_index))
+        a0, b0 = a[(0,) + tiles + (0, 0)], b[(0,) + tiles + (0, 0)]      # the tile origins
+        a_off = a - a0[(None, Ellipsis, None, None)]
+        b_off = b - b0[(None, Ellipsis, None, None)]
+        lda = int(a_off[(4,) + first + (0, 0)])                          # lane 4, v 0: row 1
+        if not np.array_equal(a_off, row * lda + k_g):
+            raise NotAnMma(f"{x.buffer.name}'s index is not row(lane, v) * ld + k of an A tile (the fragment "
+                           "layout of mma.m16n8k16)")
+        ldb, storage = int(b_off[(0,) + first + (0, 1)]), "B_kn"          # k 1: row 1 of K x N
+        if not np.array_equal(b_off, k_g * ldb + col):
+            ldb, storage = int(b_off[(0,) + first + (1, 0)]), "B_nk"      # v 1: row 1 of N x K
+            if not np.array_equal(b_off, col * ldb + k_g):
+                raise NotAnMma(f"{y.buffer.name}'s index is neither k * ld + col(lane, v) nor col(lane, v) * ld + k "
+                               "of a B tile (the fragment layout of mma.m16n8k16)")
+        if lda % 8 or ldb % 8 or np.any(a0 % 8) or np.any(b0 % 8):
+            raise NotAnMma(f"the rows of the tiles (ld {lda} and {ldb}) and their origins must be multiples of 8 "
+                           "elements: ldmatrix reads 16-byte rows")
+        if np.any(c != c[..., :1]):
+            raise NotAnMma(f"the accumulator index of {store.buffer.name} changes with k")
+        if found not in (None, (lda, ldb, storage)):
+            raise NotAnMma("the leading dimensions change with the loops around the nest")
+        found = (lda, ldb, storage)
+    return _tiles(loops, lane, x, y, store, *found, c_index, a_ix, b_ix)
+
+
+def _tiles(loops, lane, x, y, store, lda, ldb, storage, c_index, a_ix, b_ix) -> MmaMatch:
+    """The tile origins and the MMAs of a matched nest, in the nest's order."""
+    tile_loops = loops[:-2]
+    v_var, k_var = loops[-2].var, loops[-1].var
+    zero = {lane: IntImm(0, lane.dtype), v_var: IntImm(0, v_var.dtype), k_var: IntImm(0, k_var.dtype)}
+    a_tiles, b_tiles, a_keys, b_keys, mmas = [], [], {}, {}, []
+    for point in itertools.product(*[range(int(f.stop.value)) for f in tile_loops]):
+        env = dict(zero)
+        env.update({f.var: IntImm(p, f.var.dtype) for f, p in zip(tile_loops, point)})
+        a0, b0 = simplify(E.substitute(a_ix, env)), simplify(E.substitute(b_ix, env))
+        ka, kb = E.structural_key(a0), E.structural_key(b0)
+        if ka not in a_keys:
+            a_keys[ka] = len(a_tiles)
+            a_tiles.append(a0)
+        if kb not in b_keys:
+            b_keys[kb] = len(b_tiles)
+            b_tiles.append(b0)
+        accs = []
+        for v in range(4):
+            env_v = dict(env)
+            env_v[v_var] = IntImm(v, v_var.dtype)
+            env_v.pop(lane)
+            accs.append(simplify(E.substitute(c_index, env_v)))
+        mmas.append((a_keys[ka], b_keys[kb], accs))
+    return MmaMatch(loops[0], lane, _OPERAND_DTYPES[str(x.buffer.dtype)], x.buffer, y.buffer, store.buffer,
+                    lda, ldb, storage, a_tiles, b_tiles, mmas)
+
+
+# ------------------------------------------------------------------------------------
+# the transform
+# ------------------------------------------------------------------------------------
+def tensorize(nest, loop, intrinsic: str = "mma_m16n8k16") -> None:
+    """Check that ``loop`` is a warp MMA written lane by lane (see the module docstring) and
+    record it in ``nest.tensorized``; the CUDA build then prints it with tensor cores or
+    refuses. Raises ``ScheduleError`` naming what does not match; the nest is unchanged."""
+    from ..passes import flat_index
+
+    if intrinsic not in INTRINSICS:
+        raise ScheduleError(f"tensorize: unknown intrinsic {intrinsic!r}; expected one of {list(INTRINSICS)}")
+    lane = None
+    for outer in reversed(nest.get_enclosing_loops(loop)):
+        f = outer.stmt
+        if f.kind == ForKind.GPU_THREAD and f.axis == 0:
+            if isinstance(f.start, IntImm) and f.start.value == 0 and isinstance(f.stop, IntImm) and f.stop.value == 32:
+                lane = f.var
+            break
+    if lane is None:
+        raise ScheduleError(f"tensorize({loop.name}, {intrinsic!r}): the loop must be inside a loop bound to "
+                            "threadIdx.x with 32 iterations (the lanes of a warp): bind the lane loop with "
+                            "set_gpu_thread_index(lane, 0) first")
+    try:
+        match_mma(loop.stmt, lane, lambda buf, indices: flat_index(buf, indices))
+    except NotAnMma as exc:
+        raise ScheduleError(f"tensorize({loop.name}, {intrinsic!r}): {exc}") from None
+    nest._tensorized[loop.stmt.var] = intrinsic
