@@ -54,6 +54,7 @@ from te.queries import free_vars
 from te.simplify import simplify
 
 from ..errors import ScheduleError
+from ..passes import flat_index
 from ..stmt import For, ForKind, Store
 
 __all__ = ["INTRINSICS", "MmaMatch", "NotAnMma", "fragment_row", "fragment_col", "match_mma", "tensorize"]
@@ -295,8 +296,6 @@ def tensorize(nest, loop, intrinsic: str = "mma_m16n8k16") -> None:
     """Check that ``loop`` is a warp MMA written lane by lane (see the module docstring) and
     record it in ``nest.tensorized``; the CUDA build then prints it with tensor cores or
     refuses. Raises ``ScheduleError`` naming what does not match; the nest is unchanged."""
-    from ..passes import flat_index
-
     if intrinsic not in INTRINSICS:
         raise ScheduleError(f"tensorize: unknown intrinsic {intrinsic!r}; expected one of {list(INTRINSICS)}")
     lane = None

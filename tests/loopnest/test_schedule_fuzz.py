@@ -100,7 +100,7 @@ def random_step(nest, rnd: random.Random, gpu: bool, counter: list) -> str:
            "compute_inline", "compute_at", "compute_at", "store_at", "cache_accesses", "rfactor", "privatize",
            "eliminate_dead_stores", "simplify"]
     if gpu:  # GPU-bound loops run serially on IREval; CPU compilers do not take them
-        ops += ["set_gpu_block_index", "set_gpu_thread_index"]
+        ops += ["set_gpu_block_index", "set_gpu_thread_index", "tensorize"]
     op = rnd.choice(ops)
     if not loops and op not in ("eliminate_dead_stores",):
         return "none"
@@ -167,6 +167,8 @@ def random_step(nest, rnd: random.Random, gpu: bool, counter: list) -> str:
                        parallel=rnd.random() < 0.5)
     elif op == "simplify":
         nest.simplify()
+    elif op == "tensorize":     # random nests are not warp MMAs: a named refusal, the nest unchanged
+        nest.tensorize(pick())
     else:
         nest.eliminate_dead_stores()
     return op
