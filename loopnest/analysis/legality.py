@@ -362,9 +362,10 @@ def check_distribute(nest: Any, loop: Any) -> None:
     one of its iterations still runs before the next iteration."""
     an = analyze(nest)
     info = an.loop_info(loop)
-    for d in dependences_in(nest, loop):
+    backwards = lambda x, y: info.child_of(x.instance) > info.child_of(y.instance)  # noqa: E731
+    for d in dependences_in(nest, loop, pairs=backwards):
         a, b = info.child_of(d.src.instance), info.child_of(d.dst.instance)
-        if a > b and _within_outer_iteration(d, info.depth):
+        if _within_outer_iteration(d, info.depth):
             refuse("distribute", [loop], dep=d, loop=loop,
                    reason=f"it goes from statement {a} of the body back to statement {b}: distributed, every "
                           f"iteration of statement {b} would run before statement {a}; keep them in one loop")
