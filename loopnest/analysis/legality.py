@@ -26,6 +26,7 @@ import islpy as isl
 from te.queries import fold_int
 
 from ..errors import ScheduleError
+from ..stmt import For, iter_stmts
 from .dependences import (Dependence, _zero_prefix, buffers_carried_by, carried_by, dependences_in,
                           lex_negative_after, reads_written_in_iteration, reorder_violations, value_flow)
 from .domains import analyze, loop_var_of
@@ -233,8 +234,15 @@ def check_kinds_after(nest: Any, new_root: Any, loops: Sequence[Any], op: str) -
     Raises ScheduleError prefixed with ``op``; ``nest`` is not modified.
     """
     kinds = ("parallel", "vectorized", "gpu_block", "gpu_thread")
-    an = analyze(new_root)
-    moving = [an.loop_info(l).loop for l in loops]
+    # the loops' kinds come from the tree itself: most moves involve no special loop, and
+    # then no analysis of the new tree is needed
+    fors = {id(s.var): s for s in iter_stmts(new_root) if isinstance(s, For)}
+    moving = []
+    for lp in loops:
+        v = loop_var_of(lp)
+        if id(v) not in fors:
+            raise KeyError(f"loop {v.name} is not in this statement tree")
+        moving.append(fors[id(v)])
     moving = [f for f in moving if f.kind in kinds]
     if not moving:
         return
