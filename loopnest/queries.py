@@ -54,7 +54,7 @@ def stmt_free_vars(root: Stmt, extra: Iterable[Expr] = (), *, exclude: Iterable[
     >>> [v.name for v in stmt_free_vars(root, [i + Var("k")], allocations=False)]
     ['n', 'k']
     """
-    exprs: list = []
+    seen: dict[Var, None] = {}
     bound = set(exclude)
     for s in iter_stmts(root):
         t = type(s)
@@ -62,14 +62,43 @@ def stmt_free_vars(root: Stmt, extra: Iterable[Expr] = (), *, exclude: Iterable[
             bound.add(s.var)
         elif t is Allocate:
             if allocations:
-                exprs.extend(s.buffer.dims)
+                seen.update(dict.fromkeys(free_vars(s.buffer.dims)))
             continue
-        elif t is ExternCall:     # the call is passed every buffer's shape
-            for b in s.buffers:
-                exprs.extend(b.dims)
-        exprs.extend(stmt_exprs(s))
-    exprs.extend(extra)
-    return free_vars(exprs, bound)
+        used, lets = _own_vars(s)
+        seen.update(used)
+        bound.update(lets)
+    lets: list = []
+    seen.update(dict.fromkeys(free_vars(list(extra), lets=lets)))
+    bound.update(lets)
+    return [v for v in seen if v not in bound]
+
+
+#: id(statement) -> (statement, the variables of its own expressions in order of first
+#: appearance (as a dict), the variables its Let expressions bind): statements are immutable
+#: and a transform keeps the ones it does not change, so a query on the new tree walks only
+#: the expressions of new statements. Emptied when full.
+_OWN_VARS: dict[int, tuple] = {}
+_OWN_VARS_SIZE = 1 << 14
+
+
+def _own_vars(s: Stmt) -> tuple[dict, tuple]:
+    """The variables of ``s``'s own expressions (for an ExternCall, its buffers' shapes first)
+    and those bound by Let expressions among them."""
+    hit = _OWN_VARS.get(id(s))
+    if hit is not None and hit[0] is s:
+        return hit[1], hit[2]
+    exprs: list = []
+    if type(s) is ExternCall:     # the call is passed every buffer's shape
+        for b in s.buffers:
+            exprs.extend(b.dims)
+    exprs.extend(stmt_exprs(s))
+    bound: list = []
+    used = dict.fromkeys(free_vars(exprs, lets=bound))
+    lets = tuple(bound)
+    if len(_OWN_VARS) >= _OWN_VARS_SIZE:
+        _OWN_VARS.clear()
+    _OWN_VARS[id(s)] = (s, used, lets)
+    return used, lets
 
 
 def _all_exprs(root: Stmt) -> list:
