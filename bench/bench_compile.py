@@ -5,7 +5,8 @@
 Each case builds its workload's tensors once, then times, per run, ``LoopNest(outputs)``, the
 hand schedule, ``prepare_for_codegen`` and the LLVM build, with the in-memory compile cache
 off (``cache=False``; the disk cache is off unless ``TE_LLVM_CACHE_DIR`` is set, and this
-module clears it) and nothing kept from the analyses of earlier builds, and reports the
+module clears it, as it clears ``LOOPNEST_VERIFY``: the verifier after every pass is for
+the tests) and nothing kept from the analyses of earlier builds, and reports the
 median wall time against the aim, and the median CPU time of the process (on a loaded
 machine, waiting for a core adds to the wall time only). ``--quick`` builds small sizes
 once (a smoke test: the aims are for the benchmark sizes). ``--profile NAME`` prints the
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", choices=sorted(CASES), help="print a cProfile of one build of this case")
     args = p.parse_args(argv)
     os.environ.pop("TE_LLVM_CACHE_DIR", None)
+    os.environ.pop("LOOPNEST_VERIFY", None)
     if args.profile:
         _profile(args.profile, args.quick)
         return 0
