@@ -16,14 +16,14 @@ from typing import Callable
 
 from te.expr import Expr, ExprMutator, IntImm, Load, as_expr, floordiv, floormod
 from te.intrinsics import cast
-from te.queries import loaded_buffers
 from te.simplify import Simplifier
 from te.view import TensorView, view_root
 
 from .index_checks import guard_data_dependent_indices
 from .legalize import guard_int_division, lower_low_precision, mask_shift_amounts, widen_indices
 from .legalize_vectors import legalize_vectors, scalarize_vectors
-from .stmt import Allocate, Block, ExternCall, For, Free, Stmt, StmtMutator, Store, stmt_children, stmt_exprs
+from .queries import own_loaded_ids
+from .stmt import Allocate, Block, ExternCall, For, Free, Stmt, StmtMutator, Store, stmt_children
 from .vectorize_lowering import lower_vectorized_loops
 
 
@@ -172,7 +172,7 @@ class _Touched:
         hit = self.memo.get(id(s))
         if hit is not None and hit[0] is s:
             return hit[1]
-        out = {id(b) for b in loaded_buffers(stmt_exprs(s))}
+        out = set(own_loaded_ids(s))
         if type(s) is Store:
             out.add(id(s.buffer))
         elif type(s) is ExternCall:

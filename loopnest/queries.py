@@ -25,7 +25,7 @@ from te.queries import free_vars, has_load, loaded_buffers, loads
 
 from .stmt import Allocate, ExternCall, For, Let, Stmt, Store, iter_stmts, stmt_depth, stmt_exprs
 
-__all__ = ["stmt_free_vars", "stmt_loads", "stmt_reads", "stmt_writes", "stmt_touches", "stores_to",
+__all__ = ["stmt_free_vars", "own_loaded_ids", "stmt_loads", "stmt_reads", "stmt_writes", "stmt_touches", "stores_to",
            "stmt_loaded_buffers", "stmt_stored_buffers", "external_buffers", "stmt_depth"]
 
 
@@ -99,6 +99,32 @@ def _own_vars(s: Stmt) -> tuple[dict, tuple]:
         _OWN_VARS.clear()
     _OWN_VARS[id(s)] = (s, used, lets)
     return used, lets
+
+
+#: id(statement) -> (statement, ids of the buffers its own expressions load); emptied when full
+_OWN_LOADS: dict[int, tuple] = {}
+
+
+def own_loaded_ids(s: Stmt) -> frozenset:
+    """The ids of the buffers that the expressions of ``s`` itself (not of the statements
+    inside it) load, kept per statement: a pass asking about many buffers, or about the
+    trees of successive transforms (which keep the statements they do not change), walks
+    each statement's expressions once.
+
+    >>> from te import Buffer
+    >>> from loopnest.stmt import Store
+    >>> A, B = Buffer("A", (8,), "float32"), Buffer("B", (8,), "float32")
+    >>> own_loaded_ids(Store(B, (0,), A[1] + A[2])) == {id(A)}
+    True
+    """
+    hit = _OWN_LOADS.get(id(s))
+    if hit is not None and hit[0] is s:
+        return hit[1]
+    ids = frozenset(id(b) for b in loaded_buffers(stmt_exprs(s)))
+    if len(_OWN_LOADS) >= _OWN_VARS_SIZE:
+        _OWN_LOADS.clear()
+    _OWN_LOADS[id(s)] = (s, ids)
+    return ids
 
 
 def _all_exprs(root: Stmt) -> list:

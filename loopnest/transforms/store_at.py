@@ -37,7 +37,7 @@ from te.tensor import Buffer
 from ..errors import ScheduleError
 from ..kinds import ForKind
 from ..lazy_analysis import bounds_inference, legality_checks
-from ..queries import stmt_touches
+from ..queries import own_loaded_ids, stmt_touches
 from ..stmt import For, Stmt, StmtMutator, Store, iter_stmts, stmt_children, stmt_exprs
 from ._rewrite import add, floormod_c, loop_path, replace_loop, sub, tidy
 from .cache import _RedirectStmt, _size_vars
@@ -51,7 +51,7 @@ _CONCURRENT = (ForKind.PARALLEL, ForKind.GPU_BLOCK, ForKind.GPU_THREAD)
 
 def _touches_itself(s: Stmt, buf) -> bool:
     """Whether the statement itself (not its children) stores to or loads ``buf``."""
-    return (isinstance(s, Store) and s.buffer is buf) or has_load(stmt_exprs(s), buf)
+    return (isinstance(s, Store) and s.buffer is buf) or id(buf) in own_loaded_ids(s)
 
 
 def _accesses_outside(root: Stmt, f: For, buf) -> Stmt | None:
