@@ -73,10 +73,11 @@ def stmt_free_vars(root: Stmt, extra: Iterable[Expr] = (), *, exclude: Iterable[
     return [v for v in seen if v not in bound]
 
 
-#: id(statement) -> (statement, the variables of its own expressions in order of first
-#: appearance (as a dict), the variables its Let expressions bind): statements are immutable
-#: and a transform keeps the ones it does not change, so a query on the new tree walks only
-#: the expressions of new statements. Emptied when full.
+#: id(Store) -> (the Store, the variables of its expressions in order of first appearance
+#: (as a dict), the variables its Let expressions bind): statements are immutable and a
+#: transform keeps the ones it does not change, so a query on the new tree walks only the
+#: expressions of new stores. Only Stores (which hold most of the expressions) are kept: an
+#: entry for a loop would keep its whole body alive. Emptied when full.
 _OWN_VARS: dict[int, tuple] = {}
 _OWN_VARS_SIZE = 1 << 14
 
@@ -84,9 +85,11 @@ _OWN_VARS_SIZE = 1 << 14
 def _own_vars(s: Stmt) -> tuple[dict, tuple]:
     """The variables of ``s``'s own expressions (for an ExternCall, its buffers' shapes first)
     and those bound by Let expressions among them."""
-    hit = _OWN_VARS.get(id(s))
-    if hit is not None and hit[0] is s:
-        return hit[1], hit[2]
+    store = type(s) is Store
+    if store:
+        hit = _OWN_VARS.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1], hit[2]
     exprs: list = []
     if type(s) is ExternCall:     # the call is passed every buffer's shape
         for b in s.buffers:
@@ -95,21 +98,23 @@ def _own_vars(s: Stmt) -> tuple[dict, tuple]:
     bound: list = []
     used = dict.fromkeys(free_vars(exprs, lets=bound))
     lets = tuple(bound)
-    if len(_OWN_VARS) >= _OWN_VARS_SIZE:
-        _OWN_VARS.clear()
-    _OWN_VARS[id(s)] = (s, used, lets)
+    if store:
+        if len(_OWN_VARS) >= _OWN_VARS_SIZE:
+            _OWN_VARS.clear()
+        _OWN_VARS[id(s)] = (s, used, lets)
     return used, lets
 
 
-#: id(statement) -> (statement, ids of the buffers its own expressions load); emptied when full
+#: id(Store) -> (the Store, ids of the buffers its expressions load); Stores only, as
+#: ``_OWN_VARS``; emptied when full
 _OWN_LOADS: dict[int, tuple] = {}
 
 
 def own_loaded_ids(s: Stmt) -> frozenset:
     """The ids of the buffers that the expressions of ``s`` itself (not of the statements
-    inside it) load, kept per statement: a pass asking about many buffers, or about the
-    trees of successive transforms (which keep the statements they do not change), walks
-    each statement's expressions once.
+    inside it) load, kept per Store: a pass asking about many buffers, or about the trees
+    of successive transforms (which keep the statements they do not change), walks each
+    store's expressions once.
 
     >>> from te import Buffer
     >>> from loopnest.stmt import Store
@@ -117,13 +122,16 @@ def own_loaded_ids(s: Stmt) -> frozenset:
     >>> own_loaded_ids(Store(B, (0,), A[1] + A[2])) == {id(A)}
     True
     """
-    hit = _OWN_LOADS.get(id(s))
-    if hit is not None and hit[0] is s:
-        return hit[1]
+    store = type(s) is Store
+    if store:
+        hit = _OWN_LOADS.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
     ids = frozenset(id(b) for b in loaded_buffers(stmt_exprs(s)))
-    if len(_OWN_LOADS) >= _OWN_VARS_SIZE:
-        _OWN_LOADS.clear()
-    _OWN_LOADS[id(s)] = (s, ids)
+    if store:
+        if len(_OWN_LOADS) >= _OWN_VARS_SIZE:
+            _OWN_LOADS.clear()
+        _OWN_LOADS[id(s)] = (s, ids)
     return ids
 
 
