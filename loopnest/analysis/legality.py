@@ -236,7 +236,10 @@ def check_kinds_after(nest: Any, new_root: Any, loops: Sequence[Any], op: str) -
     kinds = ("parallel", "vectorized", "gpu_block", "gpu_thread")
     # the loops' kinds come from the tree itself: most moves involve no special loop, and
     # then no analysis of the new tree is needed
-    fors = {id(s.var): s for s in iter_stmts(new_root) if isinstance(s, For)}
+    fors: dict[int, For] = {}
+    for s in iter_stmts(new_root):
+        if isinstance(s, For):
+            fors.setdefault(id(s.var), s)     # the first in pre-order, as the analysis keeps
     moving = []
     for lp in loops:
         v = loop_var_of(lp)
