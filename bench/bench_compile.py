@@ -5,7 +5,8 @@
 Each case builds its workload's tensors once, then times, per run, ``LoopNest(outputs)``, the
 hand schedule, ``prepare_for_codegen`` and the LLVM build, with the in-memory compile cache
 off (``cache=False``; the disk cache is off unless ``TE_LLVM_CACHE_DIR`` is set, and this
-module clears it) and nothing kept from the analyses of earlier builds, and reports the
+module clears it, as it clears ``LOOPNEST_VERIFY``: the verifier after every pass is for
+the tests) and nothing kept from the analyses of earlier builds, and reports the
 median wall time against the aim, and the median CPU time of the process (on a loaded
 machine, waiting for a core adds to the wall time only). ``--quick`` builds small sizes
 once (a smoke test: the aims are for the benchmark sizes). ``--profile NAME`` prints the
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from codegen import build
 from loopnest import LoopNest
 from loopnest.analysis.domains import clear_memo
+from te.simplify import clear_fixed_points
 
 from .kernels import WORKLOADS
 
@@ -54,7 +56,8 @@ CASES: dict[str, Case] = {
 
 def compile_once(spec, schedule) -> tuple[float, float]:
     """(wall, CPU) seconds to build ``spec``'s outputs under ``schedule`` for LLVM, no compile cache and
-    nothing kept from analyses of earlier builds (``domains.clear_memo``): a new program's time.
+    nothing kept from analyses or simplifications of earlier builds (``domains.clear_memo``,
+    ``simplify.clear_fixed_points``): a new program's time.
 
     >>> w = WORKLOADS["blur"]
     >>> wall, cpu = compile_once(w.make((8, 16)), w.hand_schedule)
@@ -62,6 +65,7 @@ def compile_once(spec, schedule) -> tuple[float, float]:
     True
     """
     clear_memo()
+    clear_fixed_points()
     t0, c0 = time.perf_counter(), time.process_time()
     nest = LoopNest(spec.outputs)
     schedule(nest, spec)
@@ -98,6 +102,7 @@ def _profile(name: str, quick: bool, top: int = 40) -> None:
     spec = w.make(case.quick_size if quick else case.size)
     compile_once(spec, w.hand_schedule)
     clear_memo()
+    clear_fixed_points()
     prof = cProfile.Profile()
     prof.enable()
     compile_once(spec, w.hand_schedule)
@@ -114,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", choices=sorted(CASES), help="print a cProfile of one build of this case")
     args = p.parse_args(argv)
     os.environ.pop("TE_LLVM_CACHE_DIR", None)
+    os.environ.pop("LOOPNEST_VERIFY", None)
     if args.profile:
         _profile(args.profile, args.quick)
         return 0

@@ -22,8 +22,8 @@ from te.view import TensorView, view_root
 from .index_checks import guard_data_dependent_indices
 from .legalize import guard_int_division, lower_low_precision, mask_shift_amounts, widen_indices
 from .legalize_vectors import legalize_vectors, scalarize_vectors
-from .queries import stmt_touches
-from .stmt import Allocate, Block, For, Free, Stmt, StmtMutator, Store
+from .queries import own_loaded_ids
+from .stmt import Allocate, Block, ExternCall, For, Free, Stmt, StmtMutator, Store, stmt_children
 from .vectorize_lowering import lower_vectorized_loops
 
 
@@ -162,18 +162,43 @@ def vectorize(nest, root: Stmt) -> Stmt:
     return lower_vectorized_loops(root)
 
 
+class _Touched:
+    """``stmt_touches`` for many statements and buffers: the ids of the buffers a statement's
+    subtree loads or stores, computed once per statement object (statements are immutable,
+    and the trees of successive allocations share all but the statements around them)."""
+
+    def __init__(self):
+        self.memo: dict[int, tuple] = {}
+
+    def __call__(self, s: Stmt) -> set[int]:
+        hit = self.memo.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        out = set(own_loaded_ids(s))
+        if type(s) is Store:
+            out.add(id(s.buffer))
+        elif type(s) is ExternCall:
+            out.update(id(b) for b in s.buffers)
+        for x in stmt_children(s):
+            out |= self(x)
+        self.memo[id(s)] = (s, out)
+        return out
+
+
 class _Allocator(StmtMutator):
     """Wrap the tightest Block range that uses ``buf`` in Allocate/Free, going into a loop
     only when ``keep_inside(loop)`` allows it."""
 
-    def __init__(self, buf, scope="global", keep_inside: Callable[[For], bool] = lambda f: True):
+    def __init__(self, buf, scope="global", keep_inside: Callable[[For], bool] = lambda f: True,
+                 touched: _Touched | None = None):
         self.buf = buf
         self.scope = scope
         self.keep_inside = keep_inside
+        self.touched = touched or _Touched()
         self.done = False
 
     def visit_Block(self, b: Block):
-        users = [k for k, s in enumerate(b.stmts) if stmt_touches(s, self.buf)]
+        users = [k for k, s in enumerate(b.stmts) if id(self.buf) in self.touched(s)]
         if not users:
             return b
         if len(users) == 1 and not isinstance(b.stmts[users[0]], Store):
@@ -225,9 +250,10 @@ def insert_allocations(nest, root: Stmt) -> Stmt:
     }
     free(T1);
     """
+    touched = _Touched()
     for buf in nest.intermediates:
         scope = getattr(buf, "scope", "global")
-        root = _Allocator(buf, scope, lambda f, buf=buf: _private_to(nest, buf, f)).visit(root)
+        root = _Allocator(buf, scope, lambda f, buf=buf: _private_to(nest, buf, f), touched).visit(root)
     return root
 
 

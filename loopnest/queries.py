@@ -25,7 +25,7 @@ from te.queries import free_vars, has_load, loaded_buffers, loads
 
 from .stmt import Allocate, ExternCall, For, Let, Stmt, Store, iter_stmts, stmt_depth, stmt_exprs
 
-__all__ = ["stmt_free_vars", "stmt_loads", "stmt_reads", "stmt_writes", "stmt_touches", "stores_to",
+__all__ = ["stmt_free_vars", "own_loaded_ids", "stmt_loads", "stmt_reads", "stmt_writes", "stmt_touches", "stores_to",
            "stmt_loaded_buffers", "stmt_stored_buffers", "external_buffers", "stmt_depth"]
 
 
@@ -54,7 +54,7 @@ def stmt_free_vars(root: Stmt, extra: Iterable[Expr] = (), *, exclude: Iterable[
     >>> [v.name for v in stmt_free_vars(root, [i + Var("k")], allocations=False)]
     ['n', 'k']
     """
-    exprs: list = []
+    seen: dict[Var, None] = {}
     bound = set(exclude)
     for s in iter_stmts(root):
         t = type(s)
@@ -62,14 +62,77 @@ def stmt_free_vars(root: Stmt, extra: Iterable[Expr] = (), *, exclude: Iterable[
             bound.add(s.var)
         elif t is Allocate:
             if allocations:
-                exprs.extend(s.buffer.dims)
+                seen.update(dict.fromkeys(free_vars(s.buffer.dims)))
             continue
-        elif t is ExternCall:     # the call is passed every buffer's shape
-            for b in s.buffers:
-                exprs.extend(b.dims)
-        exprs.extend(stmt_exprs(s))
-    exprs.extend(extra)
-    return free_vars(exprs, bound)
+        used, lets = _own_vars(s)
+        seen.update(used)
+        bound.update(lets)
+    lets: list = []
+    seen.update(dict.fromkeys(free_vars(list(extra), lets=lets)))
+    bound.update(lets)
+    return [v for v in seen if v not in bound]
+
+
+#: id(Store) -> (the Store, the variables of its expressions in order of first appearance
+#: (as a dict), the variables its Let expressions bind): statements are immutable and a
+#: transform keeps the ones it does not change, so a query on the new tree walks only the
+#: expressions of new stores. Only Stores (which hold most of the expressions) are kept: an
+#: entry for a loop would keep its whole body alive. Emptied when full.
+_OWN_VARS: dict[int, tuple] = {}
+_OWN_VARS_SIZE = 1 << 14
+
+
+def _own_vars(s: Stmt) -> tuple[dict, tuple]:
+    """The variables of ``s``'s own expressions (for an ExternCall, its buffers' shapes first)
+    and those bound by Let expressions among them."""
+    store = type(s) is Store
+    if store:
+        hit = _OWN_VARS.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1], hit[2]
+    exprs: list = []
+    if type(s) is ExternCall:     # the call is passed every buffer's shape
+        for b in s.buffers:
+            exprs.extend(b.dims)
+    exprs.extend(stmt_exprs(s))
+    bound: list = []
+    used = dict.fromkeys(free_vars(exprs, lets=bound))
+    lets = tuple(bound)
+    if store:
+        if len(_OWN_VARS) >= _OWN_VARS_SIZE:
+            _OWN_VARS.clear()
+        _OWN_VARS[id(s)] = (s, used, lets)
+    return used, lets
+
+
+#: id(Store) -> (the Store, ids of the buffers its expressions load); Stores only, as
+#: ``_OWN_VARS``; emptied when full
+_OWN_LOADS: dict[int, tuple] = {}
+
+
+def own_loaded_ids(s: Stmt) -> frozenset:
+    """The ids of the buffers that the expressions of ``s`` itself (not of the statements
+    inside it) load, kept per Store: a pass asking about many buffers, or about the trees
+    of successive transforms (which keep the statements they do not change), walks each
+    store's expressions once.
+
+    >>> from te import Buffer
+    >>> from loopnest.stmt import Store
+    >>> A, B = Buffer("A", (8,), "float32"), Buffer("B", (8,), "float32")
+    >>> own_loaded_ids(Store(B, (0,), A[1] + A[2])) == {id(A)}
+    True
+    """
+    store = type(s) is Store
+    if store:
+        hit = _OWN_LOADS.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+    ids = frozenset(id(b) for b in loaded_buffers(stmt_exprs(s)))
+    if store:
+        if len(_OWN_LOADS) >= _OWN_VARS_SIZE:
+            _OWN_LOADS.clear()
+        _OWN_LOADS[id(s)] = (s, ids)
+    return ids
 
 
 def _all_exprs(root: Stmt) -> list:

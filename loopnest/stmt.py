@@ -26,7 +26,7 @@ from .kinds import ForKind
 from .printer import stmt_to_str
 
 __all__ = ["ForKind", "Stmt", "For", "Store", "Cond", "Block", "Let", "LetStmt", "Allocate", "Free", "ExternCall",
-           "StmtMutator", "StmtVisitor", "iter_stmts", "stmt_depth", "as_block"]
+           "StmtMutator", "StmtVisitor", "iter_stmts", "stmt_children", "stmt_depth", "as_block"]
 
 
 class Stmt:
@@ -289,6 +289,23 @@ class StmtVisitor(Functor):
                 self.visit(x)
 
 
+def stmt_children(s: Stmt) -> list[Stmt]:
+    """The statements directly inside ``s``, in order.
+
+    >>> from te import Buffer, Var
+    >>> A = Buffer("A", (8,), "float32"); i = Var("i")
+    >>> s = Store(A, (i,), 1.0)
+    >>> stmt_children(For(i, 0, 8, Block([s]))), stmt_children(s)
+    ([A[i] = 1.0f;], [])
+    """
+    kids = []
+    for f in _STMT_FIELDS.get(type(s), ()):
+        v = getattr(s, f)
+        if v is not None:
+            kids.extend(v if f == "stmts" else (v,))
+    return kids
+
+
 def iter_stmts(s: Stmt, skip: Callable[[Stmt], bool] | None = None) -> Iterator[Stmt]:
     """Every statement of the tree, pre-order; a statement for which ``skip`` holds is left
     out with everything inside it. (One Store object may stand at several places of a tree:
@@ -307,13 +324,7 @@ def iter_stmts(s: Stmt, skip: Callable[[Stmt], bool] | None = None) -> Iterator[
         if skip is not None and skip(x):
             continue
         yield x
-        kids = []
-        for f in _STMT_FIELDS.get(type(x), ()):
-            v = getattr(x, f)
-            if v is None:
-                continue
-            kids.extend(v if f == "stmts" else (v,))
-        stack.extend(reversed(kids))
+        stack.extend(reversed(stmt_children(x)))
 
 
 def stmt_exprs(s: Stmt) -> list[Expr]:

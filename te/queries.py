@@ -52,10 +52,11 @@ _LEAVES = (Var, IntImm, FloatImm)
 # ------------------------------------------------------------------------------------
 # variables
 # ------------------------------------------------------------------------------------
-def free_vars(exprs: Expr | Iterable[Expr], bound: Iterable[Var] = ()) -> list[Var]:
+def free_vars(exprs: Expr | Iterable[Expr], bound: Iterable[Var] = (), lets: list | None = None) -> list[Var]:
     """The variables of ``exprs`` in order of first appearance, except those in ``bound`` and
     those bound by a ``Let`` expression inside ``exprs`` (a Let's variable counts as bound
     everywhere in ``exprs``, as in the statement-level ``loopnest.queries.stmt_free_vars``).
+    The variables of those Lets are appended to ``lets`` when given.
 
     >>> from te import Let, Var
     >>> i, j, n, t = Var("i"), Var("j"), Var("n"), Var("t")
@@ -63,8 +64,8 @@ def free_vars(exprs: Expr | Iterable[Expr], bound: Iterable[Var] = ()) -> list[V
     ['j', 'n', 'i']
     >>> [v.name for v in free_vars(j * n + i, bound=[j])]
     ['n', 'i']
-    >>> [v.name for v in free_vars(Let(t, i * 2, t + n))]
-    ['i', 'n']
+    >>> bound_here = []; [v.name for v in free_vars(Let(t, i * 2, t + n), lets=bound_here)], bound_here
+    (['i', 'n'], [t])
     """
     seen: dict[Var, None] = {}
     let_vars: set | None = None
@@ -83,6 +84,8 @@ def free_vars(exprs: Expr | Iterable[Expr], bound: Iterable[Var] = ()) -> list[V
             kids = n.children()
             kids.reverse()
             push(kids)
+    if lets is not None and let_vars is not None:
+        lets.extend(let_vars)
     if not bound and let_vars is None:
         return list(seen)
     skip = set(bound)

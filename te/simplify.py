@@ -33,9 +33,13 @@ What it does, node by node (``ranges`` maps a Var to ``(min, extent)``: ``min <=
   -> ramp(b + x, s)``, ``ramp(b, s) * broadcast(c) -> ramp(b * c, s * c)``, and the division rules
   on ramps whose lanes stay in one block.
 
-Nothing is cached between calls: each call builds its own memo tables. A ``Simplifier``
-simplifies many expressions under the same ranges with one set of tables (a pass over a
-statement tree: every expression inside a loop shares the loop's ranges).
+Each call builds its own memo tables. A ``Simplifier`` simplifies many expressions under
+the same ranges with one set of tables (a pass over a statement tree: every expression
+inside a loop shares the loop's ranges). One table outlives the calls: the nodes that a
+call without ranges returned (``_FIXED``). Simplification is idempotent, so such a node
+simplifies to itself; a transform that rewrites part of a simplified expression and
+simplifies it again (``substitute`` shares the subtrees it does not change) skips the
+unchanged subtrees. ``clear_fixed_points()`` empties it.
 """
 from __future__ import annotations
 
@@ -51,13 +55,30 @@ from .lanes import lane_of
 from .queries import expr_depth, free_vars as _free_vars, int_value, uses_var
 from .recursion import recursion_guard
 
-__all__ = ["simplify", "Simplifier", "const_int_bounds", "prove", "is_const_int", "const_int"]
+__all__ = ["simplify", "Simplifier", "const_int_bounds", "prove", "is_const_int", "const_int",
+           "clear_fixed_points"]
 
 #: expand a product of two sums only when it has at most this many monomials
 _EXPAND_LIMIT = 16
 #: budget of the symbolic bound search (substitution steps, and their nesting depth)
 _SYM_STEPS = 32
 _SYM_DEPTH = 8
+
+#: id(node) -> node for the nodes a simplification without ranges returned: their own
+#: simplification (the entry keeps the node alive, so its id is not reused); emptied when full
+_FIXED: dict[int, E.Expr] = {}
+_FIXED_SIZE = 1 << 15
+
+
+def clear_fixed_points() -> None:
+    """Forget the expressions known to simplify to themselves (see the module docstring).
+
+    >>> from te import Var
+    >>> _ = simplify(Var("i") + 1); clear_fixed_points(); len(_FIXED)
+    0
+    """
+    _FIXED.clear()
+
 
 _ARITH = (E.Add, E.Sub, E.Mul)
 _DIVMOD = (E.Div, E.Mod, E.FloorDiv, E.FloorMod)
@@ -447,6 +468,8 @@ class _Ctx(Functor):
         # structural tables, valid whatever the ranges: node keys, atom ids, linear forms
         self.shared = shared if shared is not None else ({}, {}, {})
         self.keys, self.intern, self.lins = self.shared
+        #: the fixed points of simplification without ranges (only valid without ranges)
+        self.fixed = None if ranges else _FIXED
 
     # -- structural keys -----------------------------------------------------------------
     def key(self, e: E.Expr) -> int:
@@ -810,10 +833,18 @@ class _Ctx(Functor):
         hit = self.memo.get(id(e))
         if hit is not None:
             return hit[1]
+        fixed = self.fixed
+        if fixed is not None and fixed.get(id(e)) is e:
+            self.memo[id(e)] = (e, e)
+            return e
         r = self._collapse(Functor.visit(self, e))
         self.memo[id(e)] = (e, r)
         if r is not e:
             self.memo.setdefault(id(r), (r, r))
+        if fixed is not None:
+            if len(fixed) >= _FIXED_SIZE:
+                fixed.clear()
+            fixed[id(r)] = r
         return r
 
     def _collapse(self, r: E.Expr) -> E.Expr:

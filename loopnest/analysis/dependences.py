@@ -27,7 +27,7 @@ over-approximated (see ``domains``), so a legality check built on it is conserva
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import islpy as isl
 
@@ -324,11 +324,13 @@ def _nonzero_at(s, k: int):
         s.upper_bound_val(isl.dim_type.set, k, isl.Val.int_from_si(ctx, -1)))
 
 
-def dependences_in(root: Any, loop: Any) -> list[Dependence]:
-    """Dependences whose source and destination both execute inside ``loop``'s body."""
+def dependences_in(root: Any, loop: Any, pairs: Callable[[Access, Access], bool] | None = None) -> list[Dependence]:
+    """Dependences whose source and destination both execute inside ``loop``'s body; with
+    ``pairs``, only those from an access ``x`` to an access ``y`` for which ``pairs(x, y)``
+    holds (the other pairs are not computed), in the same order."""
     an = analyze(root)
     info = an.loop_info(loop)
-    return list(_dependences_among(an, [a for a in an.accesses if info.contains(a.instance)]))
+    return list(_dependences_among(an, [a for a in an.accesses if info.contains(a.instance)], pairs))
 
 
 def carried_by(nest_or_root: Any, loop: Any, buffers: Any = None, first: bool = False) -> list[Dependence]:
@@ -352,12 +354,14 @@ def carried_by(nest_or_root: Any, loop: Any, buffers: Any = None, first: bool = 
     return out
 
 
-def _dependences_among(an: Analysis, accs: list):
-    """Dependences between the given accesses (lazily, by buffer, in program order)."""
+def _dependences_among(an: Analysis, accs: list, pairs: Callable[[Access, Access], bool] | None = None):
+    """Dependences between the given accesses (lazily, by buffer, in program order); with
+    ``pairs``, only from ``x`` to ``y`` where ``pairs(x, y)``."""
     full = getattr(an, "_deps", None)
     if full is not None:
         ids = {id(a) for a in accs}
-        yield from (d for d in full if id(d.src) in ids and id(d.dst) in ids)
+        yield from (d for d in full if id(d.src) in ids and id(d.dst) in ids
+                    and (pairs is None or pairs(d.src, d.dst)))
         return
     groups: dict[int, list[Access]] = {}
     for a in accs:
@@ -371,7 +375,7 @@ def _dependences_among(an: Analysis, accs: list):
                 if x.is_write != want[0]:
                     continue
                 for y in group:
-                    if y.is_write == want[1]:
+                    if y.is_write == want[1] and (pairs is None or pairs(x, y)):
                         d = _dependence(an, x, y)
                         if d is not None:
                             yield d

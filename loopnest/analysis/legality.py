@@ -26,6 +26,7 @@ import islpy as isl
 from te.queries import fold_int
 
 from ..errors import ScheduleError
+from ..stmt import For, iter_stmts
 from .dependences import (Dependence, _zero_prefix, buffers_carried_by, carried_by, dependences_in,
                           lex_negative_after, reads_written_in_iteration, reorder_violations, value_flow)
 from .domains import analyze, loop_var_of
@@ -233,8 +234,18 @@ def check_kinds_after(nest: Any, new_root: Any, loops: Sequence[Any], op: str) -
     Raises ScheduleError prefixed with ``op``; ``nest`` is not modified.
     """
     kinds = ("parallel", "vectorized", "gpu_block", "gpu_thread")
-    an = analyze(new_root)
-    moving = [an.loop_info(l).loop for l in loops]
+    # the loops' kinds come from the tree itself: most moves involve no special loop, and
+    # then no analysis of the new tree is needed
+    fors: dict[int, For] = {}
+    for s in iter_stmts(new_root):
+        if isinstance(s, For):
+            fors.setdefault(id(s.var), s)     # the first in pre-order, as the analysis keeps
+    moving = []
+    for lp in loops:
+        v = loop_var_of(lp)
+        if id(v) not in fors:
+            raise KeyError(f"loop {v.name} is not in this statement tree")
+        moving.append(fors[id(v)])
     moving = [f for f in moving if f.kind in kinds]
     if not moving:
         return
@@ -362,9 +373,10 @@ def check_distribute(nest: Any, loop: Any) -> None:
     one of its iterations still runs before the next iteration."""
     an = analyze(nest)
     info = an.loop_info(loop)
-    for d in dependences_in(nest, loop):
+    backwards = lambda x, y: info.child_of(x.instance) > info.child_of(y.instance)  # noqa: E731
+    for d in dependences_in(nest, loop, pairs=backwards):
         a, b = info.child_of(d.src.instance), info.child_of(d.dst.instance)
-        if a > b and _within_outer_iteration(d, info.depth):
+        if _within_outer_iteration(d, info.depth):
             refuse("distribute", [loop], dep=d, loop=loop,
                    reason=f"it goes from statement {a} of the body back to statement {b}: distributed, every "
                           f"iteration of statement {b} would run before statement {a}; keep them in one loop")

@@ -37,8 +37,8 @@ from te.tensor import Buffer
 from ..errors import ScheduleError
 from ..kinds import ForKind
 from ..lazy_analysis import bounds_inference, legality_checks
-from ..queries import stmt_touches
-from ..stmt import For, Stmt, StmtMutator, Store, iter_stmts, stmt_exprs
+from ..queries import own_loaded_ids, stmt_touches
+from ..stmt import For, Stmt, StmtMutator, Store, iter_stmts, stmt_children, stmt_exprs
 from ._rewrite import add, floormod_c, loop_path, replace_loop, sub, tidy
 from .cache import _RedirectStmt, _size_vars
 
@@ -51,7 +51,7 @@ _CONCURRENT = (ForKind.PARALLEL, ForKind.GPU_BLOCK, ForKind.GPU_THREAD)
 
 def _touches_itself(s: Stmt, buf) -> bool:
     """Whether the statement itself (not its children) stores to or loads ``buf``."""
-    return (isinstance(s, Store) and s.buffer is buf) or has_load(stmt_exprs(s), buf)
+    return (isinstance(s, Store) and s.buffer is buf) or id(buf) in own_loaded_ids(s)
 
 
 def _accesses_outside(root: Stmt, f: For, buf) -> Stmt | None:
@@ -59,11 +59,29 @@ def _accesses_outside(root: Stmt, f: For, buf) -> Stmt | None:
     return next((s for s in iter_stmts(root, skip=lambda s: s is f) if _touches_itself(s, buf)), None)
 
 
+def _around_every_access(root: Stmt, buf) -> set[int] | None:
+    """The ids of the statements of ``root`` that every access of ``buf`` is in (the statement
+    itself included): a loop ``f`` has ``_accesses_outside(root, f, buf) is None`` exactly
+    when its id is in the set. None when nothing accesses ``buf`` (every loop qualifies).
+    One walk, where asking ``_accesses_outside`` of every loop walks the tree per loop."""
+    common: set[int] | None = None
+    stack: list = [(root, ())]
+    while stack:
+        s, path = stack.pop()
+        path = path + (id(s),)
+        if _touches_itself(s, buf):
+            common = set(path) if common is None else common.intersection(path)
+        for x in stmt_children(s):
+            stack.append((x, path))
+    return common
+
+
 def _innermost_enclosing(root: Stmt, buf) -> For | None:
     """The innermost loop of ``root`` around every access of ``buf`` (None: no such loop)."""
+    around = _around_every_access(root, buf)
     best = None
     for f in (s for s in iter_stmts(root) if isinstance(s, For)):
-        if stmt_touches(f.body, buf) and _accesses_outside(root, f, buf) is None:
+        if (around is None or id(f) in around) and stmt_touches(f.body, buf):
             best = f    # pre-order: a later hit is nested in an earlier one
     return best
 
@@ -329,9 +347,10 @@ class Slide:
 
 def _innermost_around(root: Stmt, buf, inside: For) -> For | None:
     """The innermost loop inside ``inside`` (or ``inside`` itself) around every access of ``buf``."""
+    around = _around_every_access(root, buf)
     best = None
     for f in (s for s in iter_stmts(inside) if isinstance(s, For)):
-        if _accesses_outside(root, f, buf) is None:
+        if around is None or id(f) in around:
             best = f    # pre-order: a later hit is nested in an earlier one
     return best
 
