@@ -19,6 +19,14 @@ pass dumps (``LOOPNEST_DUMP_PASSES=1``). The rules they implement are those of
 * ``mask_shift_amounts`` (compiled targets): a shift amount is taken modulo the width
   (``x << s`` is ``x << (s & (bits - 1))``), so no machine shift sees an amount that is
   negative or at least the width (poison in LLVM, undefined in C).
+* ``unsigned_division`` (LLVM): a signed division or remainder (C or floor) of a provably
+  non-negative dividend by a positive constant is done on the unsigned type, where all four
+  agree and a power of two is one shift (``int32(uint32(i) / uint32(4))``). The result is the
+  same; the dump shows which divisions the printer emits as unsigned.
+* ``short_circuit`` (LLVM): a scalar ``a && b`` / ``a || b`` whose right side loads (so it may
+  read out of bounds when the left side decides) becomes ``if_then_else(a, b, false)`` /
+  ``if_then_else(a, true, b)``, which evaluates ``b`` only when needed; every other ``&&`` and
+  ``||`` evaluates both sides, which is the same value.
 
 IREval implements the same rules directly on the unexpanded nodes (it is their definition);
 the LLVM and CUDA printers only print the expanded forms. (Float ``maximum`` / ``minimum`` need
@@ -40,11 +48,12 @@ from te import expr as E
 from te.bitops import SHIFTS
 from te.dtypes import Dtype, float32, int64
 from te.functor import Functor
-from te.queries import int_value
+from te.queries import fold_int, has_load, int_value, provably_nonneg
 
-from .stmt import Stmt, StmtMutator, Store
+from .stmt import For, Stmt, StmtMutator, Store
 
 __all__ = ["widen_indices", "guard_int_division", "mask_shift_amounts", "lower_low_precision",
+           "unsigned_division", "short_circuit",
            "may_exceed_int32"]
 
 _INT32_LIMIT = 2 ** 31
@@ -309,3 +318,112 @@ def mask_shift_amounts(nest, root: Stmt) -> Stmt:
     }
     """
     return _ExprPass(_MaskShifts()).visit(root)
+
+
+# ------------------------------------------------------------------------------------
+# unsigned division
+# ------------------------------------------------------------------------------------
+class _UnsignedDivision(E.ExprMutator):
+    """Rewrites the divisions of an expression, given the ids of the loop variables >= 0."""
+
+    def __init__(self, nonneg_vars: set[int]):
+        self.nonneg_vars = nonneg_vars
+
+    def _division(self, e):
+        e = self.generic(e)
+        dt = e.dtype
+        k = fold_int(e.b)
+        if not (dt.is_int and dt.lanes == 1) or k is None or k <= 0 or not provably_nonneg(e.a, self.nonneg_vars):
+            return e
+        u = Dtype("uint", dt.bits)
+        cls = E.Div if isinstance(e, (E.Div, E.FloorDiv)) else E.Mod
+        return E.Cast(dt, cls(E.Cast(u, e.a), E.const(k, u)))
+
+    visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = _division
+
+
+class _UnsignedDivisionStmt(StmtMutator):
+    def __init__(self):
+        self.ex = _UnsignedDivision(set())
+
+    def visit_expr(self, e):
+        return self.ex.visit(e)
+
+    def visit_For(self, s: For):
+        start, stop = self.ex.visit(s.start), self.ex.visit(s.stop)
+        counts_up_from_nonneg = provably_nonneg(s.start, self.ex.nonneg_vars)
+        if counts_up_from_nonneg:
+            self.ex.nonneg_vars.add(id(s.var))
+        try:
+            body = self.visit(s.body)
+        finally:
+            self.ex.nonneg_vars.discard(id(s.var))
+        return s.replace(start=start, stop=stop, body=body)
+
+
+def unsigned_division(nest, root: Stmt) -> Stmt:
+    """Signed division and remainder (``/``, ``%``, ``floordiv``, ``floormod``) of a dividend
+    that is provably >= 0 (``te.queries.provably_nonneg``: loop variables counting up from a
+    start >= 0, and divisions of those) by a constant > 0 are done on the unsigned type.
+
+    The four operations agree there, so the value is unchanged; unsigned division by a
+    constant is cheaper (a power of two is one shift, where signed division needs four
+    instructions to round toward zero), and it keeps a signed division of a loop counter
+    (``A[r / 2]``) away from LLVM 22's loop vectorizer, whose two cost models disagree about
+    it on Intel CPUs (an LLVM built with assertions, as llvmlite's, aborts). Wrapping ``+``,
+    ``-`` and ``*`` may overflow into negative values, so ``floordiv(i + 1, 2)`` stays signed.
+
+    Before: ``B[i] = A[floordiv(i, 2)] + floormod(i, 4)``.
+    After: ``B[i] = A[int32(uint32(i) / uint32(2))] + int32(uint32(i) % uint32(4))``.
+
+    >>> from te import Buffer, Compute, floordiv, floormod
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (8,), "int32")
+    >>> nest = LoopNest([Compute("B", (8,), lambda i: A[floordiv(i, 2)] + floormod(i, 4) + (i - 1) / 2)])
+    >>> nest = nest.prepare_for_codegen()
+    >>> print(unsigned_division(nest, nest.root))
+    for (int i = 0; i < 8; i++) {
+      B[i] = A[int32(uint32(i) / uint32(2))] + int32(uint32(i) % uint32(4)) + (i - 1) / 2;
+    }
+    """
+    return _UnsignedDivisionStmt().visit(root)
+
+
+# ------------------------------------------------------------------------------------
+# short-circuit and / or
+# ------------------------------------------------------------------------------------
+class _ShortCircuit(E.ExprMutator):
+    def _logical(self, e):
+        e = self.generic(e)
+        if e.dtype.lanes > 1 or not has_load(e.b):
+            return e
+        short = E.const(isinstance(e, E.Or), e.dtype)
+        if isinstance(e, E.And):
+            return E.IfThenElse(e.a, e.b, short)
+        return E.IfThenElse(e.a, short, e.b)
+
+    visit_And = visit_Or = _logical
+
+
+def short_circuit(nest, root: Stmt) -> Stmt:
+    """Scalar ``&&`` and ``||`` whose right side loads evaluate it only when the left side
+    does not decide: ``a && b`` becomes ``if_then_else(a, b, false)`` and ``a || b``
+    ``if_then_else(a, true, b)``, so ``i < n && A[i] > 0`` never reads ``A[n]``.
+
+    A right side that loads nothing cannot fail, so evaluating it always gives the same value
+    and costs no branch; vector ``&&`` / ``||`` evaluate both sides (``docs/semantics.md``).
+
+    Before: ``B[i] = select(i < 4 && A[i] > 0, 1, 0)``.
+    After: ``B[i] = select(if_then_else(i < 4, A[i] > 0, false), 1, 0)``.
+
+    >>> from te import Buffer, Compute, logical_and, logical_or, select
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (8,), "int32")
+    >>> nest = LoopNest([Compute("B", (8,), lambda i: select(logical_or(i >= 4, A[i] > 0), 1, 0))])
+    >>> nest = nest.prepare_for_codegen()
+    >>> print(short_circuit(nest, nest.root))
+    for (int i = 0; i < 8; i++) {
+      B[i] = select(if_then_else(i >= 4, true, A[i] > 0), 1, 0);
+    }
+    """
+    return _ExprPass(_ShortCircuit()).visit(root)

@@ -1,0 +1,218 @@
+"""The semantic decisions of the backends made by shared lowering passes (``loopnest.legalize``),
+never by a printer: golden before/after prints of each pass, its place in the target's pass
+list and in the dumps, the printer only reading what the pass wrote, and the compiled code
+agreeing with IREval.
+
+* ``unsigned_division``: which signed divisions LLVM does unsigned;
+* ``short_circuit``: which scalar ``&&`` / ``||`` evaluate their right side lazily.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codegen import build
+from codegen.kernel import BuildError, make_params
+from codegen.llvm.emit import EmitOptions, emit_module
+from loopnest import LoopNest
+from loopnest.legalize import short_circuit, unsigned_division
+from loopnest.passes import TARGET_PASSES, legalize_for_target, run_passes
+from loopnest.stmt import Block, For, Store
+from te import (Buffer, Compute, IntImm, Load, Var, cast, floordiv, floormod, int32, logical_and,
+                logical_or, select, uint32)
+
+
+class _Nest:
+    """A hand-built prepared nest (what the passes and build take)."""
+
+    prepared = True
+
+    def __init__(self, root, inputs, outputs):
+        self.root, self.inputs, self.outputs, self.intermediates = root, list(inputs), list(outputs), []
+
+    def copy(self):
+        return _Nest(self.root, self.inputs, self.outputs)
+
+
+def _names(target):
+    return [name for name, *_ in TARGET_PASSES[target]]
+
+
+def _llvm_source(nest, args, drop=()):
+    """The unoptimised LLVM IR of the prepared ``nest`` after the LLVM passes except ``drop``."""
+    passes = [p for p in TARGET_PASSES["llvm"] if p[0] not in drop]
+    lowered = nest.copy()
+    lowered.root = run_passes(nest, passes=passes)
+    return str(emit_module("k", lowered.root, make_params(lowered, args), [], EmitOptions()))
+
+
+# ------------------------------------------------------------------------------------
+# unsigned_division
+# ------------------------------------------------------------------------------------
+def test_unsigned_division_golden():
+    A = Buffer("A", (64,), int32)
+    n = Var("n")
+    B = Compute("B", (8, 8), lambda i, j: A[floordiv(i * 8 + j, 3)] + A[i / 2] + floormod(j, 4) + j % 3
+                + floordiv(floordiv(i, 2), 2) + (j - 1) / 2 + floordiv(i, n) + i / (-2) + A[j] / 4)
+    nest = LoopNest([B]).prepare_for_codegen()
+    assert str(nest.root) == """\
+for (int i = 0; i < 8; i++) {
+  for (int j = 0; j < 8; j++) {
+    B[i * 8 + j] = A[floordiv(i * 8 + j, 3)] + A[i / 2] + floormod(j, 4) + j % 3 + floordiv(i, 4) + (j - 1) / 2 + \
+floordiv(i, n) + i / (-2) + A[j] / 4;
+  }
+}"""
+    # i * 8 + j may wrap below zero, j - 1 is negative, n and -2 are not positive constants,
+    # and A[j] has any sign: those stay signed
+    assert str(unsigned_division(nest, nest.root)) == """\
+for (int i = 0; i < 8; i++) {
+  for (int j = 0; j < 8; j++) {
+    B[i * 8 + j] = A[floordiv(i * 8 + j, 3)] + A[int32(uint32(i) / uint32(2))] + int32(uint32(j) % uint32(4)) + \
+int32(uint32(j) % uint32(3)) + int32(uint32(i) / uint32(4)) + (j - 1) / 2 + floordiv(i, n) + i / (-2) + A[j] / 4;
+  }
+}"""
+
+
+def test_unsigned_division_knows_only_loops_counting_up_from_a_nonnegative_start():
+    A, B = Buffer("A", (16,), int32), Buffer("B", (16,), int32)
+    i, j, k = Var("i"), Var("j"), Var("k")
+    inner = For(j, i - 4, i, Block([Store(B, (i,), floordiv(j, 2) + Load(A, (i,)))]))
+    third = For(k, floordiv(i, 2), i, Block([Store(B, (k,), k % 4)]))
+    root = For(i, 4, 16, Block([inner, third]))
+    assert str(unsigned_division(None, root)) == """\
+for (int i = 4; i < 16; i++) {
+  for (int j = i - 4; j < i; j++) {
+    B[i] = floordiv(j, 2) + A[i];
+  }
+  for (int k = int32(uint32(i) / uint32(2)); k < i; k++) {
+    B[k] = int32(uint32(k) % uint32(4));
+  }
+}"""
+
+
+def test_unsigned_division_leaves_unsigned_and_vector_divisions_alone():
+    A = Buffer("A", (8,), uint32)
+    B = Compute("B", (8,), lambda i: A[i] / 4 + cast(i, uint32) % 3)
+    nest = LoopNest([B]).prepare_for_codegen()
+    assert unsigned_division(nest, nest.root) is nest.root
+    V = Compute("V", (16,), lambda i: floordiv(i, 2) + cast(A[i % 8], int32))
+    vn = LoopNest([V])
+    _, inner, _ = vn.split_with_tail(vn.get_loops_for(V)[0], 4)
+    vn.vectorize(inner)
+    vn = vn.prepare_for_codegen()
+    lowered = str(unsigned_division(vn, vn.root))
+    assert "ramp(" in lowered and "uint32(ramp" not in lowered
+
+
+def test_unsigned_division_runs_for_llvm_and_shows_in_the_dumps(capsys):
+    assert _names("llvm")[-2:] == ["unsigned_division", "verify"]
+    assert "unsigned_division" not in _names("cuda") and not TARGET_PASSES["ireval"]
+    A = Buffer("A", (8,), "float32")
+    nest = LoopNest([Compute("B", (16,), lambda i: A[floordiv(i, 2)])]).prepare_for_codegen()
+    legalize_for_target(nest, "llvm", dump=True)
+    err = capsys.readouterr().err
+    after = err.split("// ---- after unsigned_division ----")[1]
+    assert "A[floordiv(i, 2)]" in err.split("// ---- after unsigned_division ----")[0]
+    assert "B[i] = A[int32(uint32(i) / uint32(2))];" in after
+
+
+def test_the_llvm_printer_only_reads_the_mark():
+    """Without the pass the printer divides signed (it proves nothing itself); with it, unsigned."""
+    A = Buffer("A", (8,), "float32")
+    B = Compute("B", (16,), lambda i: A[floordiv(i, 2)] + A[i % 8])
+    nest = LoopNest([B]).prepare_for_codegen()
+    with_pass = _llvm_source(nest, [A, B])
+    without = _llvm_source(nest, [A, B], drop=("unsigned_division",))
+    assert "udiv i32" in with_pass and "urem i32" in with_pass
+    assert "ashr" not in with_pass and "srem" not in with_pass
+    assert "ashr i32" in without and "srem i32" in without and "urem" not in without
+
+
+def _random_int32(rng, n):
+    return rng.integers(-2 ** 31, 2 ** 31, size=n, dtype=np.int64).astype(np.int32)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_divisions_agree_with_ireval(parallel):
+    n = 64
+    A = Buffer("A", (n,), int32)
+    B = Compute("B", (n,), lambda i: A[floordiv(i, 2)] / 3 + floormod(A[i], 7) + floordiv(i, 3) * 5 + i % 6
+                + floordiv(i - 40, 4) + (i - 40) % 8 + floordiv(A[i % 8], 4) + A[floordiv(i, 4)] % 5)
+    nest = LoopNest([B])
+    if parallel:
+        outer, _, _ = nest.split_with_tail(nest.get_loops_for(B)[0], 8)
+        nest.parallelize(outer)
+    data = _random_int32(np.random.default_rng(0), n)
+    data[:4] = [-2 ** 31, -1, 0, 2 ** 31 - 1]
+    outs = {}
+    for target in ("ireval", "llvm"):
+        out = np.zeros(n, np.int32)
+        build(nest, [A, B], target=target)(data, out)
+        outs[target] = out
+    np.testing.assert_array_equal(outs["llvm"], outs["ireval"])
+
+
+def test_division_in_a_loop_with_a_negative_start_agrees_with_ireval():
+    """``j`` runs over negative values: its division and remainder must stay signed."""
+    B = Buffer("B", (16,), int32)
+    j = Var("j")
+    root = For(j, IntImm(-8, int32), IntImm(8, int32),
+               Block([Store(B, (j + 8,), floordiv(j, IntImm(4, int32)) * 100 + j % IntImm(3, int32)
+                            + j / IntImm(2, int32) * 10)]))
+    assert str(unsigned_division(None, root)) == str(root)
+    nest = _Nest(root, [], [B])
+    outs = {}
+    for target in ("ireval", "llvm"):
+        out = np.zeros(16, np.int32)
+        build(nest, [B], target=target)(out)
+        outs[target] = out.tolist()
+    js = np.arange(-8, 8)
+    expected = (js // 4) * 100 + np.fmod(js, 3) + np.trunc(js / 2).astype(int) * 10
+    assert outs["llvm"] == outs["ireval"] == expected.tolist()
+
+
+# ------------------------------------------------------------------------------------
+# short_circuit
+# ------------------------------------------------------------------------------------
+def test_short_circuit_golden():
+    A = Buffer("A", (8,), int32)
+    B = Compute("B", (8,), lambda i: select(logical_and(i < 6, A[i] > 0), 1, 0)
+                + select(logical_or(i >= 6, A[i] > 1), 2, 0)
+                + select(logical_and(A[i] > 2, i < 5), 4, 0))
+    nest = LoopNest([B]).prepare_for_codegen()
+    # a right side that loads nothing is computed whole (the same value, no branch)
+    assert str(short_circuit(nest, nest.root)) == """\
+for (int i = 0; i < 8; i++) {
+  B[i] = select(if_then_else(i < 6, A[i] > 0, false), 1, 0) + select(if_then_else(i >= 6, true, A[i] > 1), 2, 0) \
++ select(A[i] > 2 && i < 5, 4, 0);
+}"""
+    assert _names("llvm").index("legalize_vectors") < _names("llvm").index("short_circuit")
+
+
+def test_short_circuit_guards_an_out_of_bounds_load_like_ireval():
+    """``i < 4 && A[i] > 0`` over ``i`` in [0, 8) with a 4-element A: the right side is read
+    only for i < 4 (a plain ``and`` would read past A's end)."""
+    A, B = Buffer("A", (4,), int32), Buffer("B", (8,), int32)
+    i = Var("i")
+    guard = logical_and(i < 4, Load(A, (i,)) > 0)
+    other = logical_or(i >= 4, Load(A, (i,)) > 5)
+    root = For(i, 0, 8, Block([Store(B, (i,), select(guard, IntImm(1, int32), IntImm(0, int32))
+                                     + select(other, IntImm(2, int32), IntImm(0, int32)))]))
+    nest = _Nest(root, [A], [B])
+    data = np.array([3, -1, 7, 0], np.int32)
+    outs = {}
+    for target in ("ireval", "llvm"):
+        out = np.zeros(8, np.int32)
+        build(nest, [A, B], target=target, bounds_check=False)(data, out)
+        outs[target] = out.tolist()
+    assert outs["llvm"] == outs["ireval"] == [1, 0, 3, 0, 2, 2, 2, 2]
+
+
+def test_llvm_printer_refuses_a_scalar_and_that_loads_without_the_pass():
+    A, B = Buffer("A", (4,), int32), Buffer("B", (4,), int32)
+    i = Var("i")
+    root = For(i, 0, 4, Block([Store(B, (i,), select(logical_and(i < 2, Load(A, (i,)) > 0),
+                                                     IntImm(1, int32), IntImm(0, int32)))]))
+    nest = _Nest(root, [A], [B])
+    with pytest.raises(BuildError, match="short_circuit"):
+        emit_module("k", root, make_params(nest, [A, B]), [], EmitOptions())
