@@ -28,10 +28,14 @@ pass dumps (``LOOPNEST_DUMP_PASSES=1``). The rules they implement are those of
   ``if_then_else(a, true, b)``, which evaluates ``b`` only when needed; every other ``&&`` and
   ``||`` evaluates both sides, which is the same value.
 
+* ``expand_float_min_max`` (CUDA): float ``maximum`` / ``minimum`` (IEEE 754-2019: a NaN
+  operand gives NaN, ``-0.0 < +0.0``) become compares and selects, since CUDA C has no such
+  operation (``fmaxf`` ignores NaNs). LLVM keeps the nodes: ``llvm.maximum`` /
+  ``llvm.minimum`` mean exactly that, and its vectorizer turns them into vector max
+  instructions and vectorised reductions, which a select form would lose.
+
 IREval implements the same rules directly on the unexpanded nodes (it is their definition);
-the LLVM and CUDA printers only print the expanded forms. (Float ``maximum`` / ``minimum`` need
-no pass: they are IEEE 754-2019 ``maximum`` / ``minimum``, which LLVM has as intrinsics and the
-CUDA helpers implement.)
+the LLVM and CUDA printers only print the expanded forms.
 
 >>> from te import Buffer, Compute, int32
 >>> from loopnest import LoopNest
@@ -53,7 +57,7 @@ from te.queries import fold_int, has_load, int_value, provably_nonneg
 from .stmt import For, Stmt, StmtMutator, Store
 
 __all__ = ["widen_indices", "guard_int_division", "mask_shift_amounts", "lower_low_precision",
-           "unsigned_division", "short_circuit",
+           "unsigned_division", "short_circuit", "expand_float_min_max",
            "may_exceed_int32"]
 
 _INT32_LIMIT = 2 ** 31
@@ -427,3 +431,92 @@ def short_circuit(nest, root: Stmt) -> Stmt:
     }
     """
     return _ExprPass(_ShortCircuit()).visit(root)
+
+
+# ------------------------------------------------------------------------------------
+# float maximum / minimum
+# ------------------------------------------------------------------------------------
+def _shareable(e: E.Expr) -> bool:
+    """Free to repeat: a variable or a constant. (A load is bound by a ``let``, so that the
+    selects choose between values, not between two loads of different buffers.)"""
+    return isinstance(e, (E.Var, E.IntImm, E.FloatImm)) or e.dtype.lanes > 1
+
+
+class _ExpandMinMax(E.ExprMutator):
+    def __init__(self):
+        self.count = 0
+
+    def _min_max(self, e):
+        e = self.generic(e)
+        dt = e.dtype
+        if not dt.is_float:
+            return e
+        lets = []
+        ops = []
+        for x in (e.a, e.b):
+            if _shareable(x):
+                ops.append(x)
+                continue
+            self.count += 1
+            v = E.Var(f"{'mx' if isinstance(e, E.Max) else 'mn'}{self.count}", dt)
+            lets.append((v, x))
+            ops.append(v)
+        out = _ieee_min_max(isinstance(e, E.Max), *ops)
+        for v, x in reversed(lets):
+            out = E.Let(v, x, out)
+        return out
+
+    visit_Min = visit_Max = _min_max
+
+
+def _ieee_min_max(is_max: bool, x: E.Expr, y: E.Expr) -> E.Expr:
+    """IEEE 754-2019 maximum / minimum of ``x`` and ``y`` in compares, selects and (float32,
+    float64) exact additions: a NaN operand makes ``x + y`` NaN; of two equal zeros,
+    ``x + y`` is -0.0 only when both are (maximum) and ``-(-x - y)`` is -0.0 unless both
+    are +0.0 (minimum). A low-precision format, whose arithmetic would round (comparisons are
+    exact), picks the result with selects: a NaN operand itself, the zero whose sign
+    ``copysign`` of its float32 value shows. A constant operand that is not NaN needs no NaN
+    test, and a nonzero one no signed-zero test (a value equal to it has its bits)."""
+    lowp = x.dtype.is_lowp_float
+    consts = [v.value for v in (x, y) if isinstance(v, E.FloatImm)]
+    first = E.Select((x > y) if is_max else (x < y), x, y)
+    if any(c != 0.0 for c in consts):          # NaN constants included: then the NaN test decides
+        ordered = first
+    else:
+        if lowp:
+            xf = _to_f32(x)
+            negative = E.Call("copysign", [E.const(1.0, xf.dtype), xf], xf.dtype) < E.const(0.0, xf.dtype)
+            tie = E.Select(negative, y, x) if is_max else E.Select(negative, x, y)
+        else:
+            minus1 = E.const(-1.0, x.dtype)
+            zeros = x + y if is_max else (x * minus1 - y) * minus1
+            tie = E.Select(x.eq(E.const(0.0, x.dtype)), zeros, x)
+        ordered = E.Select(x.eq(y), tie, first)
+    tests = [v.ne(v) for v in (x, y) if not (isinstance(v, E.FloatImm) and v.value == v.value)]
+    if not tests:
+        return ordered
+    nan = tests[0] if len(tests) == 1 else E.Or(*tests)
+    return E.Select(nan, E.Select(x.ne(x), x, y) if lowp else x + y, ordered)
+
+
+def expand_float_min_max(nest, root: Stmt) -> Stmt:
+    """Float ``maximum`` / ``minimum`` become compares and selects with their NaN and signed-zero
+    rule written out (``docs/semantics.md``): a NaN operand is the result; otherwise the larger
+    (smaller) value; of two equal values the one whose sign is + (-), so that ``-0.0 < +0.0``.
+    An operand that is not a variable or a constant is bound once by a ``let``.
+
+    Before: ``C[i] = maximum(A[i], B[i] * 2.0f)``.
+    After: ``C[i] = let mx1 = A[i] in let mx2 = B[i] * 2.0f in select(mx1 != mx1 || mx2 != mx2,
+    mx1 + mx2, select(mx1 == mx2, select(mx1 == 0.0f, mx1 + mx2, mx1), select(mx1 > mx2, mx1, mx2)))``.
+    Integer and bool ``maximum`` / ``minimum`` are plain and stay as they are.
+
+    >>> from te import Buffer, Compute, minimum
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4,), "float32")
+    >>> nest = LoopNest([Compute("B", (4,), lambda i: minimum(A[i], 1.5))]).prepare_for_codegen()
+    >>> print(expand_float_min_max(nest, nest.root))
+    for (int i = 0; i < 4; i++) {
+      B[i] = let mn1 = A[i] in select(mn1 != mn1, mn1 + 1.5f, select(mn1 < 1.5f, mn1, 1.5f));
+    }
+    """
+    return _ExprPass(_ExpandMinMax()).visit(root)

@@ -216,3 +216,121 @@ def test_llvm_printer_refuses_a_scalar_and_that_loads_without_the_pass():
     nest = _Nest(root, [A], [B])
     with pytest.raises(BuildError, match="short_circuit"):
         emit_module("k", root, make_params(nest, [A, B]), [], EmitOptions())
+
+
+# ------------------------------------------------------------------------------------
+# expand_float_min_max
+# ------------------------------------------------------------------------------------
+from codegen.cuda import nvcc_available                     # noqa: E402
+from codegen.cuda.emulate import host_compiler, run_on_host  # noqa: E402
+from loopnest.legalize import expand_float_min_max            # noqa: E402
+from te import maximum, minimum                               # noqa: E402
+
+HAVE_EMU = host_compiler() is not None and nvcc_available()
+TARGETS = ["llvm"] + (["cuda"] if HAVE_EMU else [])
+
+
+def test_expand_float_min_max_golden():
+    A, B = Buffer("A", (4,), "float32"), Buffer("B", (4,), "float32")
+    C = Compute("C", (4,), lambda i: maximum(A[i], B[i] * 2.0) + minimum(A[i], 1.5) + maximum(A[i], 0.0))
+    nest = LoopNest([C]).prepare_for_codegen()
+    assert str(nest.root) == """\
+for (int i = 0; i < 4; i++) {
+  C[i] = max(A[i], B[i] * 2.0f) + min(A[i], 1.5f) + max(A[i], 0.0f);
+}"""
+    assert str(expand_float_min_max(nest, nest.root)) == """\
+for (int i = 0; i < 4; i++) {
+  C[i] = (let mx1 = A[i] in let mx2 = B[i] * 2.0f in select(mx1 != mx1 || mx2 != mx2, mx1 + mx2, \
+select(mx1 == mx2, select(mx1 == 0.0f, mx1 + mx2, mx1), select(mx1 > mx2, mx1, mx2)))) + \
+(let mn3 = A[i] in select(mn3 != mn3, mn3 + 1.5f, select(mn3 < 1.5f, mn3, 1.5f))) + \
+(let mx4 = A[i] in select(mx4 != mx4, mx4 + 0.0f, select(mx4 == 0.0f, select(mx4 == 0.0f, mx4 + 0.0f, mx4), \
+select(mx4 > 0.0f, mx4, 0.0f))));
+}"""
+
+
+def test_expand_float_min_max_low_precision_picks_operands_without_arithmetic():
+    H = Buffer("H", (4,), "float16")
+    C = Compute("C", (4,), lambda i: minimum(H[i], H[3 - i]))
+    nest = LoopNest([C]).prepare_for_codegen()
+    assert str(expand_float_min_max(nest, nest.root)) == """\
+for (int i = 0; i < 4; i++) {
+  C[i] = let mn1 = H[i] in let mn2 = H[3 - i] in select(mn1 != mn1 || mn2 != mn2, select(mn1 != mn1, mn1, mn2), \
+select(mn1 == mn2, select(copysign(1.0f, float32(mn1)) < 0.0f, mn1, mn2), select(mn1 < mn2, mn1, mn2)));
+}"""
+
+
+def test_expand_float_min_max_leaves_integer_and_bool_min_max():
+    A = Buffer("A", (4,), int32)
+    nest = LoopNest([Compute("C", (4,), lambda i: maximum(A[i], 3) + minimum(A[i], A[3 - i]))]).prepare_for_codegen()
+    assert expand_float_min_max(nest, nest.root) is nest.root
+
+
+def test_expand_float_min_max_runs_for_cuda_only_and_shows_in_the_dumps(capsys):
+    assert "expand_float_min_max" in _names("cuda") and "expand_float_min_max" not in _names("llvm")
+    assert _names("cuda").index("scalarize_vectors") < _names("cuda").index("expand_float_min_max")
+    A = Buffer("A", (8,), "float32")
+    nest = LoopNest([Compute("B", (8,), lambda i: maximum(A[i], A[7 - i]))]).prepare_for_codegen()
+    legalize_for_target(nest, "cuda", dump=True)
+    after = capsys.readouterr().err.split("// ---- after expand_float_min_max ----")[1]
+    assert "let mx1 = A[i] in let mx2 = A[7 - i] in select(mx1 != mx1 || mx2 != mx2" in after
+
+
+def test_cuda_source_has_no_min_max_helper():
+    A = Buffer("A", (8,), "float32")
+    B = Compute("B", (8,), lambda i: maximum(A[i], A[7 - i]) + minimum(A[i], 0.5))
+    src = build(LoopNest([B]), [A, B], target="cuda").source
+    assert "tc_fmax" not in src and "tc_fmin" not in src and "tc_minmax" not in src
+    assert "const float v_mx1 = b_A[" in src
+
+
+def test_llvm_keeps_the_maximum_intrinsic_and_vectorises_it():
+    """LLVM's ``llvm.maximum`` is the IR's rule exactly: no expansion, and a vectorised loop
+    of maxima is vector ``llvm.maximum`` calls."""
+    A, B = Buffer("A", (64,), "float32"), Buffer("B", (64,), "float32")
+    C = Compute("C", (64,), lambda i: maximum(A[i], B[i]) + minimum(A[i], 0.5))
+    nest = LoopNest([C])
+    _, inner, _ = nest.split_with_tail(nest.get_loops_for(C)[0], 8)
+    nest.vectorize(inner)
+    k = build(nest, [A, B, C], target="llvm")
+    assert "@llvm.maximum.v8f32" in k.optimized_source and "@llvm.minimum.v8f32" in k.optimized_source
+
+
+def _ieee(is_max, a, b):
+    if np.isnan(a) or np.isnan(b):
+        return np.nan
+    if a == b:
+        neg_a = np.copysign(1.0, a) < 0
+        return (b if neg_a else a) if is_max else (a if neg_a else b)
+    return max(a, b) if is_max else min(a, b)
+
+
+def _run(target, fn, inputs, out_dtype):
+    n = len(inputs[0][1])
+    bufs = [Buffer(f"X{k}", (n,), dt) for k, (dt, _) in enumerate(inputs)]
+    out = Compute("Out", (n,), lambda i: fn(*[b[i] for b in bufs]), dtype=out_dtype)
+    kernel = build(LoopNest([out]), bufs + [out], target=target)
+    res = np.zeros(n, out.dtype.numpy)
+    arrays = [a for _, a in inputs]
+    if target == "cuda":
+        run_on_host(kernel, *arrays, res)
+    else:
+        kernel(*arrays, res)
+    return res
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_min_max_signed_zeros_and_nan_agree_with_ireval(target, dtype):
+    from te.dtypes import as_dtype
+    npdt = as_dtype(dtype).numpy
+    x = np.array([0.0, -0.0, 1.0, np.nan, np.nan, 2.0, -1.0, -0.0, 0.0, 3.0, -5.0], np.float32).astype(npdt)
+    y = np.array([-0.0, 0.0, np.nan, 1.0, np.nan, 2.0, -2.0, -0.0, 0.0, -0.0, 7.0], np.float32).astype(npdt)
+    for is_max in (True, False):
+        f = maximum if is_max else minimum
+        # a nested call and a computed operand take the let path
+        fn = lambda a, b: f(f(a, b), f(b, a) * 1.0)      # noqa: E731
+        got = _run(target, fn, [(dtype, x), (dtype, y)], dtype)
+        ref = _run("ireval", fn, [(dtype, x), (dtype, y)], dtype)
+        want = [_ieee(is_max, float(a), float(b)) for a, b in zip(x.astype(np.float64), y.astype(np.float64))]
+        as_text = lambda vs: [repr(float(v)) for v in vs]      # noqa: E731
+        assert as_text(got) == as_text(ref) == as_text(want), (dtype, f.__name__)

@@ -23,7 +23,8 @@ Semantics (the spec's, exactly)
     undocumented about ``cvt``. float16/bfloat16/tf32/float8 are stored in their format and
     held in float; their arithmetic arrives as float arithmetic between casts
     (``loopnest.legalize.lower_low_precision``), a cast to the format rounding to nearest
-    even. ``min``/``max`` on floats propagate NaN. Math intrinsics map to CUDA's precise
+    even. Float ``min``/``max`` arrive as compares and selects
+    (``loopnest.legalize.expand_float_min_max``). Math intrinsics map to CUDA's precise
     functions (``expf``, ``rintf`` for round-half-even, ...); the ``__expf``-style fast
     variants only with ``fast_math=True``.
     Vector expressions (Ramp/Broadcast, values of vector dtypes) arrive computed lane by
@@ -413,9 +414,11 @@ class CudaEmitter(Functor):
         which = "min" if type(e) is E.Min else "max"
         if dt.is_bool:
             return f"({a} {'&&' if which == 'min' else '||'} {b})"
+        if dt.is_float:
+            raise BuildError(f"the float {which}imum `{e}` reached the CUDA printer: its NaN and signed-zero rule "
+                             "is written out by the expand_float_min_max pass; build through codegen.build or run "
+                             "loopnest.passes.legalize_for_target(nest, 'cuda') first")
         self.helpers.need("tc_minmax")
-        if dt.is_float:   # NaN-propagating and exact in every format: no rounding
-            return f"tc_f{which}({a}, {b})"
         return f"tc_{which}<{compute_type(dt)}>({a}, {b})"
 
     visit_Min = visit_Max = _min_max
