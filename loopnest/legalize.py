@@ -23,10 +23,10 @@ pass dumps (``LOOPNEST_DUMP_PASSES=1``). The rules they implement are those of
   non-negative dividend by a positive constant is done on the unsigned type, where all four
   agree and a power of two is one shift (``int32(uint32(i) / uint32(4))``). The result is the
   same; the dump shows which divisions the printer emits as unsigned.
-* ``short_circuit`` (LLVM): a scalar ``a && b`` / ``a || b`` whose right side loads (so it may
-  read out of bounds when the left side decides) becomes ``if_then_else(a, b, false)`` /
-  ``if_then_else(a, true, b)``, which evaluates ``b`` only when needed; every other ``&&`` and
-  ``||`` evaluates both sides, which is the same value.
+* ``short_circuit`` (LLVM): a scalar ``a && b`` / ``a || b`` whose right side loads what the
+  left side did not (so it may read out of bounds when the left side decides) becomes
+  ``if_then_else(a, b, false)`` / ``if_then_else(a, true, b)``, which evaluates ``b`` only when
+  needed; every other ``&&`` and ``||`` evaluates both sides, which is the same value.
 
 * ``expand_float_min_max`` (CUDA): float ``maximum`` / ``minimum`` (IEEE 754-2019: a NaN
   operand gives NaN, ``-0.0 < +0.0``) become compares and selects, since CUDA C has no such
@@ -35,7 +35,12 @@ pass dumps (``LOOPNEST_DUMP_PASSES=1``). The rules they implement are those of
   instructions and vectorised reductions, which a select form would lose.
 
 IREval implements the same rules directly on the unexpanded nodes (it is their definition);
-the LLVM and CUDA printers only print the expanded forms.
+the LLVM and CUDA printers only print the expanded forms. What they still spell out is one
+operation of one meaning each, with nothing to decide: a float -> integer ``Cast`` (truncate,
+saturate, NaN -> 0) is ``llvm.fptosi.sat`` / ``llvm.fptoui.sat`` on LLVM and CUDA's ``tc_f2i``;
+a ``Cast`` to a low-precision format (round to nearest even once, float8 saturating) is LLVM's
+integer code in ``codegen.llvm.lowp`` and CUDA's ``tc_rnd_*``; whether a scalar ``&&`` is
+lazy is this module's ``short_circuit`` on LLVM and C's own ``&&`` on CUDA.
 
 >>> from te import Buffer, Compute, int32
 >>> from loopnest import LoopNest
@@ -52,12 +57,12 @@ from te import expr as E
 from te.bitops import SHIFTS
 from te.dtypes import Dtype, float32, int64
 from te.functor import Functor
-from te.queries import fold_int, has_load, int_value, provably_nonneg
+from te.queries import fold_int, has_load, int_value, loads, provably_nonneg, structural_key
 
 from .stmt import For, Stmt, StmtMutator, Store
 
 __all__ = ["widen_indices", "guard_int_division", "mask_shift_amounts", "lower_low_precision",
-           "unsigned_division", "short_circuit", "expand_float_min_max",
+           "unsigned_division", "short_circuit", "needs_short_circuit", "expand_float_min_max",
            "may_exceed_int32"]
 
 _INT32_LIMIT = 2 ** 31
@@ -396,10 +401,38 @@ def unsigned_division(nest, root: Stmt) -> Stmt:
 # ------------------------------------------------------------------------------------
 # short-circuit and / or
 # ------------------------------------------------------------------------------------
+def _load_key(ld: E.Load):
+    return id(ld.buffer), structural_key(ld, vars_by_identity=True)
+
+
+def _reads_nothing_new(a: E.Expr, b: E.Expr) -> bool:
+    """Every load of ``b`` is one that ``a`` always does (``a`` branches nothing away), so
+    evaluating ``b`` after ``a`` cannot read where ``a`` did not."""
+    lazy = []
+    E.walk(a, lambda n: lazy.append(n) if isinstance(n, E.IfThenElse) else None)
+    if lazy:
+        return False
+    done = {_load_key(ld) for ld in loads(a)}
+    return all(_load_key(ld) in done for ld in loads(b))
+
+
+def needs_short_circuit(e: E.Expr) -> bool:
+    """Whether the ``&&`` / ``||`` node ``e`` must evaluate its right side only when the left
+    side does not decide: it is scalar and its right side loads what the left side did not
+    (see ``short_circuit``).
+
+    >>> from te import Buffer, Var, logical_and, logical_or
+    >>> A = Buffer("A", (8,), "int32"); i = Var("i")
+    >>> needs_short_circuit(logical_and(i < 8, A[i] > 0)), needs_short_circuit(logical_or(A[i] == 0, A[i] == -1))
+    (True, False)
+    """
+    return e.dtype.lanes == 1 and has_load(e.b) and not _reads_nothing_new(e.a, e.b)
+
+
 class _ShortCircuit(E.ExprMutator):
     def _logical(self, e):
         e = self.generic(e)
-        if e.dtype.lanes > 1 or not has_load(e.b):
+        if not needs_short_circuit(e):
             return e
         short = E.const(isinstance(e, E.Or), e.dtype)
         if isinstance(e, E.And):
@@ -414,8 +447,10 @@ def short_circuit(nest, root: Stmt) -> Stmt:
     does not decide: ``a && b`` becomes ``if_then_else(a, b, false)`` and ``a || b``
     ``if_then_else(a, true, b)``, so ``i < n && A[i] > 0`` never reads ``A[n]``.
 
-    A right side that loads nothing cannot fail, so evaluating it always gives the same value
-    and costs no branch; vector ``&&`` / ``||`` evaluate both sides (``docs/semantics.md``).
+    A right side that loads nothing, or only what the left side has loaded already (the
+    ``b == 0 || b == -1`` of ``guard_int_division``), cannot fail, so evaluating it always gives
+    the same value and costs no branch; vector ``&&`` / ``||`` evaluate both sides
+    (``docs/semantics.md``).
 
     Before: ``B[i] = select(i < 4 && A[i] > 0, 1, 0)``.
     After: ``B[i] = select(if_then_else(i < 4, A[i] > 0, false), 1, 0)``.

@@ -18,7 +18,7 @@ from loopnest import LoopNest
 from loopnest.legalize import short_circuit, unsigned_division
 from loopnest.passes import TARGET_PASSES, legalize_for_target, run_passes
 from loopnest.stmt import Block, For, Store
-from te import (Buffer, Compute, IntImm, Load, Var, cast, floordiv, floormod, int32, logical_and,
+from te import (Buffer, Compute, IntImm, Load, Var, cast, floordiv, floormod, if_then_else, int32, logical_and,
                 logical_or, select, uint32)
 
 
@@ -187,6 +187,26 @@ for (int i = 0; i < 8; i++) {
 + select(A[i] > 2 && i < 5, 4, 0);
 }"""
     assert _names("llvm").index("legalize_vectors") < _names("llvm").index("short_circuit")
+
+
+def test_short_circuit_keeps_a_right_side_that_reads_only_what_the_left_side_read():
+    """The divisor test of ``guard_int_division`` reads the divisor on both sides: nothing to
+    guard, so no branch."""
+    A = Buffer("A", (4,), int32)
+    nest = LoopNest([Compute("B", (4,), lambda i: A[i] / A[3 - i])]).prepare_for_codegen()
+    lowered = legalize_for_target(nest, "llvm", dump=False)
+    assert str(lowered.root) == """\
+for (int i = 0; i < 4; i++) {
+  B[i] = select(A[3 - i] == 0, 0, select(A[3 - i] == (-1), 0 - A[i], \
+A[i] / select(A[3 - i] == 0 || A[3 - i] == (-1), 1, A[3 - i])));
+}"""
+    i = Var("i")
+    # the left side reads A[i] only in one branch of its if_then_else: the right side is guarded
+    lazy_left = logical_or(if_then_else(i < 2, Load(A, (i,)) > 0, i > 5), Load(A, (i,)) > 1)
+    assert str(short_circuit(None, For(i, 0, 4, Block([Store(A, (i,), select(lazy_left, 1, 0))])))) == """\
+for (int i = 0; i < 4; i++) {
+  A[i] = select(if_then_else(if_then_else(i < 2, A[i] > 0, i > 5), true, A[i] > 1), 1, 0);
+}"""
 
 
 def test_short_circuit_guards_an_out_of_bounds_load_like_ireval():

@@ -74,7 +74,7 @@ from te.bitops import BIT_CALLS
 from te.dtypes import Dtype, float32
 from te.expr import Expr, IntImm, Var
 from te.functor import Functor
-from te.queries import has_load
+from loopnest.legalize import needs_short_circuit
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store
 
 from ..kernel import BuildError, Param, sanitize_name
@@ -430,7 +430,7 @@ class _Emitter(Functor):
     def _logical(self, e, st: FnState, is_and: bool):
         """Both sides are computed: a scalar right side that loads was made an ``if_then_else``
         by the ``short_circuit`` pass (``loopnest.legalize``), which evaluates it lazily."""
-        if e.dtype.lanes == 1 and has_load(e.b):
+        if needs_short_circuit(e):
             raise BuildError(f"the scalar `{e}` loads on its right side and reached the LLVM printer: run "
                              "loopnest.passes.legalize_for_target(nest, 'llvm') first (its short_circuit pass "
                              "evaluates the right side only when needed)")
