@@ -29,10 +29,10 @@ pointers. Semantics follow the TIR spec and the interpreter:
 * allocations are not initialised (the spec leaves them undefined; IREval zeroes them).
 * ``Select``, ``And`` and ``Or`` evaluate both sides; ``IfThenElse`` only what is needed
   (branches and phis), so it can guard out-of-bounds loads: ``loopnest.legalize.short_circuit``
-  made a scalar ``And``/``Or`` whose right side loads an ``IfThenElse``. Every handler emits the
-  whole value of its node: ``loopnest.legalize_vectors`` turned an ``IfThenElse`` that loads
-  nothing into a ``Select``, and one with a vector condition into a ``MakeVector`` of per-lane
-  scalar ones.
+  made a scalar ``And``/``Or`` that must not always read its right side an ``IfThenElse``.
+  Every handler emits the whole value of its node: ``loopnest.legalize_vectors`` turned an
+  ``IfThenElse`` that loads nothing into a ``Select``, and one with a vector condition into a
+  ``MakeVector`` of per-lane scalar ones.
 * Index expressions of loads and stores are evaluated in 64 bits (32- and 64-bit
   ``+ - *`` without wraparound: an index that would overflow its own dtype is out of bounds
   either way; 8/16-bit index arithmetic wraps as the spec says).
@@ -428,8 +428,8 @@ class _Emitter(Functor):
         return self._logical(e, st, is_and=False)
 
     def _logical(self, e, st: FnState, is_and: bool):
-        """Both sides are computed: a scalar right side that loads was made an ``if_then_else``
-        by the ``short_circuit`` pass (``loopnest.legalize``), which evaluates it lazily."""
+        """Both sides are computed: a scalar right side that loads what the left side did not was
+        made an ``if_then_else`` by the ``short_circuit`` pass (``loopnest.legalize``)."""
         if needs_short_circuit(e):
             raise BuildError(f"the scalar `{e}` loads on its right side and reached the LLVM printer: run "
                              "loopnest.passes.legalize_for_target(nest, 'llvm') first (its short_circuit pass "
