@@ -321,12 +321,14 @@ class CudaEmitter(Functor):
                 self._hoisted[i] = t
 
     def visit_Let(self, e: E.Let, idx):
-        ct = compute_type(e.value.dtype)
-        val = self.expr(e.value, idx)
-        name = self.var(e.var)
-        body = self.expr(e.body, idx)
+        """A chain of lets is one lambda with a local per variable (nested lambdas, one per
+        let, make nvcc branch where it would select)."""
         rt = compute_type(e.dtype)
-        return f"([&]() -> {rt} {{ const {ct} {name} = {val}; return {body}; }}())"
+        decls = []
+        while isinstance(e, E.Let):
+            decls.append(f"const {compute_type(e.value.dtype)} {self.var(e.var)} = {self.expr(e.value, idx)}; ")
+            e = e.body
+        return f"([&]() -> {rt} {{ {''.join(decls)}return {self.expr(e, idx)}; }}())"
 
     def visit_Cast(self, e: E.Cast, idx):
         return cast_text(self.helpers, self.expr(e.value, idx), e.value.dtype.element, e.dtype.element)
