@@ -23,14 +23,14 @@ pass dumps (``LOOPNEST_DUMP_PASSES=1``). The rules they implement are those of
   non-negative dividend by a positive constant is done on the unsigned type, where all four
   agree and a power of two is one shift (``int32(uint32(i) / uint32(4))``). The result is the
   same; the dump shows which divisions the printer emits as unsigned.
-* ``short_circuit`` (LLVM): a scalar ``a && b`` / ``a || b`` whose right side loads what the
+* ``short_circuit`` (LLVM, CUDA): a scalar ``a && b`` / ``a || b`` whose right side loads what the
   left side did not (so it may read out of bounds when the left side decides) becomes
   ``if_then_else(a, b, false)`` / ``if_then_else(a, true, b)``, which evaluates ``b`` only when
   needed; every other ``&&`` and ``||`` evaluates both sides, which is the same value.
 
 * ``expand_float_min_max`` (CUDA): float ``maximum`` / ``minimum`` (IEEE 754-2019: a NaN
   operand gives NaN, ``-0.0 < +0.0``) become compares and selects, since CUDA C has no such
-  operation (``fmaxf`` ignores NaNs). LLVM keeps the nodes: ``llvm.maximum`` /
+  operation (``fmaxf`` ignores NaNs); the generated SASS is that of the former C helpers. LLVM keeps the nodes: ``llvm.maximum`` /
   ``llvm.minimum`` mean exactly that, and its vectorizer turns them into vector max
   instructions and vectorised reductions, which a select form would lose.
 
@@ -39,8 +39,8 @@ the LLVM and CUDA printers only print the expanded forms. What they still spell 
 operation of one meaning each, with nothing to decide: a float -> integer ``Cast`` (truncate,
 saturate, NaN -> 0) is ``llvm.fptosi.sat`` / ``llvm.fptoui.sat`` on LLVM and CUDA's ``tc_f2i``;
 a ``Cast`` to a low-precision format (round to nearest even once, float8 saturating) is LLVM's
-integer code in ``codegen.llvm.lowp`` and CUDA's ``tc_rnd_*``; whether a scalar ``&&`` is
-lazy is this module's ``short_circuit`` on LLVM and C's own ``&&`` on CUDA.
+integer code in ``codegen.llvm.lowp`` and CUDA's ``tc_rnd_*``. Both printers compute both
+sides of the ``&&`` and ``||`` that ``short_circuit`` leaves (CUDA with ``&`` and ``|``).
 
 >>> from te import Buffer, Compute, int32
 >>> from loopnest import LoopNest
@@ -508,30 +508,39 @@ def _ieee_min_max(is_max: bool, x: E.Expr, y: E.Expr) -> E.Expr:
     """IEEE 754-2019 maximum / minimum of ``x`` and ``y`` in compares, selects and (float32,
     float64) exact additions: a NaN operand makes ``x + y`` NaN; of two equal zeros,
     ``x + y`` is -0.0 only when both are (maximum) and ``-(-x - y)`` is -0.0 unless both
-    are +0.0 (minimum). A low-precision format, whose arithmetic would round (comparisons are
-    exact), picks the result with selects: a NaN operand itself, the zero whose sign
-    ``copysign`` of its float32 value shows. A constant operand that is not NaN needs no NaN
-    test, and a nonzero one no signed-zero test (a value equal to it has its bits)."""
-    lowp = x.dtype.is_lowp_float
+    are +0.0 (minimum). A constant operand that is not NaN needs no NaN test, and a nonzero
+    one no signed-zero test (a value equal to it has its bits)."""
+    if x.dtype.is_lowp_float:
+        return _lowp_min_max(is_max, x, y)
     consts = [v.value for v in (x, y) if isinstance(v, E.FloatImm)]
     first = E.Select((x > y) if is_max else (x < y), x, y)
     if any(c != 0.0 for c in consts):          # NaN constants included: then the NaN test decides
         ordered = first
     else:
-        if lowp:
-            xf = _to_f32(x)
-            negative = E.Call("copysign", [E.const(1.0, xf.dtype), xf], xf.dtype) < E.const(0.0, xf.dtype)
-            tie = E.Select(negative, y, x) if is_max else E.Select(negative, x, y)
-        else:
-            minus1 = E.const(-1.0, x.dtype)
-            zeros = x + y if is_max else (x * minus1 - y) * minus1
-            tie = E.Select(x.eq(E.const(0.0, x.dtype)), zeros, x)
-        ordered = E.Select(x.eq(y), tie, first)
+        minus1 = E.const(-1.0, x.dtype)
+        zeros = x + y if is_max else (x * minus1 - y) * minus1
+        ordered = E.Select(x.eq(y), E.Select(x.eq(E.const(0.0, x.dtype)), zeros, x), first)
     tests = [v.ne(v) for v in (x, y) if not (isinstance(v, E.FloatImm) and v.value == v.value)]
     if not tests:
         return ordered
     nan = tests[0] if len(tests) == 1 else E.Or(*tests)
-    return E.Select(nan, E.Select(x.ne(x), x, y) if lowp else x + y, ordered)
+    return E.Select(nan, x + y, ordered)
+
+
+def _lowp_min_max(is_max: bool, x: E.Expr, y: E.Expr) -> E.Expr:
+    """maximum / minimum of a low-precision format, whose arithmetic would round (comparisons
+    are exact): one select of an operand. ``x`` is taken when it is NaN, beyond ``y``, or equal
+    to it with the sign that wins (+ for maximum, - for minimum, as ``copysign`` of its
+    float32 value shows); else ``y``, which is then NaN, beyond ``x`` or equal to it."""
+    take_x = (x > y) if is_max else (x < y)
+    if not (isinstance(x, E.FloatImm) and x.value == x.value):
+        take_x = E.Or(take_x, x.ne(x))
+    if not any(isinstance(v, E.FloatImm) and v.value != 0.0 for v in (x, y)):
+        xf = _to_f32(x)
+        sign = E.Call("copysign", [E.const(1.0, xf.dtype), xf], xf.dtype)
+        wins = (sign > E.const(0.0, xf.dtype)) if is_max else (sign < E.const(0.0, xf.dtype))
+        take_x = E.Or(take_x, E.And(x.eq(y), wins))
+    return E.Select(take_x, x, y)
 
 
 def expand_float_min_max(nest, root: Stmt) -> Stmt:
@@ -543,6 +552,8 @@ def expand_float_min_max(nest, root: Stmt) -> Stmt:
     Before: ``C[i] = maximum(A[i], B[i] * 2.0f)``.
     After: ``C[i] = let mx1 = A[i] in let mx2 = B[i] * 2.0f in select(mx1 != mx1 || mx2 != mx2,
     mx1 + mx2, select(mx1 == mx2, select(mx1 == 0.0f, mx1 + mx2, mx1), select(mx1 > mx2, mx1, mx2)))``.
+    A low-precision format, whose arithmetic would round, selects an operand:
+    ``select(x > y || x != x || x == y && copysign(1.0f, float32(x)) > 0.0f, x, y)``.
     Integer and bool ``maximum`` / ``minimum`` are plain and stay as they are.
 
     >>> from te import Buffer, Compute, minimum

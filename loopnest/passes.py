@@ -282,7 +282,8 @@ TARGET_PASSES: dict[str, list[tuple[str, Callable]]] = {
              ("short_circuit", short_circuit), ("unsigned_division", unsigned_division), ("verify", verify_pass)],
     "cuda": [("guard_int_division", guard_int_division), ("mask_shift_amounts", mask_shift_amounts),
              ("lower_low_precision", lower_low_precision), ("legalize_vectors", legalize_vectors),
-             ("scalarize_vectors", scalarize_vectors), ("expand_float_min_max", expand_float_min_max),
+             ("scalarize_vectors", scalarize_vectors), ("short_circuit", short_circuit),
+             ("expand_float_min_max", expand_float_min_max),
              ("verify", verify_pass)],
 }
 

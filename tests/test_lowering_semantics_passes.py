@@ -4,7 +4,8 @@ list and in the dumps, the printer only reading what the pass wrote, and the com
 agreeing with IREval.
 
 * ``unsigned_division``: which signed divisions LLVM does unsigned;
-* ``short_circuit``: which scalar ``&&`` / ``||`` evaluate their right side lazily.
+* ``short_circuit``: which scalar ``&&`` / ``||`` evaluate their right side lazily (LLVM, CUDA);
+* ``expand_float_min_max``: the NaN and signed-zero rule of float maximum / minimum (CUDA).
 """
 from __future__ import annotations
 
@@ -12,14 +13,16 @@ import numpy as np
 import pytest
 
 from codegen import build
+from codegen.cuda import nvcc_available
+from codegen.cuda.emulate import host_compiler, run_on_host
 from codegen.kernel import BuildError, make_params
 from codegen.llvm.emit import EmitOptions, emit_module
 from loopnest import LoopNest
-from loopnest.legalize import short_circuit, unsigned_division
+from loopnest.legalize import expand_float_min_max, short_circuit, unsigned_division
 from loopnest.passes import TARGET_PASSES, legalize_for_target, run_passes
 from loopnest.stmt import Block, For, Store
 from te import (Buffer, Compute, IntImm, Load, Var, cast, floordiv, floormod, if_then_else, int32, logical_and,
-                logical_or, select, uint32)
+                logical_or, maximum, minimum, select, uint32)
 
 
 class _Nest:
@@ -36,6 +39,10 @@ class _Nest:
 
 def _names(target):
     return [name for name, *_ in TARGET_PASSES[target]]
+
+
+HAVE_EMU = host_compiler() is not None and nvcc_available()   # the emulation needs the CUDA headers
+TARGETS = ["llvm"] + (["cuda"] if HAVE_EMU else [])
 
 
 def _llvm_source(nest, args, drop=()):
@@ -187,6 +194,8 @@ for (int i = 0; i < 8; i++) {
 + select(A[i] > 2 && i < 5, 4, 0);
 }"""
     assert _names("llvm").index("legalize_vectors") < _names("llvm").index("short_circuit")
+    # CUDA: after scalarize_vectors, whose lanes may hold scalar && / ||
+    assert _names("cuda").index("scalarize_vectors") < _names("cuda").index("short_circuit")
 
 
 def test_short_circuit_keeps_a_right_side_that_reads_only_what_the_left_side_read():
@@ -228,6 +237,22 @@ def test_short_circuit_guards_an_out_of_bounds_load_like_ireval():
     assert outs["llvm"] == outs["ireval"] == [1, 0, 3, 0, 2, 2, 2, 2]
 
 
+@pytest.mark.skipif(not HAVE_EMU, reason="host emulation needs g++ and the CUDA headers")
+def test_cuda_short_circuit_guards_an_out_of_bounds_load_like_ireval():
+    A, B = Buffer("A", (4,), int32), Buffer("B", (8,), int32)
+    i = Var("i")
+    guard = logical_and(i < 4, Load(A, (i,)) > 0)
+    root = For(i, 0, 8, Block([Store(B, (i,), select(guard, IntImm(1, int32), IntImm(0, int32)))]))
+    nest = _Nest(root, [A], [B])
+    k = build(nest, [A, B], target="cuda", bounds_check=False)
+    assert "? (b_A[" in k.source and "&&" not in k.source.split("extern")[-1]
+    data = np.array([3, -1, 7, 0], np.int32)
+    out, ref = np.zeros(8, np.int32), np.zeros(8, np.int32)
+    run_on_host(k, data, out)
+    build(nest, [A, B], target="ireval", bounds_check=False)(data, ref)
+    assert out.tolist() == ref.tolist() == [1, 0, 1, 0, 0, 0, 0, 0]
+
+
 def test_llvm_printer_refuses_a_scalar_and_that_loads_without_the_pass():
     A, B = Buffer("A", (4,), int32), Buffer("B", (4,), int32)
     i = Var("i")
@@ -241,13 +266,6 @@ def test_llvm_printer_refuses_a_scalar_and_that_loads_without_the_pass():
 # ------------------------------------------------------------------------------------
 # expand_float_min_max
 # ------------------------------------------------------------------------------------
-from codegen.cuda import nvcc_available                     # noqa: E402
-from codegen.cuda.emulate import host_compiler, run_on_host  # noqa: E402
-from loopnest.legalize import expand_float_min_max            # noqa: E402
-from te import maximum, minimum                               # noqa: E402
-
-HAVE_EMU = host_compiler() is not None and nvcc_available()
-TARGETS = ["llvm"] + (["cuda"] if HAVE_EMU else [])
 
 
 def test_expand_float_min_max_golden():
@@ -274,8 +292,8 @@ def test_expand_float_min_max_low_precision_picks_operands_without_arithmetic():
     nest = LoopNest([C]).prepare_for_codegen()
     assert str(expand_float_min_max(nest, nest.root)) == """\
 for (int i = 0; i < 4; i++) {
-  C[i] = let mn1 = H[i] in let mn2 = H[3 - i] in select(mn1 != mn1 || mn2 != mn2, select(mn1 != mn1, mn1, mn2), \
-select(mn1 == mn2, select(copysign(1.0f, float32(mn1)) < 0.0f, mn1, mn2), select(mn1 < mn2, mn1, mn2)));
+  C[i] = let mn1 = H[i] in let mn2 = H[3 - i] in \
+select(mn1 < mn2 || mn1 != mn1 || mn1 == mn2 && copysign(1.0f, float32(mn1)) < 0.0f, mn1, mn2);
 }"""
 
 

@@ -76,6 +76,7 @@ from te import expr as E
 from te.dtypes import Dtype
 from te.expr import Expr, IntImm, Var
 from te.functor import Functor
+from loopnest.legalize import needs_short_circuit
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, LetStmt, Stmt, Store
 
 from ..kernel import BuildError, Param, eval_int_expr, sanitize_name
@@ -351,13 +352,22 @@ class CudaEmitter(Functor):
 
     visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _compare
 
-    def visit_And(self, e, idx):
+    def _logical(self, e, idx, op: str):
+        """Both sides are computed (``&`` / ``|`` on bools: no branch): a scalar right side that
+        loads what the left side did not was made an ``if_then_else`` by the ``short_circuit``
+        pass (``loopnest.legalize``)."""
+        if needs_short_circuit(e):
+            raise BuildError(f"the scalar `{e}` loads on its right side and reached the CUDA printer: run "
+                             "loopnest.passes.legalize_for_target(nest, 'cuda') first (its short_circuit pass "
+                             "evaluates the right side only when needed)")
         _, a, b = self._operands(e, idx)
-        return f"({a} && {b})"
+        return f"({a} {op} {b})"
+
+    def visit_And(self, e, idx):
+        return self._logical(e, idx, "&")
 
     def visit_Or(self, e, idx):
-        _, a, b = self._operands(e, idx)
-        return f"({a} || {b})"
+        return self._logical(e, idx, "|")
 
     def _add_sub_mul(self, e, idx):
         dt, a, b = self._operands(e, idx)
