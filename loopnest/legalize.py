@@ -23,16 +23,16 @@ pass dumps (``LOOPNEST_DUMP_PASSES=1``). The rules they implement are those of
   non-negative dividend by a positive constant is done on the unsigned type, where all four
   agree and a power of two is one shift (``int32(uint32(i) / uint32(4))``). The result is the
   same; the dump shows which divisions the printer emits as unsigned.
-* ``short_circuit`` (LLVM, CUDA): a scalar ``a && b`` / ``a || b`` whose right side loads what the
-  left side did not (so it may read out of bounds when the left side decides) becomes
+* ``short_circuit`` (LLVM, CUDA): a scalar ``a && b`` / ``a || b`` whose right side loads what
+  the left side did not (so it may read out of bounds when the left side decides) becomes
   ``if_then_else(a, b, false)`` / ``if_then_else(a, true, b)``, which evaluates ``b`` only when
   needed; every other ``&&`` and ``||`` evaluates both sides, which is the same value.
-
 * ``expand_float_min_max`` (CUDA): float ``maximum`` / ``minimum`` (IEEE 754-2019: a NaN
   operand gives NaN, ``-0.0 < +0.0``) become compares and selects, since CUDA C has no such
-  operation (``fmaxf`` ignores NaNs); the generated SASS is that of the former C helpers. LLVM keeps the nodes: ``llvm.maximum`` /
-  ``llvm.minimum`` mean exactly that, and its vectorizer turns them into vector max
-  instructions and vectorised reductions, which a select form would lose.
+  operation (``fmaxf`` ignores NaNs); nvcc makes of them the code of the former C helpers.
+  LLVM keeps the nodes: ``llvm.maximum`` / ``llvm.minimum`` mean exactly that, and its
+  vectorizer turns them into vector instructions and vectorised reductions, which a select
+  form would lose.
 
 IREval implements the same rules directly on the unexpanded nodes (it is their definition);
 the LLVM and CUDA printers only print the expanded forms. What they still spell out is one
