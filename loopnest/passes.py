@@ -20,7 +20,8 @@ from te.simplify import Simplifier
 from te.view import TensorView, view_root
 
 from .index_checks import guard_data_dependent_indices
-from .legalize import guard_int_division, lower_low_precision, mask_shift_amounts, widen_indices
+from .legalize import (expand_float_min_max, guard_int_division, lower_low_precision, mask_shift_amounts,
+                       short_circuit, unsigned_division, widen_indices)
 from .legalize_vectors import legalize_vectors, scalarize_vectors
 from .queries import own_loaded_ids
 from .stmt import Allocate, Block, ExternCall, For, Free, Stmt, StmtMutator, Store, stmt_children
@@ -306,10 +307,12 @@ TARGET_PASSES: dict[str, list[tuple[str, Callable]]] = {
     "ireval": [],
     "llvm": [("guard_int_division", guard_int_division), ("mask_shift_amounts", mask_shift_amounts),
              ("lower_low_precision", lower_low_precision), ("legalize_vectors", legalize_vectors),
-             ("verify", verify_pass)],
+             ("short_circuit", short_circuit), ("unsigned_division", unsigned_division), ("verify", verify_pass)],
     "cuda": [("guard_int_division", guard_int_division), ("mask_shift_amounts", mask_shift_amounts),
              ("lower_low_precision", lower_low_precision), ("legalize_vectors", legalize_vectors),
-             ("scalarize_vectors", scalarize_vectors), ("verify", verify_pass)],
+             ("scalarize_vectors", scalarize_vectors), ("short_circuit", short_circuit),
+             ("expand_float_min_max", expand_float_min_max),
+             ("verify", verify_pass)],
 }
 
 

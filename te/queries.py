@@ -31,10 +31,11 @@ import numpy as np
 
 from . import expr as E
 from .dtypes import Dtype
+from .functor import Functor
 from .expr import Broadcast, Cast, Expr, FloatImm, IntImm, Let, Load, Var, structural_equal, structural_key
 
 __all__ = ["free_vars", "uses_var", "int_value", "fold_int", "loads", "has_load", "loaded_buffers",
-           "expr_depth", "structural_key", "structural_equal"]
+           "expr_depth", "structural_key", "structural_equal", "provably_nonneg"]
 
 
 def _roots(exprs) -> list:
@@ -247,6 +248,58 @@ def fold_int(e: Any) -> int | None:
     else:
         return None
     return v if info[1] <= v <= info[2] else None
+
+
+# ------------------------------------------------------------------------------------
+# signs
+# ------------------------------------------------------------------------------------
+def provably_nonneg(e: Expr, nonneg_vars: set[int] = frozenset()) -> bool:
+    """Whether the integer expression ``e`` is >= 0 for every value of its variables, given
+    the ids of the scalar variables known to be >= 0 (loop variables counting up from a
+    non-negative start).
+
+    Exact for wrapping integer arithmetic: ``+``, ``-`` and ``*`` may overflow into negative
+    values, so only constants, those variables, unsigned variables, and division, remainder,
+    ``min`` and ``max`` of those by / with positive constants count.
+
+    >>> from te import Var, floordiv, uint32
+    >>> i, j = Var("i"), Var("j")
+    >>> provably_nonneg(i / 2, {id(i)}), provably_nonneg(floordiv(i, 4) % 3, {id(i)})
+    (True, True)
+    >>> provably_nonneg(i + 1, {id(i)}), provably_nonneg(j, {id(i)}), provably_nonneg(Var("u", uint32))
+    (False, False, True)
+    """
+    return _NONNEG.visit(e, nonneg_vars)
+
+
+class _NonNeg(Functor):
+    def visit_IntImm(self, e, nonneg_vars):
+        return e.value >= 0
+
+    def visit_Var(self, e, nonneg_vars):
+        return e.dtype.is_uint or (e.dtype.lanes == 1 and id(e) in nonneg_vars)
+
+    def _by_positive_constant(self, e, nonneg_vars):
+        k = fold_int(e.b)
+        return k is not None and k > 0 and self.visit(e.a, nonneg_vars)
+
+    visit_Div = visit_FloorDiv = visit_Mod = _by_positive_constant
+
+    def visit_FloorMod(self, e, nonneg_vars):
+        k = fold_int(e.b)
+        return k is not None and k > 0
+
+    def visit_Min(self, e, nonneg_vars):
+        return self.visit(e.a, nonneg_vars) and self.visit(e.b, nonneg_vars)
+
+    def visit_Max(self, e, nonneg_vars):
+        return self.visit(e.a, nonneg_vars) or self.visit(e.b, nonneg_vars)
+
+    def generic(self, e, nonneg_vars):
+        return False
+
+
+_NONNEG = _NonNeg()
 
 
 # ------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ Semantics (the spec's, exactly)
     undocumented about ``cvt``. float16/bfloat16/tf32/float8 are stored in their format and
     held in float; their arithmetic arrives as float arithmetic between casts
     (``loopnest.legalize.lower_low_precision``), a cast to the format rounding to nearest
-    even. ``min``/``max`` on floats propagate NaN. Math intrinsics map to CUDA's precise
+    even. Float ``min``/``max`` arrive as compares and selects
+    (``loopnest.legalize.expand_float_min_max``). Math intrinsics map to CUDA's precise
     functions (``expf``, ``rintf`` for round-half-even, ...); the ``__expf``-style fast
     variants only with ``fast_math=True``.
     Vector expressions (Ramp/Broadcast, values of vector dtypes) arrive computed lane by
@@ -75,6 +76,7 @@ from te import expr as E
 from te.dtypes import Dtype
 from te.expr import Expr, IntImm, Var
 from te.functor import Functor
+from loopnest.legalize import needs_short_circuit
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, LetStmt, Stmt, Store
 
 from ..kernel import BuildError, Param, eval_int_expr, sanitize_name
@@ -323,12 +325,14 @@ class CudaEmitter(Functor):
                 self._hoisted[i] = t
 
     def visit_Let(self, e: E.Let, idx):
-        ct = compute_type(e.value.dtype)
-        val = self.expr(e.value, idx)
-        name = self.var(e.var)
-        body = self.expr(e.body, idx)
+        """A chain of lets is one lambda with a local per variable (nested lambdas, one per
+        let, make nvcc branch where it would select)."""
         rt = compute_type(e.dtype)
-        return f"([&]() -> {rt} {{ const {ct} {name} = {val}; return {body}; }}())"
+        decls = []
+        while isinstance(e, E.Let):
+            decls.append(f"const {compute_type(e.value.dtype)} {self.var(e.var)} = {self.expr(e.value, idx)}; ")
+            e = e.body
+        return f"([&]() -> {rt} {{ {''.join(decls)}return {self.expr(e, idx)}; }}())"
 
     def visit_Cast(self, e: E.Cast, idx):
         return cast_text(self.helpers, self.expr(e.value, idx), e.value.dtype.element, e.dtype.element)
@@ -351,13 +355,22 @@ class CudaEmitter(Functor):
 
     visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _compare
 
-    def visit_And(self, e, idx):
+    def _logical(self, e, idx, op: str):
+        """Both sides are computed (``&`` / ``|`` on bools: no branch): a scalar right side that
+        loads what the left side did not was made an ``if_then_else`` by the ``short_circuit``
+        pass (``loopnest.legalize``)."""
+        if needs_short_circuit(e):
+            raise BuildError(f"the scalar `{e}` loads on its right side and reached the CUDA printer: run "
+                             "loopnest.passes.legalize_for_target(nest, 'cuda') first (its short_circuit pass "
+                             "evaluates the right side only when needed)")
         _, a, b = self._operands(e, idx)
-        return f"({a} && {b})"
+        return f"({a} {op} {b})"
+
+    def visit_And(self, e, idx):
+        return self._logical(e, idx, "&")
 
     def visit_Or(self, e, idx):
-        _, a, b = self._operands(e, idx)
-        return f"({a} || {b})"
+        return self._logical(e, idx, "|")
 
     def _add_sub_mul(self, e, idx):
         dt, a, b = self._operands(e, idx)
@@ -416,9 +429,11 @@ class CudaEmitter(Functor):
         which = "min" if type(e) is E.Min else "max"
         if dt.is_bool:
             return f"({a} {'&&' if which == 'min' else '||'} {b})"
+        if dt.is_float:
+            raise BuildError(f"the float {which}imum `{e}` reached the CUDA printer: its NaN and signed-zero rule "
+                             "is written out by the expand_float_min_max pass; build through codegen.build or run "
+                             "loopnest.passes.legalize_for_target(nest, 'cuda') first")
         self.helpers.need("tc_minmax")
-        if dt.is_float:   # NaN-propagating and exact in every format: no rounding
-            return f"tc_f{which}({a}, {b})"
         return f"tc_{which}<{compute_type(dt)}>({a}, {b})"
 
     visit_Min = visit_Max = _min_max

@@ -2,7 +2,7 @@
 
 Each helper is a small ``__device__ __forceinline__`` function that gives one spec
 operation its exact meaning on the GPU (wrapping integer arithmetic, floor division,
-saturating float -> int casts, NaN-propagating min/max, low-precision rounding).
+saturating float -> int casts, integer min/max, low-precision rounding).
 Only the helpers a module uses are emitted, after the ones they depend on.
 
 >>> h = HelperSet()
@@ -107,22 +107,9 @@ __device__ __forceinline__ double tc_floormodf(double a, double b) {
 """)
 
 _h("tc_minmax", r"""
-// Integer min/max, and float min/max as IEEE 754-2019 minimum/maximum: NaN propagates and
-// -0.0 < +0.0 (docs/semantics.md).
+// Integer min/max (float maximum / minimum are compares and selects: the expand_float_min_max pass).
 template <typename T> __device__ __forceinline__ T tc_min(T a, T b) { return b < a ? b : a; }
 template <typename T> __device__ __forceinline__ T tc_max(T a, T b) { return b > a ? b : a; }
-template <typename T> __device__ __forceinline__ T tc_fmin_t(T a, T b) {
-  // equal zeros: -(-a - b) is -0 unless both are +0
-  return (a != a || b != b) ? a + b : (a == b ? (a == (T)0 ? -(-a - b) : a) : (a < b ? a : b));
-}
-template <typename T> __device__ __forceinline__ T tc_fmax_t(T a, T b) {
-  // equal zeros: a + b is +0 unless both are -0
-  return (a != a || b != b) ? a + b : (a == b ? (a == (T)0 ? a + b : a) : (a > b ? a : b));
-}
-__device__ __forceinline__ float tc_fmin(float a, float b) { return tc_fmin_t(a, b); }
-__device__ __forceinline__ float tc_fmax(float a, float b) { return tc_fmax_t(a, b); }
-__device__ __forceinline__ double tc_fmin(double a, double b) { return tc_fmin_t(a, b); }
-__device__ __forceinline__ double tc_fmax(double a, double b) { return tc_fmax_t(a, b); }
 """)
 
 _h("tc_abs", r"""

@@ -31,7 +31,7 @@ conversions), ``lowp`` (bfloat16 / tf32 / float8 conversions in integer IR), ``m
 calls), ``outline`` (captures of parallel bodies), ``entry`` (overlap check and Python entry
 point), ``streaming`` (non-temporal stores), ``decls`` (declarations), ``types``, ``jit``
 (target machine, O3 pipeline, MCJIT, caches), ``disk_cache`` (the checked on-disk object
-cache), ``ranges`` (non-negative integer expressions, for unsigned division), ``runtime``
+cache), ``runtime``
 (parallel loops), ``pool`` (the native thread pool), ``cache_key`` (structural keys),
 ``build`` (``build_llvm`` and ``LLVMKernel``).
 """

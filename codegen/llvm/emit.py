@@ -15,7 +15,8 @@ pointers. Semantics follow the TIR spec and the interpreter:
 * integers wrap around; division as ``arith`` says. Division by 0 and ``MIN / -1`` never
   reach the printer: ``loopnest.legalize.guard_int_division`` spelled them out, and
   ``loopnest.legalize.lower_low_precision`` turned float16 / bfloat16 / tf32 / float8
-  arithmetic into float32 arithmetic between casts (docs/semantics.md).
+  arithmetic into float32 arithmetic between casts (docs/semantics.md); the divisions done
+  unsigned are those ``loopnest.legalize.unsigned_division`` wrote on the unsigned type.
 * casts as ``casts`` says (float -> int saturates; NaNs stay quiet NaNs); loads and stores
   copy NaNs bit-exactly. bool is ``i1`` in registers, ``i8`` in memory.
 * float ``Min``/``Max`` are ``llvm.minimum``/``llvm.maximum`` (IEEE 754-2019: NaN propagates,
@@ -26,11 +27,12 @@ pointers. Semantics follow the TIR spec and the interpreter:
   (``tanhf``, ``erff``), or inline arithmetic: float32 ``exp`` (and ``sigmoid``) use
   ``mathfns.exp_f32`` (within 1 ulp), which vectorises; ``rsqrt`` is ``1 / sqrt``.
 * allocations are not initialised (the spec leaves them undefined; IREval zeroes them).
-* ``Select`` evaluates both sides; ``IfThenElse`` and scalar ``And``/``Or`` only what is
-  needed (branches and phis), so they can guard out-of-bounds loads. Every handler emits the
-  whole value of its node: ``loopnest.legalize_vectors`` turned an ``IfThenElse`` that loads
-  nothing into a ``Select``, and one with a vector condition into a ``MakeVector`` of per-lane
-  scalar ones.
+* ``Select``, ``And`` and ``Or`` evaluate both sides; ``IfThenElse`` only what is needed
+  (branches and phis), so it can guard out-of-bounds loads: ``loopnest.legalize.short_circuit``
+  made a scalar ``And``/``Or`` that must not always read its right side an ``IfThenElse``.
+  Every handler emits the whole value of its node: ``loopnest.legalize_vectors`` turned an
+  ``IfThenElse`` that loads nothing into a ``Select``, and one with a vector condition into a
+  ``MakeVector`` of per-lane scalar ones.
 * Index expressions of loads and stores are evaluated in 64 bits (32- and 64-bit
   ``+ - *`` without wraparound: an index that would overflow its own dtype is out of bounds
   either way; 8/16-bit index arithmetic wraps as the spec says).
@@ -72,7 +74,7 @@ from te.bitops import BIT_CALLS
 from te.dtypes import Dtype, float32
 from te.expr import Expr, IntImm, Var
 from te.functor import Functor
-from te.queries import has_load
+from loopnest.legalize import needs_short_circuit
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store
 
 from ..kernel import BuildError, Param, sanitize_name
@@ -85,7 +87,6 @@ from .fnstate import FnState
 from .loop_hints import unroll_hint
 from .memory import check_index, load, splat, store
 from .parallel import RUNTIMES, parallel_loop
-from .ranges import nonneg
 from .streaming import store_fence, streaming_outputs
 from .types import I1, I32, I64, PTR, arg_type, const, scalar_storage_type, splat_const, value_type
 
@@ -294,7 +295,7 @@ class _Emitter(Functor):
         lo, hi = self.index(st, s.start), self.index(st, s.stop)
 
         def body(iv):
-            st.bind_loop_var(s.var, iv, nonneg(s.start, st.nonneg_vars))
+            st.bind_loop_var(s.var, iv)
             self.visit(s.body, st)
             st.unbind_loop_var(s.var)
         st.counted_loop(lo, hi, sanitize_name(s.var.name), body, md)
@@ -308,8 +309,7 @@ class _Emitter(Functor):
                 st.ivs[id(s.var)] = ir.Constant(I64, start + k)
                 st.vars[id(s.var)] = const(start + k, s.var.dtype)
             else:
-                st.bind_loop_var(s.var, st.b.add(lo, ir.Constant(I64, k), flags=("nsw",)),
-                                 nonneg(s.start, st.nonneg_vars))
+                st.bind_loop_var(s.var, st.b.add(lo, ir.Constant(I64, k), flags=("nsw",)))
             self.visit(s.body, st)
         st.unbind_loop_var(s.var)
 
@@ -428,17 +428,15 @@ class _Emitter(Functor):
         return self._logical(e, st, is_and=False)
 
     def _logical(self, e, st: FnState, is_and: bool):
-        """Vectors, and a right side that loads nothing, are computed whole; a scalar right side
-        that loads runs only when the left side does not decide (branches and a phi)."""
+        """Both sides are computed: a scalar right side that loads what the left side did not was
+        made an ``if_then_else`` by the ``short_circuit`` pass (``loopnest.legalize``)."""
+        if needs_short_circuit(e):
+            raise BuildError(f"the scalar `{e}` loads on its right side and reached the LLVM printer: run "
+                             "loopnest.passes.legalize_for_target(nest, 'llvm') first (its short_circuit pass "
+                             "evaluates the right side only when needed)")
         b = st.b
-        a = self.expr(st, e.a)
-        if e.dtype.lanes > 1 or not has_load(e.b):
-            y = self.expr(st, e.b)
-            return b.and_(a, y) if is_and else b.or_(a, y)
-        short = ir.Constant(I1, 0 if is_and else 1)
-        rhs = lambda: self.expr(st, e.b)      # noqa: E731
-        return self.branch_value(st, a, rhs if is_and else (lambda: short), (lambda: short) if is_and else rhs,
-                                 "and" if is_and else "or")
+        a, y = self.expr(st, e.a), self.expr(st, e.b)
+        return b.and_(a, y) if is_and else b.or_(a, y)
 
     def _binary(self, e, st: FnState, operand=None):
         operand = operand or self.expr
@@ -447,14 +445,7 @@ class _Emitter(Functor):
     def _arith(self, e, st: FnState):
         return self._binary(e, st, self.operand)
 
-    def _division(self, e, st: FnState):
-        if e.a.dtype.is_int and nonneg(e, st.nonneg_vars) and nonneg(e.a, st.nonneg_vars):
-            # a >= 0 divided by a constant > 0: unsigned division is the same (see ranges.py)
-            return arith.int_division(st.b, type(e), False, self.expr(st, e.a), self.expr(st, e.b))
-        return self._binary(e, st, self.operand)
-
-    visit_Add = visit_Sub = visit_Mul = _arith
-    visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = _division
+    visit_Add = visit_Sub = visit_Mul = visit_Div = visit_Mod = visit_FloorDiv = visit_FloorMod = _arith
     visit_Min = visit_Max = visit_EQ = visit_NE = visit_LT = visit_LE = visit_GT = visit_GE = _binary
 
     def operand(self, st: FnState, e: Expr) -> ir.Value:

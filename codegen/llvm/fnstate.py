@@ -45,7 +45,6 @@ class FnState:
         self.start_block = start
         self.vars: dict[int, ir.Value] = {}
         self.ivs: dict[int, ir.Value] = {}      # loop var -> its i64 induction variable
-        self.nonneg_vars: set[int] = set()      # loop vars counting up from a start >= 0
         self.bufs: dict[int, ir.Value] = {}
         self.heap: dict[int, ir.Value] = {}     # malloc'd buffers still live
         self.stack_bytes = 0
@@ -94,19 +93,15 @@ class FnState:
         for bid in list(self.heap):
             self.free(bid)
 
-    def bind_loop_var(self, var: Var, iv: ir.Value, nonneg: bool = False) -> None:
-        """Bind ``var`` to the i64 induction variable ``iv`` (truncated to its dtype for values);
-        ``nonneg``: the loop counts up from a start >= 0 (see ``ranges.nonneg``)."""
+    def bind_loop_var(self, var: Var, iv: ir.Value) -> None:
+        """Bind ``var`` to the i64 induction variable ``iv`` (truncated to its dtype for values)."""
         self.ivs[id(var)] = iv
-        if nonneg:
-            self.nonneg_vars.add(id(var))
         t = value_type(var.dtype)
         self.vars[id(var)] = iv if t == I64 else self.b.trunc(iv, t, name=f"{sanitize_name(var.name)}.{t}")
 
     def unbind_loop_var(self, var: Var) -> None:
         self.ivs.pop(id(var), None)
         self.vars.pop(id(var), None)
-        self.nonneg_vars.discard(id(var))
 
     def counted_loop(self, lo: ir.Value, hi: ir.Value, name: str, body: Callable[[ir.Value], None],
                      md: ir.MDValue | None) -> None:

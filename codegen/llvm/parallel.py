@@ -33,7 +33,6 @@ from .decls import declare, external_i32
 from .fnstate import FnState
 from .loop_hints import unroll_hint
 from .outline import captures
-from .ranges import nonneg
 from .types import I32, I64, PTR, VOID, value_type
 
 __all__ = ["parallel_loop", "RUNTIMES", "RESERVED_SYMBOLS", "NUM_THREADS_SYMBOL", "FORKED_SYMBOL",
@@ -67,7 +66,7 @@ def parallel_loop(em, st: FnState, s: For) -> None:
     values = [status] + [st.bufs[id(x)] for x in cbufs] + [st.vars[id(v)] for v in cvars]
     for k, v in enumerate(values):
         b.store(v, b.gep(ctx, [ir.Constant(I32, 0), ir.Constant(I32, k)], inbounds=True, source_etype=ctx_t))
-    body_fn = _outline(em, s, ctx_t, cbufs, cvars, st.nonneg_vars)
+    body_fn = _outline(em, s, ctx_t, cbufs, cvars)
     # one iteration, or one thread (set_num_threads(1)): call the body directly
     vname = sanitize_name(s.var.name)
     nthr = b.load(external_i32(em.module, NUM_THREADS_SYMBOL), typ=I32, name="num_threads")
@@ -97,7 +96,7 @@ def parallel_loop(em, st: FnState, s: For) -> None:
     b.position_at_end(ok)
 
 
-def _outline(em, s: For, ctx_t: ir.Type, cbufs, cvars, nonneg_vars: set[int]) -> ir.Function:
+def _outline(em, s: For, ctx_t: ir.Type, cbufs, cvars) -> ir.Function:
     """``void body(i64 lo, i64 hi, ptr ctx)``: unpacks the captured values and calls
     ``body_loop(lo, hi, status, buffers..., values...)`` (always inlined; its buffer
     arguments are ``noalias`` when the kernel's are, which inlining keeps as alias scopes)."""
@@ -119,10 +118,9 @@ def _outline(em, s: For, ctx_t: ir.Type, cbufs, cvars, nonneg_vars: set[int]) ->
     for v, a in zip(cvars, loop_fn.args[3 + len(cbufs):]):
         a.name = sanitize_name(v.name)
         sub.vars[id(v)] = a
-    sub.nonneg_vars = {id(v) for v in cvars if id(v) in nonneg_vars}
 
     def body(iv):
-        sub.bind_loop_var(s.var, iv, nonneg(s.start, nonneg_vars))
+        sub.bind_loop_var(s.var, iv)
         em.visit(s.body, sub)
     sub.counted_loop(lo, hi, sanitize_name(s.var.name), body, unroll_hint(em.module, s))
     sub.free_all()
