@@ -8,9 +8,9 @@ Entries, each checked against numpy before it is timed (CUDA events, median of s
   bandwidth (aim: 0.8 or more);
 * ``matmul_float32``: the shared-memory, register-tiled hand schedule against cuBLAS through
   CuPy or PyTorch (aim at 4096: 0.3 of cuBLAS or more);
-* ``matmul_float16`` / ``matmul_bfloat16``: the tensor-core schedule
-  (:mod:`codegen.cuda.mma_matmul`: ldmatrix and mma.sync) against cuBLAS's tensor-core GEMM
-  (CuPy, or PyTorch for bfloat16);
+* ``matmul_float16`` / ``matmul_bfloat16`` / ``matmul_tf32``: the tensor-core schedule
+  (:mod:`codegen.cuda.mma_matmul`: ldmatrix and mma.sync; tf32 for float32 inputs, opt-in)
+  against cuBLAS's tensor-core GEMM (CuPy, or PyTorch for bfloat16 and TF32); aim: 0.7 of it;
 * ``softmax``: one block per row against ``torch.softmax`` (aim: at least as fast), or
   CuPy's composed kernels when PyTorch is missing (reported, but the aim is not judged);
 * ``layernorm``, ``row_sum``, ``transpose``, ``conv2d``, ``blur``, ``stencil``, ``pyramid``
@@ -316,25 +316,27 @@ def _torch_time(torch, fn, repeats) -> GpuTiming:
     return _sample(batch, repeats)
 
 
-def peer_matmul(a: np.ndarray, b: np.ndarray, repeats: int) -> dict | None:
-    """cuBLAS on the same inputs: CuPy first (PyTorch for bfloat16, which CuPy lacks), then
-    PyTorch (TF32 off). None when neither."""
+def peer_matmul(a: np.ndarray, b: np.ndarray, repeats: int, tf32: bool = False) -> dict | None:
+    """cuBLAS on the same inputs: CuPy first (PyTorch for bfloat16, which CuPy lacks, and for
+    ``tf32``: cuBLAS's TF32 tensor-core GEMM), then PyTorch (TF32 as ``tf32``). None when
+    neither."""
     cp = _cupy()
-    if cp is not None and a.dtype.name != "bfloat16":
+    if cp is not None and a.dtype.name != "bfloat16" and not tf32:
         da, db = cp.asarray(a), cp.asarray(b)
         out = cp.matmul(da, db)
         t = _cupy_time(cp, lambda: cp.matmul(da, db, out=out), repeats)
         return {"peer": f"cuBLAS via CuPy ({a.dtype} GEMM)", "peer_s": t.median, "peer_out": cp.asnumpy(out)}
     torch = _torch_cuda()
     if torch is not None:
-        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = tf32
         if a.dtype.name == "bfloat16":   # numpy has no bfloat16: the bits travel as int16
             ta, tb = (torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16) for x in (a, b))
         else:
             ta, tb = torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()
         out = torch.matmul(ta, tb)
         t = _torch_time(torch, lambda: torch.matmul(ta, tb, out=out), repeats)
-        return {"peer": f"cuBLAS via PyTorch ({a.dtype} GEMM)", "peer_s": t.median,
+        torch.backends.cuda.matmul.allow_tf32 = False
+        return {"peer": f"cuBLAS via PyTorch ({'TF32' if tf32 else a.dtype} GEMM)", "peer_s": t.median,
                 "peer_out": out.float().cpu().numpy()}
     return None
 
@@ -436,9 +438,14 @@ def _sample_rows(m: int, k: int = 64) -> np.ndarray:
 
 def entry_matmul(be: Backend, n: int, dtype: str = "float32", repeats: int = 10, keep: bool = False,
                  **params) -> dict:
-    """``n x n`` matmul with the hand schedule (``params`` override its tiles) vs cuBLAS.
-    Checked against numpy float64 on a sample of rows (all rows when ``n <= 512``)."""
-    spec = WORKLOADS["matmul"].make(n) if dtype == "float32" else make_matmul_lowp(n, dtype)
+    """``n x n`` matmul with the hand schedule (``params`` override its tiles) vs cuBLAS;
+    ``dtype="tf32"``: float32 inputs on the tensor cores (``tensor_cores=True``) against
+    cuBLAS's TF32 GEMM, within tf32's rounding (relative error 1e-3). Checked against numpy
+    float64 on a sample of rows (all rows when ``n <= 512``)."""
+    tf32 = dtype == "tf32"
+    spec = WORKLOADS["matmul"].make(n) if dtype in ("float32", "tf32") else make_matmul_lowp(n, dtype)
+    if tf32:
+        params = dict(params, tensor_cores=True)
     _, run, dev, info = _ours(be, "matmul", spec, **params)
     run()
     got = be.to_host(dev["C"])
@@ -448,8 +455,9 @@ def entry_matmul(be: Backend, n: int, dtype: str = "float32", repeats: int = 10,
     err = _rel_err(got[rows], want)
     t = be.time(run, repeats)
     row = {"name": f"matmul_{dtype}", "size": spec.label, "time_s": t.median,
-           "tflops": spec.flops / t.median / 1e12, "max_rel_err": err, "correct": err <= spec.tol, **info}
-    peer = _peer(peer_matmul, a, b, repeats)
+           "tflops": spec.flops / t.median / 1e12, "max_rel_err": err,
+           "correct": err <= (1e-3 if tf32 else spec.tol), **info}
+    peer = _peer(peer_matmul, a, b, repeats, tf32)
     if peer is not None and "peer_out" in peer:
         peer_out = peer.pop("peer_out")
         row.update(peer, ratio=peer["peer_s"] / t.median, ratio_of="cuBLAS time / ours",
@@ -548,9 +556,9 @@ def entry_softmax(be: Backend, shape, repeats: int = 10, keep: bool = False) -> 
 #: sizes: full (the issue's benchmark sizes) and quick
 SIZES = {
     "full": {"device_copy": 256 << 20, "elementwise": 1 << 24, "matmul_float32": 4096, "matmul_float16": 4096,
-             "matmul_bfloat16": 4096, "softmax": (4096, 1024)},
+             "matmul_bfloat16": 4096, "matmul_tf32": 4096, "softmax": (4096, 1024)},
     "quick": {"device_copy": 32 << 20, "elementwise": 1 << 22, "matmul_float32": 1024, "matmul_float16": 1024,
-              "matmul_bfloat16": 1024, "softmax": (1024, 1024)},
+              "matmul_bfloat16": 1024, "matmul_tf32": 1024, "softmax": (1024, 1024)},
 }
 
 #: the benchmark workloads measured by :func:`entry_workload` (their GPU schedules from
@@ -560,13 +568,16 @@ for _name in WORKLOAD_ENTRIES:
     SIZES["full"][_name] = WORKLOADS[_name].full[0]
     SIZES["quick"][_name] = WORKLOADS[_name].small[0]
 
-ENTRIES = ["device_copy", "elementwise", "matmul_float32", "matmul_float16", "matmul_bfloat16", "softmax",
+ENTRIES = ["device_copy", "elementwise", "matmul_float32", "matmul_float16", "matmul_bfloat16", "matmul_tf32",
+           "softmax",
            *WORKLOAD_ENTRIES]
 
 #: the issue's aims: entry -> the ratio it must reach (at the full sizes)
-AIMS = {"elementwise": 0.8, "matmul_float32": 0.3, "softmax": 1.0}
+AIMS = {"elementwise": 0.8, "matmul_float32": 0.3, "softmax": 1.0,
+        "matmul_float16": 0.7, "matmul_bfloat16": 0.7, "matmul_tf32": 0.7}
 #: entry -> the peer an aim is stated against (a row with another peer is not judged)
-AIM_PEERS = {"matmul_float32": "cuBLAS", "softmax": "PyTorch"}
+AIM_PEERS = {"matmul_float32": "cuBLAS", "softmax": "PyTorch", "matmul_float16": "cuBLAS",
+             "matmul_bfloat16": "cuBLAS", "matmul_tf32": "cuBLAS"}
 for _name in WORKLOAD_ENTRIES:   # at least as fast as the faster of PyTorch eager and torch.compile
     AIMS[_name], AIM_PEERS[_name] = 1.0, "PyTorch"
 

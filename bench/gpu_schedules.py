@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 
 from codegen.cuda.examples import register_tiled_matmul
-from codegen.cuda.mma_matmul import mma_matmul
+from codegen.cuda.mma_matmul import MMA_INTRINSIC, mma_matmul
 from loopnest import LoopNest
 from loopnest.nest import Loop
 from te import Buffer, Reduce, Sum, cast, float32
@@ -266,7 +266,8 @@ def matmul_config(m: int, n: int, k: int) -> dict:
 def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None, **config) -> None:
     """``C = A @ B``. float16 and bfloat16 inputs go to the tensor cores (``tensor_cores``
     None: when no SIMT tile ``TM``/``TN`` is given) with :func:`mma_matmul_config`'s tiles
-    (:mod:`codegen.cuda.mma_matmul`). Otherwise: shared-memory tiles of A and B plus a register micro-tile per thread
+    (:mod:`codegen.cuda.mma_matmul`); float32 inputs too with ``tensor_cores=True`` (tf32,
+    which rounds the operands: opt-in). Otherwise: shared-memory tiles of A and B plus a register micro-tile per thread
     (:func:`codegen.cuda.examples.register_tiled_matmul`, tiles from :func:`matmul_config`;
     keyword arguments override them).
 
@@ -287,7 +288,7 @@ def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None, **c
     if tensor_cores is None:
         tensor_cores = str(A.dtype) in ("float16", "bfloat16") and not {"TM", "TN"} & set(config)
     if tensor_cores:
-        cfg = dict(mma_matmul_config(m, n, k), **config)
+        cfg = dict(mma_matmul_config(m, n, k, str(A.dtype)), **config)
         root, scratch = mma_matmul(A, B, C, **cfg)
     else:
         cfg = dict(matmul_config(m, n, k), **config)
@@ -298,25 +299,26 @@ def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None, **c
     nest.root = root
     nest.verify()
     if tensor_cores:
-        nest.tensorize("kk")
+        nest.tensorize("kk", MMA_INTRINSIC[str(A.dtype)])
 
 
-def mma_matmul_config(m: int, n: int, k: int) -> dict:
+def mma_matmul_config(m: int, n: int, k: int, dtype: str = "float16") -> dict:
     """Tiles of the tensor-core matmul (:func:`codegen.cuda.mma_matmul.mma_matmul`): 128 x 128
     blocks of eight 64 x 32 warp tiles with k-tiles of 64 (the fastest of six configurations
     measured on an H100 at 4096: 284 TFLOP/s, against 245 for four 64 x 64 warp tiles and
     194 for the double-buffered ``stages=2``), or 64 x 64 blocks of 32 x 32 warp tiles for
-    small problems.
+    small problems. float32 (tf32) takes k-tiles of half the depth (the same bytes).
 
     >>> mma_matmul_config(4096, 4096, 4096)
     {'BM': 128, 'BN': 128, 'BK': 64, 'WM': 64, 'WN': 32}
-    >>> mma_matmul_config(256, 256, 256)
-    {'BM': 64, 'BN': 64, 'BK': 32, 'WM': 32, 'WN': 32}
+    >>> mma_matmul_config(256, 256, 256, "float32")
+    {'BM': 64, 'BN': 64, 'BK': 16, 'WM': 32, 'WN': 32}
     """
+    deep = 2 if dtype == "float32" else 1
     if m % 128 == 0 and n % 128 == 0 and k % 64 == 0 and (m // 128) * (n // 128) >= 64:
-        return {"BM": 128, "BN": 128, "BK": 64, "WM": 64, "WN": 32}
+        return {"BM": 128, "BN": 128, "BK": 64 // deep, "WM": 64, "WN": 32}
     if m % 64 == 0 and n % 64 == 0 and k % 32 == 0:
-        return {"BM": 64, "BN": 64, "BK": 32, "WM": 32, "WN": 32}
+        return {"BM": 64, "BN": 64, "BK": 32 // deep, "WM": 32, "WN": 32}
     raise ValueError(f"the tensor-core matmul needs M and N to be multiples of 64 and K of 32, got "
                      f"{m} x {n} x {k}; pass tensor_cores=False for the SIMT schedule")
 

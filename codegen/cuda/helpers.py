@@ -71,6 +71,15 @@ def _mma_helpers() -> str:
                    f"               : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3)\n"
                    f"               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), "
                    f"\"r\"(b[1]));\n}}")
+    mma.append("__device__ __forceinline__ unsigned tc_to_tf32(float x) {\n  unsigned r;\n"
+               "  asm(\"cvt.rna.tf32.f32 %0, %1;\\n\" : \"=r\"(r) : \"f\"(x));\n  return r;\n}")
+    mma.append("__device__ __forceinline__ void tc_mma_tf32(float& d0, float& d1, float& d2, float& d3, "
+               "const unsigned* a, const unsigned* b) {\n"
+               "  asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\\n\"\n"
+               "               : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3)\n"
+               "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), "
+               "\"r\"(b[1]));\n}")
     return "\n".join([
         "// Tensor cores (codegen.cuda.tensor_cores): ldmatrix loads of 8 x 8 16-bit tiles from shared",
         "// memory and the warp's m16n8k16 multiply-accumulate, float32 accumulators updated in place.",

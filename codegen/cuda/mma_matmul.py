@@ -37,16 +37,21 @@ from loopnest.transforms.tensorize import fragment_col, fragment_row
 
 from .mma_source import conflict_free_ld
 
-__all__ = ["fragment_row", "fragment_col", "mma_matmul", "mma_matmul_example"]
+__all__ = ["MMA_INTRINSIC", "fragment_row", "fragment_col", "mma_matmul", "mma_matmul_example"]
 
-MMA_M, MMA_N, MMA_K = 16, 8, 16
+#: the ``tensorize`` intrinsic of each operand type (float32: tf32, which rounds the operands)
+MMA_INTRINSIC = {"float16": "mma_m16n8k16", "bfloat16": "mma_m16n8k16", "float32": "mma_m16n8k8_tf32"}
+
+MMA_M, MMA_N = 16, 8
 LANES = 32
 
 
 def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64, WN: int = 64,
                stages: int = 1):
     """The statement tree of ``C = A @ B`` on tensor cores (see the module docstring) for
-    buffers ``A`` (M x K), ``B`` (K x N) of float16 or bfloat16 and ``C`` (M x N, float32);
+    buffers ``A`` (M x K), ``B`` (K x N) of float16 or bfloat16 -- or float32, for tf32's
+    m16n8k8 (k steps of 8; declare the nests with ``tensorize(..., "mma_m16n8k8_tf32")``) --
+    and ``C`` (M x N, float32);
     returns ``(root, [As, Bs, acc, ...])`` for ``nest.add_buffer``.
 
     ``stages=2`` double-buffers the shared tiles: each K step first reads the next step's
@@ -62,8 +67,11 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
     N = int(B.shape[1])
     if int(B.shape[0]) != K or tuple(int(d) for d in C.shape) != (M, N):
         raise ValueError(f"matmul shapes do not match: A {A.shape}, B {B.shape}, C {C.shape}")
-    if str(A.dtype) not in ("float16", "bfloat16") or A.dtype != B.dtype:
-        raise ValueError(f"tensor-core inputs must both be float16 or both bfloat16, got {A.dtype} and {B.dtype}")
+    if str(A.dtype) not in ("float16", "bfloat16", "float32") or A.dtype != B.dtype:
+        raise ValueError(f"tensor-core inputs must both be float16, bfloat16 or float32 (tf32), got {A.dtype} "
+                         f"and {B.dtype}")
+    tf32 = str(A.dtype) == "float32"
+    MMA_K = 8 if tf32 else 16
     if M % BM or N % BN or K % BK:
         raise ValueError(f"M, N, K ({M}, {N}, {K}) must be multiples of BM, BN, BK ({BM}, {BN}, {BK})")
     if BM % WM or BN % WN or WM % MMA_M or WN % MMA_N or BK % MMA_K:
@@ -71,14 +79,17 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
                          f"{MMA_M} x {MMA_N} tiles; BK ({BK}) must be a multiple of {MMA_K}")
     WY, WX, TI, TJ = BM // WM, BN // WN, WM // MMA_M, WN // MMA_N
     nthreads = LANES * WY * WX
-    VEC = 8  # elements per thread and copy step: 16 bytes
+    VEC = 16 // A.dtype.itemsize  # elements per thread and copy step: 16 bytes
     if (BM * BK) % (nthreads * VEC) or (BK * BN) % (nthreads * VEC):
         raise ValueError(f"the A and B tiles ({BM} x {BK}, {BK} x {BN}) must split into {VEC}-element pieces "
                          f"evenly over the {nthreads} threads")
     if stages not in (1, 2):
         raise ValueError(f"stages must be 1 or 2, got {stages}")
-    As = Buffer("As", (stages, BM, conflict_free_ld(BK)), A.dtype)
-    Bs = Buffer("Bs", (stages, BK, conflict_free_ld(BN)), B.dtype)
+    # rows padded so the fragment loads hit distinct banks: ldmatrix's 16-byte rows for 16-bit
+    # operands, the (lane / 4, lane % 4) element pattern of tf32
+    lda, ldb = (BK + 4, BN + 8) if tf32 else (conflict_free_ld(BK), conflict_free_ld(BN))
+    As = Buffer("As", (stages, BM, lda), A.dtype)
+    Bs = Buffer("Bs", (stages, BK, ldb), B.dtype)
     acc = Buffer("acc", (WY, WX, LANES, TI, TJ, 4), float32)
     by, bx, ko, kk = Var("by"), Var("bx"), Var("ko"), Var("kk")
     counter = iter(range(1000))
@@ -183,7 +194,7 @@ def mma_matmul_example(M: int = 128, N: int = 128, K: int = 64, dtype: str = "fl
     C = Reduce("C", (M, N), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (K,))
     root, scratch = mma_matmul(A, B, C, **tiles)
     nest = _hand_nest([C], root, scratch)
-    nest.tensorize("kk")
+    nest.tensorize("kk", MMA_INTRINSIC[str(A.dtype)])
     npdt = A.dtype.numpy
 
     def make(rng):
@@ -191,4 +202,5 @@ def mma_matmul_example(M: int = 128, N: int = 128, K: int = 64, dtype: str = "fl
         b = rng.standard_normal((K, N)).astype(npdt)
         return ({"A": a, "B": b, "C": np.zeros((M, N), np.float32)},
                 {"C": a.astype(np.float64) @ b.astype(np.float64)})
-    return Example(f"matmul_mma_{A.dtype}", nest, [A, B, C], make, rtol=1e-4, atol=1e-3)
+    tol = (5e-3, 5e-2) if dtype == "float32" else (1e-4, 1e-3)    # tf32 rounds the operands
+    return Example(f"matmul_mma_{A.dtype}", nest, [A, B, C], make, rtol=tol[0], atol=tol[1])

@@ -24,7 +24,7 @@ from te.layout import Layout, flatten
 
 from .mma import Fragment, ldmatrix_row_address, mma_spec, LDMATRIX_OPERANDS, WARP
 
-__all__ = ["layout_c_expr", "split_rows_cols", "warp_tile_source", "kernel_name", "conflict_free_ld"]
+__all__ = ["layout_c_expr", "split_rows_cols", "fragment_index", "warp_tile_source", "kernel_name", "conflict_free_ld"]
 
 
 def layout_c_expr(layout: Layout, var: str) -> str:
@@ -90,7 +90,7 @@ def _plus(expr: str, k: int) -> str:
     return f"{expr} + {k}" if k else expr
 
 
-def _c_index(frag: Fragment, v: int, ld, lane: str = "lane", swap: bool = False) -> str:
+def fragment_index(frag: Fragment, v: int, ld, lane: str = "lane", swap: bool = False) -> str:
     """C index of value ``v`` of ``lane`` in a row-major tile (column-major when ``swap``)."""
     rows, cols = split_rows_cols(frag)
     r0, c0 = frag.coord(0, v)
@@ -190,9 +190,9 @@ def warp_tile_source(dtype: str = "f16", b_storage: str = "B_kn", lda: int = 0, 
         parts.append("__device__ __forceinline__ unsigned to_tf32(float x) {\n  unsigned r;\n"
                      '  asm("cvt.rna.tf32.f32 %0, %1;\\n" : "=r"(r) : "f"(x));\n  return r;\n}\n')
         for v in range(spec.a.values):
-            body.append(f"  a[{v}] = to_tf32(sA[{_c_index(spec.a, v, lda)}]);")
+            body.append(f"  a[{v}] = to_tf32(sA[{fragment_index(spec.a, v, lda)}]);")
         for v in range(spec.b.values):
-            idx = _c_index(spec.b, v, ldb, swap=b_storage == "B_nk")
+            idx = fragment_index(spec.b, v, ldb, swap=b_storage == "B_nk")
             body.append(f"  b[{v}] = to_tf32(sB[{idx}]);")
     else:
         for op, ld, reg in (("A", lda, "a"), (b_storage, ldb, "b")):
@@ -202,10 +202,10 @@ def warp_tile_source(dtype: str = "f16", b_storage: str = "B_kn", lda: int = 0, 
             addr = layout_c_expr(ldmatrix_row_address(op, ld), "lane")
             body.append(f"  ldmatrix_x{num}{'_trans' if trans else ''}({reg}, {src} + {addr});")
     for v in range(spec.c.values):
-        body.append(f"  c[{v}] = C[{_c_index(spec.c, v, 'ldc')}];")
+        body.append(f"  c[{v}] = C[{fragment_index(spec.c, v, 'ldc')}];")
     body.append(f"  {mma_fn}(d, a, b, c);")
     for v in range(spec.c.values):
-        body.append(f"  D[{_c_index(spec.c, v, 'ldc')}] = d[{v}];")
+        body.append(f"  D[{fragment_index(spec.c, v, 'ldc')}] = d[{v}];")
     parts.append(f"// One warp: D({m}x{n}) = A({m}x{k}, smem ld {lda}) * B({b_storage}, smem ld {ldb}) + C.\n"
                  f"__device__ __forceinline__ void {fn}(const {elem}* sA, const {elem}* sB, "
                  f"const float* C, float* D, unsigned ldc) {{\n" + "\n".join(body) + "\n}\n")

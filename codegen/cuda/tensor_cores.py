@@ -37,6 +37,8 @@ from loopnest.transforms.tensorize import MmaMatch, NotAnMma, match_mma
 
 from ..kernel import BuildError
 from .ir_queries import extent
+from .mma import LDMATRIX_OPERANDS, ldmatrix_row_address, mma_spec
+from .mma_source import fragment_index, layout_c_expr
 
 __all__ = ["MmaNest", "plan_tensor_cores", "match_mma_nest", "print_mma_nest"]
 
@@ -83,7 +85,7 @@ def _walk(plan, kernel, s, lane) -> None:
             return
         if lane is not None and s.kind in (ForKind.SERIAL, ForKind.UNROLLED):
             try:
-                m = match_mma(s, lane, _flat_index, plan.scope)
+                m = match_mma(s, lane, _flat_index, plan.scope, plan.tensorized.get(s.var, "mma_m16n8k16"))
             except NotAnMma as exc:
                 plan.mma_refusals[s.var] = str(exc)
             else:
@@ -101,31 +103,38 @@ def _walk(plan, kernel, s, lane) -> None:
 # ------------------------------------------------------------------------------------
 # printing
 # ------------------------------------------------------------------------------------
+def _load_operand(em, nest: MmaNest, operand: str, origin, lane: str) -> str:
+    """Declare and load one operand fragment (``operand``: ``"A"``, ``"B_kn"`` or ``"B_nk"``)
+    of the tile at ``origin``; returns the register array's name. 16-bit operands come with one
+    ldmatrix; tf32 ones element by element from the fragment layout, rounded to tf32."""
+    buf, ld = (nest.a, nest.lda) if operand == "A" else (nest.b, nest.ldb)
+    base = em.expr(origin, True)
+    r = em.tmp("ma" if operand == "A" else "mb")
+    if nest.dtype == "tf32":
+        spec = mma_spec("m16n8k8", "tf32")
+        frag = spec.a if operand == "A" else spec.b
+        em.emit(f"unsigned {r}[{frag.values}];")
+        for v in range(frag.values):
+            ix = fragment_index(frag, v, ld, lane, swap=operand == "B_nk")
+            em.emit(f"{r}[{v}] = tc_to_tf32({em.elem(buf, f'{base} + {ix}')});")
+        return r
+    num, trans, _, _ = LDMATRIX_OPERANDS[operand]
+    em.emit(f"unsigned {r}[{num}];")
+    row = layout_c_expr(ldmatrix_row_address(operand, ld), lane)
+    em.emit(f"tc_ldmatrix_x{num}{'_trans' if trans else ''}({r}, &{em.elem(buf, f'{base} + {row}')});")
+    return r
+
+
 def print_mma_nest(em, nest: MmaNest, plain) -> None:
     """Print ``nest`` with the CUDA emitter ``em``: ldmatrix and mma.sync on sm_80 and later,
     ``plain()`` (the nest as ordinary per-lane code) elsewhere (older GPUs, host emulation)."""
-    from .mma import ldmatrix_row_address
-    from .mma_source import layout_c_expr
-
     em.helpers.need("tc_mma")
     lane = em.var(nest.lane)
     em.emit("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800")
     em.emit("{")
     em.indent += 1
-    a_regs, b_regs = [], []
-    a_lane = layout_c_expr(ldmatrix_row_address("A", nest.lda), lane)
-    b_lane = layout_c_expr(ldmatrix_row_address(nest.b_storage, nest.ldb), lane)
-    b_load = "tc_ldmatrix_x2_trans" if nest.b_storage == "B_kn" else "tc_ldmatrix_x2"
-    for origin in nest.a_tiles:
-        r = em.tmp("ma")
-        a_regs.append(r)
-        em.emit(f"unsigned {r}[4];")
-        em.emit(f"tc_ldmatrix_x4({r}, &{em.elem(nest.a, f'{em.expr(origin, True)} + {a_lane}')});")
-    for origin in nest.b_tiles:
-        r = em.tmp("mb")
-        b_regs.append(r)
-        em.emit(f"unsigned {r}[2];")
-        em.emit(f"{b_load}({r}, &{em.elem(nest.b, f'{em.expr(origin, True)} + {b_lane}')});")
+    a_regs = [_load_operand(em, nest, "A", origin, lane) for origin in nest.a_tiles]
+    b_regs = [_load_operand(em, nest, nest.b_storage, origin, lane) for origin in nest.b_tiles]
     for ai, bi, accs in nest.mmas:
         refs = ", ".join(em.elem(nest.acc, em.expr(em._private_index(nest.acc, c), True)) for c in accs)
         em.emit(f"tc_mma_{nest.dtype}({refs}, {a_regs[ai]}, {b_regs[bi]});")

@@ -11,7 +11,9 @@ iterations (``lane``), it reads::
 
 (``B`` either K x N as above or N x K: ``B[b0 + col * ldb + k]``), with ``A`` and ``B`` both
 float16 or both bfloat16, ``acc`` float32, ``lda``/``ldb`` and the tile origins multiples of
-8 elements (ldmatrix reads 16-byte rows). Every index is evaluated at every point of the
+8 elements (ldmatrix reads 16-byte rows). ``mma_m16n8k8_tf32`` is the same with k = 8 and
+float32 operands, which the tensor cores round to tf32 (opt-in: only a nest declared with
+``tensorize`` uses it). Every index is evaluated at every point of the
 nest, for several values of the variables around it, and compared with the layout: the
 check is exact for the values tried, and IREval runs the nest as written either way.
 
@@ -59,9 +61,11 @@ from ..stmt import For, ForKind, Store
 
 __all__ = ["INTRINSICS", "MmaMatch", "NotAnMma", "fragment_row", "fragment_col", "match_mma", "tensorize"]
 
-#: the intrinsics ``tensorize`` knows
-INTRINSICS = ("mma_m16n8k16",)
-_OPERAND_DTYPES = {"float16": "f16", "bfloat16": "bf16"}
+#: the intrinsics ``tensorize`` knows: their k extent and operand types (-> the PTX type name).
+#: ``mma_m16n8k8_tf32`` takes float32 operands and rounds them to tf32 (10 bits of mantissa)
+#: on the tensor cores: a precision the user opts into, so only a declared nest uses it.
+INTRINSICS = {"mma_m16n8k16": (16, {"float16": "f16", "bfloat16": "bf16"}),
+              "mma_m16n8k8_tf32": (8, {"float32": "tf32"})}
 _TRIALS = 3
 
 
@@ -114,9 +118,14 @@ class MmaMatch:
     b_tiles: list
     mmas: list
 
+    @property
+    def shape(self) -> str:
+        """The PTX shape: ``m16n8k16``, or ``m16n8k8`` for tf32."""
+        return "m16n8k8" if self.dtype == "tf32" else "m16n8k16"
+
     def describe(self) -> str:
         b_layout = "K x N" if self.b_storage == "B_kn" else "N x K"
-        return (f"m16n8k16 {self.dtype}: {len(self.a_tiles)} A tile(s) ({self.a.name}, ld {self.lda}), "
+        return (f"{self.shape} {self.dtype}: {len(self.a_tiles)} A tile(s) ({self.a.name}, ld {self.lda}), "
                 f"{len(self.b_tiles)} B tile(s) ({self.b.name} {b_layout}, ld {self.ldb}), "
                 f"{len(self.mmas)} mma.sync per nest")
 
@@ -194,19 +203,22 @@ def _product_operands(store: Store, index_of):
     raise NotAnMma(form)
 
 
-def match_mma(loop: For, lane: Var, index_of: Callable, scope: Callable | None = None) -> MmaMatch:
-    """The :class:`MmaMatch` that ``loop`` (inside the threadIdx.x loop of ``lane``) is;
-    raises :class:`NotAnMma` naming the first mismatch. ``index_of(buffer, indices)`` is the
-    flat element index of an access; ``scope(buffer)`` (optional) its memory scope, which
-    must be ``"shared"`` for the operands and ``"local"`` for the accumulators."""
+def match_mma(loop: For, lane: Var, index_of: Callable, scope: Callable | None = None,
+              intrinsic: str = "mma_m16n8k16") -> MmaMatch:
+    """The :class:`MmaMatch` that ``loop`` (inside the threadIdx.x loop of ``lane``) is, as
+    ``intrinsic`` (see :data:`INTRINSICS`); raises :class:`NotAnMma` naming the first
+    mismatch. ``index_of(buffer, indices)`` is the flat element index of an access;
+    ``scope(buffer)`` (optional) its memory scope, which must be ``"shared"`` for the
+    operands and ``"local"`` for the accumulators."""
+    k_extent, operand_types = INTRINSICS[intrinsic]
     loops = _perfect_nest(loop)
     store = loops[-1].body.stmts[0]
     if str(store.buffer.dtype) != "float32":
         raise NotAnMma(f"the accumulators {store.buffer.name} are {store.buffer.dtype}, expected float32")
     c_index, x, y = _product_operands(store, index_of)
-    if str(x.buffer.dtype) not in _OPERAND_DTYPES or x.buffer.dtype != y.buffer.dtype:
+    if str(x.buffer.dtype) not in operand_types or x.buffer.dtype != y.buffer.dtype:
         raise NotAnMma(f"the operands {x.buffer.name} ({x.buffer.dtype}) and {y.buffer.name} ({y.buffer.dtype}) "
-                       "must both be float16 or both bfloat16")
+                       f"must both be {' or both '.join(operand_types)} for {intrinsic}")
     if store.buffer in (x.buffer, y.buffer):
         raise NotAnMma(f"the accumulators {store.buffer.name} are also an operand")
     if scope is not None:
@@ -217,9 +229,9 @@ def match_mma(loop: For, lane: Var, index_of: Callable, scope: Callable | None =
                 raise NotAnMma(f"{buf.name} is in {where}; an MMA takes its operands from shared memory and "
                                "its accumulators from registers (a thread-local array)")
     tile_loops, v_loop, k_loop = loops[:-2], loops[-2], loops[-1]
-    if v_loop.stop.value != 4 or k_loop.stop.value != 16:
+    if v_loop.stop.value != 4 or k_loop.stop.value != k_extent:
         raise NotAnMma(f"the two innermost loops ({v_loop.var.name}: {v_loop.stop.value}, {k_loop.var.name}: "
-                       f"{k_loop.stop.value}) must be the 4 accumulators of a lane and k = 16")
+                       f"{k_loop.stop.value}) must be the 4 accumulators of a lane and k = {k_extent}")
     a_ix, b_ix = index_of(x.buffer, x.indices), index_of(y.buffer, y.indices)
     nest_vars = [lane] + [f.var for f in loops]
     extents = [32] + [int(f.stop.value) for f in loops]
@@ -250,7 +262,7 @@ def match_mma(loop: For, lane: Var, index_of: Callable, scope: Callable | None =
             if not np.array_equal(b_off, col * ldb + k_g):
                 raise NotAnMma(f"{y.buffer.name}'s index is neither k * ld + col(lane, v) nor col(lane, v) * ld + k "
                                "of a B tile (the fragment layout of mma.m16n8k16)")
-        if lda % 8 or ldb % 8 or np.any(a0 % 8) or np.any(b0 % 8):
+        if k_extent == 16 and (lda % 8 or ldb % 8 or np.any(a0 % 8) or np.any(b0 % 8)):
             raise NotAnMma(f"the rows of the tiles (ld {lda} and {ldb}) and their origins must be multiples of 8 "
                            "elements: ldmatrix reads 16-byte rows")
         if np.any(c != c[..., :1]):
@@ -258,10 +270,10 @@ def match_mma(loop: For, lane: Var, index_of: Callable, scope: Callable | None =
         if found not in (None, (lda, ldb, storage)):
             raise NotAnMma("the leading dimensions change with the loops around the nest")
         found = (lda, ldb, storage)
-    return _tiles(loops, lane, x, y, store, *found, c_index, a_ix, b_ix)
+    return _tiles(loops, lane, operand_types[str(x.buffer.dtype)], x, y, store, *found, c_index, a_ix, b_ix)
 
 
-def _tiles(loops, lane, x, y, store, lda, ldb, storage, c_index, a_ix, b_ix) -> MmaMatch:
+def _tiles(loops, lane, dtype, x, y, store, lda, ldb, storage, c_index, a_ix, b_ix) -> MmaMatch:
     """The tile origins and the MMAs of a matched nest, in the nest's order."""
     tile_loops = loops[:-2]
     v_var, k_var = loops[-2].var, loops[-1].var
@@ -285,7 +297,7 @@ def _tiles(loops, lane, x, y, store, lda, ldb, storage, c_index, a_ix, b_ix) -> 
             env_v.pop(lane)
             accs.append(simplify(E.substitute(c_index, env_v)))
         mmas.append((a_keys[ka], b_keys[kb], accs))
-    return MmaMatch(loops[0], lane, _OPERAND_DTYPES[str(x.buffer.dtype)], x.buffer, y.buffer, store.buffer,
+    return MmaMatch(loops[0], lane, dtype, x.buffer, y.buffer, store.buffer,
                     lda, ldb, storage, a_tiles, b_tiles, mmas)
 
 
@@ -297,7 +309,7 @@ def tensorize(nest, loop, intrinsic: str = "mma_m16n8k16") -> None:
     record it in ``nest.tensorized``; the CUDA build then prints it with tensor cores or
     refuses. Raises ``ScheduleError`` naming what does not match; the nest is unchanged."""
     if intrinsic not in INTRINSICS:
-        raise ScheduleError(f"tensorize: unknown intrinsic {intrinsic!r}; expected one of {list(INTRINSICS)}")
+        raise ScheduleError(f"tensorize: unknown intrinsic {intrinsic!r}; expected one of {sorted(INTRINSICS)}")
     lane = None
     for outer in reversed(nest.get_enclosing_loops(loop)):
         f = outer.stmt
@@ -310,7 +322,7 @@ def tensorize(nest, loop, intrinsic: str = "mma_m16n8k16") -> None:
                             "threadIdx.x with 32 iterations (the lanes of a warp): bind the lane loop with "
                             "set_gpu_thread_index(lane, 0) first")
     try:
-        match_mma(loop.stmt, lane, lambda buf, indices: flat_index(buf, indices))
+        match_mma(loop.stmt, lane, lambda buf, indices: flat_index(buf, indices), intrinsic=intrinsic)
     except NotAnMma as exc:
         raise ScheduleError(f"tensorize({loop.name}, {intrinsic!r}): {exc}") from None
     nest._tensorized[loop.stmt.var] = intrinsic

@@ -285,7 +285,7 @@ class _EmulatedBackend(bench_gpu.Backend):
 def test_bench_gpu_entries_run_and_report_on_an_emulated_device(tmp_path):
     # the sizes of the IREval cases: the emulation reuses their compiled kernels
     sizes = {"device_copy": 1 << 12, "elementwise": TEST_SIZES["elementwise"], "matmul_float32": 64,
-             "matmul_float16": 64, "matmul_bfloat16": 64, "softmax": TEST_SIZES["softmax"],
+             "matmul_float16": 64, "matmul_bfloat16": 64, "matmul_tf32": 64, "softmax": TEST_SIZES["softmax"],
              "transpose": TEST_SIZES["transpose"], "row_sum": TEST_SIZES["row_sum"]}
     rows = bench_gpu.run(_EmulatedBackend(), sizes, only=list(sizes), repeats=1, keep=True, log=lambda s: None)
     by = {r["name"]: r for r in rows}

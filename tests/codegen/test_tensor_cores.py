@@ -101,3 +101,29 @@ def test_host_emulation_runs_the_plain_per_lane_code():
     arrays, expected = ex.make(np.random.default_rng(2))
     run_on_host(build(ex.nest, ex.args, target="cuda"), **arrays)
     np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-4, atol=1e-4)
+
+
+def test_float32_runs_on_tf32_tensor_cores_only_when_declared():
+    ex = mma_matmul_example(64, 64, 64, dtype="float32", BM=64, BN=64, BK=16, WM=32, WN=32)
+    assert ex.nest.tensorized == {"kk": "mma_m16n8k8_tf32"}
+    arrays, expected = ex.make(np.random.default_rng(4))
+    build(ex.nest, ex.args, target="ireval")(**arrays)      # IREval runs the nest in float32
+    np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-4, atol=1e-4)
+    k = build(ex.nest, ex.args, target="cuda")
+    assert "m16n8k8 tf32" in k.module.plan.describe_tensor_cores()
+    assert k.source.count("tc_mma_tf32(b_acc[") == 2 * 2 * 4 and "tc_to_tf32(b_As[" in k.source
+    # the same nest undeclared keeps float32 precision: plain per-lane code
+    A = Buffer("A", (64, 64), "float32"); B = Buffer("B", (64, 64), "float32")
+    C = Reduce("C", (64, 64), Sum(), lambda i, j, k: A[i, k] * B[k, j], (64,))
+    root, bufs = mma_matmul(A, B, C, BM=64, BN=64, BK=16, WM=32, WN=32)
+    plain = build(_hand_nest([C], root, bufs), [A, B, C], target="cuda")
+    assert not plain.module.plan.mma and "tc_mma_" not in plain.source
+
+
+@pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found")
+def test_the_tf32_kernel_compiles_for_sm80_and_sm90_without_spills():
+    ex = mma_matmul_example(512, 512, 512, dtype="float32", BK=32, WN=32)
+    k = build(ex.nest, ex.args, target="cuda")
+    for arch in ("sm_80", "sm_90"):
+        info = k.compile(arch)
+        assert info["spill_stores"] == 0 and info["registers"] <= 255, (arch, info)

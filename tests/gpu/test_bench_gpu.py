@@ -43,12 +43,13 @@ TILE128 = {"BM": 128, "BN": 128, "TM": 8, "TN": 8}
 
 @pytest.mark.parametrize("n,dtype,params", [(256, "float32", {}), (256, "float32", TILE128),
                                             (128, "float16", TILE128), (96, "float32", {}),
-                                            (256, "float16", {}), (256, "bfloat16", {})])
+                                            (256, "float16", {}), (256, "bfloat16", {}), (256, "tf32", {})])
 def test_matmul_entry_agrees_with_numpy(be, n, dtype, params):
     row = bench_gpu.entry_matmul(be, n, dtype, repeats=3, keep=True, **params)
-    spec = WORKLOADS["matmul"].make(n) if dtype == "float32" else make_matmul_lowp(n, dtype)
+    spec = WORKLOADS["matmul"].make(n) if dtype in ("float32", "tf32") else make_matmul_lowp(n, dtype)
     want = spec.inputs["A"].astype(np.float64) @ spec.inputs["B"].astype(np.float64)
-    _close(row["output"], want, 1e-4, 1e-3, f"matmul {n} {dtype} {params}")
+    tol = (5e-3, 5e-2) if dtype == "tf32" else (1e-4, 1e-3)     # tf32 rounds the operands
+    _close(row["output"], want, *tol, f"matmul {n} {dtype} {params}")
     assert row["correct"] and row["tflops"] > 0
     if row.get("ratio") is not None:
         assert row["peer_max_rel_err"] < 1e-2   # the peer computed the same product
@@ -72,7 +73,7 @@ def test_workload_entries_agree_with_numpy_and_time_pytorch(be, name):
 
 def test_main_writes_the_table_and_json(be, tmp_path, monkeypatch):
     small = {"device_copy": 4 << 20, "elementwise": 1 << 18, "matmul_float32": 256, "matmul_float16": 256,
-             "matmul_bfloat16": 256, "softmax": (256, 1024),
+             "matmul_bfloat16": 256, "matmul_tf32": 256, "softmax": (256, 1024),
              **{name: TEST_SIZES[name] for name in bench_gpu.WORKLOAD_ENTRIES}}
     monkeypatch.setitem(bench_gpu.SIZES, "quick", small)
     assert bench_gpu.main(["--quick", "--repeats", "2", "--no-torch-compile", "--out", str(tmp_path)]) == 0

@@ -82,3 +82,11 @@ def test_cuda_refuses_a_declared_tile_whose_operands_are_not_in_shared_memory():
     nest.tensorize(v)
     with pytest.raises(BuildError, match="loop v was tensorized as mma_m16n8k16.*As is in global memory"):
         build(nest, [As, Bs, acc], target="cuda")
+
+
+def test_float32_operands_need_the_tf32_intrinsic():
+    nest, _, v = warp_tile("float32", k_extent=8)
+    with pytest.raises(ScheduleError, match="must both be float16 or both bfloat16 for mma_m16n8k16"):
+        nest.tensorize(v)
+    nest.tensorize(v, "mma_m16n8k8_tf32")
+    assert nest.tensorized == {"v": "mma_m16n8k8_tf32"}
