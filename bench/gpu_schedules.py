@@ -30,6 +30,7 @@ import numpy as np
 from codegen.cuda.examples import register_tiled_matmul
 from codegen.cuda.mma_matmul import MMA_INTRINSIC, mma_matmul
 from loopnest import LoopNest
+from loopnest.auto.gpu import block_reduce, cache_rows, pow2_at_most, row_threads, thread_strided
 from loopnest.nest import Loop
 from te import Buffer, Reduce, Sum, cast, float32
 
@@ -58,83 +59,8 @@ def _loop_named(nest: LoopNest, name: str) -> Loop:
     raise KeyError(f"no loop named {name!r}; loops: {[l.name for l in nest.get_all_loops()]}")
 
 
-def _pow2_at_most(n: int, cap: int) -> int:
-    p = 1
-    while p * 2 <= min(n, cap):
-        p *= 2
-    return p
-
-
 def _divisor_at_most(n: int, cap: int) -> int:
     return max(d for d in range(1, min(n, cap) + 1) if n % d == 0)
-
-
-def thread_strided(nest: LoopNest, loop, threads: int, unroll: bool = True) -> Loop:
-    """Spread ``loop`` over ``threads`` threads of threadIdx.x, each taking every
-    ``threads``-th iteration (``i = o * threads + t``), so a warp touches consecutive
-    elements (coalesced global accesses, conflict-free shared ones). Returns the thread loop.
-
-    >>> from te import Buffer, Compute
-    >>> A = Buffer("A", (1024,), "float32"); B = Compute("B", (1024,), lambda i: A[i] + 1.0)
-    >>> nest = LoopNest([B]); t = thread_strided(nest, nest.get_loops_for(B)[0], 256)
-    >>> print(nest)                                   # unroll expands the 4 iterations
-    gpu_thread.x for (int i_inner = 0; i_inner < 256; i_inner++) {
-      B[i_inner] = A[i_inner] + 1.0f;
-      B[i_inner + 256] = A[i_inner + 256] + 1.0f;
-      B[i_inner + 512] = A[i_inner + 512] + 1.0f;
-      B[i_inner + 768] = A[i_inner + 768] + 1.0f;
-    }
-    """
-    outer, inner = nest.split_with_mask(loop, threads)
-    nest.reorder([outer, inner], [1, 0])
-    nest.set_gpu_thread_index(inner, 0)
-    if unroll and isinstance(outer.extent, int) and outer.extent <= 8:
-        nest.unroll(outer)
-    return inner
-
-
-def _reduce_level(nest: LoopNest, t, k, threads: int):
-    """One level of a block reduction of ``t`` over loop ``k``: ``rfactor`` into one partial
-    per thread (thread ``p`` combines iterations ``p, p + threads, ...``), the partial kept
-    in a register while it accumulates. Returns (partial buffer, the final combining loop)."""
-    ko, ki = nest.split_with_mask(k, threads)
-    rf = nest.rfactor(t, ki)
-    init = _loop_named(nest, ki.name + "_rf")
-    nest.reorder([ko, ki], [1, 0])
-    fused = nest.fuse([init, ki])
-    nest.set_gpu_thread_index(fused, 0)
-    nest.cache_accesses(rf, rf.name + "_reg", fused)      # per thread: one element, a register
-    final = nest.get_loops_for(t)[-1]
-    return rf, final
-
-
-def block_reduce(nest: LoopNest, t, threads: int, second: int = 32) -> list:
-    """Reduce ``t`` (one value per row, the row loop bound to a block) over its innermost
-    reduction loop with ``threads`` threads: each thread combines a strided slice in a
-    register (``rfactor`` + ``cache_accesses``), then ``second`` threads combine those
-    partials, then one thread combines the last ``second`` -- a three-level tree through
-    shared memory (the CUDA backend has no warp shuffles). Returns the partial buffers,
-    which the caller caches in shared memory at the row loop."""
-    k = nest.get_loops_for(t)[-1]
-    rf1, final = _reduce_level(nest, t, k, threads)
-    out = [rf1]
-    if second and threads >= 4 * second:
-        rf2, _ = _reduce_level(nest, t, final, second)
-        out.append(rf2)
-    return out
-
-
-def _cache_rows(nest: LoopNest, bufs, row_loop) -> None:
-    """One row of each intermediate in shared memory (the copy-backs to the full-size
-    intermediates are dead and removed)."""
-    for b in bufs:
-        nest.cache_accesses(b, b.name + "_sh", row_loop)
-    nest.eliminate_dead_stores()
-
-
-def _row_threads(n: int, cap: int = 256) -> int:
-    """Threads per row: a power of two, at most ``cap``, about four columns per thread."""
-    return max(32, _pow2_at_most(max(n // 4, 1), cap))
 
 
 # ---------------------------------------------------------------------------------------
@@ -162,7 +88,7 @@ def _row_block_with_shared_x(nest: LoopNest, spec: Spec, stats, threads: int | N
     threads per block)``."""
     (Y,) = spec.outputs
     X = spec.args[0]
-    T = threads or _row_threads(int(X.shape[1]))
+    T = threads or row_threads(int(X.shape[1]))
     i, _ = nest.get_loops_for(Y)
     for t in stats:
         nest.compute_at(t, i)
@@ -187,7 +113,7 @@ def softmax_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
     parts = block_reduce(nest, mx, T) + block_reduce(nest, s, T)
     thread_strided(nest, nest.get_loops_for(e)[-1], T)
     thread_strided(nest, nest.get_loops_for(Y)[-1], T)
-    _cache_rows(nest, [e, mx, s] + parts, i)
+    cache_rows(nest, [e, mx, s] + parts, i)
 
 
 def layernorm_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
@@ -202,7 +128,7 @@ def layernorm_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> Non
     Y, i, T = _row_block_with_shared_x(nest, spec, (var, mean), threads)
     parts = block_reduce(nest, mean, T) + block_reduce(nest, var, T)
     thread_strided(nest, nest.get_loops_for(Y)[-1], T)
-    _cache_rows(nest, [mean, var] + parts, i)
+    cache_rows(nest, [mean, var] + parts, i)
 
 
 def row_sum_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
@@ -213,12 +139,12 @@ def row_sum_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
     (S,) = spec.outputs
     A = spec.args[0]
     n = int(A.shape[1])
-    T = threads or _row_threads(n)
+    T = threads or row_threads(n)
     i, _ = nest.get_loops_for(S)
     nest.set_gpu_block_index(i, 0)
     parts = block_reduce(nest, S, T)
     nest.cache_accesses(S, "S_sh", i)
-    _cache_rows(nest, parts, i)
+    cache_rows(nest, parts, i)
 
 
 def transpose_gpu(nest: LoopNest, spec: Spec, tile: int = 32, rows: int = 8) -> None:
@@ -421,7 +347,7 @@ def bind_2d(nest: LoopNest, t, rows: int = 8, cols: int = 32) -> None:
     ['gpu_block', 'gpu_block', 'gpu_thread', 'gpu_thread']
     """
     y, x = nest.get_loops_for(t)
-    yo, xo, yi, xi = nest.tile(y, x, _pow2_at_most(y.extent, rows), _pow2_at_most(x.extent, cols))
+    yo, xo, yi, xi = nest.tile(y, x, pow2_at_most(y.extent, rows), pow2_at_most(x.extent, cols))
     nest.set_gpu_block_index(yo, 1)
     nest.set_gpu_block_index(xo, 0)
     nest.set_gpu_thread_index(yi, 1)

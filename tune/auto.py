@@ -234,7 +234,8 @@ class _Template:
                     nest.compute_at(nest.buffer(name), outer)
 
 def auto_space(outputs: Sequence[Tensor] | Tensor, target: str | Target = "llvm") -> ScheduleSpace:
-    """The automatic search space of the computation of ``outputs`` (CPU targets).
+    """The automatic search space of the computation of ``outputs``: for the CPU targets here,
+    for ``"cuda"`` the GPU templates of ``tune.gpu_space``.
 
     ``target`` is a codegen target name (``"llvm"``, ``"ireval"``: the widths and tiles of
     this machine) or a ``loopnest.Target`` describing another CPU (vector width and
@@ -249,8 +250,8 @@ def auto_space(outputs: Sequence[Tensor] | Tensor, target: str | Target = "llvm"
     if isinstance(outputs, Tensor):
         outputs = [outputs]
     if target == "cuda":
-        raise SpaceError("auto_space schedules for CPU targets (llvm, ireval); for cuda, write a schedule "
-                         "function that binds GPU blocks and threads and pass it as space=")
+        from .gpu_space import gpu_space
+        return gpu_space(outputs)
     cpu = resolve_target(target)
     tmpl = _Template(list(outputs), target if isinstance(target, str) else "llvm", cpu)
     space = ScheduleSpace(tmpl, list(outputs), name=tmpl.__name__)

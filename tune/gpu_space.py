@@ -1,0 +1,205 @@
+"""The automatic search space for the CUDA target: ``auto_space(outputs, "cuda")``.
+
+Element-wise intermediates are inlined into their readers; each remaining tensor gets a GPU
+template with a few knobs:
+
+* **element-wise**: its loops flattened into one, cut into blocks of ``threads`` threads
+  that each compute ``per`` elements ``threads`` apart (coalesced);
+* **reduction**: one block per output element (its loops flattened), the reduction spread
+  over ``threads`` threads and combined as a tree in shared memory
+  (``loopnest.auto.gpu.block_reduce``);
+* **matmul** (``C[i, j] = sum_k A[i, k] * B[k, j]``, static sizes, the only tensor left):
+  float16 / bfloat16 operands on the tensor cores (``codegen.cuda.mma_matmul``, ``tile``
+  picks the block and warp tiles), float32 on the shared-memory register-tiled schedule
+  (``codegen.cuda.examples.register_tiled_matmul``, ``tile`` picks block and thread tiles).
+
+Other contractions (convolutions) have no template yet: ``SpaceError`` says so, and a schedule
+function passed as ``space=`` tunes them. The first seed is the benchmark's hand schedule.
+
+>>> from te import Buffer, Compute
+>>> A = Buffer("A", (1 << 16,), "float32")
+>>> space = gpu_space([Compute("B", (1 << 16,), lambda i: A[i] * 2.0)])
+>>> space.knob("B.threads").options, space.knob("B.per").options
+((64, 128, 256, 512), (1, 2, 4))
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from te import expr as E
+from te.tensor import Tensor
+
+from .errors import SpaceError
+from .space import Config, ScheduleSpace
+
+__all__ = ["gpu_space", "MMA_TILES", "SIMT_TILES", "matmul_operands"]
+
+#: block and warp tiles of the tensor-core matmul, fastest first (measured on an H100 at 4096)
+MMA_TILES = [dict(BM=128, BN=128, BK=64, WM=64, WN=32), dict(BM=128, BN=128, BK=64, WM=64, WN=64),
+             dict(BM=128, BN=128, BK=32, WM=64, WN=32), dict(BM=64, BN=64, BK=32, WM=32, WN=32),
+             dict(BM=128, BN=128, BK=64, WM=32, WN=32)]
+#: block and per-thread tiles of the float32 register-tiled matmul
+SIMT_TILES = [dict(BM=128, BN=128, BK=8, TM=8, TN=8), dict(BM=64, BN=64, BK=8, TM=4, TN=4),
+              dict(BM=128, BN=64, BK=8, TM=8, TN=4), dict(BM=32, BN=32, BK=8, TM=2, TN=2)]
+
+
+def _load_of(e):
+    while type(e) is E.Cast:
+        e = e.value
+    return e if type(e) is E.Load else None
+
+
+def matmul_operands(t: Tensor):
+    """``(A, B)`` when ``t`` is ``sum_k A[i, k] * B[k, j]`` over static sizes (casts of the
+    loads allowed), else None.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> A, B = Buffer("A", (8, 4), "float32"), Buffer("B", (4, 16), "float32")
+    >>> C = Reduce("C", (8, 16), Sum(), lambda i, j, k: A[i, k] * B[k, j], (4,))
+    >>> [b.name for b in matmul_operands(C)]
+    ['A', 'B']
+    """
+    if not t.is_reduction or len(t.args) != 2 or len(t.reduce_args) != 1 or type(t.body) is not E.Mul:
+        return None
+    i, j = t.args
+    (k,) = t.reduce_args
+    a, b = _load_of(t.body.a), _load_of(t.body.b)
+    if a is None or b is None:
+        return None
+    if not (len(a.indices) == 2 and a.indices[0] is i and a.indices[1] is k
+            and len(b.indices) == 2 and b.indices[0] is k and b.indices[1] is j):
+        return None
+    shapes = [a.buffer.shape, b.buffer.shape, t.dims]
+    if not all(isinstance(d, int) or type(d) is E.IntImm for s in shapes for d in s):
+        return None
+    return a.buffer, b.buffer
+
+
+def _int(d) -> int:
+    return d if isinstance(d, int) else int(d.value)
+
+
+class _GpuTemplate:
+    """The schedule function of the CUDA space (picklable data, no closures)."""
+
+    def __init__(self, outputs: Sequence[Tensor]):
+        from loopnest import LoopNest
+        from loopnest.auto import classify
+        nest = LoopNest(list(outputs))
+        self.tensors = list(nest.tensors)
+        self.outputs = {t.name for t in outputs}
+        self.kinds = {t.name: classify(t) for t in self.tensors}
+        self.inlined = [t.name for t in self.tensors if t.name not in self.outputs and self.kinds[t.name] == "elementwise"]
+        self.kept = [t for t in self.tensors if t.name not in self.inlined]
+        self.matmul = None
+        for t in self.kept:
+            kind = self.kinds[t.name]
+            if kind == "extern":
+                raise SpaceError(f"tensor {t.name} is an external call, which the CUDA backend does not run")
+            if kind == "contraction" or (kind == "reduction" and matmul_operands(t)):
+                ops = matmul_operands(t)
+                computed = {u.name for u in self.tensors}
+                if ops is None or len(self.kept) != 1 or any(b.name in computed for b in ops):
+                    raise SpaceError(f"tensor {t.name} is a contraction that is not a lone matmul "
+                                     "(C[i, j] = sum_k A[i, k] * B[k, j] of two inputs, static sizes); the CUDA space has no "
+                                     "template for it yet: pass a schedule function as space=")
+                self.matmul = t
+        self.__name__ = "auto_cuda:" + ",".join(sorted(self.outputs))
+
+    def _matmul_tiles(self) -> tuple[str, list[dict]]:
+        A, B = matmul_operands(self.matmul)
+        m, k = (_int(d) for d in A.shape)
+        n = _int(B.shape[1])
+        lowp = str(A.dtype) in ("float16", "bfloat16") and A.dtype == B.dtype
+        tiles = MMA_TILES if lowp else SIMT_TILES
+        ok = [c for c in tiles if m % c["BM"] == 0 and n % c["BN"] == 0 and k % c["BK"] == 0]
+        if not ok:
+            raise SpaceError(f"matmul {self.matmul.name} ({m} x {n} x {k}): no {'tensor-core' if lowp else 'SIMT'} "
+                             f"tile divides it; the smallest is {tiles[-1]}")
+        return ("mma" if lowp else "simt"), ok
+
+    def declare(self, cfg: Config) -> dict[str, dict[str, Any]]:
+        knobs: dict[str, dict[str, Any]] = {}
+        if self.matmul is not None:
+            kind, tiles = self._matmul_tiles()
+            knobs[self.matmul.name] = {"kind": kind, "tile": cfg.choice(f"{self.matmul.name}.tile",
+                                                                        list(range(len(tiles)))), "tiles": tiles}
+            return knobs
+        for t in self.kept:
+            if self.kinds[t.name] == "elementwise":
+                knobs[t.name] = {"threads": cfg.choice(f"{t.name}.threads", [64, 128, 256, 512]),
+                                 "per": cfg.choice(f"{t.name}.per", [1, 2, 4])}
+            else:
+                knobs[t.name] = {"threads": cfg.choice(f"{t.name}.threads", [32, 64, 128, 256, 512, 1024])}
+        return knobs
+
+    def seeds(self, space: ScheduleSpace) -> list[dict[str, Any]]:
+        """The benchmark's choices: 256 threads of 4 elements, 256 threads per reduction row,
+        the fastest matmul tile."""
+        out: dict[str, Any] = {}
+        names = {kn.name for kn in space.knobs}
+        for n, v in ((f"{t.name}.{k}", val) for t in self.kept for k, val in (("threads", 256), ("per", 4),
+                                                                              ("tile", 0))):
+            if n in names and v in space.knob(n).options:
+                out[n] = v
+        return [out]
+
+    def __call__(self, cfg: Config, nest) -> None:
+        from loopnest.auto.gpu import block_reduce, cache_rows, thread_strided
+
+        knobs = self.declare(cfg)
+        if cfg.defining:
+            return
+        if self.matmul is not None:
+            self._schedule_matmul(nest, knobs[self.matmul.name])
+            return
+        for name in self.inlined:
+            nest.compute_inline(nest.buffer(name))
+        for t in self.kept:
+            k = knobs[t.name]
+            loops = nest.get_loops_for(t)
+            n_out = len(t.dims)
+            outer = loops[:n_out]
+            if len(outer) > 1:
+                outer = [nest.flatten(outer)]
+            if self.kinds[t.name] == "elementwise":
+                if not outer:
+                    continue
+                blocks, inner = nest.split_with_mask(outer[0], k["threads"] * k["per"])
+                nest.set_gpu_block_index(blocks, 0)
+                thread_strided(nest, inner, k["threads"])
+            else:
+                if outer:
+                    nest.set_gpu_block_index(outer[0], 0)
+                parts = block_reduce(nest, nest.buffer(t.name), k["threads"])
+                if outer:
+                    cache_rows(nest, parts, outer[0])
+
+    def _schedule_matmul(self, nest, k: dict) -> None:
+        from codegen.cuda.examples import register_tiled_matmul
+        from codegen.cuda.mma_matmul import MMA_INTRINSIC, mma_matmul
+
+        A, B = matmul_operands(self.matmul)
+        C = nest.buffer(self.matmul.name)
+        tile = dict(k["tiles"][k["tile"]])
+        if k["kind"] == "mma":
+            root, scratch = mma_matmul(A, B, C, **tile)
+        else:
+            tile["interleave"] = tile["TM"] % 4 == 0 and tile["TN"] % 4 == 0
+            root, scratch = register_tiled_matmul(A, B, C, **tile)
+        for b in scratch:
+            nest.add_buffer(b)
+        nest.root = root
+        nest.verify()
+        if k["kind"] == "mma":
+            nest.tensorize("kk", MMA_INTRINSIC[str(A.dtype)])
+
+
+def gpu_space(outputs: Sequence[Tensor] | Tensor) -> ScheduleSpace:
+    """The CUDA search space of the computation of ``outputs`` (see the module docstring)."""
+    if isinstance(outputs, Tensor):
+        outputs = [outputs]
+    tmpl = _GpuTemplate(list(outputs))
+    space = ScheduleSpace(tmpl, list(outputs), name=tmpl.__name__)
+    space.set_seeds(tmpl.seeds(space))
+    return space
