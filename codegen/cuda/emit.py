@@ -87,6 +87,7 @@ from .memory import private_index
 from .outline import MAX_BLOCK_DIMS, MAX_GRID_DIMS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK
 from .passes import plan_cuda
 from .tensor_cores import print_mma_nest
+from .vector_print import chunk_ref, hoist_loads, wide_copy, wide_store
 from .plan import ArgRef, CudaPlan, KernelPlan, KernelSpec
 from .scalar import (call_text, cast_text, float_literal, int_literal, is_narrow, refuse_low_precision,
                      unsigned_of)
@@ -305,25 +306,6 @@ class CudaEmitter(Functor):
             return f"{self.helpers.lowp(dt)[0]}_ld({ref})"
         return ref
 
-    def _chunk_ref(self, w, j: int, write: bool) -> str:
-        """The lvalue of chunk ``j`` of the whole-vector access ``w`` (codegen.cuda.vectors)."""
-        vt = self.storage_type(w.buffer.dtype.with_lanes(w.vtype.lanes))
-        if w.element_buffer:
-            index = self._private_index(w.buffer, w.index)
-            return self.elem(w.buffer, self.lane(index, j, True) if index.dtype.is_vector else self.expr(index, True))
-        start = self.expr(self._private_index(w.buffer, w.base), True) + (f" + {j * w.vtype.lanes}" if j else "")
-        return f"*reinterpret_cast<{'' if write else 'const '}{vt}*>(&{self.elem(w.buffer, start)})"
-
-    def _hoist_loads(self, s: Stmt) -> None:
-        """Read the whole-vector loads of statement ``s`` (``plan.hoisted``) into arrays."""
-        for w, load_ids in self.plan.hoisted.get(id(s), []):
-            vt = self.storage_type(w.buffer.dtype.with_lanes(w.vtype.lanes))
-            t = self.tmp("e")
-            chunks = ", ".join(self._chunk_ref(w, j, False) for j in range(w.chunks))
-            self.emit(f"const {vt} {t}[{w.chunks}] = {{{chunks}}};")
-            for i in load_ids:
-                self._hoisted[i] = t
-
     def visit_Let(self, e: E.Let, idx):
         """A chain of lets is one lambda with a local per variable (nested lambdas, one per
         let, make nvcc branch where it would select)."""
@@ -510,7 +492,7 @@ class CudaEmitter(Functor):
         self.emit("{")
         self.indent += 1
         if s.var.dtype.is_vector:
-            self._hoist_loads(s)
+            hoist_loads(self, s)
             self.emit(f"{ct} {n}[{s.var.dtype.lanes}] = {self.lanes(s.value)};")
             self._hoisted.clear()
         else:
@@ -572,7 +554,7 @@ class CudaEmitter(Functor):
         if lanes == 1:
             self.emit(f"{self.elem(s.buffer, self.expr(index, True))} = "
                       f"{self._store_value(s.buffer, self.expr(s.value))};")
-        elif self._wide_copy(s):
+        elif wide_copy(self, s):
             pass
         else:
             # vector store: every lane is computed before any is written
@@ -580,12 +562,12 @@ class CudaEmitter(Functor):
             self.emit("{")
             self.indent += 1
             t = self.tmp("v")
-            self._hoist_loads(s)
+            hoist_loads(self, s)
             self.emit(f"{ct} {t}[{lanes}] = {self.lanes(s.value)};")
             self._hoisted.clear()
             w = self.plan.wide_stores.get(id(s))
             if w is not None:
-                self._wide_store(w, t, lanes)
+                wide_store(self, w, t, lanes)
             else:
                 for k in range(lanes):
                     ix = self.lane(index, k, True) if index.dtype.is_vector else self.expr(index, True)
@@ -595,37 +577,6 @@ class CudaEmitter(Functor):
         if guard:
             self.indent -= 1
             self.emit("}")
-
-    def _wide_copy(self, s: Store) -> bool:
-        """Print ``s`` as whole-vector copies when it stores, unchanged, a load of the same
-        element type read in the same chunks (no conversion of the lanes); False otherwise."""
-        w = self.plan.wide_stores.get(id(s))
-        v = s.value
-        if type(v) is E.MakeVector:   # the lanes of one load, in order (scalarize_vectors)
-            first = v.values[0].value if type(v.values[0]) is E.ExtractLane else None
-            if first is not None and all(type(x) is E.ExtractLane and x.lane == k and E.structural_equal(x.value, first)
-                                         for k, x in enumerate(v.values)):
-                v = first
-        if w is None or type(v) is not E.Load or v.buffer.dtype != s.buffer.dtype:
-            return False
-        hoisted = [h for h, ids in self.plan.hoisted.get(id(s), []) if id(v) in ids]
-        if len(hoisted) != 1 or hoisted[0].vtype != w.vtype or hoisted[0].chunks != w.chunks:
-            return False
-        for j in range(w.chunks):
-            self.emit(f"{self._chunk_ref(w, j, True)} = {self._chunk_ref(hoisted[0], j, False)};")
-        return True
-
-    def _wide_store(self, w, values: str, lanes: int) -> None:
-        """Store the computed lanes ``values`` as the whole vectors of ``w``."""
-        vt = self.storage_type(w.buffer.dtype.with_lanes(w.vtype.lanes))
-        self.helpers.need("tc_lanes")
-        t = self.tmp("w")
-        self.emit(f"{vt} {t}[{w.chunks}];")
-        self.emit("#pragma unroll")
-        self.emit(f"for (int tc_l = 0; tc_l < {lanes}; ++tc_l) tc_set<{c_type(w.buffer.dtype)}>({t}, tc_l, "
-                  f"{self._store_value(w.buffer, f'{values}[tc_l]')});")
-        for j in range(w.chunks):
-            self.emit(f"{self._chunk_ref(w, j, True)} = {t}[{j}];")
 
     def visit_For(self, s: For, plain: bool = False):
         v = self.var(s.var)

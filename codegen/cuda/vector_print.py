@@ -1,0 +1,78 @@
+"""How the CUDA emitter prints whole-vector accesses (``codegen.cuda.vectors`` decides them):
+chunk references, loads read whole before the lanes, vector stores and copies. Functions of
+the emitter ``em`` (a :class:`codegen.cuda.emit.CudaEmitter`).
+
+>>> from te import Buffer, Compute
+>>> from loopnest import LoopNest
+>>> from codegen import build
+>>> A = Buffer("A", (64,), "float32")
+>>> B = Compute("B", (64,), lambda i: A[i] * 2.0)
+>>> nest = LoopNest([B])
+>>> _, inner, _ = nest.split_with_tail(nest.get_loops_for(B)[0], 4)
+>>> _ = nest.vectorize(inner)
+>>> src = build(nest, [A, B], target="cuda").source
+>>> "*reinterpret_cast<const float4*>(&b_A[" in src and "*reinterpret_cast<float4*>(&b_B[" in src
+True
+"""
+from __future__ import annotations
+
+from te import expr as E
+from loopnest.stmt import Stmt, Store
+
+from .types import c_type
+
+__all__ = ["chunk_ref", "hoist_loads", "wide_copy", "wide_store"]
+
+
+def chunk_ref(em, w, j: int, write: bool) -> str:
+    """The lvalue of chunk ``j`` of the whole-vector access ``w`` (codegen.cuda.vectors)."""
+    vt = em.storage_type(w.buffer.dtype.with_lanes(w.vtype.lanes))
+    if w.element_buffer:
+        index = em._private_index(w.buffer, w.index)
+        return em.elem(w.buffer, em.lane(index, j, True) if index.dtype.is_vector else em.expr(index, True))
+    start = em.expr(em._private_index(w.buffer, w.base), True) + (f" + {j * w.vtype.lanes}" if j else "")
+    return f"*reinterpret_cast<{'' if write else 'const '}{vt}*>(&{em.elem(w.buffer, start)})"
+
+
+def hoist_loads(em, s: Stmt) -> None:
+    """Read the whole-vector loads of statement ``s`` (``plan.hoisted``) into arrays."""
+    for w, load_ids in em.plan.hoisted.get(id(s), []):
+        vt = em.storage_type(w.buffer.dtype.with_lanes(w.vtype.lanes))
+        t = em.tmp("e")
+        chunks = ", ".join(chunk_ref(em, w, j, False) for j in range(w.chunks))
+        em.emit(f"const {vt} {t}[{w.chunks}] = {{{chunks}}};")
+        for i in load_ids:
+            em._hoisted[i] = t
+
+
+def wide_copy(em, s: Store) -> bool:
+    """Print ``s`` as whole-vector copies when it stores, unchanged, a load of the same
+    element type read in the same chunks (no conversion of the lanes); False otherwise."""
+    w = em.plan.wide_stores.get(id(s))
+    v = s.value
+    if type(v) is E.MakeVector:   # the lanes of one load, in order (scalarize_vectors)
+        first = v.values[0].value if type(v.values[0]) is E.ExtractLane else None
+        if first is not None and all(type(x) is E.ExtractLane and x.lane == k and E.structural_equal(x.value, first)
+                                     for k, x in enumerate(v.values)):
+            v = first
+    if w is None or type(v) is not E.Load or v.buffer.dtype != s.buffer.dtype:
+        return False
+    hoisted = [h for h, ids in em.plan.hoisted.get(id(s), []) if id(v) in ids]
+    if len(hoisted) != 1 or hoisted[0].vtype != w.vtype or hoisted[0].chunks != w.chunks:
+        return False
+    for j in range(w.chunks):
+        em.emit(f"{chunk_ref(em, w, j, True)} = {chunk_ref(em, hoisted[0], j, False)};")
+    return True
+
+
+def wide_store(em, w, values: str, lanes: int) -> None:
+    """Store the computed lanes ``values`` as the whole vectors of ``w``."""
+    vt = em.storage_type(w.buffer.dtype.with_lanes(w.vtype.lanes))
+    em.helpers.need("tc_lanes")
+    t = em.tmp("w")
+    em.emit(f"{vt} {t}[{w.chunks}];")
+    em.emit("#pragma unroll")
+    em.emit(f"for (int tc_l = 0; tc_l < {lanes}; ++tc_l) tc_set<{c_type(w.buffer.dtype)}>({t}, tc_l, "
+              f"{em._store_value(w.buffer, f'{values}[tc_l]')});")
+    for j in range(w.chunks):
+        em.emit(f"{chunk_ref(em, w, j, True)} = {t}[{j}];")
