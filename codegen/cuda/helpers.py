@@ -80,6 +80,16 @@ def _mma_helpers() -> str:
                "               : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3)\n"
                "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), "
                "\"r\"(b[1]));\n}")
+    fp8 = []
+    for dt in ("e4m3", "e5m2"):
+        fp8.append(f"__device__ __forceinline__ void tc_mma_{dt}(float& d0, float& d1, float& d2, float& d3, "
+                   f"const unsigned* a, const unsigned* b) {{\n"
+                   f"  asm volatile(\"mma.sync.aligned.m16n8k32.row.col.f32.{dt}.{dt}.f32 {{%0, %1, %2, %3}}, "
+                   f"{{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\\n\"\n"
+                   f"               : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3)\n"
+                   f"               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), "
+                   f"\"r\"(b[1]));\n}}")
+    mma += ["#if __CUDA_ARCH__ >= 890   // float8 operands: Ada and later", *fp8, "#endif"]
     return "\n".join([
         "// Tensor cores (codegen.cuda.tensor_cores): ldmatrix loads of 8 x 8 16-bit tiles from shared",
         "// memory and the warp's m16n8k16 multiply-accumulate, float32 accumulators updated in place.",

@@ -35,24 +35,25 @@ from te.expr import FloatImm
 
 from loopnest.transforms.tensorize import fragment_col, fragment_row
 
-from .mma_source import conflict_free_ld
 
 __all__ = ["MMA_INTRINSIC", "fragment_row", "fragment_col", "mma_matmul", "mma_matmul_example"]
 
 #: the ``tensorize`` intrinsic of each operand type (float32: tf32, which rounds the operands)
-MMA_INTRINSIC = {"float16": "mma_m16n8k16", "bfloat16": "mma_m16n8k16", "float32": "mma_m16n8k8_tf32"}
+MMA_INTRINSIC = {"float16": "mma_m16n8k16", "bfloat16": "mma_m16n8k16", "float32": "mma_m16n8k8_tf32",
+                 "float8_e4m3": "mma_m16n8k32_f8", "float8_e5m2": "mma_m16n8k32_f8"}
 
 MMA_M, MMA_N = 16, 8
 LANES = 32
 
 
 def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64, WN: int = 64,
-               stages: int = 1):
+               stages: int = 1, b_layout: str = "kn"):
     """The statement tree of ``C = A @ B`` on tensor cores (see the module docstring) for
     buffers ``A`` (M x K), ``B`` (K x N) of float16 or bfloat16 -- or float32, for tf32's
     m16n8k8 (k steps of 8; declare the nests with ``tensorize(..., "mma_m16n8k8_tf32")``) --
-    and ``C`` (M x N, float32);
-    returns ``(root, [As, Bs, acc, ...])`` for ``nest.add_buffer``.
+    and ``C`` (M x N, float32); returns ``(root, [As, Bs, acc, ...])`` for ``nest.add_buffer``.
+    ``b_layout="nk"`` takes ``B`` as N x K (``C[i, j] = sum_k A[i, k] * B[j, k]``), which
+    float8 operands (e4m3 / e5m2, m16n8k32, ``"mma_m16n8k32_f8"``) require.
 
     ``stages=2`` double-buffers the shared tiles: each K step first reads the next step's
     tiles from global memory into registers (16-byte vectors), then multiplies the current
@@ -64,14 +65,19 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
     from loopnest.stmt import Block, For, ForKind, Store
 
     M, K = (int(d) for d in A.shape)
-    N = int(B.shape[1])
-    if int(B.shape[0]) != K or tuple(int(d) for d in C.shape) != (M, N):
-        raise ValueError(f"matmul shapes do not match: A {A.shape}, B {B.shape}, C {C.shape}")
-    if str(A.dtype) not in ("float16", "bfloat16", "float32") or A.dtype != B.dtype:
-        raise ValueError(f"tensor-core inputs must both be float16, bfloat16 or float32 (tf32), got {A.dtype} "
-                         f"and {B.dtype}")
+    if b_layout not in ("kn", "nk"):
+        raise ValueError(f"b_layout must be 'kn' (B is K x N) or 'nk' (B is N x K), got {b_layout!r}")
+    nk = b_layout == "nk"
+    N = int(B.shape[0] if nk else B.shape[1])
+    if int(B.shape[1] if nk else B.shape[0]) != K or tuple(int(d) for d in C.shape) != (M, N):
+        raise ValueError(f"matmul shapes do not match: A {A.shape}, B {B.shape} ({b_layout}), C {C.shape}")
+    if str(A.dtype) not in MMA_INTRINSIC or A.dtype != B.dtype:
+        raise ValueError(f"tensor-core inputs must both be one of {sorted(MMA_INTRINSIC)}, got {A.dtype} and {B.dtype}")
     tf32 = str(A.dtype) == "float32"
-    MMA_K = 8 if tf32 else 16
+    fp8 = A.dtype.itemsize == 1
+    if fp8 and not nk:
+        raise ValueError("float8 operands need B as N x K (b_layout='nk'): ldmatrix cannot transpose 8-bit elements")
+    MMA_K = {4: 8, 2: 16, 1: 32}[A.dtype.itemsize]
     if M % BM or N % BN or K % BK:
         raise ValueError(f"M, N, K ({M}, {N}, {K}) must be multiples of BM, BN, BK ({BM}, {BN}, {BK})")
     if BM % WM or BN % WN or WM % MMA_M or WN % MMA_N or BK % MMA_K:
@@ -86,10 +92,13 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
     if stages not in (1, 2):
         raise ValueError(f"stages must be 1 or 2, got {stages}")
     # rows padded so the fragment loads hit distinct banks: ldmatrix's 16-byte rows for 16-bit
-    # operands, the (lane / 4, lane % 4) element pattern of tf32
-    lda, ldb = (BK + 4, BN + 8) if tf32 else (conflict_free_ld(BK), conflict_free_ld(BN))
+    # and 8-bit operands, the (lane / 4, lane % 4) element pattern of tf32
+    if tf32:
+        lda, ldb = BK + 4, BN + 8
+    else:
+        lda, ldb = _conflict_free(BK, VEC), _conflict_free(BK if nk else BN, VEC)
     As = Buffer("As", (stages, BM, lda), A.dtype)
-    Bs = Buffer("Bs", (stages, BK, ldb), B.dtype)
+    Bs = Buffer("Bs", (stages, BN if nk else BK, ldb), B.dtype)
     acc = Buffer("acc", (WY, WX, LANES, TI, TJ, 4), float32)
     by, bx, ko, kk = Var("by"), Var("bx"), Var("ko"), Var("kk")
     counter = iter(range(1000))
@@ -144,7 +153,8 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
         ti, tj, v = fresh("ti"), fresh("tj"), fresh("v")
         at = acc_at(wy, wx, lane, ti, tj, v)
         a = As[stage, wy * WM + ti * MMA_M + fragment_row(lane, v), kk * MMA_K + k]
-        b = Bs[stage, kk * MMA_K + k, wx * WN + tj * MMA_N + fragment_col(lane, v)]
+        n = wx * WN + tj * MMA_N + fragment_col(lane, v)
+        b = Bs[stage, n, kk * MMA_K + k] if nk else Bs[stage, kk * MMA_K + k, n]
         body = Store(acc, at, acc[at] + f32(a) * f32(b))
         nest = For(k, 0, MMA_K, Block([body]), ForKind.UNROLLED)
         for var, extent in ((v, 4), (tj, TJ), (ti, TI)):
@@ -157,8 +167,10 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
         prologue = []
         kloop = For(ko, 0, KT, Block([
             copy(As, A, BM, BK, by * BM, ko * BK, 0),
-            copy(Bs, B, BK, BN, ko * BK, bx * BN, 0),
+            copy(Bs, B, BN, BK, bx * BN, ko * BK, 0) if nk else copy(Bs, B, BK, BN, ko * BK, bx * BN, 0),
             threads(lambda wy, wx, lane: mma_step(wy, wx, lane, 0))]))
+    elif nk:
+        raise ValueError("stages=2 takes B as K x N")
     else:
         ra = Buffer("ra", (WY, WX, LANES, BM * BK // (nthreads * VEC), VEC), A.dtype)
         rb = Buffer("rb", (WY, WX, LANES, BK * BN // (nthreads * VEC), VEC), B.dtype)
@@ -179,9 +191,16 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
     return Block((root,)), scratch
 
 
+def _conflict_free(cols: int, per_chunk: int) -> int:
+    """The smallest row length >= ``cols`` made of an odd number of 16-byte chunks (of
+    ``per_chunk`` elements): the 8 rows an ldmatrix phase reads fall into distinct banks."""
+    ld = -(-cols // per_chunk) * per_chunk
+    return ld if (ld // per_chunk) % 2 else ld + per_chunk
+
+
 def mma_matmul_example(M: int = 128, N: int = 128, K: int = 64, dtype: str = "float16", **tiles):
     """An :class:`codegen.cuda.examples.Example` of :func:`mma_matmul` (random inputs, a
-    float64 numpy reference).
+    float64 numpy reference); float8 takes B as N x K (``b_layout="nk"``).
 
     >>> ex = mma_matmul_example()
     >>> ex.name, [a.name for a in ex.args]
@@ -189,18 +208,22 @@ def mma_matmul_example(M: int = 128, N: int = 128, K: int = 64, dtype: str = "fl
     """
     from .examples import Example, _hand_nest
 
+    nk = dtype.startswith("float8")
     A = Buffer("A", (M, K), dtype)
-    B = Buffer("B", (K, N), dtype)
-    C = Reduce("C", (M, N), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (K,))
-    root, scratch = mma_matmul(A, B, C, **tiles)
+    B = Buffer("B", (N, K) if nk else (K, N), dtype)
+    if nk:
+        C = Reduce("C", (M, N), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[j, k], float32), (K,))
+    else:
+        C = Reduce("C", (M, N), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (K,))
+    root, scratch = mma_matmul(A, B, C, b_layout="nk" if nk else "kn", **tiles)
     nest = _hand_nest([C], root, scratch)
     nest.tensorize("kk", MMA_INTRINSIC[str(A.dtype)])
     npdt = A.dtype.numpy
 
     def make(rng):
         a = rng.standard_normal((M, K)).astype(npdt)
-        b = rng.standard_normal((K, N)).astype(npdt)
-        return ({"A": a, "B": b, "C": np.zeros((M, N), np.float32)},
-                {"C": a.astype(np.float64) @ b.astype(np.float64)})
+        b = rng.standard_normal((N, K) if nk else (K, N)).astype(npdt)
+        bt = b.astype(np.float64).T if nk else b.astype(np.float64)
+        return ({"A": a, "B": b, "C": np.zeros((M, N), np.float32)}, {"C": a.astype(np.float64) @ bt})
     tol = (5e-3, 5e-2) if dtype == "float32" else (1e-4, 1e-3)    # tf32 rounds the operands
     return Example(f"matmul_mma_{A.dtype}", nest, [A, B, C], make, rtol=tol[0], atol=tol[1])

@@ -32,6 +32,7 @@ True
 from __future__ import annotations
 
 from te.expr import IntImm
+from te.layout import Layout
 from loopnest.stmt import Block, For, ForKind
 from loopnest.transforms.tensorize import MmaMatch, NotAnMma, match_mma
 
@@ -118,19 +119,25 @@ def _load_operand(em, nest: MmaNest, operand: str, origin, lane: str) -> str:
             ix = fragment_index(frag, v, ld, lane, swap=operand == "B_nk")
             em.emit(f"{r}[{v}] = tc_to_tf32({em.elem(buf, f'{base} + {ix}')});")
         return r
-    num, trans, _, _ = LDMATRIX_OPERANDS[operand]
+    num, trans, shape, steps = LDMATRIX_OPERANDS[operand]
     em.emit(f"unsigned {r}[{num}];")
-    row = layout_c_expr(ldmatrix_row_address(operand, ld), lane)
+    # an ldmatrix row is 16 bytes: 8 16-bit elements, or 16 8-bit ones (float8: columns twice as far)
+    per_row = 16 // buf.dtype.itemsize
+    rows = ldmatrix_row_address(operand, ld) if per_row == 8 else \
+        Layout(shape, tuple(dr * ld + dc * per_row // 8 for dr, dc in steps))
+    row = layout_c_expr(rows, lane)
     em.emit(f"tc_ldmatrix_x{num}{'_trans' if trans else ''}({r}, &{em.elem(buf, f'{base} + {row}')});")
     return r
 
 
 def print_mma_nest(em, nest: MmaNest, plain) -> None:
-    """Print ``nest`` with the CUDA emitter ``em``: ldmatrix and mma.sync on sm_80 and later,
-    ``plain()`` (the nest as ordinary per-lane code) elsewhere (older GPUs, host emulation)."""
+    """Print ``nest`` with the CUDA emitter ``em``: ldmatrix and mma.sync on sm_80 and later
+    (sm_89 for float8), ``plain()`` (the nest as ordinary per-lane code) elsewhere (older GPUs,
+    host emulation)."""
     em.helpers.need("tc_mma")
     lane = em.var(nest.lane)
-    em.emit("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800")
+    arch = 890 if nest.shape == "m16n8k32" else 800
+    em.emit(f"#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= {arch}")
     em.emit("{")
     em.indent += 1
     a_regs = [_load_operand(em, nest, "A", origin, lane) for origin in nest.a_tiles]

@@ -13,7 +13,8 @@ iterations (``lane``), it reads::
 float16 or both bfloat16, ``acc`` float32, ``lda``/``ldb`` and the tile origins multiples of
 8 elements (ldmatrix reads 16-byte rows). ``mma_m16n8k8_tf32`` is the same with k = 8 and
 float32 operands, which the tensor cores round to tf32 (opt-in: only a nest declared with
-``tensorize`` uses it). Every index is evaluated at every point of the
+``tensorize`` uses it). ``mma_m16n8k32_f8`` takes float8 (e4m3 or e5m2) operands with k = 32
+and B stored N x K (sm_89 and later). Every index is evaluated at every point of the
 nest, for several values of the variables around it, and compared with the layout: the
 check is exact for the values tried, and IREval runs the nest as written either way.
 
@@ -65,7 +66,10 @@ __all__ = ["INTRINSICS", "MmaMatch", "NotAnMma", "fragment_row", "fragment_col",
 #: ``mma_m16n8k8_tf32`` takes float32 operands and rounds them to tf32 (10 bits of mantissa)
 #: on the tensor cores: a precision the user opts into, so only a declared nest uses it.
 INTRINSICS = {"mma_m16n8k16": (16, {"float16": "f16", "bfloat16": "bf16"}),
-              "mma_m16n8k8_tf32": (8, {"float32": "tf32"})}
+              "mma_m16n8k8_tf32": (8, {"float32": "tf32"}),
+              "mma_m16n8k32_f8": (32, {"float8_e4m3": "e4m3", "float8_e5m2": "e5m2"})}
+#: the PTX shape of each operand type
+MMA_SHAPES = {"f16": "m16n8k16", "bf16": "m16n8k16", "tf32": "m16n8k8", "e4m3": "m16n8k32", "e5m2": "m16n8k32"}
 _TRIALS = 3
 
 
@@ -120,8 +124,8 @@ class MmaMatch:
 
     @property
     def shape(self) -> str:
-        """The PTX shape: ``m16n8k16``, or ``m16n8k8`` for tf32."""
-        return "m16n8k8" if self.dtype == "tf32" else "m16n8k16"
+        """The PTX shape: ``m16n8k16``, ``m16n8k8`` for tf32, ``m16n8k32`` for float8."""
+        return MMA_SHAPES[self.dtype]
 
     def describe(self) -> str:
         b_layout = "K x N" if self.b_storage == "B_kn" else "N x K"
@@ -254,17 +258,21 @@ def match_mma(loop: For, lane: Var, index_of: Callable, scope: Callable | None =
         b_off = b - b0[(None, Ellipsis, None, None)]
         lda = int(a_off[(4,) + first + (0, 0)])                          # lane 4, v 0: row 1
         if not np.array_equal(a_off, row * lda + k_g):
-            raise NotAnMma(f"{x.buffer.name}'s index is not row(lane, v) * ld + k of an A tile (the fragment "
-                           "layout of mma.m16n8k16)")
+            raise NotAnMma(f"{x.buffer.name}'s index is not row(lane, v) * ld + k of an A tile (the accumulator "
+                           "fragment layout)")
         ldb, storage = int(b_off[(0,) + first + (0, 1)]), "B_kn"          # k 1: row 1 of K x N
         if not np.array_equal(b_off, k_g * ldb + col):
             ldb, storage = int(b_off[(0,) + first + (1, 0)]), "B_nk"      # v 1: row 1 of N x K
             if not np.array_equal(b_off, col * ldb + k_g):
                 raise NotAnMma(f"{y.buffer.name}'s index is neither k * ld + col(lane, v) nor col(lane, v) * ld + k "
-                               "of a B tile (the fragment layout of mma.m16n8k16)")
-        if k_extent == 16 and (lda % 8 or ldb % 8 or np.any(a0 % 8) or np.any(b0 % 8)):
-            raise NotAnMma(f"the rows of the tiles (ld {lda} and {ldb}) and their origins must be multiples of 8 "
-                           "elements: ldmatrix reads 16-byte rows")
+                               "of a B tile (the accumulator fragment layout)")
+        chunk = 16 // x.buffer.dtype.itemsize          # elements in the 16 bytes of an ldmatrix row
+        if k_extent != 8 and (lda % chunk or ldb % chunk or np.any(a0 % chunk) or np.any(b0 % chunk)):
+            raise NotAnMma(f"the rows of the tiles (ld {lda} and {ldb}) and their origins must be multiples of "
+                           f"{chunk} elements: ldmatrix reads 16-byte rows")
+        if k_extent == 32 and storage == "B_kn":
+            raise NotAnMma(f"8-bit B tiles must be stored N x K ({y.buffer.name}[n, k], k contiguous): ldmatrix "
+                           "cannot transpose 8-bit elements")
         if np.any(c != c[..., :1]):
             raise NotAnMma(f"the accumulator index of {store.buffer.name} changes with k")
         if found not in (None, (lda, ldb, storage)):

@@ -127,3 +127,19 @@ def test_the_tf32_kernel_compiles_for_sm80_and_sm90_without_spills():
     for arch in ("sm_80", "sm_90"):
         info = k.compile(arch)
         assert info["spill_stores"] == 0 and info["registers"] <= 255, (arch, info)
+
+
+@pytest.mark.parametrize("dtype,tag", [("float8_e4m3", "e4m3"), ("float8_e5m2", "e5m2")])
+def test_float8_runs_on_m16n8k32_with_b_stored_n_by_k(dtype, tag):
+    ex = mma_matmul_example(64, 64, 64, dtype=dtype, BM=64, BN=64, BK=64, WM=32, WN=32)
+    arrays, expected = ex.make(np.random.default_rng(5))
+    build(ex.nest, ex.args, target="ireval")(**arrays)
+    np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-5, atol=1e-5)
+    k = build(ex.nest, ex.args, target="cuda")
+    assert f"m16n8k32 {tag}: 4 A tile(s) (As, ld 80), 8 B tile(s) (Bs N x K, ld 80)" in \
+        k.module.plan.describe_tensor_cores()
+    assert f"mma.sync.aligned.m16n8k32.row.col.f32.{tag}.{tag}.f32" in k.source
+    assert "__CUDA_ARCH__ >= 890" in k.source      # float8 MMAs need Ada or later
+    if HAVE_NVCC:
+        info = k.compile("sm_90")
+        assert info["spill_stores"] == 0, info

@@ -14,10 +14,11 @@ from loopnest.transforms.tensorize import fragment_col, fragment_row
 from te import Buffer, Var, cast, float32
 
 
-def warp_tile(dtype="float16", k_extent=16, lda=16, b_nk=False, row=fragment_row, col=fragment_col, acc_k=False):
+def warp_tile(dtype="float16", k_extent=16, lda=16, b_nk=False, row=fragment_row, col=fragment_col, acc_k=False,
+              ldb=None):
     """One warp's 16 x 8 tile of acc += A (16 x 16) * B (16 x 8), lane by lane."""
     As = Buffer("As", (16, lda), dtype)
-    Bs = Buffer("Bs", (8, 16) if b_nk else (16, 8), dtype)
+    Bs = Buffer("Bs", (8, ldb or k_extent) if b_nk else (k_extent, ldb or 8), dtype)
     acc = Buffer("acc", (32, 4 if not acc_k else 64), "float32")
     lane, v, k = Var("lane"), Var("v"), Var("k")
     a = As[row(lane, v), k]
@@ -90,3 +91,15 @@ def test_float32_operands_need_the_tf32_intrinsic():
         nest.tensorize(v)
     nest.tensorize(v, "mma_m16n8k8_tf32")
     assert nest.tensorized == {"v": "mma_m16n8k8_tf32"}
+
+
+def test_float8_takes_b_stored_n_by_k_only():
+    nest, _, v = warp_tile("float8_e4m3", k_extent=32, lda=32)     # B is 32 x 8: rows of 8 bytes
+    with pytest.raises(ScheduleError, match="multiples of 16 elements"):
+        nest.tensorize(v, "mma_m16n8k32_f8")
+    nest, _, v = warp_tile("float8_e4m3", k_extent=32, lda=32, ldb=16)
+    with pytest.raises(ScheduleError, match="8-bit B tiles must be stored N x K"):
+        nest.tensorize(v, "mma_m16n8k32_f8")
+    nest, _, v = warp_tile("float8_e4m3", k_extent=32, lda=32, b_nk=True)
+    nest.tensorize(v, "mma_m16n8k32_f8")
+    assert nest.tensorized == {"v": "mma_m16n8k32_f8"}
