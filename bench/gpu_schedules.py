@@ -5,7 +5,7 @@ and binds it to the GPU with the public transforms -- ``split_with_mask``, ``til
 ``reorder``, ``fuse``, ``compute_at``, ``rfactor``, ``cache_accesses`` (shared-memory rows
 and tiles, per-thread register accumulators), ``set_gpu_block_index`` /
 ``set_gpu_thread_index`` -- except the matmul, whose register-tiled shared-memory schedule
-is the statement tree of :func:`codegen.cuda.examples.register_tiled_matmul` (the transforms
+is the statement tree of :func:`loopnest.transforms.gpu_matmul.register_tiled_matmul` (the transforms
 lay out a cached accumulator like the tensor, ``[BM, BN]``, which the CUDA backend cannot
 keep in registers once each thread owns a 2-D micro-tile).
 
@@ -27,8 +27,6 @@ from typing import Callable
 
 import numpy as np
 
-from codegen.cuda.examples import register_tiled_matmul
-from codegen.cuda.mma_matmul import MMA_INTRINSIC, mma_matmul
 from loopnest import LoopNest
 from loopnest.auto.gpu import block_reduce, cache_rows, pow2_at_most, row_threads, thread_strided
 from loopnest.nest import Loop
@@ -192,9 +190,9 @@ def matmul_config(m: int, n: int, k: int) -> dict:
 def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None, **config) -> None:
     """``C = A @ B``. float16 and bfloat16 inputs go to the tensor cores (``tensor_cores``
     None: when no SIMT tile ``TM``/``TN`` is given) with :func:`mma_matmul_config`'s tiles
-    (:mod:`codegen.cuda.mma_matmul`); float32 inputs too with ``tensor_cores=True`` (tf32,
+    (:mod:`loopnest.transforms.gpu_matmul`, ``nest.gpu_matmul``); float32 inputs too with ``tensor_cores=True`` (tf32,
     which rounds the operands: opt-in). Otherwise: shared-memory tiles of A and B plus a register micro-tile per thread
-    (:func:`codegen.cuda.examples.register_tiled_matmul`, tiles from :func:`matmul_config`;
+    (:func:`loopnest.transforms.gpu_matmul.register_tiled_matmul`, tiles from :func:`matmul_config`;
     keyword arguments override them).
 
     A block of 16 x 16 threads computes a 128 x 128 tile of C (64 x 64 on small problems),
@@ -207,29 +205,19 @@ def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None, **c
     conflicts. About 105 registers per thread: two blocks (16 warps) per SM hide the
     global-load latency at each k-tile. float16 inputs stay float16 in shared memory (half
     the traffic) and are converted to float32 as they are used."""
-    (C,) = spec.outputs
     A, B = spec.args[0], spec.args[1]
     m, k = (int(d) for d in A.shape)
     n = int(B.shape[1])
     if tensor_cores is None:
         tensor_cores = str(A.dtype) in ("float16", "bfloat16") and not {"TM", "TN"} & set(config)
     if tensor_cores:
-        cfg = dict(mma_matmul_config(m, n, k, str(A.dtype)), **config)
-        root, scratch = mma_matmul(A, B, C, **cfg)
+        nest.gpu_matmul(True, **dict(mma_matmul_config(m, n, k, str(A.dtype)), **config))
     else:
-        cfg = dict(matmul_config(m, n, k), **config)
-        cfg.setdefault("interleave", cfg["TM"] % 4 == 0 and cfg["TN"] % 4 == 0)
-        root, scratch = register_tiled_matmul(A, B, C, **cfg)
-    for b in scratch:
-        nest.add_buffer(b)
-    nest.root = root
-    nest.verify()
-    if tensor_cores:
-        nest.tensorize("kk", MMA_INTRINSIC[str(A.dtype)])
+        nest.gpu_matmul(False, **dict(matmul_config(m, n, k), **config))
 
 
 def mma_matmul_config(m: int, n: int, k: int, dtype: str = "float16") -> dict:
-    """Tiles of the tensor-core matmul (:func:`codegen.cuda.mma_matmul.mma_matmul`): 128 x 128
+    """Tiles of the tensor-core matmul (:func:`loopnest.transforms.gpu_matmul.mma_matmul`): 128 x 128
     blocks of eight 64 x 32 warp tiles with k-tiles of 64 (the fastest of six configurations
     measured on an H100 at 4096: 284 TFLOP/s, against 245 for four 64 x 64 warp tiles and
     194 for the double-buffered ``stages=2``), or 64 x 64 blocks of 32 x 32 warp tiles for

@@ -42,6 +42,7 @@ from .transforms import fuse as _fuse
 from .transforms import inline as _inline
 from .transforms import loop_kinds as _loop_kinds
 from .transforms import privatize as _privatize
+from .transforms import gpu_matmul as _gpu_matmul
 from .transforms import tensorize as _tensorize
 from .transforms import reorder as _reorder
 from .transforms import rfactor as _rfactor
@@ -316,6 +317,25 @@ class LoopNest(NestState):
         as written. See ``loopnest.transforms.tensorize`` (an example there) and
         ``codegen.cuda.mma_matmul`` (a matmul built of such nests)."""
         return _tensorize.tensorize(self, self.loop(loop), intrinsic)
+
+    @_transform
+    def gpu_matmul(self, tensor_cores: bool | None = None, **tiles) -> None:
+        """Replace the loops of a fresh nest's lone matmul by a GPU tree: tensor cores
+        (``mma.sync``, declared with ``tensorize``) for float16 / bfloat16 / float8 operands --
+        float32 too, as tf32, with ``tensor_cores=True`` -- or shared-memory register tiles
+        for float32. ``tiles``: ``BM, BN, BK, WM, WN`` (tensor cores) or ``BM, BN, BK, TM, TN``.
+        Recorded in ``history`` like every transform, so a tuned schedule replays. See
+        ``loopnest.transforms.gpu_matmul``.
+
+        >>> from te import Buffer, Reduce, Sum, cast, float32
+        >>> A, B = Buffer("A", (64, 64), "float16"), Buffer("B", (64, 64), "float16")
+        >>> C = Reduce("C", (64, 64), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (64,))
+        >>> nest = LoopNest([C])
+        >>> nest.gpu_matmul(BM=64, BN=64, BK=32, WM=32, WN=32)
+        >>> nest.tensorized, [h["op"] for h in nest.history]
+        ({'kk': 'mma_m16n8k16'}, ['gpu_matmul'])
+        """
+        return _gpu_matmul.gpu_matmul(self, tensor_cores, **tiles)
 
     @property
     def tensorized(self) -> dict[str, str]:

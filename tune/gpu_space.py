@@ -8,10 +8,10 @@ template with a few knobs:
 * **reduction**: one block per output element (its loops flattened), the reduction spread
   over ``threads`` threads and combined as a tree in shared memory
   (``loopnest.auto.gpu.block_reduce``);
-* **matmul** (``C[i, j] = sum_k A[i, k] * B[k, j]``, static sizes, the only tensor left):
-  float16 / bfloat16 operands on the tensor cores (``codegen.cuda.mma_matmul``, ``tile``
-  picks the block and warp tiles), float32 on the shared-memory register-tiled schedule
-  (``codegen.cuda.examples.register_tiled_matmul``, ``tile`` picks block and thread tiles).
+* **matmul** (``C[i, j] = sum_k A[i, k] * B[k, j]`` of two inputs, static sizes, the only
+  tensor): ``nest.gpu_matmul`` (``loopnest.transforms.gpu_matmul``): float16 / bfloat16 /
+  float8 operands on the tensor cores, float32 on the shared-memory register-tiled tree;
+  ``tile`` picks the block and warp (or thread) tiles.
 
 Other contractions (convolutions) have no template yet: ``SpaceError`` says so, and a schedule
 function passed as ``space=`` tunes them. The first seed is the benchmark's hand schedule.
@@ -26,13 +26,14 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from te import expr as E
 from te.tensor import Tensor
+
+from loopnest.transforms.gpu_matmul import matmul_operands
 
 from .errors import SpaceError
 from .space import Config, ScheduleSpace
 
-__all__ = ["gpu_space", "MMA_TILES", "SIMT_TILES", "matmul_operands"]
+__all__ = ["gpu_space", "MMA_TILES", "SIMT_TILES"]
 
 #: block and warp tiles of the tensor-core matmul, fastest first (measured on an H100 at 4096)
 MMA_TILES = [dict(BM=128, BN=128, BK=64, WM=64, WN=32), dict(BM=128, BN=128, BK=64, WM=64, WN=64),
@@ -41,38 +42,6 @@ MMA_TILES = [dict(BM=128, BN=128, BK=64, WM=64, WN=32), dict(BM=128, BN=128, BK=
 #: block and per-thread tiles of the float32 register-tiled matmul
 SIMT_TILES = [dict(BM=128, BN=128, BK=8, TM=8, TN=8), dict(BM=64, BN=64, BK=8, TM=4, TN=4),
               dict(BM=128, BN=64, BK=8, TM=8, TN=4), dict(BM=32, BN=32, BK=8, TM=2, TN=2)]
-
-
-def _load_of(e):
-    while type(e) is E.Cast:
-        e = e.value
-    return e if type(e) is E.Load else None
-
-
-def matmul_operands(t: Tensor):
-    """``(A, B)`` when ``t`` is ``sum_k A[i, k] * B[k, j]`` over static sizes (casts of the
-    loads allowed), else None.
-
-    >>> from te import Buffer, Reduce, Sum
-    >>> A, B = Buffer("A", (8, 4), "float32"), Buffer("B", (4, 16), "float32")
-    >>> C = Reduce("C", (8, 16), Sum(), lambda i, j, k: A[i, k] * B[k, j], (4,))
-    >>> [b.name for b in matmul_operands(C)]
-    ['A', 'B']
-    """
-    if not t.is_reduction or len(t.args) != 2 or len(t.reduce_args) != 1 or type(t.body) is not E.Mul:
-        return None
-    i, j = t.args
-    (k,) = t.reduce_args
-    a, b = _load_of(t.body.a), _load_of(t.body.b)
-    if a is None or b is None:
-        return None
-    if not (len(a.indices) == 2 and a.indices[0] is i and a.indices[1] is k
-            and len(b.indices) == 2 and b.indices[0] is k and b.indices[1] is j):
-        return None
-    shapes = [a.buffer.shape, b.buffer.shape, t.dims]
-    if not all(isinstance(d, int) or type(d) is E.IntImm for s in shapes for d in s):
-        return None
-    return a.buffer, b.buffer
 
 
 def _int(d) -> int:
@@ -97,9 +66,7 @@ class _GpuTemplate:
             if kind == "extern":
                 raise SpaceError(f"tensor {t.name} is an external call, which the CUDA backend does not run")
             if kind == "contraction" or (kind == "reduction" and matmul_operands(t)):
-                ops = matmul_operands(t)
-                computed = {u.name for u in self.tensors}
-                if ops is None or len(self.kept) != 1 or any(b.name in computed for b in ops):
+                if matmul_operands(t) is None or len(self.tensors) != 1:
                     raise SpaceError(f"tensor {t.name} is a contraction that is not a lone matmul "
                                      "(C[i, j] = sum_k A[i, k] * B[k, j] of two inputs, static sizes); the CUDA space has no "
                                      "template for it yet: pass a schedule function as space=")
@@ -107,10 +74,10 @@ class _GpuTemplate:
         self.__name__ = "auto_cuda:" + ",".join(sorted(self.outputs))
 
     def _matmul_tiles(self) -> tuple[str, list[dict]]:
-        A, B = matmul_operands(self.matmul)
+        A, B, _ = matmul_operands(self.matmul)
         m, k = (_int(d) for d in A.shape)
-        n = _int(B.shape[1])
-        lowp = str(A.dtype) in ("float16", "bfloat16") and A.dtype == B.dtype
+        n = _int(self.matmul.dims[1])
+        lowp = str(A.dtype) in ("float16", "bfloat16", "float8_e4m3", "float8_e5m2") and A.dtype == B.dtype
         tiles = MMA_TILES if lowp else SIMT_TILES
         ok = [c for c in tiles if m % c["BM"] == 0 and n % c["BN"] == 0 and k % c["BK"] == 0]
         if not ok:
@@ -176,23 +143,7 @@ class _GpuTemplate:
                     cache_rows(nest, parts, outer[0])
 
     def _schedule_matmul(self, nest, k: dict) -> None:
-        from codegen.cuda.examples import register_tiled_matmul
-        from codegen.cuda.mma_matmul import MMA_INTRINSIC, mma_matmul
-
-        A, B = matmul_operands(self.matmul)
-        C = nest.buffer(self.matmul.name)
-        tile = dict(k["tiles"][k["tile"]])
-        if k["kind"] == "mma":
-            root, scratch = mma_matmul(A, B, C, **tile)
-        else:
-            tile["interleave"] = tile["TM"] % 4 == 0 and tile["TN"] % 4 == 0
-            root, scratch = register_tiled_matmul(A, B, C, **tile)
-        for b in scratch:
-            nest.add_buffer(b)
-        nest.root = root
-        nest.verify()
-        if k["kind"] == "mma":
-            nest.tensorize("kk", MMA_INTRINSIC[str(A.dtype)])
+        nest.gpu_matmul(tensor_cores=k["kind"] == "mma", **k["tiles"][k["tile"]])
 
 
 def gpu_space(outputs: Sequence[Tensor] | Tensor) -> ScheduleSpace:

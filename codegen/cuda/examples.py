@@ -34,6 +34,7 @@ from te import (Buffer, Compute, Max, Reduce, Sum, Var, cast, exp, floordiv, flo
 from te.expr import FloatImm, IntImm
 from loopnest import LoopNest
 from loopnest.stmt import Block, For, ForKind, Store
+from loopnest.transforms.gpu_matmul import register_tiled_matmul
 
 __all__ = ["Example", "elementwise", "elementwise_2d", "elementwise_tail", "softmax_rows", "softmax_block", "matmul_tiled", "matmul_register_tiled",
            "register_tiled_matmul",
@@ -269,101 +270,6 @@ def matmul_tiled(M: int = 64, N: int = 48, K: int = 80, tile: int = 16, dtype="f
         ref = a.astype(np.float64) @ b.astype(np.float64)
         return {"A": a, "B": b, "C": np.zeros((M, N), np.float32)}, {"C": ref}
     return Example(f"matmul_tiled_{A.dtype}", nest, [A, B, C], make, rtol=1e-4, atol=1e-4)
-
-
-def register_tiled_matmul(A, B, C, BM: int = 64, BN: int = 64, BK: int = 8, TM: int = 4, TN: int = 4,
-                          interleave: bool = False):
-    """The statement tree of ``C = A @ B`` with shared-memory tiles and a register micro-tile
-    per thread, for buffers ``A`` (M x K), ``B`` (K x N) and ``C`` (M x N, float32); returns
-    ``(root, [As, Bs, acc])`` -- the tree and the buffers it allocates, for
-    ``nest.add_buffer``. Inputs of a low-precision type are converted to float32 as they are
-    used; the sums are float32.
-
-    A block of (BM/TM) x (BN/TN) threads computes a BM x BN tile of C, each thread a TM x TN
-    micro-tile whose accumulators (``acc[ty, tx, i, j]``, allocated at block level) the CUDA
-    backend keeps in registers. For each K step of BK, the block copies an A tile (stored
-    transposed, ``As[k, m]``) and a B tile into shared memory, every thread copying its share
-    with a short serial loop; the inner product then runs over the tiles with the loop over
-    the BK steps outside the thread loops (the same code per thread, and IREval batches the
-    threads) and its first step peeled, so the barrier after the copies sits before it
-    rather than in every step: two barriers per K step.
-    With ``interleave`` (TM and TN multiples of 4) a thread's rows are ``ty*4 + {0..3}``
-    plus multiples of ``4 * BM/TM`` (columns likewise), so a warp's 128-bit shared loads
-    read consecutive addresses without bank conflicts and its stores of C are contiguous.
-
-    >>> from te import Buffer, Reduce, Sum
-    >>> A = Buffer("A", (64, 16), "float32"); B = Buffer("B", (16, 64), "float32")
-    >>> C = Reduce("C", (64, 64), Sum(), lambda i, j, k: A[i, k] * B[k, j], (16,))
-    >>> root, bufs = register_tiled_matmul(A, B, C)
-    >>> [(b.name, b.shape) for b in bufs]
-    [('As', (8, 64)), ('Bs', (8, 64)), ('acc', (16, 16, 4, 4))]
-    """
-    M, K = (int(d) for d in A.shape)
-    N = int(B.shape[1])
-    if int(B.shape[0]) != K or tuple(int(d) for d in C.shape) != (M, N):
-        raise ValueError(f"matmul shapes do not match: A {A.shape}, B {B.shape}, C {C.shape}")
-    if M % BM or N % BN or K % BK:
-        raise ValueError(f"register_tiled_matmul needs M, N, K ({M}, {N}, {K}) to be multiples of BM, BN, BK "
-                         f"({BM}, {BN}, {BK})")
-    if BM % TM or BN % TN:
-        raise ValueError(f"the micro-tile {TM} x {TN} must divide the block tile {BM} x {BN}")
-    if interleave and (TM % 4 or TN % 4):
-        raise ValueError(f"interleave needs TM and TN to be multiples of 4, got {TM} x {TN}")
-    TY, TX = BM // TM, BN // TN
-    nthreads = TY * TX
-    if (BM * BK) % nthreads or (BK * BN) % nthreads:
-        raise ValueError(f"the tiles BM x BK = {BM} x {BK} and BK x BN = {BK} x {BN} must split evenly over the "
-                         f"{nthreads} threads")
-    As = Buffer("As", (BK, BM), A.dtype)
-    Bs = Buffer("Bs", (BK, BN), B.dtype)
-    acc = Buffer("acc", (TY, TX, TM, TN), float32)
-    by, bx, ko = Var("by"), Var("bx"), Var("ko")
-    counter = iter(range(1000))
-
-    def fresh(base):
-        return Var(f"{base}{next(counter)}")
-
-    def f32(x):
-        return x if x.dtype == float32 else cast(x, float32)
-
-    def row(ty, i):
-        return floordiv(i, 4) * (TY * 4) + ty * 4 + floormod(i, 4) if interleave else ty * TM + i
-
-    def col(tx, j):
-        return floordiv(j, 4) * (TX * 4) + tx * 4 + floormod(j, 4) if interleave else tx * TN + j
-
-    def threads(body_fn):
-        ty, tx = fresh("ty"), fresh("tx")
-        inner = For(tx, 0, TX, Block(body_fn(ty, tx)), ForKind.GPU_THREAD, 0)
-        return For(ty, 0, TY, Block([inner]), ForKind.GPU_THREAD, 1)
-
-    def micro(body_fn, kind=ForKind.UNROLLED):
-        i, j = fresh("i"), fresh("j")
-        return For(i, 0, TM, Block([For(j, 0, TN, Block(body_fn(i, j)), kind)]), kind)
-
-    def copy(ty, tx, per, body_fn):
-        c = fresh("c")
-        lin = (ty * TX + tx) + c * nthreads
-        return [For(c, 0, per, Block(body_fn(lin)), ForKind.UNROLLED)]
-
-    init = threads(lambda ty, tx: [micro(lambda i, j: [Store(acc, (ty, tx, i, j), FloatImm(0.0, float32))])])
-    load_a = threads(lambda ty, tx: copy(ty, tx, BM * BK // nthreads, lambda l: [
-        Store(As, (floormod(l, BK), floordiv(l, BK)), A[by * BM + floordiv(l, BK), ko * BK + floormod(l, BK)])]))
-    load_b = threads(lambda ty, tx: copy(ty, tx, BK * BN // nthreads, lambda l: [
-        Store(Bs, (floordiv(l, BN), floormod(l, BN)), B[ko * BK + floordiv(l, BN), bx * BN + floormod(l, BN)])]))
-
-    def step(k):
-        return threads(lambda ty, tx: [micro(lambda i, j: [Store(
-            acc, (ty, tx, i, j), acc[ty, tx, i, j] + f32(As[k, row(ty, i)]) * f32(Bs[k, col(tx, j)]))])])
-    # the first k step on its own: the barrier after the copies goes before it, not into the loop
-    kk = Var("kk")
-    compute = [step(IntImm(0, int32)), For(kk, 1, BK, Block([step(kk)]), ForKind.UNROLLED)]
-    write = threads(lambda ty, tx: [micro(lambda i, j: [
-        Store(C, (by * BM + row(ty, i), bx * BN + col(tx, j)), acc[ty, tx, i, j])])])
-    kloop = For(ko, 0, K // BK, Block([load_a, load_b, *compute]))
-    root = For(by, 0, M // BM, Block([For(bx, 0, N // BN, Block([init, kloop, write]), ForKind.GPU_BLOCK, 0)]),
-               ForKind.GPU_BLOCK, 1)
-    return Block((root,)), [As, Bs, acc]
 
 
 def matmul_register_tiled(M: int = 128, N: int = 128, K: int = 64, BM: int = 64, BN: int = 64, BK: int = 8,

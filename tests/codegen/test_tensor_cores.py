@@ -75,7 +75,7 @@ def test_the_printed_mmas_compute_what_the_nest_says_on_the_fragment_model():
 
 def test_a_nest_off_the_fragment_layout_is_not_taken_for_an_mma(monkeypatch):
     """B's column from the row formula instead of the column one: printed as plain code."""
-    import codegen.cuda.mma_matmul as mm
+    import loopnest.transforms.gpu_matmul as mm
     A = Buffer("A", (64, 64), "float16")
     B = Buffer("B", (64, 64), "float16")
     C = Reduce("C", (64, 64), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (64,))

@@ -100,7 +100,7 @@ def random_step(nest, rnd: random.Random, gpu: bool, counter: list) -> str:
            "compute_inline", "compute_at", "compute_at", "store_at", "cache_accesses", "rfactor", "privatize",
            "eliminate_dead_stores", "simplify"]
     if gpu:  # GPU-bound loops run serially on IREval; CPU compilers do not take them
-        ops += ["set_gpu_block_index", "set_gpu_thread_index", "tensorize"]
+        ops += ["set_gpu_block_index", "set_gpu_thread_index", "tensorize", "gpu_matmul"]
     op = rnd.choice(ops)
     if not loops and op not in ("eliminate_dead_stores",):
         return "none"
@@ -169,6 +169,8 @@ def random_step(nest, rnd: random.Random, gpu: bool, counter: list) -> str:
         nest.simplify()
     elif op == "tensorize":     # random nests are not warp MMAs: a named refusal, the nest unchanged
         nest.tensorize(pick())
+    elif op == "gpu_matmul":    # takes a fresh nest of one matmul: refused on the others
+        nest.gpu_matmul()
     else:
         nest.eliminate_dead_stores()
     return op

@@ -12,7 +12,8 @@ from codegen import build
 from te import Buffer, Compute, Reduce, Sum, cast, exp, float32
 from tune import auto_space
 from tune.errors import SpaceError
-from tune.gpu_space import MMA_TILES, matmul_operands
+from loopnest.transforms.gpu_matmul import matmul_operands
+from tune.gpu_space import MMA_TILES
 
 
 def _points(space, n=3, seed=0):
@@ -58,7 +59,7 @@ def test_row_reductions_are_block_trees():
 def test_matmuls_take_the_hand_trees_tensor_cores_for_half_precision(dtype):
     A, B = Buffer("A", (64, 64), dtype), Buffer("B", (64, 64), dtype)
     C = Reduce("C", (64, 64), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (64,))
-    assert [b.name for b in matmul_operands(C)] == ["A", "B"]
+    assert [x if isinstance(x, str) else x.name for x in matmul_operands(C)] == ["A", "B", "kn"]
     rng = np.random.default_rng(2)
     a, b = (rng.standard_normal((64, 64)).astype(A.dtype.numpy) for _ in range(2))
     space = _check_points([C], [A, B, C], {"A": a, "B": b}, {"C": a.astype(np.float64) @ b}, rtol=1e-4, atol=1e-3)
@@ -78,3 +79,16 @@ def test_a_contraction_without_a_template_is_a_named_space_error():
                (4, 3, 3))
     with pytest.raises(SpaceError, match="not a lone matmul"):
         auto_space([Y], "cuda")
+
+
+def test_a_tuned_matmul_schedule_replays_from_its_history():
+    """autotune rebuilds the best kernel by replaying the record's trace: the tree must be a
+    recorded transform (nest.gpu_matmul), not a root set by hand."""
+    from loopnest import LoopNest
+    A, B = Buffer("A", (64, 64), "bfloat16"), Buffer("B", (64, 64), "bfloat16")
+    C = Reduce("C", (64, 64), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (64,))
+    space = auto_space([C], "cuda")
+    nest = space.apply(space.seeds[0])
+    replayed = LoopNest([C]).replay(nest.history)
+    assert str(replayed) == str(nest) and replayed.tensorized == {"kk": "mma_m16n8k16"}
+    assert "tc_mma_bf16(" in build(replayed, [A, B, C], target="cuda").source
