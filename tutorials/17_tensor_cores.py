@@ -1,0 +1,87 @@
+"""Tutorial 17: tensor cores -- a warp MMA written lane by lane, checked, printed as mma.sync.
+
+    python tutorials/17_tensor_cores.py
+
+The story: a tensor core multiplies a 16 x 16 tile of A by a 16 x 8 tile of B with the 32
+lanes of a warp, each lane holding four of the 128 results. We write exactly that as a
+loop nest -- for each lane, its four accumulators, the sum over k -- and `tensorize` checks
+it against the instruction's fragment layout, naming what does not match. IREval runs the
+nest as written (a small matmul per lane), so the result is checked on any machine; the CUDA
+backend prints it as `ldmatrix` + `mma.sync`. Then a whole matmul: `nest.gpu_matmul()` puts
+a tensor-core tree (warps of such tiles, shared-memory staging) in place of the loops, and
+`autotune(..., target="cuda")` searches its tiles when a GPU is present.
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np
+
+from te import Buffer, Reduce, Sum, Var, cast, float32
+from loopnest import LoopNest, ScheduleError
+from loopnest.stmt import Block, For, Store
+from loopnest.transforms.tensorize import fragment_col, fragment_row
+from codegen import build
+from codegen.cuda import nvcc_available
+
+# -- one warp tile, lane by lane -----------------------------------------------------------
+As, Bs = Buffer("As", (16, 16), "float16"), Buffer("Bs", (16, 8), "float16")
+acc = Buffer("acc", (32, 4), "float32")
+lane, v, k = Var("lane"), Var("v"), Var("k")
+body = Store(acc, (lane, v), acc[lane, v] + cast(As[fragment_row(lane, v), k], float32)
+             * cast(Bs[k, fragment_col(lane, v)], float32))
+nest = LoopNest(For(lane, 0, 32, Block([For(v, 0, 4, Block([For(k, 0, 16, Block([body]))]))])), outputs=[acc])
+nest.set_gpu_thread_index(lane, 0)
+try:
+    nest.tensorize(k)                       # the wrong loop: the refusal says why
+except ScheduleError as exc:
+    print("refused:", exc)
+nest.tensorize(v)
+print("declared:", nest.tensorized)
+
+rng = np.random.default_rng(0)
+a = rng.standard_normal((16, 16)).astype(np.float16)
+b = rng.standard_normal((16, 8)).astype(np.float16)
+out = np.zeros((32, 4), np.float32)
+build(nest, [As, Bs, acc], target="ireval")(As=a, Bs=b, acc=out)
+want = a.astype(np.float64) @ b.astype(np.float64)
+lanes = np.arange(32)
+got = np.zeros((16, 8))
+for vv in range(4):
+    got[fragment_row(lanes, vv), fragment_col(lanes, vv)] = out[:, vv]
+print("the lanes' accumulators make the 16 x 8 product:", np.allclose(got, want, rtol=1e-5, atol=1e-5))
+
+# -- a whole matmul on tensor cores ---------------------------------------------------------
+n = 128
+A, B = Buffer("A", (n, n), "float16"), Buffer("B", (n, n), "float16")
+C = Reduce("C", (n, n), Sum(), lambda i, j, kk: cast(A[i, kk], float32) * cast(B[kk, j], float32), (n,))
+mm = LoopNest([C])
+mm.gpu_matmul(BM=64, BN=64, BK=32, WM=32, WN=32)     # four warps of 32 x 32, k-tiles of 32
+print("\nhistory:", [h["op"] for h in mm.history], "tensorized:", mm.tensorized)
+kernel = build(mm, [A, B, C], target="cuda")
+print(kernel.module.plan.describe_tensor_cores())
+start = kernel.source.index("tc_ldmatrix_x4(tc_")
+print("\n".join(kernel.source[start:].splitlines()[:3]))
+if nvcc_available():
+    info = kernel.compile("sm_90")
+    print(f"sm_90: {info['registers']} registers, {info['shared_bytes']} B shared, {info['spill_stores']} spills")
+
+a = rng.standard_normal((n, n)).astype(np.float16)
+b = rng.standard_normal((n, n)).astype(np.float16)
+c = np.zeros((n, n), np.float32)
+build(mm, [A, B, C], target="ireval")(A=a, B=b, C=c)        # the same tree, lane by lane
+print("IREval matches numpy:", np.allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3))
+
+try:                                                           # on a GPU: run it, and tune it
+    from codegen.cuda.launch import device_info
+    device_info()
+except Exception as exc:
+    print("no GPU here, so nothing runs on one:", str(exc).split(";")[0])
+else:
+    c[:] = 0
+    kernel(A=a, B=b, C=c)
+    print("GPU matches numpy:", np.allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-2))
+    from tune import autotune
+    tuned, record = autotune([C], [A, B, C], target="cuda", trials=3, progress=False)
+    print("tuned:", record.trace[-1])
