@@ -50,7 +50,8 @@ lanes = np.arange(32)
 got = np.zeros((16, 8))
 for vv in range(4):
     got[fragment_row(lanes, vv), fragment_col(lanes, vv)] = out[:, vv]
-print("the lanes' accumulators make the 16 x 8 product:", np.allclose(got, want, rtol=1e-5, atol=1e-5))
+assert np.allclose(got, want, rtol=1e-5, atol=1e-5)
+print("the lanes' accumulators make the 16 x 8 product")
 
 # -- a whole matmul on tensor cores ---------------------------------------------------------
 n = 128
@@ -61,6 +62,7 @@ mm.gpu_matmul(BM=64, BN=64, BK=32, WM=32, WN=32)     # four warps of 32 x 32, k-
 print("\nhistory:", [h["op"] for h in mm.history], "tensorized:", mm.tensorized)
 kernel = build(mm, [A, B, C], target="cuda")
 print(kernel.module.plan.describe_tensor_cores())
+assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in kernel.source
 start = kernel.source.index("tc_ldmatrix_x4(tc_")
 print("\n".join(kernel.source[start:].splitlines()[:3]))
 if nvcc_available():
@@ -71,7 +73,8 @@ a = rng.standard_normal((n, n)).astype(np.float16)
 b = rng.standard_normal((n, n)).astype(np.float16)
 c = np.zeros((n, n), np.float32)
 build(mm, [A, B, C], target="ireval")(A=a, B=b, C=c)        # the same tree, lane by lane
-print("IREval matches numpy:", np.allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3))
+assert np.allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3)
+print("IREval matches numpy")
 
 try:                                                           # on a GPU: run it, and tune it
     from codegen.cuda.launch import device_info
@@ -81,7 +84,9 @@ except Exception as exc:
 else:
     c[:] = 0
     kernel(A=a, B=b, C=c)
-    print("GPU matches numpy:", np.allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-2))
+    assert np.allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-2)
+    print("the GPU matches numpy")
     from tune import autotune
     tuned, record = autotune([C], [A, B, C], target="cuda", trials=3, progress=False)
     print("tuned:", record.trace[-1])
+print("OK")
