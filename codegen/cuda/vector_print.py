@@ -50,11 +50,12 @@ def wide_copy(em, s: Store) -> bool:
     element type read in the same chunks (no conversion of the lanes); False otherwise."""
     w = em.plan.wide_stores.get(id(s))
     v = s.value
-    if type(v) is E.MakeVector:   # the lanes of one load, in order (scalarize_vectors)
-        first = v.values[0].value if type(v.values[0]) is E.ExtractLane else None
-        if first is not None and all(type(x) is E.ExtractLane and x.lane == k and E.structural_equal(x.value, first)
-                                     for k, x in enumerate(v.values)):
-            v = first
+    if type(v) is not E.MakeVector:   # the printer takes scalarized values only (scalarize_vectors)
+        return False
+    first = v.values[0].value if type(v.values[0]) is E.ExtractLane else None   # the lanes of one load, in order
+    if first is not None and all(type(x) is E.ExtractLane and x.lane == k and E.structural_equal(x.value, first)
+                                 for k, x in enumerate(v.values)):
+        v = first
     if w is None or type(v) is not E.Load or v.buffer.dtype != s.buffer.dtype:
         return False
     hoisted = [h for h, ids in em.plan.hoisted.get(id(s), []) if id(v) in ids]
