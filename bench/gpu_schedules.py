@@ -145,7 +145,7 @@ def row_sum_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
     cache_rows(nest, parts, i)
 
 
-def transpose_gpu(nest: LoopNest, spec: Spec, tile: int = 32, rows: int = 8) -> None:
+def transpose_gpu(nest: LoopNest, spec: Spec, tile: int = 32, rows: int = 8, shared: bool = False) -> None:
     """``T[i, j] = A[j, i]`` in 32 x 32 tiles, one block of 32 x 8 threads per tile, each
     thread 4 rows of the tile 8 apart (``tile``, then the tile's rows split over threadIdx.y).
 
@@ -156,6 +156,9 @@ def transpose_gpu(nest: LoopNest, spec: Spec, tile: int = 32, rows: int = 8) -> 
     without a padded row (which ``cache_accesses`` cannot lay out), costing more than the
     L1 reuse they save."""
     (T,) = spec.outputs
+    if shared:
+        _shared_transpose(nest, spec, tile, rows)
+        return
     i, j = nest.get_loops_for(T)
     io, jo, ii, ji = nest.tile(i, j, tile, tile)
     nest.set_gpu_block_index(io, 1)
@@ -165,6 +168,39 @@ def transpose_gpu(nest: LoopNest, spec: Spec, tile: int = 32, rows: int = 8) -> 
     nest.set_gpu_thread_index(ri, 1)
     nest.set_gpu_thread_index(ji, 0)
     nest.unroll(ro)
+
+
+def _shared_transpose(nest: LoopNest, spec: Spec, tile: int, rows: int) -> None:
+    """``shared=True``: the classic tiled transpose as a statement tree. A block of
+    ``tile x rows`` threads reads a ``tile x tile`` tile of A row by row (coalesced) into
+    shared memory padded to ``tile + 1`` columns (no bank conflicts on the column reads),
+    waits, and writes it to T row by row (coalesced), each thread ``tile / rows`` rows."""
+    from loopnest.stmt import Block, For, ForKind, Store
+    from te import Var
+
+    (T,) = spec.outputs
+    A = spec.args[0]
+    m, n = (int(d) for d in A.shape)
+    if m % tile or n % tile or tile % rows:
+        raise ValueError(f"the shared-memory transpose needs {m} x {n} to be multiples of the tile {tile} "
+                         f"and the tile of the rows {rows}")
+    tile_buf = Buffer("A_tile", (tile, tile + 1), A.dtype)
+    by, bx = Var("by"), Var("bx")
+    counter = iter(range(100))
+
+    def threads(body_fn):
+        ty, tx, r = (Var(f"{b}{next(counter)}") for b in ("ty", "tx", "r"))
+        inner = For(r, 0, tile // rows, Block(body_fn(ty * (tile // rows) + r, tx)), ForKind.UNROLLED)
+        return For(ty, 0, rows, Block([For(tx, 0, tile, Block([inner]), ForKind.GPU_THREAD, 0)]),
+                   ForKind.GPU_THREAD, 1)
+
+    load = threads(lambda y, x: [Store(tile_buf, (y, x), A[by * tile + y, bx * tile + x])])
+    store = threads(lambda y, x: [Store(T, (bx * tile + y, by * tile + x), tile_buf[x, y])])
+    root = For(by, 0, m // tile, Block([For(bx, 0, n // tile, Block([load, store]), ForKind.GPU_BLOCK, 0)]),
+               ForKind.GPU_BLOCK, 1)
+    nest.add_buffer(tile_buf)
+    nest.root = Block((root,))
+    nest.verify()
 
 
 def matmul_config(m: int, n: int, k: int) -> dict:
