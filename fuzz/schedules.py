@@ -32,9 +32,9 @@ OPS = {
     "reorder": 1, "reorder_axis": 1, "fuse": 4, "flatten": 1, "distribute": 1, "vectorize": 1, "unroll": 1,
     "parallelize": 1, "set_gpu_block_index": 1, "set_gpu_thread_index": 1, "compute_inline": 4,
     "compute_at": 4, "store_at": 2, "cache_accesses": 3, "rfactor": 2, "privatize": 2, "eliminate_dead_stores": 1,
-    "simplify": 1,
+    "simplify": 1, "tensorize": 1, "gpu_matmul": 1,
 }
-GPU_OPS = ("set_gpu_block_index", "set_gpu_thread_index")
+GPU_OPS = ("set_gpu_block_index", "set_gpu_thread_index", "tensorize", "gpu_matmul")
 #: the operations drawn more often right after an operation (where defects hide: chains of
 #: inlining, cache buffers of split and masked loops, splits of cache loops)
 FOLLOW_UPS = {
@@ -124,6 +124,10 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
         args = [[_loop(n) for n in names]]
     elif op == "unroll":
         args = [pick(), rnd.choice([None, 2, 3])]
+    elif op == "tensorize":     # a random loop is rarely a warp MMA: a named refusal
+        args = [pick()]
+    elif op == "gpu_matmul":    # a fresh nest of one plain matmul only
+        args = []
     elif op in GPU_OPS:
         args = [pick(), rnd.randint(0, 2)]
     elif op in ("compute_inline", "compute_at"):
