@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from te.expr import IntImm
 from te.layout import Layout
-from loopnest.stmt import Block, For, ForKind
+from te.queries import uses_var
+from loopnest.stmt import Block, Cond, For, ForKind
 from loopnest.transforms.tensorize import MmaMatch, NotAnMma, match_mma
 
 from ..kernel import BuildError
@@ -60,6 +61,10 @@ def match_mma_nest(loop: For, lane, scope) -> MmaNest | None:
         return None
 
 
+_NOT_A_WARP = ("the 32 lanes of a warp do not reach it together (it must be inside a threadIdx.x loop of 32 "
+               "iterations, outside branches and loops whose bounds depend on the lane)")
+
+
 def plan_tensor_cores(plan) -> None:
     """Record in ``plan.mma`` (id(loop) -> :class:`MmaNest`) every nest of every kernel that
     is a warp MMA (see the module docstring); refuse a nest ``tensorize`` declared
@@ -70,7 +75,7 @@ def plan_tensor_cores(plan) -> None:
     for var, intrinsic in plan.tensorized.items():
         if var not in done:
             raise BuildError(f"loop {var.name} was tensorized as {intrinsic}, but the CUDA backend cannot print it "
-                             f"with tensor cores: {plan.mma_refusals.get(var, 'it is not inside a threadIdx.x loop of 32 lanes')}")
+                             f"with tensor cores: {plan.mma_refusals.get(var, _NOT_A_WARP)}")
 
 
 def _walk(plan, kernel, s, lane) -> None:
@@ -93,8 +98,12 @@ def _walk(plan, kernel, s, lane) -> None:
                 plan.mma[id(s)] = m
                 plan.mma_by_kernel.setdefault(kernel.name, []).append(m)
                 return
-        _walk(plan, kernel, s.body, lane)
+        # mma.sync needs the whole warp: nothing under a loop whose trip count differs per lane
+        diverges = lane is not None and uses_var([s.start, s.stop], lane)
+        _walk(plan, kernel, s.body, None if diverges else lane)
         return
+    if isinstance(s, Cond):   # a branch may leave lanes out: no MMA inside one
+        lane = None
     for child in ("then", "otherwise", "body"):
         sub = getattr(s, child, None)
         if sub is not None:

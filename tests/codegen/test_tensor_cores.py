@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from codegen import build
+from codegen.kernel import BuildError
 from codegen.cuda.compile import nvcc_available
 from codegen.cuda.emulate import host_compiler, run_on_host
 from codegen.cuda.mma import ldmatrix, ldmatrix_row_address, mma_fragments, mma_spec
@@ -143,3 +144,23 @@ def test_float8_runs_on_m16n8k32_with_b_stored_n_by_k(dtype, tag):
     if HAVE_NVCC:
         info = k.compile("sm_90")
         assert info["spill_stores"] == 0, info
+
+
+def test_a_warp_tile_under_a_lane_dependent_branch_stays_plain_code():
+    """mma.sync needs every lane of the warp: under ``if (lane < 16)`` the nest is not printed
+    as one (and a declared one is refused)."""
+    from loopnest import LoopNest
+    from loopnest.stmt import Block, Cond, For, Store
+    from te import Var
+    from loopnest.transforms.tensorize import fragment_row as row, fragment_col as col
+    As, Bs = Buffer("As", (16, 16), "float16"), Buffer("Bs", (16, 8), "float16")
+    acc = Buffer("acc", (32, 4), "float32")
+    lane, v, k = Var("lane"), Var("v"), Var("k")
+    body = Store(acc, (lane, v), acc[lane, v] + cast(As[row(lane, v), k], float32) * cast(Bs[k, col(lane, v)], float32))
+    tile = For(v, 0, 4, Block([For(k, 0, 16, Block([body]))]))
+    nest = LoopNest(For(lane, 0, 32, Block([Cond(lane < 16, Block([tile]))])), outputs=[acc])
+    nest.set_gpu_thread_index(lane, 0)
+    assert "tc_mma_" not in build(nest, [As, Bs, acc], target="cuda").source
+    nest.tensorize(v)
+    with pytest.raises(BuildError, match="the 32 lanes of a warp do not reach it together"):
+        build(nest, [As, Bs, acc], target="cuda")
