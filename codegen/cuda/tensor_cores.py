@@ -149,6 +149,9 @@ def print_mma_nest(em, nest: MmaNest, plain) -> None:
     em.emit(f"#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= {arch}")
     em.emit("{")
     em.indent += 1
+    # the warp's lanes read each other's tile elements: what lanes of this warp stored to the
+    # tiles (with no barrier, the nest reading only its own) must be visible to the others
+    em.emit("__syncwarp();")
     a_regs = [_load_operand(em, nest, "A", origin, lane) for origin in nest.a_tiles]
     b_regs = [_load_operand(em, nest, nest.b_storage, origin, lane) for origin in nest.b_tiles]
     for ai, bi, accs in nest.mmas:
