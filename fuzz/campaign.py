@@ -66,12 +66,13 @@ class Summary:
         crashes = k["crash"] + k["run"] + k["build"] + k["invalid"] + k["refusal"]
         return (f"[{elapsed:6.0f}s] programs {self.programs}  schedules {self.schedules}  steps {self.steps} "
                 f"(refused {self.refused})  wrong values {k['wrong'] + k['reference']}  crashes {crashes}  "
+                f"missing IndexErrors {k['noerror']}  "
                 f"replay mismatches {k['replay']}")
 
     def report(self) -> str:
         lines = [f"seed {self.seed}: {self.programs} programs, {self.schedules} schedules, {self.steps} steps "
                  f"({self.refused} refused)"]
-        for kind in ("wrong", "reference", "crash", "run", "build", "invalid", "refusal", "replay"):
+        for kind in ("wrong", "reference", "noerror", "crash", "run", "build", "invalid", "refusal", "replay"):
             lines.append(f"  {kind:10s} {self.by_kind[kind]}")
         for sig, n in self.classes.most_common():
             lines.append(f"  {n:5d} x {self.examples[sig]}")

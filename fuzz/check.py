@@ -1,7 +1,10 @@
 """The checks of one program (:func:`check_program`) and of one schedule of it
 (:func:`check_schedule`).
 
-Per program: the unscheduled nest on IREval equals the float64 numpy reference.
+Per program: the unscheduled nest on IREval equals the float64 numpy reference. A program
+whose index data is out of range must raise IndexError where the reference says an output
+needs the out-of-range read (``Case.expected``), on IREval, LLVM and the CUDA host emulation
+alike, scheduled or not.
 Per schedule, step by step: a refused step raises ScheduleError and leaves ``str(nest)``
 and the history unchanged; an accepted step leaves a nest that verifies; any other
 exception is a crash. Then, per target, the scheduled program equals the unscheduled one
@@ -36,7 +39,7 @@ from loopnest.kinds import ForKind
 from loopnest.stmt import For, iter_stmts
 
 from .programs import Program, to_te
-from .reference import evaluate, input_data
+from .reference import evaluate, expected_outcome, input_data
 from .schedules import GPU_OPS, DrawState, apply_step, draw_step
 
 TARGETS = ("ireval", "llvm", "cuda")
@@ -49,7 +52,8 @@ class Failure:
     transform left a nest that does not verify), build (an accepted schedule does not
     build), run (the kernel raised), wrong (values differ from the unscheduled program),
     reference (the unscheduled program differs from numpy), replay (the history does not
-    replay to the same nest). ``where``: the transform or target."""
+    replay to the same nest), noerror (a program that must raise IndexError ran).
+    ``where``: the transform or target."""
     kind: str
     where: str
     error: str
@@ -79,8 +83,9 @@ def _error(e: BaseException) -> Failure:
 
 
 class Case:
-    """A program with its te tensors, input data, numpy reference, and the outputs of the
-    unscheduled nest on IREval (None when that failed)."""
+    """A program with its te tensors, input data, numpy reference, what a run must do
+    (``expected``: values, error or any, see ``fuzz.reference.expected_outcome``), and the
+    outputs of the unscheduled nest on IREval (None when that failed or raised IndexError)."""
 
     def __init__(self, program: Program):
         self.program = program
@@ -93,6 +98,7 @@ class Case:
         self.data = input_data(program)
         values = evaluate(program, self.data, strict=True)
         self.reference = [values[n].astype(program.tensor(n).dtype) for n in program.outputs]
+        self.expected = expected_outcome(program, self.data) if program.bad_index is not None else "values"
         self.baseline = None
 
     @staticmethod
@@ -122,18 +128,40 @@ def _differs(got: list, want: list, names: list) -> str:
     return ""
 
 
+def _outcome(case: Case, outs: list | None, want: list, where: str, kind: str) -> list:
+    """The failures of a run that gave ``outs`` (None: it raised IndexError) where ``want``
+    are the values expected (values that differ are a failure of ``kind``)."""
+    if outs is None:
+        if case.expected == "values":
+            return [Failure("run", where, "IndexError", "IndexError: raised on index data that is in range")]
+        return []
+    if case.expected == "error":
+        return [Failure("noerror", where, "", "index data out of range that an output needs, "
+                        f"yet no IndexError (bad_index {case.program.bad_index})")]
+    diff = _differs(outs, want, [t.name for t in case.outputs])
+    return [Failure(kind, where, "", diff)] if diff else []
+
+
 def check_program(case: Case) -> list:
-    """The unscheduled program on IREval against the numpy reference; sets case.baseline."""
+    """The unscheduled program on IREval against the numpy reference (or the IndexError its
+    index data calls for); sets case.baseline."""
     if case.te_error is not None:
         f = _error(case.te_error)
         return [Failure("crash", "te", f.error, f.message)]
     try:
-        case.baseline = case.run(LoopNest(case.outputs), "ireval")
+        outs = case.run(LoopNest(case.outputs), "ireval")
+    except IndexError as e:
+        if case.expected == "values":
+            f = _error(e)
+            return [Failure("crash", "unscheduled", f.error, f.message)]
+        outs = None
     except Exception as e:  # the fuzzer reports every exception
         f = _error(e)
         return [Failure("crash", "unscheduled", f.error, f.message)]
-    diff = _differs(case.baseline, case.reference, [t.name for t in case.outputs])
-    return [Failure("reference", "ireval", "", diff)] if diff else []
+    if case.expected == "values":
+        case.baseline = outs
+    found = _outcome(case, outs, case.reference, "ireval", "reference")
+    return [Failure(f.kind, "unscheduled", f.error, f.message) if f.kind == "noerror" else f for f in found]
 
 
 def _gpu_bound(nest) -> bool:
@@ -184,6 +212,11 @@ def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emu
             run_on_host(kernel, *[case.data[b.name] for b in case.inputs], *outs, *case.sizes.values())
         else:
             outs = case.run(nest, target)
+    except IndexError as e:
+        if case.expected == "values":
+            f = _error(e)
+            result.failures.append(Failure("run", target, f.error, f.message))
+        return
     except BuildError as e:
         if target == "cuda" and "is not among the outermost loops" in str(e) and not _thread_bound(nest):
             # block loops under a serial loop with no thread bound yet: the schedule API checks
@@ -197,10 +230,10 @@ def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emu
         f = _error(e)
         result.failures.append(Failure("run", target, f.error, f.message))
         return
-    if case.baseline is not None:
-        diff = _differs(outs, case.baseline, [t.name for t in case.outputs])
-        if diff:
-            result.failures.append(Failure("wrong", target, "", diff))
+    if case.expected == "values" and case.baseline is None:   # the unscheduled run failed: reported
+        return
+    want = case.baseline if case.expected == "values" else case.reference
+    result.failures += _outcome(case, outs, want, target, "wrong")
 
 
 def _check_replay(case: Case, nest, result: Result) -> None:
