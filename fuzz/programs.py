@@ -355,6 +355,7 @@ class _Generator:
         self.sizes: dict = {}
         self.bases: list = []
         self.tensors: list = []
+        self.grid: list = []     # the dimensions of the stage being drawn
         self.ix = "int64" if rnd.random() < INT64_SIZES_PROBABILITY else "int32"
         self.index_input: TensorSpec | None = None
         #: the smallest extent that the index input's data indexes directly (None: none)
@@ -371,8 +372,15 @@ class _Generator:
         return 0 if self.rnd.random() < ZERO_PROBABILITY else self.rnd.randint(1, 8)
 
     def loadable(self, t: TensorSpec, ivars: list) -> bool:
-        """Whether a stage over ``ivars`` can load ``t``: it has elements, or the stage has none."""
-        return any(e == 0 for _, e in ivars) or all(self.extent(d) > 0 for d in t.dims)
+        """Whether a stage over ``ivars`` (the dimensions ``self.grid``) can load ``t``: it has
+        elements, or the stage has none. A tensor of a constant extent 0 only where the stage
+        has a constant extent 0 too (else every size that runs the stage reads outside it,
+        which build refuses)."""
+        if all(self.extent(d) > 0 for d in t.dims):
+            return True
+        if any(self.extent(d) == 0 and not isinstance(d[0], str) for d in self.grid):
+            return True
+        return any(e == 0 for _, e in ivars) and all(isinstance(d[0], str) or self.extent(d) > 0 for d in t.dims)
 
     def extent_ast(self, dim):
         base, extra = dim
@@ -554,6 +562,7 @@ class _Generator:
             dtype = self.dtype()
             rdims = [self.dim((0, 0, 1)) for _ in range(rnd.choice([1, 1, 2]))] if rnd.random() < 0.3 else []
             ivars = [(k, self.extent(d)) for k, d in enumerate(shape + rdims)]
+            self.grid = shape + rdims
             rvars = ivars[len(shape):]
             prev = self.tensors[-1]
             body = [rnd.choice(ARITH), self.operand(prev, dtype, ivars, rvars), self.expr(dtype, 2, ivars, rvars)]
