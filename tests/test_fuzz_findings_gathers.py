@@ -314,3 +314,42 @@ def test_reproducer_of_an_index_error_program_checks_the_error(tmp_path):
     p = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, env=env, timeout=300)
     assert p.stdout.strip().endswith("PASS"), p.stdout + p.stderr
     assert "IndexError" in p.stdout
+
+
+# ---------------------------------------------------------------------------------------
+# compute_inline of a tensor read at a data-dependent index: T2[i] = T1[I[i]] with T1 over N
+# elements and T1's body reading the larger A; inlined, the read of T1 past N became a read
+# of A (checked against A's 8 elements only) and returned A[5] * 2, a value T1 never had
+# ---------------------------------------------------------------------------------------
+def _inline_gather():
+    N = Var("N")
+    A, I = Buffer("A", (8,), "float32"), Buffer("I", (N,), "int32")
+    T1 = Compute("T1", (N,), lambda i: A[i] * 2.0)
+    T2 = Compute("T2", (N,), lambda i: T1[I[i]] + 1.0)
+    nest = LoopNest([T2])
+    nest.compute_inline(nest.buffer("T1"))
+    return nest, [A, I, T2, N]
+
+
+@pytest.mark.parametrize("target", ["ireval", "llvm"])
+def test_inlined_tensor_read_past_its_extent_raises(target):
+    nest, args = _inline_gather()
+    assert "check_index(I[i_1], N, T1, 0)" in str(nest)
+    kernel = build(nest, args, target=target)
+    a = np.arange(8, dtype=np.float32)
+    with pytest.raises(IndexError):
+        kernel(a, np.array([5, 0, 1, 2], np.int32), np.zeros(4, np.float32), 4)
+    out = np.zeros(4, np.float32)
+    kernel(a, np.array([3, 0, 1, 2], np.int32), out, 4)
+    assert out.tolist() == [7.0, 1.0, 3.0, 5.0]
+    out = np.zeros(4, np.float32)
+    build(nest, args, target=target, bounds_check=False)(a, np.array([3, 0, 1, 2], np.int32), out, 4)
+    assert out.tolist() == [7.0, 1.0, 3.0, 5.0]
+
+
+def test_inlined_tensor_read_keeps_the_check_of_the_buffer_it_reads():
+    """T1's check is T1's extent; the read of A gets A's own check too (T1's loop, which the
+    call-time bounds checks covered, is gone)."""
+    from loopnest.index_checks import guard_data_dependent_indices
+    nest, _ = _inline_gather()
+    assert "A[check_index(check_index(I[i_1], N, T1, 0), 8, A, 0)]" in str(guard_data_dependent_indices(None, nest.root))
