@@ -15,10 +15,9 @@ import numpy as np
 import pytest
 
 from codegen import build
-from fuzz.check import Case, check_program, check_schedule
+from fuzz.check import Case, Failure, check_program, check_schedule
 from fuzz.minimize import reproducer_source
 from fuzz.programs import Program, TensorSpec, random_program
-from fuzz.check import Failure
 from loopnest import LoopNest, ScheduleError
 from loopnest.analysis import dependences
 from loopnest.transforms import compute_at as compute_at_module
