@@ -44,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import operator
 import random
 from dataclasses import dataclass, field
@@ -544,8 +545,8 @@ class _Generator:
         rnd = self.rnd
         for name in SIZE_NAMES[:rnd.choice([1, 2])]:
             if rnd.random() < 0.4:
-                self.sizes[name] = self.size()
-                self.bases.append(name)
+                self.sizes[name] = self.rnd.randint(1, 8)   # 0 later (random_program): relations
+                self.bases.append(name)                      # drawn at 0 need not hold at any other value
             else:
                 self.bases.append(self.size())
         shape = [self.dim() for _ in range(rnd.choice([1, 1, 2]))]
@@ -650,4 +651,23 @@ def random_program(rnd: random.Random) -> Program:
         except Inexact:
             continue
         if all(abs(v).max(initial=0.0) < MAX_MAGNITUDE for v in values.values()):
+            return _zero_size(program, rnd) if program.sizes and rnd.random() < 2 * ZERO_PROBABILITY else program
+
+
+def _zero_size(program: Program, rnd: random.Random) -> Program:
+    """``program`` with one size variable bound to 0, where its loads stay in range at 0 (they
+    are drawn in range for the drawn value), else ``program`` itself."""
+    from .reference import Inexact, _evaluate, input_data
+    trial = dataclasses.replace(program, sizes={**program.sizes, rnd.choice(sorted(program.sizes)): 0})
+    if trial.bad_index is not None:
+        name, position, _ = trial.bad_index
+        if position >= math.prod(trial.shape(trial.tensor(name))):
             return program
+    try:
+        values, _, read_bad = _evaluate(trial, input_data(trial), True)
+    except (AssertionError, Inexact):   # a load out of range at 0, or a rounded value
+        return program
+    if read_bad and trial.bad_index is None or \
+            not all(abs(v).max(initial=0.0) < MAX_MAGNITUDE for v in values.values()):
+        return program
+    return trial

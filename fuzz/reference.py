@@ -187,6 +187,8 @@ class _Evaluator:
                 assert any(_loads(x) for x in node[2]), f"the program reads {node[1]} out of range where the value is used"
                 self.read_bad = True
                 self.needs_bad |= _restrict(need, outside)
+            if arr.size == 0:   # every point reads out of range (or there is none)
+                return np.zeros(self.grid[0].shape)
             at = tuple(np.clip(ix, 0, n - 1) for ix, n in zip(idx, arr.shape))
             if node[1] in self.poison:
                 self.needs_bad |= _restrict(need, self.poison[node[1]][at] & inside)
