@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .check import TARGETS, Case, Failure, check_program, check_schedule
 from .minimize import minimize, minimize_program, reproducer_source
-from .programs import random_program
+from .programs import INDEX_NAME, random_program
 
 SCHEDULES_PER_PROGRAM = 3
 MAX_STEPS = 8
@@ -44,9 +44,12 @@ class Found:
 @dataclass
 class Summary:
     """Counts of a campaign, its failures by signature (signature -> count), one example
-    failure per signature, the reproducer scripts written (by class), and every failure found."""
+    failure per signature, the reproducer scripts written (by class), and every failure found.
+    ``drawn`` counts programs by feature: gathers (an index input), index errors (out-of-range
+    index data that an output needs), empty (an extent of 0)."""
     seed: int
     programs: int = 0
+    drawn: collections.Counter = field(default_factory=collections.Counter)
     schedules: int = 0
     steps: int = 0
     refused: int = 0
@@ -66,12 +69,15 @@ class Summary:
         crashes = k["crash"] + k["run"] + k["build"] + k["invalid"] + k["refusal"]
         return (f"[{elapsed:6.0f}s] programs {self.programs}  schedules {self.schedules}  steps {self.steps} "
                 f"(refused {self.refused})  wrong values {k['wrong'] + k['reference']}  crashes {crashes}  "
+                f"missing IndexErrors {k['noerror']}  "
                 f"replay mismatches {k['replay']}")
 
     def report(self) -> str:
         lines = [f"seed {self.seed}: {self.programs} programs, {self.schedules} schedules, {self.steps} steps "
-                 f"({self.refused} refused)"]
-        for kind in ("wrong", "reference", "crash", "run", "build", "invalid", "refusal", "replay"):
+                 f"({self.refused} refused)",
+                 f"  programs with gathers {self.drawn['gathers']}, with index data out of range that an "
+                 f"output needs {self.drawn['index errors']}, with an extent of 0 {self.drawn['empty']}"]
+        for kind in ("wrong", "reference", "noerror", "crash", "run", "build", "invalid", "refusal", "replay"):
             lines.append(f"  {kind:10s} {self.by_kind[kind]}")
         for sig, n in self.classes.most_common():
             lines.append(f"  {n:5d} x {self.examples[sig]}")
@@ -144,6 +150,13 @@ def _record(summary: Summary, failures: list, case: Case, steps: list, k: int, t
         summary.reproducers[cls] = str(path)
 
 
+def _count_features(summary: Summary, case: Case) -> None:
+    p = case.program
+    summary.drawn["gathers"] += any(t.name == INDEX_NAME for t in p.inputs)
+    summary.drawn["index errors"] += case.expected == "error"
+    summary.drawn["empty"] += any(p.extent(d) == 0 for t in p.tensors for d in t.dims + t.rdims)
+
+
 def run_campaign(seed: int, count: int | None = None, seconds: float | None = None, targets=("ireval", "llvm"),
                  out: str | os.PathLike | None = None, nvcc: bool = False, emulate: bool = False,
                  cases: list | None = None, quiet: bool = False, progress_every: float = 10.0,
@@ -179,6 +192,7 @@ def run_campaign(seed: int, count: int | None = None, seconds: float | None = No
         rnd = random.Random(f"{seed}/{case_id}")
         case = Case(random_program(rnd))
         summary.programs += 1
+        _count_features(summary, case)
         with time_limit(case_seconds):
             found = check_program(case)
         _record(summary, found, case, [], case_id, targets, out_dir, options)

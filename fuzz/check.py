@@ -1,7 +1,12 @@
 """The checks of one program (:func:`check_program`) and of one schedule of it
 (:func:`check_schedule`).
 
-Per program: the unscheduled nest on IREval equals the float64 numpy reference.
+Per program: the unscheduled nest on IREval equals the float64 numpy reference. A program
+whose index data is out of range (``Case.expected`` is "error" or "any") must, for one nest,
+raise IndexError on every target (IREval, LLVM, the CUDA host emulation) or on none, and give
+the reference values where it does not raise. (Whether a nest reads the element depends on
+the schedule and the simplifier: ``max(2, x % 2)`` is 2 whatever ``x`` loads, and inlining a
+tensor whose value does not depend on an index drops the read at that index.)
 Per schedule, step by step: a refused step raises ScheduleError and leaves ``str(nest)``
 and the history unchanged; an accepted step leaves a nest that verifies; any other
 exception is a crash. Then, per target, the scheduled program equals the unscheduled one
@@ -36,7 +41,7 @@ from loopnest.kinds import ForKind
 from loopnest.stmt import For, iter_stmts
 
 from .programs import Program, to_te
-from .reference import evaluate, input_data
+from .reference import evaluate, expected_outcome, input_data
 from .schedules import GPU_OPS, DrawState, apply_step, draw_step
 
 TARGETS = ("ireval", "llvm", "cuda")
@@ -49,7 +54,8 @@ class Failure:
     transform left a nest that does not verify), build (an accepted schedule does not
     build), run (the kernel raised), wrong (values differ from the unscheduled program),
     reference (the unscheduled program differs from numpy), replay (the history does not
-    replay to the same nest). ``where``: the transform or target."""
+    replay to the same nest), noerror (a target ran where another raised IndexError on index
+    data out of range). ``where``: the transform or target."""
     kind: str
     where: str
     error: str
@@ -79,8 +85,9 @@ def _error(e: BaseException) -> Failure:
 
 
 class Case:
-    """A program with its te tensors, input data, numpy reference, and the outputs of the
-    unscheduled nest on IREval (None when that failed)."""
+    """A program with its te tensors, input data, numpy reference, what a run must do
+    (``expected``: values, error or any, see ``fuzz.reference.expected_outcome``), and the
+    outputs of the unscheduled nest on IREval (None when that failed or raised IndexError)."""
 
     def __init__(self, program: Program):
         self.program = program
@@ -93,6 +100,7 @@ class Case:
         self.data = input_data(program)
         values = evaluate(program, self.data, strict=True)
         self.reference = [values[n].astype(program.tensor(n).dtype) for n in program.outputs]
+        self.expected = expected_outcome(program, self.data) if program.bad_index is not None else "values"
         self.baseline = None
 
     @staticmethod
@@ -122,18 +130,51 @@ def _differs(got: list, want: list, names: list) -> str:
     return ""
 
 
+def _outcome(case: Case, outs: list | None, want: list, where: str, kind: str) -> list:
+    """The failures of a run that gave ``outs`` (None: it raised IndexError) where ``want``
+    are the values expected (values that differ are a failure of ``kind``)."""
+    if outs is None:
+        if case.expected == "values":
+            return [Failure("run", where, "IndexError", "IndexError: raised on index data that is in range")]
+        return []
+    diff = _differs(outs, want, [t.name for t in case.outputs])
+    return [Failure(kind, where, "", diff)] if diff else []
+
+
+def _agreement(case: Case, raised: dict) -> list:
+    """``noerror`` failures of the targets that ran where another raised IndexError
+    (``raised``: target -> whether it raised)."""
+    if len(set(raised.values())) < 2:
+        return []
+    which = ", ".join(t for t, r in raised.items() if r)
+    return [Failure("noerror", t, "", f"no IndexError where {which} raised it on index data out of range "
+                    f"(bad_index {case.program.bad_index})") for t, r in raised.items() if not r]
+
+
 def check_program(case: Case) -> list:
-    """The unscheduled program on IREval against the numpy reference; sets case.baseline."""
+    """The unscheduled program on IREval against the numpy reference (or the IndexError its
+    index data calls for); sets case.baseline."""
     if case.te_error is not None:
         f = _error(case.te_error)
         return [Failure("crash", "te", f.error, f.message)]
-    try:
-        case.baseline = case.run(LoopNest(case.outputs), "ireval")
-    except Exception as e:  # the fuzzer reports every exception
-        f = _error(e)
-        return [Failure("crash", "unscheduled", f.error, f.message)]
-    diff = _differs(case.baseline, case.reference, [t.name for t in case.outputs])
-    return [Failure("reference", "ireval", "", diff)] if diff else []
+    raised: dict = {}
+    found: list = []
+    for target in ("ireval",) if case.expected == "values" else ("ireval", "llvm"):
+        try:
+            outs = case.run(LoopNest(case.outputs), target)
+        except IndexError as e:
+            if case.expected == "values":
+                f = _error(e)
+                return [Failure("crash", "unscheduled", f.error, f.message)]
+            outs = None
+        except Exception as e:  # the fuzzer reports every exception
+            f = _error(e)
+            return [Failure("crash", "unscheduled", f.error, f.message)]
+        raised[target] = outs is None
+        if case.expected == "values":
+            case.baseline = outs
+        found += _outcome(case, outs, case.reference, target, "reference")
+    return found + [Failure(f.kind, "unscheduled", f.error, f"{f.where}: {f.message}") for f in _agreement(case, raised)]
 
 
 def _gpu_bound(nest) -> bool:
@@ -168,39 +209,48 @@ def _thread_bound(nest) -> bool:
     return any(isinstance(s, For) and s.kind == ForKind.GPU_THREAD for s in iter_stmts(nest.root))
 
 
-def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emulate: bool) -> None:
+def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emulate: bool) -> bool | None:
+    """Run ``nest`` on ``target`` and note its failures; whether it raised IndexError (None:
+    it did not run, or failed otherwise)."""
     if target == "llvm" and _gpu_bound(nest):
         result.skipped.append(target)
-        return
+        return None
     try:
         if target == "cuda":
             kernel = build(nest, case.args, target="cuda")
             if nvcc:
                 kernel.compile("sm_80")
             if not emulate:
-                return
+                return None
             from codegen.cuda.emulate import run_on_host
             outs = [np.zeros(case.program.shape(case.program.tensor(t.name)), case.dtype(t)) for t in case.outputs]
             run_on_host(kernel, *[case.data[b.name] for b in case.inputs], *outs, *case.sizes.values())
         else:
             outs = case.run(nest, target)
+    except IndexError as e:
+        if case.expected == "values":
+            f = _error(e)
+            result.failures.append(Failure("run", target, f.error, f.message))
+            return None
+        return True
     except BuildError as e:
         if target == "cuda" and "is not among the outermost loops" in str(e) and not _thread_bound(nest):
             # block loops under a serial loop with no thread bound yet: the schedule API checks
             # the grid once threads are bound (block loops may be bound in any order before
             # that), so CUDA alone refuses this one, at build time, with this message
             result.skipped.append(target)
-            return
+            return None
         result.failures.append(Failure("build", target, "BuildError", f"BuildError: {e}"))
-        return
+        return None
     except Exception as e:  # the fuzzer reports every exception
         f = _error(e)
         result.failures.append(Failure("run", target, f.error, f.message))
-        return
-    if case.baseline is not None:
-        diff = _differs(outs, case.baseline, [t.name for t in case.outputs])
-        if diff:
-            result.failures.append(Failure("wrong", target, "", diff))
+        return None
+    if case.expected == "values" and case.baseline is None:   # the unscheduled run failed: reported
+        return None
+    want = case.baseline if case.expected == "values" else case.reference
+    result.failures += _outcome(case, outs, want, target, "wrong")
+    return False
 
 
 def _check_replay(case: Case, nest, result: Result) -> None:
@@ -238,8 +288,12 @@ def check_schedule(case: Case, steps: list | None, targets=TARGETS, rnd: random.
         if not _apply(nest, step, result):
             return result
         state.update(nest, step["op"])
+    raised = {}
     for target in targets:
-        _check_target(case, nest, target, result, nvcc, emulate)
+        r = _check_target(case, nest, target, result, nvcc, emulate)
+        if r is not None:
+            raised[target] = r
+    result.failures += _agreement(case, raised)
     _check_replay(case, nest, result)
     return result
 

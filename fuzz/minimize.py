@@ -157,7 +157,8 @@ def _reachable_only(program: Program) -> Program:
     tensors = [t for t in program.tensors if t.name in keep]
     text = json.dumps([[t.dims, t.rdims, t.body] for t in tensors])
     sizes = {n: v for n, v in program.sizes.items() if f'"{n}"' in text}
-    return dataclasses.replace(program, tensors=tensors, sizes=sizes)
+    bad_index = program.bad_index if program.bad_index is not None and program.bad_index[0] in keep else None
+    return dataclasses.replace(program, tensors=tensors, sizes=sizes, bad_index=bad_index)
 
 
 _TEMPLATE = '''"""Reproducer written by the random tester (python -m fuzz): {title}
@@ -166,8 +167,10 @@ _TEMPLATE = '''"""Reproducer written by the random tester (python -m fuzz): {tit
 
 The program below, scheduled with the steps below, must give on every target the values of the
 unscheduled program on IREval, which must equal the float64 numpy reference WANT (computed
-from the program's description, not by the compiler); a refused step must leave the nest
-unchanged; the history must replay to the same nest. Prints PASS when all hold, else FAIL.
+from the program's description, not by the compiler); where EXPECT is "error" or "any" (index
+data out of range) a run may raise IndexError instead, but the targets must agree on the
+scheduled nest; a refused step must leave the nest unchanged; the history must replay to the
+same nest. Prints PASS when all hold, else FAIL.
 """
 import sys
 import traceback
@@ -197,6 +200,7 @@ DATA = {data}
 WANT = {want}
 TARGETS = {targets}
 CUDA = {cuda}
+EXPECT = {expect!r}
 
 
 def run(nest, target):
@@ -211,6 +215,24 @@ def same(got, want):
     return all(np.array_equal(g, w, equal_nan=True) for g, w in zip(got, want))
 
 
+RAISED = {{}}
+
+
+def attempt(what, call):
+    """The outputs of ``call()``, or None where it raised IndexError ("bad" where it must not)."""
+    try:
+        got = call()
+    except IndexError as e:
+        print(f"{{what}}: IndexError: {{e}}")
+        RAISED[what] = True
+        if EXPECT == "values":
+            print(f"{{what}} raised IndexError on index data that is in range")
+            return "bad"
+        return None
+    RAISED[what] = False
+    return got
+
+
 def step(call):
     before, history = str(nest), list(nest.history)
     try:
@@ -223,16 +245,21 @@ def step(call):
 bad = False
 want = [np.array(WANT[t.name][0], WANT[t.name][2]).reshape(WANT[t.name][1]) for t in OUTPUTS]
 try:
-    base = run(LoopNest(OUTPUTS), "ireval")
-    if not same(base, want):
+    base = attempt("the unscheduled program on IREval", lambda: run(LoopNest(OUTPUTS), "ireval"))
+    RAISED.clear()
+    bad = isinstance(base, str)
+    if base is not None and not bad and not same(base, want):
         print(f"the unscheduled program on IREval differs from numpy:\\n{{base}}\\nwant\\n{{want}}")
         bad = True
+    if EXPECT != "values" or bad:
+        base = want
     nest = LoopNest(OUTPUTS)
 {steps}
     print(nest)
     for target in TARGETS:
-        got = run(nest, target)
-        if not same(got, base):
+        got = attempt(target, lambda: run(nest, target))
+        bad = bad or isinstance(got, str)
+        if got is not None and not isinstance(got, str) and not same(got, base):
             print(f"{{target}}: got\\n{{got}}\\nthe unscheduled program on IREval gives\\n{{base}}")
             bad = True
     if CUDA:
@@ -241,11 +268,19 @@ try:
         from codegen.cuda.emulate import host_compiler, run_on_host
         if host_compiler() is not None:
             got = [np.zeros(WANT[t.name][1], WANT[t.name][2]) for t in OUTPUTS]
-            run_on_host(kernel, *[np.array(DATA[b.name][0], DATA[b.name][2]).reshape(DATA[b.name][1])
-                                  for b in INPUTS], *got, *SIZES.values())
-            if not same(got, base):
+
+            def emulate():
+                run_on_host(kernel, *[np.array(DATA[b.name][0], DATA[b.name][2]).reshape(DATA[b.name][1])
+                                      for b in INPUTS], *got, *SIZES.values())
+                return got
+            got = attempt("cuda (host emulation)", emulate)
+            bad = bad or isinstance(got, str)
+            if got is not None and not isinstance(got, str) and not same(got, base):
                 print(f"cuda (host emulation): got\\n{{got}}\\nthe unscheduled program on IREval gives\\n{{base}}")
                 bad = True
+    if len(set(RAISED.values())) > 1:
+        print(f"the targets disagree on raising IndexError: {{RAISED}}")
+        bad = True
     replayed = LoopNest(OUTPUTS).replay(nest.history_json())
     if str(replayed) != str(nest):
         print(f"the history replays to another nest:\\n{{replayed}}")
@@ -278,5 +313,5 @@ def reproducer_source(case: Case, steps: list, failure: Failure, targets, title:
         sizes=", ".join(f"{n}: {v}" for n, v in p.sizes.items()),
         data=json.dumps({n: _array(a) for n, a in case.data.items()}),
         want=json.dumps({t.name: _array(r) for t, r in zip(case.outputs, case.reference)}),
-        targets=repr(cpu or ["ireval"]), cuda=failure.where == "cuda",
+        targets=repr(cpu or ["ireval"]), cuda=failure.where == "cuda", expect=case.expected,
         steps="\n".join(f"    step(lambda: {step_source(s)})" for s in steps) or "    pass")

@@ -19,6 +19,12 @@ Expressions (JSON-able lists, the first element names the node)::
     ["cast", dtype, a]         ["sum", [terms]]     a left-nested sum (deep expressions)
 
 Index variables are numbered over the stage's dimensions, then its reduction dimensions.
+Some programs have an index input ``I`` (int32 or int64, ``TensorSpec.values`` bounds its
+data) that loads read through: a gather ``A[I[i]]``, clamped ``A[min(max(I[i], 0), n - 1)]``
+or wrapped ``A[floormod(I[i], n)]``. Its data is in range, except in programs with a
+``Program.bad_index`` (one element set out of range): those must raise IndexError wherever
+the out-of-range element is read (``fuzz.reference.expected_outcome``). Sizes and constant
+extents are sometimes 0: the kernels must then run as no-ops.
 Programs keep every value a small integer (or a half of one) in float32 / int32 / int64 /
 float16 / bfloat16, so any evaluation order gives the same bits and results can be
 compared exactly; the exceptions are rounded exactly once where nothing reorders them: a
@@ -38,6 +44,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import operator
 import random
 from dataclasses import dataclass, field
@@ -67,6 +74,16 @@ DEEP_PROBABILITY = 0.02
 STENCIL_PROBABILITY = 0.15
 #: magnitude bound of every value (float32 represents integers exactly up to 2**24)
 MAX_MAGNITUDE = 2.0 ** 20
+#: the probability that a program has an index input that loads read through (gathers)
+GATHER_PROGRAM_PROBABILITY = 0.3
+#: the probability that a dimension of a load, in such a program, reads through it
+GATHER_PROBABILITY = 0.35
+#: the probability that one element of the index input is out of range
+BAD_INDEX_PROBABILITY = 0.3
+#: the name of the index input
+INDEX_NAME = "I"
+#: the probability that a size or a constant extent is 0
+ZERO_PROBABILITY = 0.05
 
 
 @dataclass
@@ -85,6 +102,8 @@ class TensorSpec:
     body: Any = None
     reducer: str | None = None
     rdims: list = field(default_factory=list)
+    #: an index input's data range ``[low, high]`` (inclusive); None: the usual [-3, 3]
+    values: list | None = None
 
     @property
     def rank(self) -> int:
@@ -94,7 +113,9 @@ class TensorSpec:
 @dataclass
 class Program:
     """Sizes (size variable -> its value), tensors (inputs, then stages in order), the
-    output names, and the seed of the input data.
+    output names, the seed of the input data, the dtype of sizes and loop variables, and
+    ``bad_index``: None or ``[input name, flat position, value]``, an element of an index
+    input set out of range after the data is drawn.
 
     >>> p = Program({"N": 3}, [TensorSpec("A", "int32", [["N", 0]]),
     ...                        TensorSpec("B", "int32", [["N", 0]], ["add", ["ld", "A", [["i", 0]]], ["c", 1, "int32"]])],
@@ -107,6 +128,7 @@ class Program:
     outputs: list
     data_seed: int
     index_dtype: str = "int32"
+    bad_index: list | None = None
 
     def tensor(self, name: str) -> TensorSpec:
         return next(t for t in self.tensors if t.name == name)
@@ -130,7 +152,7 @@ class Program:
     def from_json(text: str) -> "Program":
         d = json.loads(text)
         return Program(d["sizes"], [TensorSpec(**t) for t in d["tensors"]], d["outputs"], d["data_seed"],
-                       d.get("index_dtype", "int32"))
+                       d.get("index_dtype", "int32"), d.get("bad_index"))
 
 
 # ------------------------------------------------------------------------------------
@@ -334,6 +356,11 @@ class _Generator:
         self.sizes: dict = {}
         self.bases: list = []
         self.tensors: list = []
+        self.grid: list = []     # the dimensions of the stage being drawn
+        self.ix = "int64" if rnd.random() < INT64_SIZES_PROBABILITY else "int32"
+        self.index_input: TensorSpec | None = None
+        #: the smallest extent that the index input's data indexes directly (None: none)
+        self.gather_limit: int | None = None
 
     def extent(self, dim) -> int:
         base, extra = dim
@@ -341,6 +368,20 @@ class _Generator:
 
     def dim(self, extra_choices=(0, 0, 0, 1, 2)) -> list:
         return [self.rnd.choice(self.bases), self.rnd.choice(extra_choices)]
+
+    def size(self) -> int:
+        return 0 if self.rnd.random() < ZERO_PROBABILITY else self.rnd.randint(1, 8)
+
+    def loadable(self, t: TensorSpec, ivars: list) -> bool:
+        """Whether a stage over ``ivars`` (the dimensions ``self.grid``) can load ``t``: it has
+        elements, or the stage has none. A tensor of a constant extent 0 only where the stage
+        has a constant extent 0 too (else every size that runs the stage reads outside it,
+        which build refuses)."""
+        if all(self.extent(d) > 0 for d in t.dims):
+            return True
+        if any(self.extent(d) == 0 and not isinstance(d[0], str) for d in self.grid):
+            return True
+        return any(e == 0 for _, e in ivars) and all(isinstance(d[0], str) or self.extent(d) > 0 for d in t.dims)
 
     def extent_ast(self, dim):
         base, extra = dim
@@ -383,12 +424,36 @@ class _Generator:
         _, expr, guard = rnd.choices(cands, weights)[0]
         return expr, guard
 
+    def gather(self, dim, ivars: list, prefer=None):
+        """An index into ``dim`` read from the index input (as :meth:`index` returns it):
+        ``I[k]``, ``min(max(I[k], 0), n - 1)`` or ``floormod(I[k], n)``."""
+        rnd, src = self.rnd, self.index_input
+        k, guard = self.index(src.dims[0], ivars, prefer)
+        node = ["ld", src.name, [k]]
+        if src.dtype != self.ix:
+            node = ["cast", self.ix, node]
+        form = rnd.choices(["direct", "clamp", "wrap"], [4, 1, 1])[0]
+        if form == "clamp":
+            return ["min", ["max", node, ["c", 0, "int32"]], ["sub", self.extent_ast(dim), ["c", 1, "int32"]]], guard
+        if form == "wrap":
+            return ["fmod", node, self.extent_ast(dim)], guard
+        if all(e > 0 for _, e in ivars):   # the data must index this dimension
+            ep = self.extent(dim)
+            self.gather_limit = ep if self.gather_limit is None else min(self.gather_limit, ep)
+        return node, guard
+
     def load(self, t: TensorSpec, dtype: str, ivars: list, reduce_vars: list):
         """A load of ``t`` cast to ``dtype``; one dimension reads a reduction variable if any."""
         forced = self.rnd.randrange(t.rank) if reduce_vars else None
+        src = self.index_input
+        gathers = src is not None and self.loadable(src, ivars)
         idx, guards = [], []
         for d, dim in enumerate(t.dims):
-            e, g = self.index(dim, ivars, self.rnd.choice(reduce_vars) if d == forced else None)
+            prefer = self.rnd.choice(reduce_vars) if d == forced else None
+            if gathers and self.rnd.random() < GATHER_PROBABILITY:
+                e, g = self.gather(dim, ivars, prefer)
+            else:
+                e, g = self.index(dim, ivars, prefer)
             idx.append(e)
             if g is not None:
                 guards.append(g)
@@ -402,9 +467,19 @@ class _Generator:
     def dtype(self) -> str:
         return self.rnd.choices(list(DTYPE_WEIGHTS), list(DTYPE_WEIGHTS.values()))[0]
 
+    def operand(self, t: TensorSpec, dtype: str, ivars: list, reduce_vars: list):
+        """A load of ``t``, or of another tensor where ``t`` is empty and the stage is not,
+        or a constant where every tensor is empty."""
+        if not self.loadable(t, ivars):
+            choices = [u for u in self.tensors if self.loadable(u, ivars)]
+            if not choices:
+                return ["c", self.rnd.choice([1, 2, -1, 3]), dtype]
+            t = self.rnd.choice(choices)
+        return self.load(t, dtype, ivars, reduce_vars)
+
     def expr(self, dtype: str, depth: int, ivars: list, reduce_vars: list):
         rnd = self.rnd
-        leaf = lambda: self.load(rnd.choice(self.tensors), dtype, ivars, reduce_vars)  # noqa: E731
+        leaf = lambda: self.operand(rnd.choice(self.tensors), dtype, ivars, reduce_vars)  # noqa: E731
         if depth == 0 or rnd.random() < 0.25:
             return leaf() if rnd.random() < 0.85 else ["c", rnd.choice([1, 2, -1, 3]), dtype]
         integer = dtype.startswith("int")
@@ -470,34 +545,40 @@ class _Generator:
         rnd = self.rnd
         for name in SIZE_NAMES[:rnd.choice([1, 2])]:
             if rnd.random() < 0.4:
-                self.sizes[name] = rnd.randint(1, 8)
-                self.bases.append(name)
+                self.sizes[name] = self.rnd.randint(1, 8)   # 0 later (random_program): relations
+                self.bases.append(name)                      # drawn at 0 need not hold at any other value
             else:
-                self.bases.append(rnd.randint(1, 8))
+                self.bases.append(self.size())
         shape = [self.dim() for _ in range(rnd.choice([1, 1, 2]))]
         for k in range(rnd.choice([1, 1, 2, 3])):
             dims = [[b, e + rnd.choice([0, 1, 2])] for b, e in shape] if rnd.random() < 0.7 else \
                 [self.dim() for _ in range(rnd.choice([1, 2]))]
             self.tensors.append(TensorSpec("ABC"[k], self.dtype(), dims))
+        if rnd.random() < GATHER_PROGRAM_PROBABILITY:
+            dtype = self.ix if rnd.random() < 0.7 else rnd.choice(["int32", "int64"])
+            self.index_input = TensorSpec(INDEX_NAME, dtype, [self.dim((0, 0, 1, 3))])
         for s in range(rnd.randint(2, 5)):
             if rnd.random() < 0.3:
                 shape = [self.dim() for _ in range(rnd.choice([1, 1, 2]))]
             dtype = self.dtype()
             rdims = [self.dim((0, 0, 1)) for _ in range(rnd.choice([1, 1, 2]))] if rnd.random() < 0.3 else []
             ivars = [(k, self.extent(d)) for k, d in enumerate(shape + rdims)]
+            self.grid = shape + rdims
             rvars = ivars[len(shape):]
             prev = self.tensors[-1]
-            body = [rnd.choice(ARITH), self.load(prev, dtype, ivars, rvars), self.expr(dtype, 2, ivars, rvars)]
+            body = [rnd.choice(ARITH), self.operand(prev, dtype, ivars, rvars), self.expr(dtype, 2, ivars, rvars)]
             draw = rnd.random()
-            stencil_before = prev.body is not None and prev.body[0] == "sum"
+            stencil_before = prev.body is not None and prev.body[0] == "sum" or not self.loadable(prev, ivars)
             if draw < DEEP_PROBABILITY and not stencil_before:   # generated code and polynomials are this deep
                 # (not over a stencil: inlining it multiplies the deep sum's terms by its own)
-                body = ["sum", [self.load(prev, dtype, ivars, rvars) for _ in range(rnd.randint(100, 1500))]]
+                body = ["sum", [self.load(prev, dtype, ivars, rvars) for _ in range(rnd.randint(100, 700))]]
             elif draw < DEEP_PROBABILITY + STENCIL_PROBABILITY and not stencil_before:
                 # one tensor read at several offsets (not two stencils in a row: inlining one
                 # into the other multiplies their terms)
                 body = ["sum", [self.load(prev, dtype, ivars, rvars) for _ in range(rnd.randint(3, 5))]]
             reducer = rnd.choice(REDUCERS) if rdims else None
+            if rdims and any(self.extent(d) == 0 for d in rdims) and all(self.extent(d) > 0 for d in shape):
+                reducer = "Sum"   # Max and Min of nothing are infinite (or the integer extremes)
             self.tensors.append(TensorSpec(f"T{s + 1}", dtype, [list(d) for d in shape], body, reducer, rdims))
         last = self.tensors[-1]
         if last.dtype == "float32" and last.reducer is None and rnd.random() < FRACTION_PROBABILITY:
@@ -507,21 +588,31 @@ class _Generator:
         stages = [t.name for t in self.tensors[:-1] if t.body is not None]
         if stages and rnd.random() < 0.25:
             outputs.append(rnd.choice(stages))
+        bad_index = None
+        if self.index_input is not None:
+            self.tensors = [t for t in self.tensors if t.body is None] + [self.index_input] + \
+                [t for t in self.tensors if t.body is not None]
+            limit = self.gather_limit
+            self.index_input.values = [0, limit - 1] if limit is not None else [-3, 10]
+            count = self.extent(self.index_input.dims[0])
+            if count and rnd.random() < BAD_INDEX_PROBABILITY:
+                top = self.index_input.values[1]
+                bad_index = [INDEX_NAME, rnd.randrange(count), rnd.choice([-1, top + 1, top + 3, 2 ** 31 - 1, -2 ** 31])]
         text = json.dumps([[t.dims, t.rdims, t.body] for t in self.tensors])
         used = {n for n in self.sizes if f'"{n}"' in text}
-        index_dtype = "int32"
-        if rnd.random() < INT64_SIZES_PROBABILITY:
-            index_dtype = "int64"
+        if self.ix == "int64":
             for t in self.tensors:
                 t.body = _index_constants(t.body, "int64") if t.body is not None else None
         return Program({n: v for n, v in self.sizes.items() if n in used}, self.tensors, outputs, data_seed,
-                       index_dtype)
+                       self.ix, bad_index)
 
 
 def _retyped(node, dtype: str):
     """An index expression with its integer constants of ``dtype``."""
     if node[0] == "c":
         return ["c", node[1], dtype]
+    if node[0] == "ld":
+        return ["ld", node[1], [_retyped(x, dtype) for x in node[2]]]
     return [node[0]] + [_retyped(x, dtype) if isinstance(x, list) else x for x in node[1:]]
 
 
@@ -560,4 +651,23 @@ def random_program(rnd: random.Random) -> Program:
         except Inexact:
             continue
         if all(abs(v).max(initial=0.0) < MAX_MAGNITUDE for v in values.values()):
+            return _zero_size(program, rnd) if program.sizes and rnd.random() < 2 * ZERO_PROBABILITY else program
+
+
+def _zero_size(program: Program, rnd: random.Random) -> Program:
+    """``program`` with one size variable bound to 0, where its loads stay in range at 0 (they
+    are drawn in range for the drawn value), else ``program`` itself."""
+    from .reference import Inexact, _evaluate, input_data
+    trial = dataclasses.replace(program, sizes={**program.sizes, rnd.choice(sorted(program.sizes)): 0})
+    if trial.bad_index is not None:
+        name, position, _ = trial.bad_index
+        if position >= math.prod(trial.shape(trial.tensor(name))):
             return program
+    try:
+        values, _, read_bad = _evaluate(trial, input_data(trial), True)
+    except (AssertionError, Inexact):   # a load out of range at 0, or a rounded value
+        return program
+    if read_bad and trial.bad_index is None or \
+            not all(abs(v).max(initial=0.0) < MAX_MAGNITUDE for v in values.values()):
+        return program
+    return trial

@@ -11,6 +11,12 @@ as float32 arithmetic rounded back, as double rounding through float32 is exact 
 these formats), and ``maximum`` / ``minimum`` order -0.0 below +0.0. A load under
 ``if_then_else`` reads only where its condition holds.
 
+A load whose index reads data (a gather ``A[I[i]]``) may be out of range when the program
+has a ``bad_index``; :func:`expected_outcome` says what the compiled program must then do:
+raise ``IndexError`` where an output element needs the read (its value, a reduction over
+it, the taken side of a ``select`` or ``if_then_else``), and either raise it or give the
+reference values where only elements that no output needs read out of range.
+
 >>> from fuzz.programs import Program, TensorSpec
 >>> p = Program({}, [TensorSpec("A", "int32", [[4, 0]]),
 ...                  TensorSpec("B", "int32", [[4, 0]], ["div", ["ld", "A", [["i", 0]]], ["c", -2, "int32"]])],
@@ -47,15 +53,26 @@ def numpy_dtype(name: str):
 
 
 def input_data(program: Program) -> dict:
-    """{input name: array} of small integers in [-3, 3] drawn from ``program.data_seed``.
+    """{input name: array} of small integers in [-3, 3] (an index input: in its ``values``
+    range) drawn from ``program.data_seed``, with ``program.bad_index`` set.
 
     >>> from fuzz.programs import Program, TensorSpec
     >>> p = Program({"N": 2}, [TensorSpec("A", "float32", [["N", 1]])], [], 7)
     >>> input_data(p)["A"].shape
     (3,)
+    >>> p = Program({}, [TensorSpec("I", "int32", [[3, 0]], values=[0, 1])], [], 7, bad_index=["I", 2, -1])
+    >>> input_data(p)["I"].tolist()[2]
+    -1
     """
     rng = np.random.default_rng(program.data_seed)
-    return {t.name: rng.integers(-3, 4, size=program.shape(t)).astype(_NUMPY[t.dtype]) for t in program.inputs}
+    data = {}
+    for t in program.inputs:
+        low, high = t.values if t.values is not None else (-3, 3)
+        data[t.name] = rng.integers(low, high + 1, size=program.shape(t)).astype(_NUMPY[t.dtype])
+    if program.bad_index is not None:
+        name, position, value = program.bad_index
+        data[name].reshape(-1)[position] = value
+    return data
 
 
 def _trunc_div(a, b):
@@ -116,10 +133,26 @@ def _bitcast(v, src: str, dst: str):
     return np.asarray(bits.view(_NUMPY[dst]), np.float64)
 
 
+def _loads(node) -> bool:
+    """Whether an index expression reads data."""
+    return node[0] == "ld" or any(isinstance(x, list) and _loads(x) for x in node[1:])
+
+
+def _restrict(mask, cond):
+    return cond if mask is None else mask & cond
+
+
 class _Evaluator:
-    def __init__(self, program: Program, arrays: dict, grid: list, dtypes: dict, strict: bool):
+    """Evaluates one stage over its grid. ``poison``: {stage name: bool array}, the elements
+    that need an out-of-range read; ``needs_bad`` collects this stage's (over its grid) and
+    ``read_bad`` whether any evaluated load (an untaken ``select`` side too) was out of range."""
+
+    def __init__(self, program: Program, arrays: dict, grid: list, dtypes: dict, strict: bool, poison: dict):
         self.program, self.arrays, self.grid, self.dtypes = program, arrays, grid, dtypes
         self.strict = strict
+        self.poison = poison
+        self.needs_bad = np.zeros(grid[0].shape, bool)
+        self.read_bad = False
 
     def round(self, v, dtype: str):
         """``v`` rounded to the float format ``dtype``; a low-precision rounding that changes
@@ -131,10 +164,12 @@ class _Evaluator:
             raise Inexact(f"a {dtype} value was rounded")
         return r
 
-    def eval(self, node, where=None):
+    def eval(self, node, where=None, need=None):
         """The value of ``node`` over the grid; ``where`` (bool array or None) marks the
-        points where it is used (a load outside it may be out of range)."""
+        points where it is evaluated (a load outside it may be out of range), ``need`` those
+        where its value is used (``select`` evaluates both sides, uses one)."""
         tag = node[0]
+        rec = lambda x, w=where, n=need: self.eval(x, w, n)  # noqa: E731
         if tag == "c":
             return np.float64(node[1])
         if tag == "i":
@@ -143,40 +178,45 @@ class _Evaluator:
             return np.float64(self.program.sizes[node[1]])
         if tag == "ld":
             arr = self.arrays[node[1]]
-            idx = [np.broadcast_to(self.eval(x, where), self.grid[0].shape).astype(np.int64) for x in node[2]]
+            idx = [np.broadcast_to(rec(x), self.grid[0].shape).astype(np.int64) for x in node[2]]
             inside = np.ones(self.grid[0].shape, bool)
             for d, ix in enumerate(idx):
                 inside &= (ix >= 0) & (ix < arr.shape[d])
-            used = inside if where is None else inside | ~where
-            assert used.all(), f"the program reads {node[1]} out of range where the value is used"
-            return arr[tuple(np.clip(ix, 0, n - 1) for ix, n in zip(idx, arr.shape))]
+            outside = ~inside if where is None else ~inside & where
+            if outside.any():
+                assert any(_loads(x) for x in node[2]), f"the program reads {node[1]} out of range where the value is used"
+                self.read_bad = True
+                self.needs_bad |= _restrict(need, outside)
+            if arr.size == 0:   # every point reads out of range (or there is none)
+                return np.zeros(self.grid[0].shape)
+            at = tuple(np.clip(ix, 0, n - 1) for ix, n in zip(idx, arr.shape))
+            if node[1] in self.poison:
+                self.needs_bad |= _restrict(need, self.poison[node[1]][at] & inside)
+            return arr[at]
         if tag == "cmp":
-            return _CMP[node[1]](self.eval(node[3], where), self.eval(node[4], where))
-        if tag == "sel":
-            return np.where(self.eval(node[1], where), self.eval(node[2], where), self.eval(node[3], where))
-        if tag == "ite":
-            cond = np.broadcast_to(self.eval(node[1], where), self.grid[0].shape)
-            w = cond if where is None else cond & where
-            wn = ~cond if where is None else ~cond & where
-            return np.where(cond, self.eval(node[2], w), self.eval(node[3], wn))
+            return _CMP[node[1]](rec(node[3]), rec(node[4]))
+        if tag in ("sel", "ite"):
+            cond = np.broadcast_to(rec(node[1]), self.grid[0].shape)
+            w, wn = (_restrict(where, cond), _restrict(where, ~cond)) if tag == "ite" else (where, where)
+            return np.where(cond, rec(node[2], w, _restrict(need, cond)), rec(node[3], wn, _restrict(need, ~cond)))
         dtype = dtype_of(node, self.dtypes)
         if tag == "sum":
-            total = self.eval(node[1][0], where)
+            total = rec(node[1][0])
             for x in node[1][1:]:
-                total = self.round(total + self.eval(x, where), dtype)
+                total = self.round(total + rec(x), dtype)
             return total
         if tag == "cast":
-            v = self.eval(node[2], where)
+            v = rec(node[2])
             if dtype.startswith("int"):
                 return np.trunc(v)
             if dtype_of(node[2], self.dtypes).startswith("int"):
                 v = v + 0.0     # an integer's -0.0 (a product of zero and a negative) is +0.0
             return self.round(v, dtype)
         if tag == "bitcast":
-            return _bitcast(self.eval(node[2], where), dtype_of(node[2], self.dtypes), dtype)
+            return _bitcast(rec(node[2]), dtype_of(node[2], self.dtypes), dtype)
         if tag == "not":
-            return (~_ints(self.eval(node[1], where))).astype(np.float64)
-        a, b = self.eval(node[1], where), self.eval(node[2], where)
+            return (~_ints(rec(node[1]))).astype(np.float64)
+        a, b = rec(node[1]), rec(node[2])
         if tag in ("shl", "shr"):
             return _shift(a, b, dtype, tag == "shl")
         if tag in ("max", "min"):
@@ -186,24 +226,50 @@ class _Evaluator:
         return self.round(_BIN[tag](a, b), dtype) if tag in ("add", "sub", "mul") else _BIN[tag](a, b)
 
 
-def _reduce(reducer: str, v, axes: tuple):
+def _reduce(reducer: str, v, axes: tuple, dtype: str):
     """A reduction as the compiler computes it: a Sum starts from +0.0, Max and Min order
-    -0.0 below +0.0."""
+    -0.0 below +0.0; Max and Min of nothing are the lowest and highest values of ``dtype``."""
     if reducer == "Sum":
         return np.sum(v, axis=axes) + 0.0
     zeros = v == 0
+    ints = np.iinfo(_NUMPY[dtype]) if dtype.startswith("int") else None
     if reducer == "Max":
-        r = np.max(v, axis=axes)
+        r = np.max(v, axis=axes, initial=-np.inf if ints is None else float(ints.min))
         return np.where(r == 0, np.where(np.any(zeros & ~np.signbit(v), axis=axes), 0.0, -0.0), r)
-    r = np.min(v, axis=axes)
+    r = np.min(v, axis=axes, initial=np.inf if ints is None else float(ints.max))
     return np.where(r == 0, np.where(np.any(zeros & np.signbit(v), axis=axes), -0.0, 0.0), r)
 
 
 def evaluate(program: Program, data: dict, strict: bool = False) -> dict:
     """{tensor name: float64 array} of every tensor of ``program`` on ``data``. ``strict``:
     raise Inexact where a low-precision stage rounds a value (or a low-precision sum could
-    round a partial sum, in some order)."""
+    round a partial sum, in some order). Out-of-range gathers read a clamped index."""
+    return _evaluate(program, data, strict)[0]
+
+
+def expected_outcome(program: Program, data: dict) -> str:
+    """What the compiled program must do on ``data``: ``"values"`` (give the reference
+    values), ``"error"`` (raise IndexError: an output needs an out-of-range read) or
+    ``"any"`` (raise IndexError or give the reference values: only elements that no output
+    needs read out of range).
+
+    >>> from fuzz.programs import Program, TensorSpec
+    >>> p = Program({}, [TensorSpec("A", "int32", [[4, 0]]), TensorSpec("I", "int32", [[2, 0]], values=[0, 3]),
+    ...                  TensorSpec("B", "int32", [[2, 0]], ["ld", "A", [["ld", "I", [["i", 0]]]]])], ["B"], 0)
+    >>> expected_outcome(p, input_data(p)), expected_outcome(p, {**input_data(p), "I": np.array([0, 4], np.int32)})
+    ('values', 'error')
+    """
+    _, poison, read_bad = _evaluate(program, data, False)
+    if any(poison[n].any() for n in program.outputs if n in poison):
+        return "error"
+    return "any" if read_bad else "values"
+
+
+def _evaluate(program: Program, data: dict, strict: bool) -> tuple[dict, dict, bool]:
+    """(arrays, {stage: the elements that need an out-of-range read}, whether any read was out of range)."""
     arrays = {name: np.asarray(np.asarray(a), np.float64) for name, a in data.items()}
+    poison: dict = {}
+    read_bad = False
     dtypes = {t.name: t.dtype for t in program.tensors}
     for t in program.tensors:
         if t.body is None:
@@ -213,14 +279,19 @@ def evaluate(program: Program, data: dict, strict: bool = False) -> dict:
         grid = list(np.indices(shape + rshape, dtype=np.int64)) if shape + rshape else []
         if not grid:
             grid = [np.zeros((), np.int64)]
-        value = np.broadcast_to(_Evaluator(program, arrays, grid, dtypes, strict).eval(t.body), shape + rshape)
+        ev = _Evaluator(program, arrays, grid, dtypes, strict, poison)
+        value = np.broadcast_to(ev.eval(t.body), shape + rshape)
+        bad = np.broadcast_to(ev.needs_bad, shape + rshape)
+        read_bad |= ev.read_bad
         if t.reducer is not None:
             axes = tuple(range(len(shape), len(shape) + len(rshape)))
             if strict and t.reducer == "Sum" and t.dtype in _EXACT_BELOW and \
                     np.abs(value).sum(axis=axes).max(initial=0.0) >= _EXACT_BELOW[t.dtype]:
                 raise Inexact(f"a partial sum of {t.name} may round")
-            value = _reduce(t.reducer, value, axes)
+            value = _reduce(t.reducer, value, axes, t.dtype)
+            bad = np.any(bad, axis=axes)
+        poison[t.name] = np.array(bad, bool)
         if t.dtype in _EXACT_BELOW and strict and np.abs(value).max(initial=0.0) >= _EXACT_BELOW[t.dtype]:
             raise Inexact(f"{t.name} holds values beyond the exact integers of {t.dtype}")
         arrays[t.name] = np.array(value, np.float64)
-    return arrays
+    return arrays, poison, read_bad

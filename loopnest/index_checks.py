@@ -43,8 +43,14 @@ __all__ = ["guard_data_dependent_indices", "drop_index_checks"]
 def _checked(buf, indices: tuple, dd: dict) -> tuple:
     """``indices`` of ``buf`` with each data-dependent one wrapped in an IndexCheck."""
     return tuple(E.IndexCheck(ix, buf.dims[d], buf.name, d)
-                 if not isinstance(ix, E.IndexCheck) and needs_check(ix, dd) else ix
+                 if not _checks(ix, buf, d) and needs_check(ix, dd) else ix
                  for d, ix in enumerate(indices))
+
+
+def _checks(ix: E.Expr, buf, d: int) -> bool:
+    """Whether ``ix`` is already the check of dimension ``d`` of ``buf`` (a check of another
+    buffer's dimension, an inlined tensor's, still needs this one)."""
+    return isinstance(ix, E.IndexCheck) and (ix.buffer, ix.dim) == (buf.name, d)
 
 
 class _CheckExpr(E.ExprMutator):

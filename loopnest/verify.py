@@ -3,7 +3,8 @@
 Checks that every variable is bound where used (loop variables, let variables, or the
 nest's free size variables), that no loop variable is bound twice, that every access has
 the buffer's rank (or one index once flattened) with integer indices (an ``IndexCheck``
-index, before flattening, checks the dimension it stands in) and happens while its
+of the buffer, before flattening, checks the dimension it stands in; one of another buffer
+is an inlined tensor's: ``compute_inline`` keeps the check of a data-dependent read of it) and happens while its
 buffer is allocated, that Allocate/Free pair up in a Block, that stored values have their
 buffer's element type, and that GPU loops have an axis and do not nest on the same one.
 With ``LOOPNEST_VERIFY=1`` (the test suite sets it) it runs after every lowering pass.
@@ -79,7 +80,7 @@ class _Verifier(Functor):
         for k, ix in enumerate(indices):
             if not ix.dtype.is_integer:
                 raise VerifyError(f"{what} {buf.name}: index {k} `{ix}` is {ix.dtype}, expected an integer")
-            if type(ix) is IndexCheck and not self.flattened and (ix.buffer, ix.dim) != (buf.name, k):
+            if type(ix) is IndexCheck and not self.flattened and ix.buffer == buf.name and ix.dim != k:
                 raise VerifyError(f"{what} {buf.name}: index {k} is `{ix}`, a check of dimension {ix.dim} of "
                                   f"{ix.buffer}; an IndexCheck must check the dimension it indexes")
         if id(buf) in self.allocated and id(buf) not in self.live:

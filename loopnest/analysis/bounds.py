@@ -633,7 +633,8 @@ def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -
             ctx.append(f"{env[id(v)]} >= {lt}")
         if ht is not None:
             ctx.append(f"{env[id(v)]} < {ht}")
-    text = f"{pdecl}{{ [{xs}] : ({' or '.join(col.pieces)})" + "".join(f" and {c}" for c in clamp) + " }"
+    pieces = dict.fromkeys(col.pieces)   # a large expression repeats its accesses: each once to isl
+    text = f"{pdecl}{{ [{xs}] : ({' or '.join(pieces)})" + "".join(f" and {c}" for c in clamp) + " }"
     ctx_set = isl.Set(f"{pdecl}{{ : {' and '.join(ctx) or '0 = 0'} }}")
     # the region's disjunctive normal form can be exponential in the guarded pieces
     region = within_budget(REGION_OPERATIONS, lambda: isl.Set(text).intersect_params(ctx_set))

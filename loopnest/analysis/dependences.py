@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 import islpy as isl
 
-from .budget import isl_budget
+from .budget import isl_budget, within_budget
 from .domains import Access, Analysis, analyze, loop_var_of
 
 __all__ = ["Dependence", "compute_dependences", "carried_by", "dependences_in", "distance_vectors",
@@ -284,7 +284,19 @@ def _dependence(an: Analysis, x: Access, y: Access) -> Dependence | None:
     rel = rel.intersect(_order(an, x, y))
     if rel.is_empty():
         return None
-    return Dependence(_KIND[(x.is_write, y.is_write)], x.buffer, x, y, rel.coalesce(), an)
+    return Dependence(_KIND[(x.is_write, y.is_write)], x.buffer, x, y, _coalesced(rel), an)
+
+
+#: isl operations that simplifying one dependence relation may take (the relations of
+#: masked, split and cached loops are unions of many pieces with floor divisions, whose
+#: coalescing took seconds each); past them the relation is kept as it is (the same set)
+COALESCE_OPERATIONS = 100_000
+
+
+def _coalesced(rel):
+    """``rel.coalesce()``, or ``rel`` itself where that takes more than ``COALESCE_OPERATIONS``."""
+    out = within_budget(COALESCE_OPERATIONS, rel.coalesce)
+    return rel if out is None else out
 
 
 def _order(an: Analysis, x: Access, y: Access):

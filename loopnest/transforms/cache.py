@@ -21,7 +21,8 @@ for (int i = 0; i < 4; i++) {
 """
 from __future__ import annotations
 
-from te.expr import Expr, ExprMutator, IntImm, Load, Var, check_identifier
+from te.expr import Expr, ExprMutator, IntImm, Load, Var, check_identifier, structural_key
+from te.intrinsics import cast
 from te.queries import fold_int, free_vars
 from te.tensor import Buffer
 
@@ -34,18 +35,38 @@ from ._rewrite import add, loop_path, replace_loop, sub, tidy
 __all__ = ["cache_accesses"]
 
 
+def _less(i: Expr, m: Expr) -> Expr:
+    """``i - m``; bounds are of the buffer's index dtype, which may differ from the index's
+    (a buffer of constant int32 shape read in int64 loops)."""
+    return tidy(sub(i, cast(m, i.dtype)))
+
+
+def _plus(m: Expr, x: Expr) -> Expr:
+    """``m + x`` in ``x``'s dtype (see :func:`_less`)."""
+    return tidy(add(cast(m, x.dtype), x))
+
+
 class _Redirect(ExprMutator):
     """Loads of each buffer of ``moves`` (``id(buffer) -> (local, mins)``) read ``local`` at
     the indices less ``mins``."""
 
     def __init__(self, moves: dict):
         self.moves = moves
+        self.rebased: dict = {}
+
+    def less(self, i: Expr, m: Expr) -> Expr:
+        """``_less(i, m)``, once per distinct index (a large expression repeats its loads)."""
+        key = (structural_key(i, vars_by_identity=True), id(m))
+        out = self.rebased.get(key)
+        if out is None:
+            out = self.rebased[key] = _less(i, m)
+        return out
 
     def visit_Load(self, e: Load) -> Expr:
         idx = tuple(self.visit(i) for i in e.indices)
         move = self.moves.get(id(e.buffer))
         if move is not None:
-            return Load(move[0], tuple(tidy(sub(i, m)) for i, m in zip(idx, move[1])))
+            return Load(move[0], tuple(self.less(i, m) for i, m in zip(idx, move[1])))
         return e.replace(indices=idx) if any(a is not b for a, b in zip(idx, e.indices)) else e
 
 
@@ -69,7 +90,7 @@ class _RedirectStmt(StmtMutator):
         value = self.ex.visit(s.value)
         move = self.moves.get(id(s.buffer))
         if move is not None:
-            return Store(move[0], tuple(tidy(sub(i, m)) for i, m in zip(idx, move[1])), value)
+            return Store(move[0], tuple(self.ex.less(i, m) for i, m in zip(idx, move[1])), value)
         return s.replace(indices=idx, value=value) if (value is not s.value or
                                                        any(a is not b for a, b in zip(idx, s.indices))) else s
 
@@ -150,8 +171,8 @@ def _copy(nest, name: str, dst_of, src_of, bounds, dtype_like: Var) -> Stmt:
     rel = [v if v is not None else IntImm(0, b.min.dtype) for v, b in zip(vs, bounds)]
     s: Stmt = Store(dst_of[0], dst_of[1](rel), Load(src_of[0], src_of[1](rel)))
     for v, b in reversed(list(zip(vs, bounds))):
-        if v is not None:
-            s = For(v, IntImm(0, v.dtype), b.extent, Block((s,)))
+        if v is not None:   # the extent is of the buffer's index dtype, the loop of the cached loop's
+            s = For(v, IntImm(0, v.dtype), tidy(cast(b.extent, v.dtype)), Block((s,)))
     return s
 
 
@@ -229,9 +250,9 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
     iv = f.var
     if copy_in:
         stmts.insert(0, _copy(nest, name, (local, lambda r: tuple(r)),
-                              (buf, lambda r: tuple(tidy(add(m, x)) for m, x in zip(mins, r))), bounds, iv))
+                              (buf, lambda r: tuple(_plus(m, x) for m, x in zip(mins, r))), bounds, iv))
     if writes:
-        stmts.append(_copy(nest, name, (buf, lambda r: tuple(tidy(add(m, x)) for m, x in zip(mins, r))),
+        stmts.append(_copy(nest, name, (buf, lambda r: tuple(_plus(m, x) for m, x in zip(mins, r))),
                            (local, lambda r: tuple(r)), bounds, iv))
     new_f = f.replace(body=Block(tuple(stmts)))
     nest.root = replace_loop(nest.root, f.var, lambda _: new_f)

@@ -29,6 +29,8 @@ needs into a buffer of its own, of the footprint's size once prepared:
 """
 from __future__ import annotations
 
+import time
+
 from te.expr import IntImm, Load, Var, substitute
 from te.queries import fold_int, has_load, loads
 from te.tensor import Buffer, Tensor
@@ -221,12 +223,36 @@ def _check_legal(nest, t: Tensor, new_root: Stmt, computes: list[Stmt]) -> None:
         raise _Refused(str(e).split(": ", 1)[1]) from None
 
 
+#: at most this many loops, and about this many seconds, are tried for the loops that a
+#: refused compute_at suggests: each try plans the whole transform (bounds inference and a
+#: rebuilt nest), which takes seconds where the tensor's readers are large expressions
+SUGGESTED_LOOPS = 8
+SUGGESTION_SECONDS = 1.0
+
+
 def compute_at_candidates(nest, t: Tensor) -> list:
-    """The loops (handles, outermost first) at which ``compute_at(t, loop)`` is legal."""
+    """The loops (handles, outermost first) at which ``compute_at(t, loop)`` is legal.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4,), "float32")
+    >>> B = Compute("B", (4,), lambda i: A[i] * 2.0)
+    >>> C = Compute("C", (4,), lambda i: B[i] + 1.0)
+    >>> [lp.name for lp in compute_at_candidates(LoopNest([C]), B)]
+    ['i_1']
+    """
+    return _candidates(nest, t, None, None)[0]
+
+
+def _candidates(nest, t: Tensor, limit: int | None, seconds: float | None) -> tuple[list, int]:
+    """(the legal loops among the first ``limit`` loops that read ``t``, tried for about
+    ``seconds``; the number of loops that read ``t`` left untried)."""
     out = []
-    for f in (s for s in iter_stmts(nest.root) if isinstance(s, For)):
-        if not _consumer_reads(f.body, t):
-            continue
+    readers = [s for s in iter_stmts(nest.root) if isinstance(s, For) and _consumer_reads(s.body, t)]
+    deadline = None if seconds is None else time.monotonic() + seconds
+    for k, f in enumerate(readers):
+        if limit is not None and k >= limit or deadline is not None and time.monotonic() > deadline:
+            return out, len(readers) - k
         saved = set(nest._used_names)
         try:
             _plan(nest, t, f.var)
@@ -235,7 +261,7 @@ def compute_at_candidates(nest, t: Tensor) -> list:
             pass
         finally:
             nest._used_names = saved
-    return out
+    return out, 0
 
 
 def compute_at(nest, buf: Buffer, loop) -> None:
@@ -323,7 +349,9 @@ def compute_at(nest, buf: Buffer, loop) -> None:
     vectorized, B's stores must not read a buffer made by a transform (rfactor,
     cache_accesses), and every buffer B reads must be complete where B (or its local copy)
     is now computed. When refused, the ScheduleError lists the loops where compute_at would
-    be legal.
+    be legal, among the first ``SUGGESTED_LOOPS`` loops that read B (tried for about
+    ``SUGGESTION_SECONDS``; it says how many it left untried: ``compute_at_candidates``
+    lists them all).
     """
     check_movable_tensor(nest, buf, f"compute {buf.name} at loop {loop.name}")
     t: Tensor = buf
@@ -331,10 +359,14 @@ def compute_at(nest, buf: Buffer, loop) -> None:
         plan = _plan(nest, t, loop.var)
     except _Refused as e:
         saved = set(nest._used_names)
-        legal = [l.name for l in compute_at_candidates(nest, t)]
+        found, untried = _candidates(nest, t, SUGGESTED_LOOPS, SUGGESTION_SECONDS)
+        legal = [l.name for l in found]
         nest._used_names = saved
         where = (f"compute_at({t.name}, ...) would be legal at loop{'s' if len(legal) > 1 else ''} "
                  f"{', '.join(legal)}") if legal else f"there is no loop where compute_at({t.name}, ...) is legal"
+        if untried:
+            where = (f"{where} among the loops tried ({untried} more loop{'s' if untried > 1 else ''} that "
+                     f"read{'' if untried > 1 else 's'} {t.name} not tried; compute_at_candidates lists them all)")
         raise ScheduleError(f"cannot compute {t.name} at loop {loop.name}: {e}; {where}") from None
     new_root, copies = plan
     nest.root = new_root

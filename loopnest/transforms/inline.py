@@ -13,8 +13,8 @@ for (int i_1 = 0; i_1 < 8; i_1++) {
 """
 from __future__ import annotations
 
-from te.expr import Expr, ExprMutator, Load, substitute
-from te.queries import loaded_buffers
+from te.expr import Expr, ExprMutator, IndexCheck, Load, substitute
+from te.queries import has_load, loaded_buffers
 from te.extern import ExternTensor
 from te.tensor import Buffer, Tensor
 
@@ -130,7 +130,9 @@ def check_inputs_ready(root: Stmt, tensor: Tensor, sites, op: str) -> None:
 
 class _Inliner(ExprMutator):
     """Replace each read of a tensor of ``defs`` (id -> (tensor, body)) by the body at the
-    read's indices."""
+    read's indices. A data-dependent index (one that loads) is checked against the tensor's
+    dimension (an ``IndexCheck`` of it, see ``loopnest.index_checks``): the read of ``T[I[i]]``
+    out of T's range must still raise IndexError where T's body reads a larger buffer."""
 
     def __init__(self, defs: dict):
         self.defs = defs
@@ -142,6 +144,8 @@ class _Inliner(ExprMutator):
         if d is not None:
             self.count += 1
             t, body = d
+            idx = tuple(IndexCheck(ix, t.dims[k], t.name, k) if has_load(ix) and not (
+                isinstance(ix, IndexCheck) and (ix.buffer, ix.dim) == (t.name, k)) else ix for k, ix in enumerate(idx))
             return substitute(body, dict(zip(t.args, idx)))
         return e.replace(indices=idx) if any(a is not b for a, b in zip(idx, e.indices)) else e
 
