@@ -26,6 +26,7 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--nvcc", action="store_true", help="cuda: also compile every kernel with nvcc (slow)")
     ap.add_argument("--no-emulate", action="store_true",
                     help="cuda: emit the source only, without running it on the host emulation")
+    ap.add_argument("--gpu", action="store_true", help="cuda: run every kernel on the GPU (PyCUDA and a device)")
     ap.add_argument("--no-verify", action="store_true", help="do not verify the IR after every lowering pass")
     args = ap.parse_args(argv)
     if not args.no_verify:
@@ -33,7 +34,9 @@ def main(argv: list | None = None) -> int:
     from .campaign import run_campaign
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     emulate = "cuda" in targets and not args.no_emulate
-    if emulate:
+    if emulate and args.gpu:
+        emulate = "gpu"
+    elif emulate:
         from codegen.cuda import nvcc_available
         from codegen.cuda.emulate import host_compiler
         if host_compiler() is None or not nvcc_available():

@@ -209,9 +209,10 @@ def _thread_bound(nest) -> bool:
     return any(isinstance(s, For) and s.kind == ForKind.GPU_THREAD for s in iter_stmts(nest.root))
 
 
-def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emulate: bool) -> bool | None:
+def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emulate) -> bool | None:
     """Run ``nest`` on ``target`` and note its failures; whether it raised IndexError (None:
-    it did not run, or failed otherwise)."""
+    it did not run, or failed otherwise). ``emulate``: how CUDA kernels run -- False (emitted
+    only), True (the host emulation) or ``"gpu"`` (the device)."""
     if target == "llvm" and _gpu_bound(nest):
         result.skipped.append(target)
         return None
@@ -222,9 +223,13 @@ def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emu
                 kernel.compile("sm_80")
             if not emulate:
                 return None
-            from codegen.cuda.emulate import run_on_host
             outs = [np.zeros(case.program.shape(case.program.tensor(t.name)), case.dtype(t)) for t in case.outputs]
-            run_on_host(kernel, *[case.data[b.name] for b in case.inputs], *outs, *case.sizes.values())
+            args = [*[case.data[b.name] for b in case.inputs], *outs, *case.sizes.values()]
+            if emulate == "gpu":        # a real GPU (fuzz --gpu)
+                kernel(*args)
+            else:
+                from codegen.cuda.emulate import run_on_host
+                run_on_host(kernel, *args)
         else:
             outs = case.run(nest, target)
     except IndexError as e:
