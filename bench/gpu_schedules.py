@@ -79,14 +79,14 @@ def elementwise_gpu(nest: LoopNest, spec: Spec, threads: int = 256, per_thread: 
     thread_strided(nest, rest, threads)
 
 
-def _row_block_with_shared_x(nest: LoopNest, spec: Spec, stats, threads: int | None):
+def _row_block_with_shared_x(nest: LoopNest, spec: Spec, stats, threads: int | None, cap: int = 256):
     """The common start of the row schedules: ``compute_at`` each of ``stats`` (in order)
     into the row loop of the output, bind that loop to blockIdx.x, and copy the row of X
     into shared memory with a thread-strided (coalesced) loop. Returns ``(Y, row loop,
     threads per block)``."""
     (Y,) = spec.outputs
     X = spec.args[0]
-    T = threads or row_threads(int(X.shape[1]))
+    T = threads or row_threads(int(X.shape[1]), cap)
     i, _ = nest.get_loops_for(Y)
     for t in stats:
         nest.compute_at(t, i)
@@ -94,6 +94,11 @@ def _row_block_with_shared_x(nest: LoopNest, spec: Spec, stats, threads: int | N
     nest.cache_accesses(X, "X_sh", i)
     thread_strided(nest, _loop_named(nest, "X_sh_i1"), T)
     return Y, i, T
+
+
+#: threads per row of softmax and layernorm at most: on an H100 at 4096 x 1024, 128 threads took
+#: softmax 15.1 -> 12.2 us and layernorm 10.8 -> 9.7 us against 256 (512: 23.3 and 15.1)
+NORM_THREADS = 128
 
 
 def softmax_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
@@ -107,7 +112,7 @@ def softmax_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
     thread-strided so each warp touches 32 consecutive floats. Two rows of floats live in
     shared memory, so rows up to about 6000 columns fit the 48 KiB a block may use."""
     mx, e, s = _tensor(nest, "mx"), _tensor(nest, "e"), _tensor(nest, "s")
-    Y, i, T = _row_block_with_shared_x(nest, spec, (s, e, mx), threads)
+    Y, i, T = _row_block_with_shared_x(nest, spec, (s, e, mx), threads, NORM_THREADS)
     parts = block_reduce(nest, mx, T) + block_reduce(nest, s, T)
     thread_strided(nest, nest.get_loops_for(e)[-1], T)
     thread_strided(nest, nest.get_loops_for(Y)[-1], T)
@@ -123,7 +128,7 @@ def layernorm_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> Non
     stores of Y). Two passes over the shared row keep the variance exact (no E[x^2]-E[x]^2
     cancellation)."""
     mean, var = _tensor(nest, "mean"), _tensor(nest, "var")
-    Y, i, T = _row_block_with_shared_x(nest, spec, (var, mean), threads)
+    Y, i, T = _row_block_with_shared_x(nest, spec, (var, mean), threads, NORM_THREADS)
     parts = block_reduce(nest, mean, T) + block_reduce(nest, var, T)
     thread_strided(nest, nest.get_loops_for(Y)[-1], T)
     cache_rows(nest, [mean, var] + parts, i)
@@ -145,16 +150,21 @@ def row_sum_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
     cache_rows(nest, parts, i)
 
 
-def transpose_gpu(nest: LoopNest, spec: Spec, tile: int = 32, rows: int = 8, shared: bool = False) -> None:
-    """``T[i, j] = A[j, i]`` in 32 x 32 tiles, one block of 32 x 8 threads per tile, each
-    thread 4 rows of the tile 8 apart (``tile``, then the tile's rows split over threadIdx.y).
+def transpose_gpu(nest: LoopNest, spec: Spec, tile: int | None = None, rows: int = 8,
+                  shared: bool | None = None) -> None:
+    """``T[i, j] = A[j, i]``. With ``shared`` (None: when both sizes are multiples of the tile,
+    64 by default) the tiled transpose through a shared tile padded to ``tile + 1`` columns
+    (:func:`_shared_transpose`): coalesced on both sides, 2.74 TB/s on an H100 at 4096^2 (64 x
+    64 tiles, 8 rows of threads; 2.71 with 32 x 32), against 1.80 for the version below.
 
-    Stores are coalesced (threadIdx.x runs along T's rows); each warp's loads read one
-    float from 32 rows of A, but the tile's 32 rows x 128 bytes stay in L1 while the block's
-    other warps use the rest of each sector, so DRAM sees each byte once. A shared-memory
-    tile would make both sides coalesced, but its column reads are 32-way bank conflicts
-    without a padded row (which ``cache_accesses`` cannot lay out), costing more than the
-    L1 reuse they save."""
+    Otherwise 32 x 32 tiles through L1, one block of 32 x 8 threads per tile, each thread 4
+    rows of the tile 8 apart: stores are coalesced (threadIdx.x runs along T's rows); each
+    warp's loads read one float from 32 rows of A, and the tile's rows stay in L1 while the
+    block's other warps use the rest of each sector."""
+    A = spec.args[0]
+    if shared is None:
+        shared = all(int(d) % (tile or 64) == 0 for d in A.shape)
+    tile = tile or (64 if shared else 32)
     (T,) = spec.outputs
     if shared:
         _shared_transpose(nest, spec, tile, rows)

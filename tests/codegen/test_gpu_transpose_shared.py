@@ -29,5 +29,12 @@ def test_the_shared_tile_transpose_is_exact(tile, rows):
 
 def test_sizes_off_the_tile_are_refused():
     spec = WORKLOADS["transpose"].make((40, 72))
-    with pytest.raises(ValueError, match="multiples of the tile 32"):
+    with pytest.raises(ValueError, match="multiples of the tile 64"):
         gpu_nest("transpose", spec, shared=True)
+
+
+def test_the_default_takes_the_shared_tile_where_the_sizes_allow():
+    big = WORKLOADS["transpose"].make((128, 192))
+    assert "b_A_tile" in build(gpu_nest("transpose", big), big.args, target="cuda").source
+    odd = WORKLOADS["transpose"].make((40, 72))
+    assert "b_A_tile" not in build(gpu_nest("transpose", odd), odd.args, target="cuda").source
