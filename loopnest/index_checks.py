@@ -8,8 +8,9 @@ kernel runs. ``guard_data_dependent_indices`` wraps each such index, per dimensi
 ``te.expr.IndexCheck`` of that dimension's extent; it runs before ``flatten_indices``, so
 ``H[r, k]`` with ``k`` past its own dimension fails even where the flat offset ``r * 4 + k``
 would stay inside the buffer. The backends only print the node: IREval raises
-``IndexError``, LLVM returns ``INDEX_OUT_OF_RANGE`` (the call raises ``IndexError``), CUDA
-traps. ``build(..., bounds_check=False)`` removes the checks (``drop_index_checks``).
+``IndexError``; LLVM returns ``INDEX_OUT_OF_RANGE`` plus the check's site and CUDA stores the
+site in the module's error flag, and the call raises ``IndexError`` naming the buffer and
+dimension. ``build(..., bounds_check=False)`` removes the checks (``drop_index_checks``).
 
 >>> from te import Buffer, Var
 >>> from loopnest.stmt import Block, For, Store

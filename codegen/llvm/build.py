@@ -37,7 +37,7 @@ from .cache_key import stmt_key
 from .emit import EmitOptions, emit_module
 from .entry import ALIASED
 from .extern import EXTERN_FAILED
-from .memory import INDEX_OUT_OF_RANGE
+from .memory import INDEX_OUT_OF_RANGE, index_sites
 from .parallel import RESERVED_SYMBOLS, RUNTIMES
 from .types import arg_type, round_to_dtype
 
@@ -238,15 +238,19 @@ class LLVMKernel(Kernel):
 
     def _failed(self, rc: int):
         """Raise the error a non-zero kernel result ``rc`` stands for."""
+        if rc >= INDEX_OUT_OF_RANGE:
+            sites = index_sites(self.stmt)
+            k = rc - INDEX_OUT_OF_RANGE
+            where = (f"{sites[k][0]} is outside the buffer in dimension {sites[k][1]}" if k < len(sites)
+                     else "an index is outside its buffer")
+            raise IndexError(f"kernel {self.name}: a data-dependent index (one that loads, e.g. H[A[i]]) of "
+                             f"{where}; the kernel stopped there (what it wrote before stays written); keep the "
+                             "data in range, or clamp the index")
         if rc >= EXTERN_FAILED:
             calls = [s for s in iter_stmts(self.stmt) if isinstance(s, ExternCall)]
             name = calls[rc - EXTERN_FAILED].func.name if rc - EXTERN_FAILED < len(calls) else "?"
             raise RuntimeError(f"kernel {self.name}: the external function {name} returned a non-zero status; "
                                "the outputs are incomplete")
-        if rc == INDEX_OUT_OF_RANGE:
-            raise IndexError(f"kernel {self.name}: a data-dependent index (one that loads, e.g. H[A[i]]) of "
-                             f"{_checked_dims(self.stmt)}; the kernel stopped there (what it "
-                             "wrote before stays written); keep the data in range, or clamp the index")
         self._alloc_failed()
 
     def _alloc_failed(self):
@@ -362,20 +366,6 @@ def _check_half_support(source: str, name: str) -> None:
     if " half" in source and h["triple"].startswith(("x86_64", "i386", "i686")) and "+f16c" not in h["features"]:
         raise BuildError(f"kernel {name} uses float16, which needs the F16C instructions this CPU "
                          f"({h['cpu']}) lacks on the llvm target")
-
-
-def _checked_dims(stmt: Stmt) -> str:
-    """``"H is outside the buffer in dimension 1"``: the buffers and dimensions whose
-    ``IndexCheck`` may have failed (the kernel's return code does not say which one did)."""
-    sites: dict = {}
-    for s in iter_stmts(stmt):
-        for e in stmt_exprs(s):
-            E.walk(e, lambda n: sites.setdefault((n.buffer, n.dim), (n.buffer, n.dim))
-                   if isinstance(n, E.IndexCheck) else None)
-    if len(sites) == 1:
-        (b, d), = sites
-        return f"{b} is outside the buffer in dimension {d}"
-    return " or ".join(f"{b} (dimension {d})" for b, d in sites) + " is outside the buffer"
 
 
 def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contract: bool = True,

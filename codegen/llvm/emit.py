@@ -85,7 +85,7 @@ from .extern import emit_extern_call
 from .entry import bind_scalar_args, emit_alias_check, emit_py_wrapper
 from .fnstate import FnState
 from .loop_hints import unroll_hint
-from .memory import check_index, load, splat, store
+from .memory import check_index, index_sites, load, splat, store
 from .parallel import RUNTIMES, parallel_loop
 from .streaming import store_fence, streaming_outputs
 from .types import I1, I32, I64, PTR, arg_type, const, scalar_storage_type, splat_const, value_type
@@ -160,6 +160,7 @@ class _Emitter(Functor):
 
     def run(self, root: Stmt) -> ir.Module:
         self.nt_bufs = streaming_outputs(root, self.buffer_params, self.opts.nontemporal_min_bytes)
+        self.index_sites = {site: k for k, site in enumerate(index_sites(root))}
         args = [PTR] * len(self.buffer_params) + [arg_type(v.dtype) for v in self.scalar_vars]
         noalias = self.opts.noalias
         name = self.symbol + "_impl" if noalias else self.symbol

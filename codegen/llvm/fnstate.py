@@ -53,7 +53,7 @@ class FnState:
 
     def fail_block(self, code: int = 1) -> ir.Block:
         """A block that reports failure ``code`` (1: an allocation failed; see
-        ``memory.INDEX_OUT_OF_RANGE``) and returns."""
+        ``memory.INDEX_OUT_OF_RANGE`` and up) and returns."""
         block = self._fail.get(code)
         if block is None:
             block = self._fail[code] = self.fn.append_basic_block("alloc_failed" if code == 1 else f"failed_{code}")

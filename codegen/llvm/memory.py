@@ -19,16 +19,37 @@ from te import expr as E
 from te.dtypes import Dtype
 from te.expr import Expr, IntImm
 from te.functor import Functor
+from loopnest.stmt import iter_stmts, stmt_exprs
 
 from ..kernel import BuildError, sanitize_name
 from . import lowp
 from .fnstate import FnState
 from .types import I32, I64, is_bit_float, scalar_storage_type, splat_const, storage_type
 
-__all__ = ["pointer", "load", "store", "check_index", "ramp_parts", "splat", "INDEX_OUT_OF_RANGE"]
+__all__ = ["pointer", "load", "store", "check_index", "index_sites", "ramp_parts", "splat", "INDEX_OUT_OF_RANGE"]
 
-#: kernel return code: an ``IndexCheck`` failed (a data-dependent index left its dimension)
-INDEX_OUT_OF_RANGE = 3
+#: kernel return codes from this on: the ``IndexCheck`` of site ``code - INDEX_OUT_OF_RANGE``
+#: (:func:`index_sites`) failed -- a data-dependent index left that buffer's dimension
+INDEX_OUT_OF_RANGE = 1 << 20
+
+
+def index_sites(root) -> list[tuple[str, int]]:
+    """The distinct ``(buffer, dimension)`` of the ``IndexCheck`` nodes under ``root``, in a
+    fixed (pre-order) order: a failed check returns ``INDEX_OUT_OF_RANGE`` plus its position,
+    so the error names the buffer and dimension.
+
+    >>> from te import Buffer, Var
+    >>> from te.expr import IndexCheck
+    >>> from loopnest.stmt import For, Store
+    >>> H, A = Buffer("H", (4,), "int32"), Buffer("A", (8,), "int32"); i = Var("i")
+    >>> index_sites(For(i, 0, 8, Store(H, (IndexCheck(A[i], 4, "H", 0),), 1)))
+    [('H', 0)]
+    """
+    sites: dict = {}
+    for s in iter_stmts(root):
+        for e in stmt_exprs(s):
+            E.walk(e, lambda n: sites.setdefault((n.buffer, n.dim), None) if isinstance(n, E.IndexCheck) else None)
+    return list(sites)
 
 
 def pointer(st: FnState, buf, idx64: ir.Value, component: int = 0) -> ir.Value:
@@ -127,7 +148,8 @@ def _vector_element_store(em, st: FnState, buf, idx: Expr, sv: ir.Value):
 
 def check_index(em, st: FnState, e: E.IndexCheck) -> ir.Value:
     """The value of ``e``: its index, after stopping the kernel with ``INDEX_OUT_OF_RANGE``
-    when the index (any of its lanes) is outside ``[0, extent)``: one unsigned compare."""
+    plus the check's site (``em.index_sites``) when the index (any of its lanes) is outside
+    ``[0, extent)``: one unsigned compare."""
     b = st.b
     iv = em.index(st, e.index)
     count = em.index(st, e.extent)
@@ -138,7 +160,7 @@ def check_index(em, st: FnState, e: E.IndexCheck) -> ir.Value:
     else:
         ok = b.icmp_unsigned("<", iv, count)
     cont = st.fn.append_basic_block(f"{sanitize_name(e.buffer)}_index_ok")
-    b.cbranch(ok, cont, st.fail_block(INDEX_OUT_OF_RANGE))
+    b.cbranch(ok, cont, st.fail_block(INDEX_OUT_OF_RANGE + em.index_sites[(e.buffer, e.dim)]))
     b.position_at_end(cont)
     t = storage_type(e.dtype)
     return iv if iv.type == t else b.trunc(iv, t)

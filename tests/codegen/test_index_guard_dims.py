@@ -194,3 +194,19 @@ def test_vectorized_guarded_gather_checks_only_the_lanes_that_load(backend):
     b = np.zeros(16, np.int32)
     k(a, p, b)
     np.testing.assert_array_equal(b, np.where((p >= 0) & (p < N), a[np.clip(p, 0, N - 1)], -1))
+
+
+def test_llvm_names_the_check_that_failed_among_several():
+    """Two gathers through two index buffers: the error names the buffer whose check failed."""
+    from te import Compute
+    from loopnest import LoopNest
+    P, Q = Buffer("P", (4,), "float32"), Buffer("Q", (6,), "float32")
+    I, J = Buffer("I", (5,), "int32"), Buffer("J", (5,), "int32")
+    Y = Compute("Y", (5,), lambda i: P[I[i]] + Q[J[i]])
+    k = build(LoopNest([Y]), [P, Q, I, J, Y], target="llvm")
+    p, q, y = np.zeros(4, np.float32), np.zeros(6, np.float32), np.zeros(5, np.float32)
+    ok = np.zeros(5, np.int32)
+    with pytest.raises(IndexError, match="Q is outside the buffer in dimension 0"):
+        k(P=p, Q=q, I=ok, J=np.array([0, 1, 2, 6, 0], np.int32), Y=y)
+    with pytest.raises(IndexError, match="P is outside the buffer in dimension 0"):
+        k(P=p, Q=q, I=np.array([0, 4, 0, 0, 0], np.int32), J=ok, Y=y)
