@@ -31,6 +31,7 @@ Exception`` below) and reports it as a :class:`Failure`.
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -205,8 +206,16 @@ def _apply(nest, step: dict, result: Result) -> bool:
     return True
 
 
-def _thread_bound(nest) -> bool:
-    return any(isinstance(s, For) and s.kind == ForKind.GPU_THREAD for s in iter_stmts(nest.root))
+def _thread_bound(nest, message: str) -> bool:
+    """Whether the top-level statement holding the block loop ``message`` names (the CUDA
+    refusal "gpu_block loop X is not among the outermost loops...") has a thread-bound loop."""
+    m = re.search(r"gpu_block loop (\S+) is not among", message)
+    for top in nest.root.stmts:
+        loops = [s for s in iter_stmts(top) if isinstance(s, For)]
+        if m is None or any(f.var.name == m.group(1) for f in loops):
+            if any(f.kind == ForKind.GPU_THREAD for f in loops):
+                return True
+    return False
 
 
 def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emulate) -> bool | None:
@@ -239,10 +248,10 @@ def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emu
             return None
         return True
     except BuildError as e:
-        if target == "cuda" and "is not among the outermost loops" in str(e) and not _thread_bound(nest):
-            # block loops under a serial loop with no thread bound yet: the schedule API checks
-            # the grid once threads are bound (block loops may be bound in any order before
-            # that), so CUDA alone refuses this one, at build time, with this message
+        if target == "cuda" and "is not among the outermost loops" in str(e) and not _thread_bound(nest, str(e)):
+            # block loops under a serial loop with no thread bound yet in their nest: the
+            # schedule API checks the grid once threads are bound there (block loops may be
+            # bound in any order before that), so CUDA alone refuses this one, at build time
             result.skipped.append(target)
             return None
         result.failures.append(Failure("build", target, "BuildError", f"BuildError: {e}"))
