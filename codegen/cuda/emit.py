@@ -133,6 +133,12 @@ _ARITH = {E.Add: "+", E.Sub: "-", E.Mul: "*"}
 _WRAP_FN = {E.Add: "tc_add", E.Sub: "tc_sub", E.Mul: "tc_mul"}
 
 
+def _has_index_check(e: Expr) -> bool:
+    found = []
+    E.walk(e, lambda n: found.append(n) if type(n) is E.IndexCheck else None)
+    return bool(found)
+
+
 class CudaEmitter(Functor):
     """Prints the CUDA C of a :class:`CudaPlan` (use :func:`emit_cuda`): names, types,
     literals, expressions and statements; the decisions come from the plan.
@@ -433,9 +439,16 @@ class CudaEmitter(Functor):
 
     def visit_Select(self, e, idx):
         c = self.expr(e.cond, idx)
-        return f"({c} ? {self.expr(e.t, idx)} : {self.expr(e.f, idx)})"
+        t, f = self.expr(e.t, idx), self.expr(e.f, idx)
+        if _has_index_check(e.t) or _has_index_check(e.f):
+            # select evaluates both sides: an index check in the side not taken still runs
+            ct = compute_type(e.dtype)
+            return f"([&]() -> {ct} {{ const {ct} tc_t = {t}; const {ct} tc_f = {f}; return {c} ? tc_t : tc_f; }}())"
+        return f"({c} ? {t} : {f})"
 
-    visit_IfThenElse = visit_Select
+    def visit_IfThenElse(self, e, idx):
+        c = self.expr(e.cond, idx)
+        return f"({c} ? {self.expr(e.t, idx)} : {self.expr(e.f, idx)})"
 
     # ==============================================================================
     # statements

@@ -210,3 +210,28 @@ def test_llvm_names_the_check_that_failed_among_several():
         k(P=p, Q=q, I=ok, J=np.array([0, 1, 2, 6, 0], np.int32), Y=y)
     with pytest.raises(IndexError, match="P is outside the buffer in dimension 0"):
         k(P=p, Q=q, I=np.array([0, 4, 0, 0, 0], np.int32), J=ok, Y=y)
+
+
+def test_a_check_in_the_side_a_select_does_not_take_still_runs_on_cuda():
+    """select evaluates both sides (docs/semantics.md): IREval and LLVM raise for A[I[3]] with
+    I[3] = -1 although i = 2 takes the other side; CUDA evaluated only the taken side (seed 30,
+    case 69 of the random tester). if_then_else still evaluates only its taken side."""
+    from te import Compute, if_then_else, select
+    from loopnest import LoopNest
+    A, I = Buffer("A", (7,), "float32"), Buffer("I", (6,), "int32")
+    a, i = np.arange(7, dtype=np.float32), np.array([3, 0, 3, -1, 0, 2], np.int32)
+    T = Compute("T", (5,), lambda k: select(k >= 3, A[I[k + 1]], 1.0))
+    for target in ("ireval", "llvm"):
+        with pytest.raises(IndexError):
+            build(LoopNest([T]), [A, I, T], target=target)(A=a, I=i, T=np.zeros(5, np.float32))
+    k = build(LoopNest([T]), [A, I, T], target="cuda")
+    assert "const float tc_t = " in k.source
+    G = Compute("G", (5,), lambda k: if_then_else(k >= 3, A[I[k + 1]], 1.0))
+    guarded = build(LoopNest([G]), [A, I, G], target="cuda")
+    assert "const float tc_t = " not in guarded.source
+    if HAVE_EMU:
+        with pytest.raises(IndexError):
+            run_on_host(k, a, i, np.zeros(5, np.float32))
+        g = np.zeros(5, np.float32)
+        run_on_host(guarded, a, i, g)
+        np.testing.assert_array_equal(g, [1, 1, 1, a[0], a[2]])
