@@ -53,6 +53,18 @@ template <typename T> __device__ __forceinline__ T tc_check_index(T i, long long
 """)
 
 
+def _mma_fn(dt: str, shape: str) -> str:
+    """``tc_mma_<dt>``: one warp's ``mma.sync.<shape>`` with ``dt`` operands (four A registers,
+    two B registers) into four float32 accumulators updated in place."""
+    return (f"__device__ __forceinline__ void tc_mma_{dt}(float& d0, float& d1, float& d2, float& d3, "
+            f"const unsigned* a, const unsigned* b) {{\n"
+            f"  asm volatile(\"mma.sync.aligned.{shape}.row.col.f32.{dt}.{dt}.f32 {{%0, %1, %2, %3}}, "
+            f"{{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\\n\"\n"
+            f"               : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3)\n"
+            f"               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), "
+            f"\"r\"(b[1]));\n}}")
+
+
 def _mma_helpers() -> str:
     ld = []
     for num, trans in ((4, False), (2, False), (2, True)):
@@ -62,33 +74,11 @@ def _mma_helpers() -> str:
                   f"const void* row) {{\n  asm volatile(\"ldmatrix.sync.aligned.m8n8.x{num}"
                   f"{'.trans' if trans else ''}.shared.b16 {{{regs}}}, [%{num}];\\n\"\n"
                   f"               : {outs} : \"r\"(tc_smem_u32(row)));\n}}")
-    mma = []
-    for dt in ("f16", "bf16"):
-        mma.append(f"__device__ __forceinline__ void tc_mma_{dt}(float& d0, float& d1, float& d2, float& d3, "
-                   f"const unsigned* a, const unsigned* b) {{\n"
-                   f"  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{dt}.{dt}.f32 {{%0, %1, %2, %3}}, "
-                   f"{{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\\n\"\n"
-                   f"               : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3)\n"
-                   f"               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), "
-                   f"\"r\"(b[1]));\n}}")
+    mma = [_mma_fn(dt, "m16n8k16") for dt in ("f16", "bf16")]
     mma.append("__device__ __forceinline__ unsigned tc_to_tf32(float x) {\n  unsigned r;\n"
                "  asm(\"cvt.rna.tf32.f32 %0, %1;\\n\" : \"=r\"(r) : \"f\"(x));\n  return r;\n}")
-    mma.append("__device__ __forceinline__ void tc_mma_tf32(float& d0, float& d1, float& d2, float& d3, "
-               "const unsigned* a, const unsigned* b) {\n"
-               "  asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
-               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\\n\"\n"
-               "               : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3)\n"
-               "               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), "
-               "\"r\"(b[1]));\n}")
-    fp8 = []
-    for dt in ("e4m3", "e5m2"):
-        fp8.append(f"__device__ __forceinline__ void tc_mma_{dt}(float& d0, float& d1, float& d2, float& d3, "
-                   f"const unsigned* a, const unsigned* b) {{\n"
-                   f"  asm volatile(\"mma.sync.aligned.m16n8k32.row.col.f32.{dt}.{dt}.f32 {{%0, %1, %2, %3}}, "
-                   f"{{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\\n\"\n"
-                   f"               : \"+f\"(d0), \"+f\"(d1), \"+f\"(d2), \"+f\"(d3)\n"
-                   f"               : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"r\"(b[0]), "
-                   f"\"r\"(b[1]));\n}}")
+    mma.append(_mma_fn("tf32", "m16n8k8"))
+    fp8 = [_mma_fn(dt, "m16n8k32") for dt in ("e4m3", "e5m2")]
     mma += ["#if __CUDA_ARCH__ >= 890   // float8 operands: Ada and later", *fp8, "#endif"]
     return "\n".join([
         "// Tensor cores (codegen.cuda.tensor_cores): ldmatrix loads of 8 x 8 16-bit tiles from shared",
