@@ -256,6 +256,10 @@ def aims(rows: list[dict], extras: dict, ceilings: dict) -> list[dict]:
             cc["compile_median_s"] <= AIM_COMPILE_S)
         add("per-call overhead, tiny kernel (s)", cc["call_overhead_s"], AIM_CALL_OVERHEAD_S,
             cc["call_overhead_s"] <= AIM_CALL_OVERHEAD_S)
+    imp = extras.get("import", {})
+    if "import_s" in imp:
+        add("import time of te, loopnest, codegen (s, fresh interpreter)", imp["import_s"], imp["aim_s"],
+            imp["import_s"] <= imp["aim_s"], f"numpy and ml_dtypes alone {imp['third_party_s']:.3f} s")
     st = extras.get("strided", {})
     if "worst_ratio" in st:
         add(f"strided input / ascontiguousarray + run ({st['n']}x{st['n']}, worst view)", st["worst_ratio"],
@@ -304,6 +308,11 @@ def format_table(rows: list[dict], ceilings: dict, extras: dict, aim_rows: list[
         lines.append(f"\ncompile time (elementwise, LoopNest -> callable): median "
                      f"{cc['compile_median_s'] * 1e3:.1f} ms; per-call overhead of a tiny kernel: "
                      f"{cc['call_overhead_s'] * 1e6:.1f} us")
+    imp = extras.get("import", {})
+    if "import_s" in imp:
+        lines.append(f"import te, loopnest, codegen in a fresh interpreter: {imp['import_s'] * 1e3:.0f} ms "
+                     f"(the interpreter alone {imp['interpreter_s'] * 1e3:.0f} ms, with numpy and ml_dtypes "
+                     f"{imp['third_party_s'] * 1e3:.0f} ms)")
     ps = extras.get("parallel_speedup", {})
     if "speedup" in ps:
         lines.append(f"parallel speed-up: {ps['kernel']}: {ps['one_thread_s'] * 1e3:.2f} ms on 1 thread, "
@@ -414,6 +423,8 @@ def main(argv=None) -> int:
         extras["compile_and_call"] = compile_and_call_overhead(args.target)
     except Exception as exc:
         extras["compile_and_call"] = {"error": str(exc)}
+    from .bench_import import run as import_run
+    extras["import"] = import_run(runs=rounds)
     if args.target == "llvm" and (not args.only or "matmul" in args.only):
         try:
             extras["parallel_speedup"] = parallel_speedup(args.target, 1024, max(rounds, 10))

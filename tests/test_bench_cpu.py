@@ -68,3 +68,6 @@ def test_short_suite_run_writes_results(tmp_path):
     assert "compile time, elementwise (median, s)" in aims
     cc = report["extras"]["compile_and_call"]
     assert aims["compile time, elementwise (median, s)"]["value"] == cc["compile_median_s"]
+    imp = report["extras"]["import"]
+    assert aims["import time of te, loopnest, codegen (s, fresh interpreter)"]["value"] == imp["import_s"]
+    assert "import te, loopnest, codegen in a fresh interpreter" in text
