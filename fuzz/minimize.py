@@ -179,7 +179,7 @@ import ml_dtypes  # noqa: F401 -- bfloat16 arrays
 import numpy as np
 
 from codegen import build
-from loopnest import LoopNest, ScheduleError
+from loopnest import LoopNest, ScheduleError, Target
 import functools
 import operator
 

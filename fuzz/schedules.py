@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import random
 
+from loopnest import Target
 from loopnest.stmt import Block, For, iter_stmts
 
 #: every drawn operation with its weight: the transforms of LoopNest, and simplify
@@ -32,7 +33,7 @@ OPS = {
     "reorder": 1, "reorder_axis": 1, "fuse": 4, "flatten": 1, "distribute": 1, "vectorize": 1, "unroll": 1,
     "parallelize": 1, "set_gpu_block_index": 1, "set_gpu_thread_index": 1, "compute_inline": 4,
     "compute_at": 4, "store_at": 2, "cache_accesses": 3, "rfactor": 2, "privatize": 2, "eliminate_dead_stores": 1,
-    "simplify": 1, "tensorize": 1, "gpu_matmul": 1,
+    "simplify": 1, "tensorize": 1, "gpu_matmul": 1, "auto_schedule": 1,
 }
 GPU_OPS = ("set_gpu_block_index", "set_gpu_thread_index", "tensorize", "gpu_matmul")
 #: the operations drawn more often right after an operation (where defects hide: chains of
@@ -84,11 +85,22 @@ def _sibling_pairs(nest) -> list:
     return out
 
 
+def _target(rnd: random.Random) -> dict:
+    """A random CPU for ``auto_schedule``: vector width, registers, cores and caches small
+    enough that the random programs' small sizes get tiled, blocked and parallelized."""
+    return {"vector_bits": rnd.choice([128, 256, 512]), "vector_registers": rnd.choice([8, 16, 32]),
+            "cores": rnd.choice([1, 2, 3]), "l1_bytes": rnd.choice([64, 512, 32768]),
+            "l2_bytes": rnd.choice([256, 4096, 1 << 20])}
+
+
 def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
     """A random step for ``nest`` (not applied; call ``state.update`` after applying it).
-    ``gpu``: draw GPU bindings too."""
+    ``gpu``: draw GPU bindings too. A schedule's first step is ``auto_schedule`` in one
+    draw of six (later, the step is refused: it takes an unscheduled nest)."""
     ops = [op for op in OPS if gpu or op not in GPU_OPS]
     op = rnd.choices(ops, [OPS[o] for o in ops])[0]
+    if not nest.history and not state.last_op and rnd.random() < 1 / 6:
+        op = "auto_schedule"
     if state.last_op in FOLLOW_UPS and rnd.random() < 0.5:
         op = rnd.choice(FOLLOW_UPS[state.last_op])
     loops = [lp.name for lp in nest.get_all_loops()]
@@ -128,6 +140,8 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
         args = [pick()]
     elif op == "gpu_matmul":    # a fresh nest of one plain matmul only
         args = []
+    elif op == "auto_schedule":
+        args = [{"target": _target(rnd)}]
     elif op in GPU_OPS:
         args = [pick(), rnd.randint(0, 2)]
     elif op in ("compute_inline", "compute_at"):
@@ -155,6 +169,8 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
 
 
 def _decode(nest, x):
+    if isinstance(x, dict) and "target" in x:
+        return Target(**x["target"])
     if isinstance(x, dict):
         return nest.loop(x["loop"]) if "loop" in x else nest.buffer(x["buffer"])
     if isinstance(x, list):
@@ -171,6 +187,8 @@ def apply_step(nest, step: dict):
 
 
 def _arg_source(x) -> str:
+    if isinstance(x, dict) and "target" in x:
+        return "Target(" + ", ".join(f"{k}={v!r}" for k, v in x["target"].items()) + ")"
     if isinstance(x, dict):
         return f'nest.loop("{x["loop"]}")' if "loop" in x else f'nest.buffer("{x["buffer"]}")'
     if isinstance(x, list):

@@ -207,6 +207,7 @@ class LoopNest(NestState):
     # ------------------------------------------------------------------------------
     # the automatic scheduler
     # ------------------------------------------------------------------------------
+    @_deep_safe
     def auto_schedule(self, target=None):
         """Schedule this (unscheduled) nest for ``target`` (a ``Target``; None: this machine)
         without search, in a fraction of a second: element-wise intermediates inlined or

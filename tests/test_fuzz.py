@@ -78,3 +78,33 @@ def test_a_block_loop_without_threads_in_its_own_nest_is_left_to_later_binding()
     nest binds threads; only CUDA refuses it at build time, which the tester skips."""
     summary = run_campaign(seed=29, cases=[57], targets=("ireval", "cuda"), quiet=True)
     assert summary.schedules >= 1 and not summary.found, [f.failure for f in summary.found]
+
+
+def test_auto_schedule_is_drawn_as_a_first_step_for_a_random_cpu():
+    import random
+
+    from fuzz.schedules import DrawState, apply_step, draw_step, step_source
+    from te import Buffer, Compute
+    A = Buffer("A", (8, 8), "float32")
+    B = Compute("B", (8, 8), lambda i, j: A[i, j] * 2.0)
+    steps = [draw_step(LoopNest([B]), random.Random(k), False, DrawState()) for k in range(60)]
+    autos = [s for s in steps if s["op"] == "auto_schedule"]
+    assert autos, "auto_schedule is never drawn first"
+    nest = LoopNest([B])
+    apply_step(nest, autos[0])
+    assert nest.history and "Target(vector_bits=" in step_source(autos[0])
+
+
+def test_a_low_precision_sum_of_fractions_that_could_round_is_not_drawn():
+    """A float16 sum of halves is exact only below 2 ** 10, not the integers' 2 ** 11 (seed 40,
+    case 448: the partial sums 1058.5 and 1250.5 rounded)."""
+    from fuzz.reference import Inexact, evaluate
+    import numpy as np
+    p = Program({}, [TensorSpec("A", "int32", [[3, 0]]),
+                     TensorSpec("S", "float16", [[1, 0]],
+                                ["add", ["mul", ["cast", "float16", ["ld", "A", [["i", 1]]]], ["c", 400.0, "float16"]],
+                                 ["c", 0.5, "float16"]], reducer="Sum", rdims=[[3, 0]])], ["S"], 0)
+    data = {"A": np.array([1, 1, 1], np.int32)}
+    assert evaluate(p, data, strict=False)["S"].tolist() == [1201.5]
+    with pytest.raises(Inexact, match="partial sum"):
+        evaluate(p, data, strict=True)

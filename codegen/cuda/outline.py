@@ -4,7 +4,8 @@ Each top-level statement of the root Block (Allocate/Free aside) becomes one ker
 launched in order. Its ``gpu_block`` loops must be the outermost loops (a chain of
 single-statement bodies); their extents are the grid. Its ``gpu_thread`` loops give the
 block: per axis the largest extent, and the shorter loops of that axis are *guarded*
-(``if (threadIdx.x < extent)``). Extents stay expressions of the size variables when they
+(``if (threadIdx.x < extent)``); at least one thread where the kernel has work outside an
+axis's loops, which may all be empty. Extents stay expressions of the size variables when they
 are not constant, evaluated at launch. A statement with no GPU-bound loop is a
 single-thread kernel (``<<<1, 1>>>``).
 
@@ -43,7 +44,7 @@ from typing import Any
 from te import expr as E
 from te.expr import Expr, IntImm
 from te.queries import fold_int, free_vars, structural_equal
-from loopnest.stmt import Allocate, For, ForKind, Free, Stmt, iter_stmts
+from loopnest.stmt import Allocate, ExternCall, For, ForKind, Free, Stmt, Store, iter_stmts
 
 from ..kernel import BuildError
 from .ir_queries import AXES, StmtWalk, extent, flatten, fresh_copy
@@ -133,6 +134,12 @@ def _launch_extent(f: For, what: str, size_ids: set[int]) -> Expr:
     return ext
 
 
+def _work_outside(region: Stmt, loops: list[For]) -> bool:
+    """Whether ``region`` stores (or calls) anywhere outside ``loops``."""
+    inside = {id(x) for f in loops for x in iter_stmts(f)}
+    return any(isinstance(x, (Store, ExternCall)) and id(x) not in inside for x in iter_stmts(region))
+
+
 def _dims(k: KernelPlan, size_ids: set[int], max_threads: int) -> tuple[tuple, tuple, frozenset]:
     grid: list[Any] = [1, 1, 1]
     for f in k.block_loops:
@@ -145,17 +152,19 @@ def _dims(k: KernelPlan, size_ids: set[int], max_threads: int) -> tuple[tuple, t
             continue
         exts = [_launch_extent(f, "gpu_thread", size_ids) for f in loops]
         consts = [fold_int(x) for x in exts]
+        # the launch skips a kernel with an empty block, right only when these loops hold all its work
+        at_least_one = _work_outside(k.region, loops)
         if all(c is not None for c in consts):
             m = max(consts)
-            block[a] = IntImm(m)
-            guarded |= {id(f) for f, c in zip(loops, consts) if c != m}
-        elif all(structural_equal(x, exts[0]) for x in exts):
+            block[a] = IntImm(max(m, 1) if at_least_one else m)
+            guarded |= {id(f) for f, c in zip(loops, consts) if c != block[a].value}
+        elif all(structural_equal(x, exts[0]) for x in exts) and not at_least_one:
             block[a] = exts[0]
         else:
             d = exts[0]
             for x in exts[1:]:
                 d = E.Max(d, x) if d.dtype == x.dtype else d
-            block[a] = d
+            block[a] = E.Max(d, IntImm(1, d.dtype)) if at_least_one else d
             guarded |= {id(f) for f in loops}
     grid = tuple(fold_int(g) if isinstance(g, Expr) and fold_int(g) is not None else g for g in grid)
     block = tuple(fold_int(b) if isinstance(b, Expr) and fold_int(b) is not None else b for b in block)

@@ -149,14 +149,14 @@ def register_tile(target: Target, width: int | None = None, lanes: int = 8) -> t
 def vector_lanes(target: Target, dtype, width: int | None) -> int:
     """The vector width for rows of ``width`` elements: the native lanes of ``dtype``, or half
     of them when full vectors would leave more than 5% of a constant row to a scalar tail
-    and half vectors leave less.
+    and half vectors leave less (an empty row gets the native lanes).
 
     >>> t = Target(vector_bits=512)
-    >>> [vector_lanes(t, "float32", w) for w in (None, 28, 56, 64, 1000)]
-    [16, 8, 8, 16, 16]
+    >>> [vector_lanes(t, "float32", w) for w in (None, 0, 28, 56, 64, 1000)]
+    [16, 16, 8, 8, 16, 16]
     """
     lanes = target.lanes(dtype)
-    if width is None or lanes < 8:
+    if not width or lanes < 8:
         return lanes
     cands = (lanes, lanes // 2)
     cover = [(width // w) * w / width for w in cands]
@@ -572,6 +572,12 @@ def auto_schedule(nest, target=None) -> AutoScheduleReport:
         for b in nest.outputs:
             report.add(b.name, "left as it is", "written as statements: no tensor definition to schedule from")
     else:
-        _Planner(nest, tgt, report).run()
+        saved = nest._snapshot()
+        try:
+            _Planner(nest, tgt, report).run()
+        except BaseException:       # all or nothing: a failure (or a retry on a deep thread) starts afresh
+            nest._restore(saved)
+            del nest.history[:]
+            raise
     nest.auto_schedule_report = report
     return report

@@ -1,0 +1,120 @@
+"""Regression tests of defects the random tester (``python -m fuzz``) found in CUDA launch
+dimensions, in ``auto_schedule`` and in the tester itself: each is the minimised program and schedule of one finding,
+checked as the tester checks it (IREval and the CUDA host emulation give the unscheduled
+program's values)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codegen import build
+from codegen.cuda import nvcc_available
+from codegen.cuda.emulate import host_compiler, run_on_host
+from loopnest import LoopNest, Target
+from te import Compute, Var, cast, if_then_else, int32
+
+HAVE_EMU = host_compiler() is not None and nvcc_available()
+
+
+def _shifted(N):
+    T3 = Compute("T3", (N,), lambda i: 1)
+    T4 = Compute("T4", (N,), lambda i: if_then_else(i >= 1, cast(T3[i - 1], "float32"), 0.0))
+    return T3, T4
+
+
+def _cuda_values(nest, T4, n, sizes=()):
+    kernel = build(nest, [T4, *sizes], target="cuda")
+    out = np.zeros(n, np.float32)
+    run_on_host(kernel, out, *[n for _ in sizes])
+    return out, kernel
+
+
+# ---------------------------------------------------------------------------------------
+# a thread loop with no iterations beside other work of its kernel: the launch had an empty
+# block and was skipped, so the tail after the thread loop never ran (seed 41, case 254)
+# ---------------------------------------------------------------------------------------
+@pytest.mark.skipif(not HAVE_EMU, reason="g++ or the CUDA headers not found")
+def test_an_empty_thread_loop_beside_other_work_keeps_one_thread():
+    N = Var("N", int32)
+    _, T4 = _shifted(N)
+    nest = LoopNest([T4])
+    nest.split_with_mask(nest.loop("i_1"), 1)
+    nest.split_with_tail(nest.loop("i_1_inner"), 2)        # inner_outer has extent 0, the tail 1
+    nest.set_gpu_thread_index(nest.loop("i_1_inner_outer"), 0)
+    got, kernel = _cuda_values(nest, T4, 7, [N])
+    np.testing.assert_array_equal(got, [0, 1, 1, 1, 1, 1, 1])
+    assert "if (threadIdx.x < 0)" in kernel.source or "threadIdx.x < 0" in kernel.source
+    assert [dims[2] for dims in kernel.launch_dims(N=7)][-1] == (1, 1, 1)
+
+
+@pytest.mark.skipif(not HAVE_EMU, reason="g++ or the CUDA headers not found")
+@pytest.mark.parametrize("n", [3, 9])
+def test_a_symbolic_thread_extent_that_is_zero_keeps_the_tail(n):
+    N = Var("N", int32)
+    T = Compute("T", (2, N), lambda i, j: cast(i * 10 + j, "float32"))
+    nest = LoopNest([T])
+    nest.split_with_tail(nest.loop("j"), 4)          # j_outer: N / 4 threads (0 for N = 3), the tail beside it
+    nest.set_gpu_thread_index(nest.loop("j_outer"), 0)
+    kernel = build(nest, [T, N], target="cuda")
+    out = np.zeros((2, n), np.float32)
+    run_on_host(kernel, out, n)
+    np.testing.assert_array_equal(out, np.arange(2)[:, None] * 10 + np.arange(n)[None, :])
+    assert kernel.launch_dims(N=n)[0][2] == (max(n // 4, 1), 1, 1)
+
+
+def test_a_kernel_all_inside_its_thread_loop_keeps_the_exact_block():
+    """No guard and no extra thread where the thread loop holds all the kernel's work."""
+    N = Var("N", int32)
+    T3 = Compute("T3", (N,), lambda i: i * 2)
+    nest = LoopNest([T3])
+    nest.set_gpu_thread_index(nest.loop("i"), 0)
+    kernel = build(nest, [T3, N], target="cuda")
+    assert kernel.launch_dims(N=5)[0][2] == (5, 1, 1)
+    assert "threadIdx.x <" not in kernel.source
+
+
+# ---------------------------------------------------------------------------------------
+# auto_schedule of a tensor whose rows are empty divided by the row width (seed 8, case 45)
+# ---------------------------------------------------------------------------------------
+def test_auto_schedule_of_empty_rows():
+    T4 = Compute("T4", (1, 0), lambda i0, i1: 1)
+    nest = LoopNest([T4])
+    nest.auto_schedule(Target(vector_bits=512, cores=1))
+    out = np.zeros((1, 0), np.int32)
+    build(nest, [T4], target="llvm")(out)
+    assert str(LoopNest([T4]).replay(nest.history_json())) == str(nest)
+
+
+# ---------------------------------------------------------------------------------------
+# auto_schedule of a stage of 600 terms ran out of recursion in its cost model and left the
+# nest half scheduled (seed 10, case 82 of the tester drawing auto_schedule first)
+# ---------------------------------------------------------------------------------------
+def test_auto_schedule_of_a_deep_expression_runs_on_a_deep_thread():
+    import functools
+    import operator
+    T1 = Compute("T1", (8,), lambda i: cast(i, "float32"))
+    T2 = Compute("T2", (8,), lambda i: functools.reduce(operator.add, [T1[(i + k) % 8] for k in range(600)]))
+    T3 = Compute("T3", (8,), lambda i: T2[i] * 2.0)
+    nest = LoopNest([T3])
+    nest.auto_schedule(Target(vector_bits=256, cores=2))
+    out = np.zeros(8, np.float32)
+    build(nest, [T3], target="llvm")(out)
+    np.testing.assert_array_equal(out, np.full(8, 2 * 75 * 28, np.float32))
+    assert str(LoopNest([T3]).replay(nest.history_json())) == str(nest)
+
+
+def test_a_failed_auto_schedule_leaves_the_nest_unscheduled(monkeypatch):
+    from loopnest.auto import schedule as auto
+    T1 = Compute("T1", (8,), lambda i: cast(i, "float32") + 1.0)
+    T2 = Compute("T2", (8,), lambda i: T1[i] * 2.0)
+    nest = LoopNest([T2])
+    before = str(nest)
+    original = auto._Planner.run
+
+    def run_then_fail(self):
+        original(self)
+        raise MemoryError("out of memory")
+    monkeypatch.setattr(auto._Planner, "run", run_then_fail)
+    with pytest.raises(MemoryError):
+        nest.auto_schedule(Target(vector_bits=256, cores=2))
+    assert str(nest) == before and nest.history == []
