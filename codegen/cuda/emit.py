@@ -170,6 +170,7 @@ class CudaEmitter(Functor):
         self.indent = 0
         self.kernel: KernelPlan | None = None
         self._barriers: Counter = Counter()   # id(stmt) -> __syncthreads() before it, in this kernel
+        self._waits_async = False             # this kernel issues cp.async: its barriers wait for them
         self._slices: dict[int, str] = {}     # id(buffer) -> offset of this thread's slice
         self._store_guard: str | None = None  # guard for stores to non-local buffers
         self._hoisted: dict[int, str] = {}    # id(load) -> the array its whole vectors were read into
@@ -460,6 +461,10 @@ class CudaEmitter(Functor):
         while i < len(stmts):
             x = stmts[i]
             for _ in range(self._barriers[id(x)]):
+                if self._waits_async:
+                    self.emit("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800")
+                    self.emit("tc_cp_async_wait_all();")
+                    self.emit("#endif")
                 self.emit("__syncthreads();")
             g = self.kernel.guards.get(id(x)) if self.kernel is not None else None
             if g is None:
@@ -640,6 +645,7 @@ class CudaEmitter(Functor):
     def _kernel(self, k: KernelPlan) -> KernelSpec:
         self.kernel = k
         self._barriers = Counter(id(x) for x in k.barriers)
+        self._waits_async = self.plan.kernel_has_async_copies(k)
         self._taken.add(k.name)
         body_mark = len(self.lines)
         self.indent = 1

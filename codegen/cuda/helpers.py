@@ -53,6 +53,19 @@ template <typename T> __device__ __forceinline__ T tc_check_index(T i, long long
 """)
 
 
+_h("tc_cp_async", r"""
+// Asynchronous copies (codegen.cuda.async_copy, sm_80 and later): 16 bytes from global to
+// shared memory through L2 (cp.async.cg), completed by tc_cp_async_wait_all() before the
+// barrier that publishes them.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+__device__ __forceinline__ void tc_cp_async16(void* smem, const void* gmem) {
+  unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void tc_cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+#endif
+""")
+
 def _mma_fn(dt: str, shape: str) -> str:
     """``tc_mma_<dt>``: one warp's ``mma.sync.<shape>`` with ``dt`` operands (four A registers,
     two B registers) into four float32 accumulators updated in place."""

@@ -242,7 +242,7 @@ class CudaPlan:
     >>> ex = examples.softmax_rows()
     >>> plan = build(ex.nest, ex.args, target="cuda").module.plan
     >>> plan.done, [b.name for b in plan.scratch], plan.scope(plan.scratch[0]), plan.scope(ex.args[0])
-    (['kernels', 'memory', 'tensor_cores', 'sync', 'arguments', 'vectors'], ['mx', 'e', 's'], 'global', 'param')
+    (['kernels', 'memory', 'tensor_cores', 'sync', 'arguments', 'vectors', 'async_copies'], ['mx', 'e', 's'], 'global', 'param')
     """
 
     root: Stmt
@@ -263,6 +263,7 @@ class CudaPlan:
     param_alignment: dict[int, int] = field(default_factory=dict)
     # cuda_tensor_cores (codegen.cuda.tensor_cores): id(loop) -> MmaNest; kernel name -> [MmaNest]
     mma: dict[int, Any] = field(default_factory=dict)
+    async_copies: dict[int, Any] = field(default_factory=dict)   # id of a store issued as cp.async -> its source
     mma_by_kernel: dict[str, list] = field(default_factory=dict)
     tensorized: dict = field(default_factory=dict)       # loop variable -> intrinsic (nest.tensorize)
     mma_refusals: dict = field(default_factory=dict)     # loop variable -> why it is not an MMA
@@ -387,6 +388,26 @@ class CudaPlan:
             out.append(f"{k.name}({', '.join(getattr(o, 'name', '?') for o in k.arg_objects)})")
         return "\n".join(out)
 
+    def describe_async_copies(self) -> str:
+        """The copies into shared memory issued as ``cp.async`` (recorded by
+        ``cuda_async_copies``), per kernel that has any; empty when none has."""
+        out = []
+        for k in self.kernels:
+            mine = [s for s in iter_stmts(k.stmt) if id(s) in self.async_copies]
+            if not mine:
+                continue
+            out.append(f"kernel {k.name}: {len(mine)} copies into shared memory issued as cp.async "
+                       "(waited for before each barrier)")
+            for s in mine:
+                w = self.wide_stores[id(s)]
+                out.append(f"  {s.buffer.name} <- {self.async_copies[id(s)].buffer.name}: "
+                           f"{w.chunks} chunk(s) of {w.vtype.nbytes} B per store")
+        return "\n".join(out)
+
+    def kernel_has_async_copies(self, k) -> bool:
+        """Whether kernel ``k`` issues ``cp.async`` copies (its barriers wait for them first)."""
+        return any(id(s) in self.async_copies for s in iter_stmts(k.stmt))
+
     def describe_vectors(self) -> str:
         """The loads and stores done as whole CUDA vectors, and the alignment buffer arguments
         need (recorded by ``cuda_vector_access``); empty when there are none."""
@@ -411,5 +432,6 @@ class CudaPlan:
     def __str__(self) -> str:
         parts = {"kernels": self.describe_kernels, "memory": self.describe_memory,
                  "tensor_cores": self.describe_tensor_cores, "sync": self.describe_sync,
-                 "arguments": self.describe_arguments, "vectors": self.describe_vectors}
+                 "arguments": self.describe_arguments, "vectors": self.describe_vectors,
+                 "async_copies": self.describe_async_copies}
         return "\n".join(t for t in (parts[s]() for s in self.done) if t)

@@ -20,6 +20,7 @@ from te import expr as E
 from loopnest.stmt import Stmt, Store
 
 from .types import c_type
+from .vectors import wide_copy_source
 
 __all__ = ["chunk_ref", "hoist_loads", "wide_copy", "wide_store"]
 
@@ -47,22 +48,28 @@ def hoist_loads(em, s: Stmt) -> None:
 
 def wide_copy(em, s: Store) -> bool:
     """Print ``s`` as whole-vector copies when it stores, unchanged, a load of the same
-    element type read in the same chunks (no conversion of the lanes); False otherwise."""
-    w = em.plan.wide_stores.get(id(s))
-    v = s.value
-    if type(v) is not E.MakeVector:   # the printer takes scalarized values only (scalarize_vectors)
+    element type read in the same chunks (``vectors.wide_copy_source``); False otherwise.
+    A copy the plan issues asynchronously (``codegen.cuda.async_copy``) is ``cp.async`` on
+    sm_80 and later."""
+    if type(s.value) is not E.MakeVector:   # the printer takes scalarized values only (scalarize_vectors)
         return False
-    first = v.values[0].value if type(v.values[0]) is E.ExtractLane else None   # the lanes of one load, in order
-    if first is not None and all(type(x) is E.ExtractLane and x.lane == k and E.structural_equal(x.value, first)
-                                 for k, x in enumerate(v.values)):
-        v = first
-    if w is None or type(v) is not E.Load or v.buffer.dtype != s.buffer.dtype:
+    copy = wide_copy_source(em.plan, s)
+    if copy is None:
         return False
-    hoisted = [h for h, ids in em.plan.hoisted.get(id(s), []) if id(v) in ids]
-    if len(hoisted) != 1 or hoisted[0].vtype != w.vtype or hoisted[0].chunks != w.chunks:
-        return False
+    w, src = copy
+    plain = [f"{chunk_ref(em, w, j, True)} = {chunk_ref(em, src, j, False)};" for j in range(w.chunks)]
+    if id(s) not in em.plan.async_copies:
+        for line in plain:
+            em.emit(line)
+        return True
+    em.helpers.need("tc_cp_async")
+    em.emit("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800")
     for j in range(w.chunks):
-        em.emit(f"{chunk_ref(em, w, j, True)} = {chunk_ref(em, hoisted[0], j, False)};")
+        em.emit(f"tc_cp_async16(&{chunk_ref(em, w, j, True)}, &{chunk_ref(em, src, j, False)});")
+    em.emit("#else")
+    for line in plain:
+        em.emit(line)
+    em.emit("#endif")
     return True
 
 

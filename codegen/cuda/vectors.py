@@ -57,7 +57,7 @@ from loopnest.stmt import LetStmt, Store, iter_stmts
 from .plan import CudaPlan
 from .types import MAX_VECTOR_BYTES, VectorType, vector_type
 
-__all__ = ["WideAccess", "plan_vector_accesses", "known_multiple"]
+__all__ = ["WideAccess", "plan_vector_accesses", "known_multiple", "wide_copy_source"]
 
 
 @dataclass(frozen=True)
@@ -234,3 +234,24 @@ def plan_vector_accesses(plan: CudaPlan) -> None:
                 for w, _ in hoisted:
                     require(w.buffer, w.vtype.align)
     plan.param_alignment = dict(sorted(need.items()))
+
+
+def wide_copy_source(plan: CudaPlan, s) -> tuple[WideAccess, WideAccess] | None:
+    """``(stored, loaded)`` whole-vector accesses when the store ``s`` copies, unchanged, a
+    load of the same element type read in the same chunks (no conversion of the lanes: the
+    bits move as they are), else None."""
+    w = plan.wide_stores.get(id(s))
+    v = s.value
+    if w is None:
+        return None
+    if type(v) is E.MakeVector:     # scalarized (as the printer sees it): the lanes of one load, in order
+        first = v.values[0].value if type(v.values[0]) is E.ExtractLane else None
+        if first is not None and all(type(x) is E.ExtractLane and x.lane == k and E.structural_equal(x.value, first)
+                                     for k, x in enumerate(v.values)):
+            v = first
+    if type(v) is not E.Load or v.buffer.dtype != s.buffer.dtype:
+        return None
+    hoisted = [h for h, ids in plan.hoisted.get(id(s), []) if id(v) in ids]
+    if len(hoisted) != 1 or hoisted[0].vtype != w.vtype or hoisted[0].chunks != w.chunks:
+        return None
+    return w, hoisted[0]

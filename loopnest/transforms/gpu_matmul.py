@@ -53,7 +53,7 @@ LANES = 32
 
 
 def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64, WN: int = 64,
-               stages: int = 1, b_layout: str = "kn"):
+               stages: int = 1, b_layout: str = "kn", prefetch: str = "registers"):
     """The statement tree of ``C = A @ B`` on tensor cores (see the module docstring) for
     buffers ``A`` (M x K), ``B`` (K x N) of float16 or bfloat16 -- or float32, for tf32's
     m16n8k8 (k steps of 8; declare the nests with ``tensorize(..., "mma_m16n8k8_tf32")``) --
@@ -65,6 +65,11 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
     tiles from global memory into registers (16-byte vectors), then multiplies the current
     tiles, then stores the registers into the other half of the shared buffers, so the
     global loads are in flight during the MMAs and one barrier per K step suffices.
+    ``prefetch="shared"`` (``stages`` >= 2) copies the tiles straight into shared memory
+    instead: tiles ``0 .. stages-2`` before the K loop, then at each K step ``ko`` the tile
+    ``ko + stages - 1`` into stage ``(ko + stages - 1) % stages`` before the MMAs on stage
+    ``ko % stages``; on sm_80 and later the CUDA backend issues those copies as ``cp.async``
+    (``codegen.cuda.async_copy``), so they travel during the MMAs without registers.
 
     Raises ``ValueError`` when the sizes are not multiples of the tiles or the tiles do not
     fit the instruction (WM a multiple of 16, WN of 8, BK of 16)."""
@@ -93,8 +98,12 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
     if (BM * BK) % (nthreads * VEC) or (BK * BN) % (nthreads * VEC):
         raise ValueError(f"the A and B tiles ({BM} x {BK}, {BK} x {BN}) must split into {VEC}-element pieces "
                          f"evenly over the {nthreads} threads")
-    if stages not in (1, 2):
-        raise ValueError(f"stages must be 1 or 2, got {stages}")
+    if prefetch not in ("registers", "shared"):
+        raise ValueError(f"prefetch must be 'registers' or 'shared', got {prefetch!r}")
+    if prefetch == "registers" and stages not in (1, 2):
+        raise ValueError(f"stages must be 1 or 2 with prefetch='registers', got {stages}")
+    if prefetch == "shared" and not 2 <= stages <= 4:
+        raise ValueError(f"stages must be 2 to 4 with prefetch='shared', got {stages}")
     # rows padded so the fragment loads hit distinct banks: ldmatrix's 16-byte rows for 16-bit
     # and 8-bit operands, the (lane / 4, lane % 4) element pattern of tf32
     if tf32:
@@ -167,7 +176,18 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
 
     KT = K // BK
     scratch = [As, Bs, acc]
-    if stages == 1:
+
+    def copy_b(kt, stage):
+        return copy(Bs, B, BN, BK, bx * BN, kt * BK, stage) if nk else copy(Bs, B, BK, BN, kt * BK, bx * BN, stage)
+    if prefetch == "shared":
+        prologue = [c for s in range(stages - 1)
+                    for c in (copy(As, A, BM, BK, by * BM, min(s, KT - 1) * BK, s), copy_b(min(s, KT - 1), s))]
+        ahead = minimum(ko + (stages - 1), KT - 1)     # the last steps reload the last tile into unused stages
+        kloop = For(ko, 0, KT, Block([
+            copy(As, A, BM, BK, by * BM, ahead * BK, floormod(ko + (stages - 1), stages)),
+            copy_b(ahead, floormod(ko + (stages - 1), stages)),
+            threads(lambda wy, wx, lane: mma_step(wy, wx, lane, floormod(ko, stages)))]))
+    elif stages == 1:
         prologue = []
         kloop = For(ko, 0, KT, Block([
             copy(As, A, BM, BK, by * BM, ko * BK, 0),
