@@ -208,9 +208,13 @@ def _stage_key(buf, indices, stage_vars: frozenset, ranges: dict | None):
     """The key of the part of ``buf`` that the (flat) index ``indices`` touches: a term
     ``(v + c) mod S * m`` of the index, with ``v`` in ``stage_vars``, next to terms provably in
     [0, m); or a whole index provably within [k*m, (k+1)*m), m the size of a slice of the
-    first dimension. None when neither is proven."""
-    if ranges is None or len(indices) != 1:
+    first dimension. Either within the buffer. None when neither is proven."""
+    dims = [d if isinstance(d, int) else fold_int(d) for d in buf.shape]
+    if ranges is None or len(indices) != 1 or len(dims) < 2 or any(d is None for d in dims):
         return None
+    size = 1
+    for d in dims:
+        size *= d
     ix = indices[0]
     lo_span = hi_span = 0
     if isinstance(ix, Ramp):
@@ -223,22 +227,17 @@ def _stage_key(buf, indices, stage_vars: frozenset, ranges: dict | None):
         return None
     terms = _terms(ix, 1)
     for i, (sign, t) in enumerate(terms):
-        stage = _stage_term(t, stage_vars) if sign > 0 else None
+        stage = _stage_term(t, stage_vars, ranges) if sign > 0 else None
         if stage is None:
             continue
         v, c, S, m = stage
-        rest = terms[:i] + terms[i + 1:]
-        r = _sum_interval(rest, ranges)
-        if r is not None and r[0] + lo_span >= 0 and r[1] + hi_span < m:
+        r = _sum_interval(terms[:i] + terms[i + 1:], ranges)
+        if r is not None and r[0] + lo_span >= 0 and r[1] + hi_span < m and S * m <= size:
             return ("mod", id(v), c % S, S, m)
-    dims = [d if isinstance(d, int) else fold_int(d) for d in buf.shape[1:]] if len(buf.shape) > 1 else [None]
-    if any(d is None for d in dims):
-        return None
-    m = 1
-    for d in dims:
-        m *= d
+    m = size // dims[0]
     r = interval(ix, ranges)
-    if m > 0 and r is not None and (r[0] + lo_span) // m == (r[1] + hi_span) // m:
+    if m > 0 and r is not None and r[0] + lo_span >= 0 and r[1] + hi_span < size \
+            and (r[0] + lo_span) // m == (r[1] + hi_span) // m:
         return ("const", (r[0] + lo_span) // m, m)
     return None
 
@@ -262,9 +261,10 @@ def _sum_interval(terms: list, ranges: dict):
     return lo, hi
 
 
-def _stage_term(t, stage_vars: frozenset):
-    """``(v, c, S, m)`` when ``t`` is ``(v + c) mod S * m`` (or ``v mod S * m``, either
-    remainder) with ``v`` in ``stage_vars`` and constants ``c``, ``S > 0``, ``m > 0``."""
+def _stage_term(t, stage_vars: frozenset, ranges: dict):
+    """``(v, c, S, m)`` when ``t`` is ``(v + c) mod S * m`` (or ``v mod S * m``; a C remainder
+    only where ``v + c >= 0``) with ``v`` in ``stage_vars`` and constants ``c``, ``S > 0``,
+    ``m > 0``: a stage in [0, S)."""
     if not isinstance(t, Mul):
         return None
     for x, y in ((t.a, t.b), (t.b, t.a)):
@@ -282,7 +282,8 @@ def _stage_term(t, stage_vars: frozenset):
                 v, c = v.b, fold_int(v.a)
         elif isinstance(v, Sub) and isinstance(v.a, Var) and fold_int(v.b) is not None:
             v, c = v.a, -fold_int(v.b)
-        if isinstance(v, Var) and id(v) in stage_vars:
+        if isinstance(v, Var) and id(v) in stage_vars and \
+                (isinstance(x, FloorMod) or id(v) in ranges and ranges[id(v)][0] + c >= 0):
             return v, c, S, m
     return None
 

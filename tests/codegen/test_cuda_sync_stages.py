@@ -138,11 +138,13 @@ def test_a_stage_of_another_form_keeps_the_barrier(write_stage):
     assert _barrier_targets(lines) == ["tx", "tx2"]
 
 
-def test_a_stage_reused_two_iterations_later_keeps_a_barrier():
-    # 4 stages, write ko % 4, read (ko + 2) % 4: iterations ko and ko + 1 touch distinct
-    # stages, but ko + 2 reads (and ko + 4 writes) what ko wrote -- one barrier per iteration
-    lines = _sync(_staged_nest(lambda ko: ko % 4, lambda ko: (ko + 2) % 4, stages=4))
-    assert len(_barrier_targets(lines)) == 1
+@pytest.mark.parametrize("stages", [4, 16])
+def test_a_stage_reused_iterations_later_keeps_a_barrier(stages):
+    # write ko % n, read (ko + n/2) % n: iterations ko and ko + 1 touch distinct stages, but
+    # ko + n/2 reads (and ko + n writes) what ko wrote -- a barrier per iteration (with many
+    # stages, those carried over many iterations are taken as the whole buffer: two)
+    lines = _sync(_staged_nest(lambda ko: ko % stages, lambda ko: (ko + stages // 2) % stages, stages=stages))
+    assert len(_barrier_targets(lines)) == (1 if stages == 4 else 2)
 
 
 def test_distinct_constant_stages_need_no_barrier_between_them():
