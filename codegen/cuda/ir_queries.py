@@ -17,10 +17,10 @@ from dataclasses import fields
 from te.expr import Expr, IntImm, Var
 from te.functor import Functor
 from te.queries import fold_int, uses_var
-from loopnest.stmt import Block, For, ForKind, Stmt, iter_stmts
+from loopnest.stmt import Block, For, ForKind, LetStmt, Stmt, iter_stmts
 
 __all__ = ["AXES", "extent", "flatten", "contains_thread_loop", "fresh_copy", "StmtWalk", "nonneg",
-           "linear_coeff", "interval"]
+           "linear_coeff", "interval", "loop_ranges"]
 
 AXES = "xyz"
 
@@ -261,3 +261,33 @@ class _Interval(Functor):
 
 
 _INTERVAL = _Interval()
+
+
+def loop_ranges(s: Stmt) -> dict:
+    """``{id(var): (lo, hi)}`` for the variables of the loops in ``s`` whose start and stop
+    are constants (the union of the ranges where one variable is bound by several loops; a
+    variable also bound by a loop with other bounds, or by a let, is left out), for
+    :func:`interval`.
+
+    >>> from te import Buffer, Var
+    >>> from loopnest.stmt import Store
+    >>> A = Buffer("A", (8,), "int32"); i, j = Var("i"), Var("j")
+    >>> r = loop_ranges(Block([For(i, 0, 4, Block([Store(A, (i,), 0)])), For(i, 2, 8, Block(())),
+    ...                        For(j, 0, i + 1, Block(()))]))
+    >>> r[id(i)], id(j) in r
+    ((0, 7), False)
+    """
+    out: dict[int, tuple | None] = {}
+    for x in iter_stmts(s):
+        if isinstance(x, For):
+            lo, hi = fold_int(x.start), fold_int(x.stop)
+            key = id(x.var)
+            if lo is None or hi is None or (key in out and out[key] is None):
+                out[key] = None
+            elif key in out:
+                out[key] = (min(out[key][0], lo), max(out[key][1], hi - 1))
+            else:
+                out[key] = (lo, hi - 1)
+        elif isinstance(x, LetStmt):
+            out[id(x.var)] = None
+    return {k: v for k, v in out.items() if v is not None}

@@ -12,6 +12,23 @@ and read in it gets its barrier before the loop (once) unless the body needs one
 iteration anyway. Where threads diverge (a guarded thread loop, thread-dependent control
 flow), statements that would need a barrier are refused with a BuildError.
 
+Accesses to distinct stages of a staged (multi-buffered) buffer do not need a barrier
+between them. A stage is read off the flat index: a term ``(v + c) % S * m`` (C or floor
+remainder) with ``v`` the variable of a serial loop of uniform code and the other terms
+provably in ``[0, m)``, or a whole index provably within one slice of the first dimension
+(a constant stage). Stages ``(v + a) % S`` and ``(v + b) % S`` of one ``v`` are distinct when
+``a`` and ``b`` differ modulo ``S``; anything else may be the whole buffer. Across
+iterations of the loop of ``v``, what iteration n leaves at stage ``(v + a) % S`` is stage
+``(v + a - 1) % S`` of iteration n+1 (and after the loop, the whole buffer). Loops step by
+one, so this holds whatever their start. Before (``mma_matmul(..., stages=2)``; the K loop
+multiplies stage ``ko % 2`` and stores the next tiles into stage ``(ko + 1) % 2``)::
+
+    for (ko ...) { global -> ra, rb; __syncthreads(); mma(As[ko % 2], Bs[ko % 2]);
+                   __syncthreads(); As[(ko + 1) % 2] = ra; Bs[(ko + 1) % 2] = rb; }
+
+After: the second barrier is gone; the first orders both the previous iteration's stores
+into the stage read now and its reads of the stage written now.
+
 Before (IR, ``examples.softmax_block``: per-thread partial maxima in shared ``pmax``, one
 thread combines them into shared ``stat``, every thread then reads ``stat``)::
 
@@ -36,18 +53,33 @@ After (plan)::
 kernel k0_mm: 2 barrier(s), 0 one-thread section(s)
   __syncthreads() before: gpu_thread.x for (int tx3 = 0; tx3 < 16; tx3++) {
   __syncthreads() before: gpu_thread.x for (int tx7 = 0; tx7 < 16; tx7++) {
+
+The double-buffered tensor-core matmul (one barrier, in its K loop):
+
+>>> from te import Buffer, Reduce, Sum, cast, float32
+>>> from loopnest import LoopNest
+>>> A, B = Buffer("A", (128, 128), "float16"), Buffer("B", (128, 128), "float16")
+>>> C = Reduce("C", (128, 128), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (128,))
+>>> mm = LoopNest([C])
+>>> mm.gpu_matmul(stages=2, BM=64, BN=64, BK=32, WM=32, WN=32)
+>>> nest = mm.copy().prepare_for_codegen()
+>>> print(plan_cuda(nest, make_params(nest, [A, B, C]), "mm", upto="cuda_sync").describe_sync().splitlines()[0])
+kernel k0_mm: 1 barrier(s), 0 one-thread section(s)
 """
 from __future__ import annotations
 
+from te.expr import Add, FloorMod, Mod, Mul, Ramp, Sub, Var
 from te.functor import Functor
-from te.queries import free_vars, loads
+from te.queries import fold_int, free_vars, loads
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, LetStmt, Stmt, Store, iter_stmts, stmt_exprs
 
 from ..kernel import BuildError
-from .ir_queries import AXES, contains_thread_loop, flatten
+from .ir_queries import AXES, contains_thread_loop, flatten, interval, loop_ranges
 from .plan import CudaPlan, Guard, KernelPlan
 
 __all__ = ["plan_sync"]
+
+_MAX_CARRY_WALKS = 8
 
 
 def plan_sync(plan: CudaPlan) -> None:
@@ -72,16 +104,29 @@ def plan_sync(plan: CudaPlan) -> None:
 
 class _Ctx:
     """Where the walk is: the thread axes bound by enclosing thread loops, whether inside one,
-    and the variables whose values differ between threads (thread loop variables and what is
-    computed from them)."""
+    the variables whose values differ between threads (thread loop variables and what is
+    computed from them), and the variables of the enclosing serial loops of uniform code
+    (the same on every thread: the stages of a staged buffer may be told apart by them)."""
 
-    __slots__ = ("bound_axes", "in_thread", "tdep")
+    __slots__ = ("bound_axes", "in_thread", "tdep", "stage_vars")
 
     def __init__(self, bound_axes: frozenset = frozenset(), in_thread: bool = False,
-                 tdep: frozenset = frozenset()):
+                 tdep: frozenset = frozenset(), stage_vars: frozenset = frozenset()):
         self.bound_axes = bound_axes
         self.in_thread = in_thread
         self.tdep = tdep
+        self.stage_vars = stage_vars
+
+    def but(self, **kw) -> "_Ctx":
+        vals = {f: getattr(self, f) for f in self.__slots__}
+        vals.update(kw)
+        return _Ctx(**vals)
+
+
+# Accesses: {id(buffer): [buffer, {(mode, key)}]}, mode "r" or "w". ``key`` names the part of
+# the buffer touched (None: any part). ("const", k, m): elements [k*m, (k+1)*m); ("mod", id(v),
+# a, S, m): elements [s*m, (s+1)*m) for the stage s = (v + a) mod S of a serial loop variable v
+# (C or floor remainder: either way s is congruent to v + a modulo S).
 
 
 def _merge(a: dict, b: dict) -> dict:
@@ -94,28 +139,59 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
+def _disjoint(ka, kb) -> bool:
+    """Whether the parts of one buffer named by the keys ``ka`` and ``kb`` share no element."""
+    if ka is None or kb is None or ka[0] != kb[0]:
+        return False
+    if ka[0] == "const":
+        return ka[2] == kb[2] and ka[1] != kb[1]
+    return ka[1] == kb[1] and ka[3:] == kb[3:] and ka[2] != kb[2]
+
+
 def _conflict(a: dict, b: dict) -> str | None:
-    """The name of a buffer one side writes and the other touches, else None."""
+    """The name of a buffer one side writes and the other touches (the same part of it),
+    else None."""
     for k, (buf, ma) in a.items():
         if k in b:
-            if "w" in ma or "w" in b[k][1]:
-                return buf.name
+            for mode_a, key_a in ma:
+                for mode_b, key_b in b[k][1]:
+                    if "w" in (mode_a, mode_b) and not _disjoint(key_a, key_b):
+                        return buf.name
     return None
 
 
-def _accesses(plan: CudaPlan, s: Stmt) -> dict:
-    """{id(buffer): [buffer, modes]} of the non-thread-local buffers ``s`` touches."""
-    out: dict[int, list] = {}
+def _rekey(acc: dict, var, shift: bool) -> dict:
+    """``acc`` with the keys on the loop variable ``var`` moved to the next iteration
+    (``shift``: stage (n + a) mod S is (n + 1 + a - 1) mod S), or made whole-buffer."""
+    def one(key):
+        if key is None or key[0] != "mod" or key[1] != id(var):
+            return key
+        if not shift:
+            return None
+        _, v, a, S, m = key
+        return ("mod", v, (a - 1) % S, S, m)
+    return {k: [buf, {(mode, one(key)) for mode, key in modes}] for k, (buf, modes) in acc.items()}
 
-    def add(b, mode):
+
+def _accesses(plan: CudaPlan, s: Stmt, ctx: _Ctx | None = None, ranges: dict | None = None) -> dict:
+    """The accesses (see above) of the non-thread-local buffers ``s`` touches; parts are told
+    apart by the stage variables of ``ctx`` not bound again inside ``s``."""
+    out: dict[int, list] = {}
+    stage_vars = ctx.stage_vars if ctx is not None else frozenset()
+    if stage_vars:
+        stage_vars = stage_vars - {id(x.var) for x in iter_stmts(s) if isinstance(x, (For, LetStmt))}
+
+    def add(node, mode):
+        b = node.buffer
         if plan.scope(b) != "local":
-            out.setdefault(id(b), [b, set()])[1].add(mode)
+            key = _stage_key(b, node.indices, stage_vars, ranges)
+            out.setdefault(id(b), [b, set()])[1].add((mode, key))
 
     for x in iter_stmts(s):
         if isinstance(x, Store):
-            add(x.buffer, "w")
+            add(x, "w")
         for ld in loads(stmt_exprs(x)):
-            add(ld.buffer, "r")
+            add(ld, "r")
     return out
 
 
@@ -124,8 +200,92 @@ def _header_accesses(plan: CudaPlan, exprs) -> dict:
     out: dict[int, list] = {}
     for ld in loads(exprs):
         if plan.scope(ld.buffer) != "local":
-            out.setdefault(id(ld.buffer), [ld.buffer, set()])[1].add("r")
+            out.setdefault(id(ld.buffer), [ld.buffer, set()])[1].add(("r", None))
     return out
+
+
+def _stage_key(buf, indices, stage_vars: frozenset, ranges: dict | None):
+    """The key of the part of ``buf`` that the (flat) index ``indices`` touches: a term
+    ``(v + c) mod S * m`` of the index, with ``v`` in ``stage_vars``, next to terms provably in
+    [0, m); or a whole index provably within [k*m, (k+1)*m), m the size of a slice of the
+    first dimension. Either within the buffer. None when neither is proven."""
+    dims = [d if isinstance(d, int) else fold_int(d) for d in buf.shape]
+    if ranges is None or len(indices) != 1 or len(dims) < 2 or any(d is None for d in dims):
+        return None
+    size = 1
+    for d in dims:
+        size *= d
+    ix = indices[0]
+    lo_span = hi_span = 0
+    if isinstance(ix, Ramp):
+        st = fold_int(ix.stride)
+        if st is None:
+            return None
+        lo_span, hi_span = min(0, st * (ix.lanes - 1)), max(0, st * (ix.lanes - 1))
+        ix = ix.base
+    if ix.dtype.is_vector:
+        return None
+    terms = _terms(ix, 1)
+    for i, (sign, t) in enumerate(terms):
+        stage = _stage_term(t, stage_vars, ranges) if sign > 0 else None
+        if stage is None:
+            continue
+        v, c, S, m = stage
+        r = _sum_interval(terms[:i] + terms[i + 1:], ranges)
+        if r is not None and r[0] + lo_span >= 0 and r[1] + hi_span < m and S * m <= size:
+            return ("mod", id(v), c % S, S, m)
+    m = size // dims[0]
+    r = interval(ix, ranges)
+    if m > 0 and r is not None and r[0] + lo_span >= 0 and r[1] + hi_span < size \
+            and (r[0] + lo_span) // m == (r[1] + hi_span) // m:
+        return ("const", (r[0] + lo_span) // m, m)
+    return None
+
+
+def _terms(e, sign: int) -> list:
+    """``[(sign, term)]`` of the sum ``e`` (times ``sign``)."""
+    if isinstance(e, Add):
+        return _terms(e.a, sign) + _terms(e.b, sign)
+    if isinstance(e, Sub):
+        return _terms(e.a, sign) + _terms(e.b, -sign)
+    return [(sign, e)]
+
+
+def _sum_interval(terms: list, ranges: dict):
+    lo = hi = 0
+    for sign, t in terms:
+        r = interval(t, ranges)
+        if r is None:
+            return None
+        lo, hi = (lo + r[0], hi + r[1]) if sign > 0 else (lo - r[1], hi - r[0])
+    return lo, hi
+
+
+def _stage_term(t, stage_vars: frozenset, ranges: dict):
+    """``(v, c, S, m)`` when ``t`` is ``(v + c) mod S * m`` (or ``v mod S * m``; a C remainder
+    only where ``v + c >= 0``) with ``v`` in ``stage_vars`` and constants ``c``, ``S > 0``,
+    ``m > 0``: a stage in [0, S)."""
+    if not isinstance(t, Mul):
+        return None
+    for x, y in ((t.a, t.b), (t.b, t.a)):
+        m = fold_int(y)
+        if m is None or m <= 0 or not isinstance(x, (Mod, FloorMod)):
+            continue
+        S = fold_int(x.b)
+        if S is None or S <= 0:
+            continue
+        v, c = x.a, 0
+        if isinstance(v, Add):
+            if isinstance(v.a, Var) and fold_int(v.b) is not None:
+                v, c = v.a, fold_int(v.b)
+            elif isinstance(v.b, Var) and fold_int(v.a) is not None:
+                v, c = v.b, fold_int(v.a)
+        elif isinstance(v, Sub) and isinstance(v.a, Var) and fold_int(v.b) is not None:
+            v, c = v.a, -fold_int(v.b)
+        if isinstance(v, Var) and id(v) in stage_vars and \
+                (isinstance(x, FloorMod) or id(v) in ranges and ranges[id(v)][0] + c >= 0):
+            return v, c, S, m
+    return None
 
 
 class _Uniform(Functor):
@@ -138,7 +298,8 @@ class _Uniform(Functor):
     def __init__(self, plan: CudaPlan, k: KernelPlan):
         self.plan = plan
         self.k = k
-        self.per_thread = _PerThread(plan, k)
+        self.ranges = loop_ranges(k.stmt)
+        self.per_thread = _PerThread(plan, k, self.ranges)
 
     def barrier_if(self, pending: dict, acc: dict, at: Stmt) -> dict:
         if self.k.thread_axes and _conflict(pending, acc) is not None:
@@ -160,7 +321,7 @@ class _Uniform(Functor):
             while j < len(stmts) and not isinstance(stmts[j], (Allocate, Free)) \
                     and not contains_thread_loop(stmts[j]):
                 j += 1
-            acc = _accesses(self.plan, Block(tuple(stmts[i:j])))
+            acc = _accesses(self.plan, Block(tuple(stmts[i:j])), ctx, self.ranges)
             pending = self.barrier_if(pending, acc, x)
             self.per_thread.single_or_distributed(stmts[i:j], ctx)
             pending = _merge(pending, acc)
@@ -176,7 +337,8 @@ class _Uniform(Functor):
         if s.kind == ForKind.GPU_THREAD:
             if id(s) not in self.k.guarded and contains_thread_loop(s.body):
                 # every thread runs the body once: still uniform, barriers allowed inside
-                inner = _Ctx(ctx.bound_axes | {s.axis}, True, ctx.tdep | {id(s.var)})
+                inner = ctx.but(bound_axes=ctx.bound_axes | {s.axis}, in_thread=True, tdep=ctx.tdep | {id(s.var)},
+                                stage_vars=ctx.stage_vars - {id(s.var)})
                 return self.visit(s.body, pending, inner)
             return self.generic(s, pending, ctx)
         if self._runs_apart(s, [s.start, s.stop], ctx):
@@ -197,12 +359,12 @@ class _Uniform(Functor):
             return self.generic(s, pending, ctx)
         pending = self._after_header(s, [s.value], pending)
         _check_scalar_let(s)
-        return self.visit(s.body, dict(pending), ctx)
+        return self.visit(s.body, dict(pending), ctx.but(stage_vars=ctx.stage_vars - {id(s.var)}))
 
     def generic(self, s: Stmt, pending: dict, ctx: _Ctx) -> dict:
         """A statement whose threads run apart (a store, a guarded thread loop, a compound
         statement without uniform thread-bound loops inside): a barrier before it if needed."""
-        acc = _accesses(self.plan, s)
+        acc = _accesses(self.plan, s, ctx, self.ranges)
         pending = self.barrier_if(pending, acc, s)
         self.per_thread.single_or_distributed([s], ctx)
         return _merge(pending, acc)
@@ -224,7 +386,8 @@ class _Uniform(Functor):
         loop (run once) replaces the one the body would otherwise get on every iteration --
         unless the body needs as many barriers anyway for the accesses its iterations
         exchange, in which case the loop is left as it is."""
-        if _conflict(pending, _accesses(self.plan, s.body)) is None:
+        outer = ctx.but(stage_vars=ctx.stage_vars - {id(s.var)})
+        if _conflict(pending, _accesses(self.plan, s.body, outer, self.ranges)) is None:
             return self.serial_loop(s, pending, ctx)
         mark = len(self.k.barriers)
         self.serial_loop(s, pending, ctx)
@@ -239,13 +402,25 @@ class _Uniform(Functor):
 
     def serial_loop(self, s: For, pending: dict, ctx: _Ctx) -> dict:
         """Walk the serial loop ``s``, its body starting with ``pending``; returns the accesses
-        left pending after it (the body may run zero times)."""
-        # loop-carried: iteration n+1 starts with what iteration n left pending
-        mark = len(self.k.barriers)
-        end1 = self.visit(s.body, dict(pending), ctx)
-        del self.k.barriers[mark:]
-        end2 = self.visit(s.body, _merge(pending, end1), ctx)
-        return _merge(pending, end2)
+        left pending after it (the body may run zero times).
+
+        Loop-carried: iteration n+1 starts with what iteration n left pending, its stages
+        renamed to the terms of n+1 (what an earlier iteration left and no barrier cleared
+        moves on by one more each time), until that start holds all it can: the barriers of
+        the last walk serve every iteration."""
+        inner = ctx.but(stage_vars=ctx.stage_vars | {id(s.var)})
+        pending = _rekey(pending, s.var, False)     # a variable bound again: its old stages are gone
+        start, walks = pending, 0
+        while True:
+            mark = len(self.k.barriers)
+            end = self.visit(s.body, dict(start), inner)
+            walks += 1
+            # many stages: after a few walks, the carried parts become the whole buffer
+            nxt = _merge(start, _rekey(end, s.var, walks < _MAX_CARRY_WALKS))
+            if all(k in start and start[k][1] == v[1] for k, v in nxt.items()):
+                return _merge(pending, _rekey(end, s.var, False))
+            del self.k.barriers[mark:]
+            start = nxt
 
 
 class _PerThread(Functor):
@@ -253,9 +428,10 @@ class _PerThread(Functor):
     :meth:`single_or_distributed` takes sibling statements, ``visit(s, ctx)`` goes into a
     statement that holds thread-bound loops."""
 
-    def __init__(self, plan: CudaPlan, k: KernelPlan):
+    def __init__(self, plan: CudaPlan, k: KernelPlan, ranges: dict):
         self.plan = plan
         self.k = k
+        self.ranges = ranges
 
     def single_or_distributed(self, run: list, ctx: _Ctx) -> None:
         """``run`` (sibling statements) executed per thread: if it stores while thread axes
@@ -274,9 +450,11 @@ class _PerThread(Functor):
 
     def visit_For(self, s: For, ctx: _Ctx) -> None:
         if s.kind == ForKind.GPU_THREAD:
-            self.thread_body(s.body, _Ctx(ctx.bound_axes | {s.axis}, True, ctx.tdep | {id(s.var)}))
+            self.thread_body(s.body, ctx.but(bound_axes=ctx.bound_axes | {s.axis}, in_thread=True,
+                                             tdep=ctx.tdep | {id(s.var)}, stage_vars=ctx.stage_vars - {id(s.var)}))
         else:
-            self._body(s.body, _Ctx(ctx.bound_axes, ctx.in_thread, ctx.tdep | {id(s.var)}))
+            # threads may run different iterations of this loop: no stages told apart by it
+            self._body(s.body, ctx.but(tdep=ctx.tdep | {id(s.var)}, stage_vars=ctx.stage_vars - {id(s.var)}))
 
     def visit_Cond(self, s: Cond, ctx: _Ctx) -> None:
         self._body(s.then, ctx)
@@ -285,7 +463,7 @@ class _PerThread(Functor):
 
     def visit_LetStmt(self, s: LetStmt, ctx: _Ctx) -> None:
         _check_scalar_let(s)
-        self._body(s.body, _Ctx(ctx.bound_axes, ctx.in_thread, ctx.tdep | {id(s.var)}))
+        self._body(s.body, ctx.but(tdep=ctx.tdep | {id(s.var)}, stage_vars=ctx.stage_vars - {id(s.var)}))
 
     def visit_Block(self, s: Block, ctx: _Ctx) -> None:
         for y in s.stmts:
@@ -300,7 +478,7 @@ class _PerThread(Functor):
             return
         stmts = flatten(body)
         parts = [x for x in stmts if not isinstance(x, (Allocate, Free))]
-        accs = [_accesses(self.plan, x) for x in parts]
+        accs = [_accesses(self.plan, x, ctx, self.ranges) for x in parts]
         for i in range(len(parts)):
             for j in range(i + 1, len(parts)):
                 conflict = _conflict(accs[i], accs[j])
