@@ -19,7 +19,8 @@ def main(argv: list | None = None) -> int:
     ap.add_argument("--count", type=int, help="number of schedules to run (deterministic for a seed)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--case-seconds", type=float, default=60.0,
-                    help="time limit of one schedule; a schedule running longer is a failure (0: none)")
+                    help="time limit of one schedule in seconds of CPU time (and 4 times that of wall time, "
+                         "which catches a hang); a schedule running longer is a failure (0: none)")
     ap.add_argument("--case", type=int, action="append", help="rerun only this case of the seed (repeatable)")
     ap.add_argument("--out", help="directory for the reproducer scripts (one per failure class)")
     ap.add_argument("--targets", default="ireval,llvm", help="comma-separated: ireval, llvm, cuda")

@@ -92,9 +92,15 @@ class TimeLimit(Exception):
     fuzzer reports it as a failure where it happened (``crash:cache_accesses:TimeLimit``)."""
 
 
+#: the wall-clock limit of a case, in multiples of its CPU-time limit: it catches a case that
+#: waits without computing (a deadlock), where a loaded machine only slows the others down
+WALL_FACTOR = 4
+
+
 @contextlib.contextmanager
 def time_limit(seconds: float | None):
-    """Raise :class:`TimeLimit` in the block after ``seconds`` (None: no limit; main thread only).
+    """Raise :class:`TimeLimit` in the block after ``seconds`` of this process's CPU time (all
+    its threads), or ``WALL_FACTOR * seconds`` of wall time (None: no limit; main thread only).
 
     >>> with time_limit(5.0):
     ...     pass
@@ -106,15 +112,19 @@ def time_limit(seconds: float | None):
     def expire(signum, frame):
         where = "\n  <- ".join(f"{Path(f.filename).stem}.{f.name}:{f.lineno}"
                                for f in reversed(traceback.extract_stack(frame)[-16:]))
-        raise TimeLimit(f"ran past the per-case time limit of {seconds:g} s in {where}")
+        limit = f"{seconds:g} s of CPU time" if signum == signal.SIGPROF else f"{WALL_FACTOR * seconds:g} s of wall time"
+        raise TimeLimit(f"ran past the per-case time limit of {limit} in {where}")
 
-    old = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    old = signal.signal(signal.SIGPROF, expire), signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_REAL, WALL_FACTOR * seconds)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+        signal.signal(signal.SIGPROF, old[0])
+        signal.signal(signal.SIGALRM, old[1])
 
 
 def _file_name(sig: str, case: int) -> str:

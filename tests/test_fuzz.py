@@ -108,3 +108,15 @@ def test_a_low_precision_sum_of_fractions_that_could_round_is_not_drawn():
     assert evaluate(p, data, strict=False)["S"].tolist() == [1201.5]
     with pytest.raises(Inexact, match="partial sum"):
         evaluate(p, data, strict=True)
+
+
+def test_the_case_time_limit_counts_cpu_time_and_catches_a_hang_by_wall_time():
+    import time
+    from fuzz.campaign import TimeLimit, time_limit
+    with pytest.raises(TimeLimit, match="of CPU time"):
+        with time_limit(0.05):
+            while True:
+                sum(range(1000))
+    with pytest.raises(TimeLimit, match="of wall time"):
+        with time_limit(0.05):
+            time.sleep(5)
