@@ -118,3 +118,18 @@ def test_a_failed_auto_schedule_leaves_the_nest_unscheduled(monkeypatch):
     with pytest.raises(MemoryError):
         nest.auto_schedule(Target(vector_bits=256, cores=2))
     assert str(nest) == before and nest.history == []
+
+
+# ---------------------------------------------------------------------------------------
+# the barrier pass divided by the first dimension of an empty buffer while looking for the
+# stage of an access (seed 44, case 366; seed 45, case 238)
+# ---------------------------------------------------------------------------------------
+def test_a_kernel_storing_to_an_empty_two_dimensional_buffer_builds_for_cuda():
+    T = Compute("T", (0, 6), lambda i, j: cast(i + j, "float32"))
+    nest = LoopNest([T])
+    nest.set_gpu_thread_index(nest.loop("i"), 0)
+    kernel = build(nest, [T], target="cuda")
+    assert "k0_T" in kernel.source
+    if HAVE_EMU:
+        out = np.zeros((0, 6), np.float32)
+        run_on_host(kernel, out)

@@ -210,8 +210,8 @@ def _stage_key(buf, indices, stage_vars: frozenset, ranges: dict | None):
     [0, m); or a whole index provably within [k*m, (k+1)*m), m the size of a slice of the
     first dimension. Either within the buffer. None when neither is proven."""
     dims = [d if isinstance(d, int) else fold_int(d) for d in buf.shape]
-    if ranges is None or len(indices) != 1 or len(dims) < 2 or any(d is None for d in dims):
-        return None
+    if ranges is None or len(indices) != 1 or len(dims) < 2 or any(d is None or d <= 0 for d in dims):
+        return None     # (an empty buffer has no parts)
     size = 1
     for d in dims:
         size *= d
