@@ -133,3 +133,22 @@ def test_a_kernel_storing_to_an_empty_two_dimensional_buffer_builds_for_cuda():
     if HAVE_EMU:
         out = np.zeros((0, 6), np.float32)
         run_on_host(kernel, out)
+
+
+# ---------------------------------------------------------------------------------------
+# compute_inline of a tensor over int64 dimensions read at a Python int index (T[0, j]): the
+# int32 constant replaced the tensor's int64 variable inside int64 arithmetic and the
+# rebuilt expression raised TypeError (the reproducer of seed 44, case 293)
+# ---------------------------------------------------------------------------------------
+def test_inline_of_an_int64_tensor_read_at_an_int32_index():
+    from te import const
+    n = const(6, "int64")
+    T1 = Compute("T1", (n, n), lambda i, j: cast(i * 10 + j + 1, "float32"))
+    T2 = Compute("T2", (n, n), lambda i, j: T1[0, j] + T1[i, (n - 1) - j])
+    nest = LoopNest([T2])
+    nest.compute_inline(nest.buffer("T1"))
+    out = np.zeros((6, 6), np.float32)
+    for target in ("ireval", "llvm"):
+        build(nest, [T2], target=target)(out)
+        i, j = np.indices((6, 6))
+        np.testing.assert_array_equal(out, (j + 1) + (i * 10 + 5 - j + 1), err_msg=target)

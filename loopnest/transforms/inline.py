@@ -13,7 +13,8 @@ for (int i_1 = 0; i_1 < 8; i_1++) {
 """
 from __future__ import annotations
 
-from te.expr import Expr, ExprMutator, IndexCheck, Load, substitute
+from te.expr import Expr, ExprMutator, IndexCheck, IntImm, Load, substitute
+from te.intrinsics import cast
 from te.queries import has_load, loaded_buffers
 from te.extern import ExternTensor
 from te.tensor import Buffer, Tensor
@@ -146,8 +147,16 @@ class _Inliner(ExprMutator):
             t, body = d
             idx = tuple(IndexCheck(ix, t.dims[k], t.name, k) if has_load(ix) and not (
                 isinstance(ix, IndexCheck) and (ix.buffer, ix.dim) == (t.name, k)) else ix for k, ix in enumerate(idx))
+            # an index of another integer type than the tensor's variable (T[0] of an int64
+            # dimension) takes the variable's type: the body's arithmetic is in it
+            idx = tuple(ix if ix.dtype == a.dtype else _as_index(ix, a.dtype) for ix, a in zip(idx, t.args))
             return substitute(body, dict(zip(t.args, idx)))
         return e.replace(indices=idx) if any(a is not b for a, b in zip(idx, e.indices)) else e
+
+
+def _as_index(ix: Expr, dtype) -> Expr:
+    """``ix`` as an index of integer type ``dtype`` (a constant stays a constant)."""
+    return IntImm(ix.value, dtype) if isinstance(ix, IntImm) else cast(ix, dtype)
 
 
 def current_definition(root: Stmt, t: Tensor) -> Expr:
