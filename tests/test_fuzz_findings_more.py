@@ -152,3 +152,31 @@ def test_inline_of_an_int64_tensor_read_at_an_int32_index():
         build(nest, [T2], target=target)(out)
         i, j = np.indices((6, 6))
         np.testing.assert_array_equal(out, (j + 1) + (i * 10 + 5 - j + 1), err_msg=target)
+
+
+# ---------------------------------------------------------------------------------------
+# auto_schedule register-blocked a "contraction" whose body is a sum of hundreds of gathers:
+# 110,000 LLVM instructions and a minute of LLVM (seed 45, case 393)
+# ---------------------------------------------------------------------------------------
+def test_auto_schedule_does_not_unroll_a_register_tile_of_an_expensive_body():
+    import functools
+    import operator
+    from te import Buffer, Reduce, Sum
+    from loopnest.auto.schedule import CONTRACTION_MAX_COST
+    A = Buffer("A", (16, 16), "float32")
+    B = Buffer("B", (16, 16), "float32")
+    cheap = Reduce("C", (16, 16), Sum(), lambda i, j, k: A[i, k] * B[k, j], (16,))
+    costly = Reduce("D", (16, 16), Sum(), lambda i, j, k: functools.reduce(
+        operator.add, [A[i, k] * B[(k + d) % 16, j] for d in range(CONTRACTION_MAX_COST)]), (16,))
+    target = Target(vector_bits=256, vector_registers=16, cores=1)
+    report_cheap = str(LoopNest([cheap]).auto_schedule(target))
+    nest = LoopNest([costly])
+    report = str(nest.auto_schedule(target))
+    assert "register-blocked" in report_cheap
+    assert "register-blocked" not in report.split(";")[0] and "not register-blocked" in report
+    a = np.random.default_rng(0).standard_normal((16, 16)).astype(np.float32)
+    b = np.random.default_rng(1).standard_normal((16, 16)).astype(np.float32)
+    out = np.zeros((16, 16), np.float32)
+    build(nest, [A, B, costly], target="llvm")(a, b, out)
+    want = sum(a.astype(np.float64) @ np.roll(b, -d, axis=0).astype(np.float64) for d in range(CONTRACTION_MAX_COST))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)

@@ -203,6 +203,11 @@ def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
 # ---------------------------------------------------------------------------------------------
 # the plan
 # ---------------------------------------------------------------------------------------------
+#: the largest body (operations, as ``_Cost`` counts them) of a contraction that gets a
+#: register tile; a costlier one is scheduled as a plain reduction
+CONTRACTION_MAX_COST = 32
+
+
 class _Cost(Functor):
     """Operations of an expression; a conditional or a call (exp, sqrt...) counts as expensive."""
 
@@ -293,6 +298,11 @@ class _Planner:
         self.tensors: list[Tensor] = list(nest.tensors)
         self.by_name = {t.name: t for t in self.tensors}
         self.kinds = {t.name: classify(t) for t in self.tensors}
+        # a register tile unrolls its body rows x vectors times: for a multiply-add, not for a
+        # body of hundreds of operations (code that takes LLVM minutes to compile)
+        self.too_big = {t.name for t in self.tensors
+                        if self.kinds[t.name] == "contraction" and _Cost().visit(t.body) > CONTRACTION_MAX_COST}
+        self.kinds.update({name: "reduction" for name in self.too_big})
         self.consumers = consumers_of(self.tensors)
         self.outputs = {b.name for b in nest.outputs}
         self.extern_reads = {b.name for t in self.tensors if isinstance(t, ExternTensor) for b in t.extern_inputs}
@@ -434,6 +444,9 @@ class _Planner:
             choice, reason = self.reduction(t, bool(placed))
         else:
             choice, reason = self.elementwise(t, bool(placed))
+        if t.name in self.too_big:
+            reason = f"{reason}; not register-blocked: a body of {_Cost().visit(t.body)} operations " \
+                     f"(more than {CONTRACTION_MAX_COST}) unrolled per accumulator"
         if t.name not in self.outputs:
             why = "a contraction keeps its own tiles" if kind == "contraction" else \
                 "its consumers do not all read it row by row"
