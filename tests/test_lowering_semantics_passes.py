@@ -23,18 +23,7 @@ from loopnest.passes import TARGET_PASSES, legalize_for_target, run_passes
 from loopnest.stmt import Block, For, Store
 from te import (Buffer, Compute, IntImm, Load, Var, cast, floordiv, floormod, if_then_else, int32, logical_and,
                 logical_or, maximum, minimum, select, uint32)
-
-
-class _Nest:
-    """A hand-built prepared nest (what the passes and build take)."""
-
-    prepared = True
-
-    def __init__(self, root, inputs, outputs):
-        self.root, self.inputs, self.outputs, self.intermediates = root, list(inputs), list(outputs), []
-
-    def copy(self):
-        return _Nest(self.root, self.inputs, self.outputs)
+from tests.loopnest.nests import PreparedNest as _Nest
 
 
 def _names(target):

@@ -18,21 +18,10 @@ from loopnest.legalize_vectors import scalarize_vectors
 from loopnest.passes import TARGET_PASSES, legalize_for_target, run_passes
 from loopnest.stmt import Block, For, LetStmt, Store
 from te import Broadcast, Buffer, FloatImm, IfThenElse, IntImm, Let, Load, MakeVector, Ramp, Var, float32, int32
+from tests.loopnest.nests import PreparedNest as _Nest
 
 requires_emu = pytest.mark.skipif(not (nvcc_available() and host_compiler() is not None),
                                   reason="g++ or the CUDA headers not found")
-
-
-class _Nest:
-    """A hand-built prepared nest (what the passes and build take)."""
-
-    prepared = True
-
-    def __init__(self, root, inputs, outputs):
-        self.root, self.inputs, self.outputs, self.intermediates = root, list(inputs), list(outputs), []
-
-    def copy(self):
-        return _Nest(self.root, self.inputs, self.outputs)
 
 
 def _cuda_and_ireval(nest, args, inputs, out_shape, dtype):

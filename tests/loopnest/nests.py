@@ -68,3 +68,16 @@ def stencil_nest():
     nest.root = Block([For(a, IntImm(1), IntImm(15), Block([For(b, IntImm(1), IntImm(15), Block([
         Store(C, (a, b), C[a - 1, b + 1] + C[a, b - 1])]))]))])
     return nest, C
+
+
+class PreparedNest:
+    """A hand-built prepared nest (what the passes and ``build`` take): a statement tree
+    ``root`` with its input and output buffers, no intermediates."""
+
+    prepared = True
+
+    def __init__(self, root, inputs, outputs):
+        self.root, self.inputs, self.outputs, self.intermediates = root, list(inputs), list(outputs), []
+
+    def copy(self):
+        return PreparedNest(self.root, self.inputs, self.outputs)

@@ -18,18 +18,7 @@ from te import (Broadcast, Buffer, ExtractLane, FloatImm, IfThenElse, IntImm, Le
                 float32, int32, structural_key)
 from te.lanes import lane_of
 from te.simplify import simplify
-
-
-class _Nest:
-    """A hand-built prepared nest (what the passes and build take)."""
-
-    prepared = True
-
-    def __init__(self, root, inputs, outputs):
-        self.root, self.inputs, self.outputs, self.intermediates = root, list(inputs), list(outputs), []
-
-    def copy(self):
-        return _Nest(self.root, self.inputs, self.outputs)
+from nests import PreparedNest as _Nest
 
 
 def _guarded_root(w: int = 4, n: int = 10):
