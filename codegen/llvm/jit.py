@@ -2,7 +2,8 @@
 
 * The host target: ``llvm.get_process_triple()``, ``get_host_cpu_name()`` and
   ``get_host_cpu_features()``, optimisation level 3 through the new pass manager with the
-  loop and SLP vectorisers on.
+  loop and SLP vectorisers on. Code at risk of a known LLVM 22 miscompilation of AVX-512 code
+  is checked and generated again without AVX-512 where it has it (``evex_check``).
 * Code generation by one target machine per optimisation level (``tm.emit_object``), then
   one MCJIT engine per kernel that only loads that object code (the engine owns the code;
   it is freed with the last kernel using it; the IR module is dropped once loaded).
@@ -15,10 +16,11 @@
   pickles.
 
 ``cache_stats()`` reports counters: ``memory_hits``, ``memory_misses``, ``compiles`` (LLVM
-optimisation + codegen runs), ``disk_hits``, ``disk_writes``.
+optimisation + codegen runs), ``disk_hits``, ``disk_writes``, ``evex_fallbacks`` (kernels
+generated again without AVX-512, see ``evex_check``).
 
 >>> sorted(cache_stats())
-['compiles', 'disk_hits', 'disk_writes', 'memory_hits', 'memory_misses']
+['compiles', 'disk_hits', 'disk_writes', 'evex_fallbacks', 'memory_hits', 'memory_misses']
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ from llvmlite.binding import ffi as _ffi
 from llvmlite.binding.newpassmanagers import NewPassManager as _NewPassManager
 
 from ..kernel import BuildError
-from . import disk_cache
+from . import disk_cache, evex_check
 
 __all__ = ["Compiled", "compile_ir", "cache_stats", "clear_cache", "host_info", "lookup", "remember",
            "MEMORY_CACHE_SIZE", "close_pass_manager"]
@@ -45,7 +47,8 @@ __all__ = ["Compiled", "compile_ir", "cache_stats", "clear_cache", "host_info", 
 MEMORY_CACHE_SIZE = 512
 _lock = threading.RLock()
 _init_done = False
-_stats = {"memory_hits": 0, "memory_misses": 0, "compiles": 0, "disk_hits": 0, "disk_writes": 0}
+_stats = {"memory_hits": 0, "memory_misses": 0, "compiles": 0, "disk_hits": 0, "disk_writes": 0,
+          "evex_fallbacks": 0}
 _memory: "OrderedDict[Any, Any]" = OrderedDict()
 
 
@@ -85,23 +88,25 @@ def host_info() -> dict:
     return _host
 
 
-def _target_machine(opt: int = 3) -> llvm.TargetMachine:
+def _target_machine(opt: int = 3, extra_features: str = "") -> llvm.TargetMachine:
     h = host_info()
     target = llvm.Target.from_triple(h["triple"])
-    return target.create_target_machine(cpu=h["cpu"], features=h["features"], opt=opt, jit=True,
+    features = f"{h['features']},{extra_features}" if extra_features else h["features"]
+    return target.create_target_machine(cpu=h["cpu"], features=features, opt=opt, jit=True,
                                         codemodel="jitdefault")
 
 
-_pass_tm: dict[int, llvm.TargetMachine] = {}
+_pass_tm: dict[tuple[int, str], llvm.TargetMachine] = {}
 
 
-def _shared_tm(opt: int) -> llvm.TargetMachine:
-    """The target machine that optimises and generates code at level ``opt``, one per level
-    for the process: its subtarget (instruction tables, lowering) costs about 700 KB, which a
-    target machine per kernel would keep for each live kernel."""
-    tm = _pass_tm.get(opt)
+def _shared_tm(opt: int, extra_features: str = "") -> llvm.TargetMachine:
+    """The target machine that optimises and generates code at level ``opt`` (for the host CPU
+    with ``extra_features`` appended to its features), one per level for the process: its
+    subtarget (instruction tables, lowering) costs about 700 KB, which a target machine per
+    kernel would keep for each live kernel."""
+    tm = _pass_tm.get((opt, extra_features))
     if tm is None:
-        tm = _pass_tm[opt] = _target_machine(opt)
+        tm = _pass_tm[opt, extra_features] = _target_machine(opt, extra_features)
     return tm
 
 
@@ -111,8 +116,10 @@ def data_layout() -> str:
         return str(_shared_tm(3).target_data)
 
 
-def _optimize(mod: llvm.ModuleRef, opt: int) -> None:
-    tm = _shared_tm(opt)
+def _optimize(mod: llvm.ModuleRef, opt: int, tm: llvm.TargetMachine | None = None) -> None:
+    """Run LLVM's optimisation pipeline at level ``opt`` on ``mod`` for the target machine
+    ``tm`` (the host's by default)."""
+    tm = tm or _shared_tm(opt)
     pto = llvm.create_pipeline_tuning_options(speed_level=opt)
     pto.loop_vectorization = opt >= 2
     pto.slp_vectorization = opt >= 2
@@ -270,25 +277,52 @@ def compile_ir(ir_text: str, symbol: str, kernel_name: str, opt: int = 3, cache_
             mod.verify()
         except RuntimeError as exc:
             raise BuildError(f"LLVM rejected the IR of kernel {kernel_name}: {str(exc).strip()}") from None
-        h = host_info()
-        tm = _shared_tm(opt)
-        mod.triple = h["triple"]
-        mod.data_layout = str(tm.target_data)
         try:
-            _optimize(mod, opt)
-            optimized = str(mod)
-        except RuntimeError as exc:  # pragma: no cover - LLVM passes rarely fail
-            raise BuildError(f"LLVM failed to optimise kernel {kernel_name}: {exc}") from None
-        try:
-            obj = tm.emit_object(mod)
+            optimized, obj = _generate(mod, ir_text, opt)
         except RuntimeError as exc:
-            raise BuildError(f"LLVM failed to generate code for kernel {kernel_name}: {exc}") from None
-        finally:
-            mod.close()
+            raise BuildError(f"LLVM failed to optimise or generate code for kernel {kernel_name}: {exc}") from None
         _stats["compiles"] += 1
         if directory and disk_cache.store(directory, digest, obj, optimized):
             _stats["disk_writes"] += 1
         return _load(obj, symbol, py_symbol, kernel_name, opt, optimized, False)
+
+
+def _generate(mod: llvm.ModuleRef, ir_text: str, opt: int) -> tuple[str, bytes]:
+    """Optimise the module ``mod`` parsed from ``ir_text`` and generate its object code for the
+    host; return the optimised IR text and the object code. ``mod`` is closed here.
+
+    Where the code may have LLVM 22's AVX-512 encoding defect (``evex_check.at_risk``), its
+    assembly is checked; if it has the defect, ``ir_text`` is compiled again without AVX-512.
+    """
+    h = host_info()
+    tm = _shared_tm(opt)
+    try:
+        mod.triple = h["triple"]
+        mod.data_layout = str(tm.target_data)
+        _optimize(mod, opt)
+        optimized = str(mod)
+        if evex_check.at_risk(h["triple"], h["features"], optimized) and _has_evex_defect(optimized, tm):
+            _stats["evex_fallbacks"] += 1
+            mod.close()
+            tm = _shared_tm(opt, evex_check.FALLBACK_FEATURES)
+            mod = llvm.parse_assembly(ir_text)
+            mod.triple = h["triple"]
+            mod.data_layout = str(tm.target_data)
+            _optimize(mod, opt, tm)
+            optimized = str(mod)
+        return optimized, tm.emit_object(mod)
+    finally:
+        mod.close()
+
+
+def _has_evex_defect(optimized: str, tm: llvm.TargetMachine) -> bool:
+    """Whether the assembly ``tm`` generates for the optimised IR ``optimized`` has a VEX-only
+    instruction naming xmm16-31 / ymm16-31 (printed from a copy: code generation changes the IR)."""
+    probe = llvm.parse_assembly(optimized)
+    try:
+        return bool(evex_check.vex_with_high_registers(tm.emit_assembly(probe)))
+    finally:
+        probe.close()
 
 
 def _load(obj: bytes, symbol: str, py_symbol: str | None, kernel_name: str, opt: int, optimized: str | None,
