@@ -48,7 +48,7 @@ from te.tensor import Tensor
 from ..errors import ScheduleError
 from ..queries import stmt_loads
 from ..target import Target, resolve_target
-from .templates import contraction, pack_candidate, several, reduction as plain_reduction, vector_reduction, vectorize_split
+from .templates import blocks_leftover_columns, contraction, pack_candidate, several, reduction as plain_reduction, vector_reduction, vectorize_split
 from .classify import classify, const_extent, consumers_of, sliced_loop
 
 __all__ = ["auto_schedule", "AutoScheduleReport", "TensorChoice", "contraction_params", "gathers",
@@ -167,7 +167,9 @@ def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
     """The parameters of ``templates.contraction`` for ``t`` on ``target``: for two output
     dimensions (matmul) a ``register_tile`` of rows x vectors, the column tiles outermost,
     reduction slices of 256; for three or more (convolution) 4 output channels x 2 rows (4
-    rows with 32 registers) x 1 vector, row tiles outermost, the filter window unrolled.
+    rows with 32 registers) x 1 vector (of the native lanes where the columns left over get a
+    register tile too: ``templates.blocks_leftover_columns``), row tiles outermost, the filter
+    window unrolled.
 
     >>> from te import Buffer, Reduce, Sum
     >>> A = Buffer("A", (64, 512), "float32"); B = Buffer("B", (512, 64), "float32")
@@ -188,6 +190,8 @@ def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
         k["reg_o"] = next(f for f in (4, 2, 1) if dims[-3] is not None and dims[-3] % f == 0) \
             if dims[-3] is not None else 1
         k["reg_i"] = 4 if target.vector_registers >= 32 else 2
+        if lanes > 1 and blocks_leftover_columns(t, k) and dims[-1] >= target.lanes(t.dtype):
+            k["lanes"] = lanes = target.lanes(t.dtype)    # leftover columns get a register tile too
         k["vec_n"] = 1 if lanes > 1 and (dims[-1] is None or dims[-1] >= lanes) else 0
         k["order"] = "ijK"
     else:

@@ -112,7 +112,9 @@ def contraction(nest, t: Tensor, k: dict):
 
     The register tile accumulates in a local buffer that LLVM keeps in registers; columns
     and rows left over by the tiles get nests of their own (``_leftover_columns``,
-    ``_leftover_rows``).
+    ``_leftover_rows``; with three or more output dimensions whose row and third-last tiles
+    divide, the leftover columns get the main register tile, as narrow as they are:
+    ``_blocked_leftover_columns``).
 
     >>> from te import Buffer, Reduce, Sum
     >>> from loopnest import LoopNest
@@ -130,12 +132,14 @@ def contraction(nest, t: Tensor, k: dict):
     kk = k["kk"]
     # 1. the vector dimension (last spatial): tiles of vec_n native vectors
     lanes, vec_n = k["lanes"], k["vec_n"]
-    j_vec = j_lane = None
+    j_vec = j_lane = j_rest = None
+    blocked_rest = blocks_leftover_columns(t, k)
     if vec_n:
         j_tile, jin, j_rest = nest.split_with_tail(spatial[-1], lanes * vec_n)
         j_vec, j_lane, _ = nest.split_with_tail(jin, lanes)
-        if j_rest is not None:
+        if j_rest is not None and not blocked_rest:
             spatial = _leftover_columns(nest, t, spatial, j_rest, len(red), k["par"], lanes)
+            j_rest = None
     else:
         j_tile = spatial[-1]
     # 2. the register tile of the third-last spatial dimension (divisors only)
@@ -154,6 +158,15 @@ def contraction(nest, t: Tensor, k: dict):
     i_tile, i_in, i_tail = nest.split_with_tail(spatial[-2], k["reg_i"]) if k["reg_i"] > 1 \
         else (spatial[-2], None, None)
     outer_fixed = list(spatial[:-3]) + ([o_tile if o_tile is not None else spatial[-3]] if ns >= 3 else [])
+    if j_rest is not None:
+        above = outer_fixed + [lp for lp in (o_in, i_tile, i_in) if lp is not None]
+        tile = {above.index(lp) for lp in (o_in, i_in) if lp is not None}
+        above = _blocked_leftover_columns(nest, t, k, above, tile, j_rest, len(red))
+        n_fixed = len(outer_fixed)
+        outer_fixed = above[:n_fixed]
+        o_in = above[n_fixed] if o_in is not None else None
+        i_tile = above[n_fixed + (o_in is not None)]
+        i_in = above[-1] if i_in is not None else None
     if i_tail is not None:
         # give the main rows and the leftover rows loops of their own (innermost first)
         tail_first = tail_outer = i_tail
@@ -230,6 +243,56 @@ def _leftover_columns(nest, t: Tensor, spatial: list, j_rest, n_red: int, par: b
     else:
         nest.vectorize(cols)
     return spatial
+
+
+def blocks_leftover_columns(t: Tensor, k: dict) -> bool:
+    """Whether ``contraction`` gives the columns of ``t`` left over by its vector tiles the
+    main register tile (``_blocked_leftover_columns``): three or more output dimensions of
+    constant extents, the row and third-last dimension tiles of ``k`` dividing theirs, no
+    reduction slices.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> P = Buffer("P", (8, 30, 30), "float32"); W = Buffer("W", (16, 8, 3, 3), "float32")
+    >>> Y = Reduce("Y", (16, 28, 28), Sum(), lambda co, y, x, ci, ry, rx: P[ci, y + ry, x + rx] * W[co, ci, ry, rx],
+    ...            (8, 3, 3))
+    >>> blocks_leftover_columns(Y, dict(reg_i=4, reg_o=4, kc=0)), blocks_leftover_columns(Y, dict(reg_i=3, reg_o=4, kc=0))
+    (True, False)
+    """
+    dims = [const_extent(d) for d in t.dims]
+    return len(dims) >= 3 and not k["kc"] and None not in dims[-3:] and dims[-2] % max(1, k["reg_i"]) == 0 \
+        and dims[-3] % max(1, k["reg_o"]) == 0
+
+
+def _blocked_leftover_columns(nest, t: Tensor, k: dict, above: list, tile: set, j_rest, n_red: int) -> list:
+    """Give the columns left over by the vector tiles (loop ``j_rest``) a nest of their own,
+    register-blocked like the main tile. ``above`` are the loops around ``j_rest``, outermost
+    first, each distributed here into a main and a leftover copy; ``tile`` the positions in
+    ``above`` of the register tile's loops (the inner loops of the row and third-last
+    dimension splits). In the leftover nest the reduction runs inside the other loops and
+    around the tile, which accumulates in a local buffer, its tile loops unrolled and its
+    columns vectorized. Returns the main nest's copies of ``above``."""
+    main, rest = list(above), [None] * len(above)
+    for n in range(len(main) - 1, -1, -1):
+        main[n], rest[n] = nest.distribute(main[n])[:2]
+    chain = [nest.loop(rest[0])] + nest.get_inner_loops(rest[0])
+    red, cols = chain[len(chain) - n_red:], chain[len(chain) - n_red - 1]
+    outer = [nest.loop(lp) for n, lp in enumerate(rest) if n not in tile]
+    inner = [nest.loop(lp) for n, lp in enumerate(rest) if n in tile]
+    want = outer + red + inner + [cols]
+    nest.reorder(chain, [[lp.var for lp in chain].index(w.var) for w in want])
+    if k["par"]:
+        par = next((lp for lp in outer if several(lp)), None)
+        if par is not None:
+            nest.parallelize(par)
+    nest.cache_accesses(nest.buffer(t.name), f"{t.name}_cols", outer[-1])
+    nest.vectorize(cols)
+    for lp in inner:
+        if several(lp):
+            nest.unroll(lp)
+    if k["unroll_r"]:
+        for lp in red[1:][::-1]:
+            nest.unroll(lp)
+    return main
 
 
 def _leftover_rows(nest, t: Tensor, k: dict, top, first, i_tail, n_red: int) -> None:

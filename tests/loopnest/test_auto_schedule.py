@@ -17,6 +17,7 @@ AVX512 = Target(cpu="avx512", vector_bits=512, vector_registers=32, cores=2)
 CASES = {
     "matmul": (make_matmul, 40),            # 40 = 6 x 6 + 4 rows, columns not a multiple of the tiles
     "conv2d": (make_conv2d, (1, 3, 6, 11, 5)),
+    "conv2d_tiles": (make_conv2d, (1, 3, 8, 20, 8)),   # tiles divide the channels and rows, not the columns
     "softmax": (make_softmax, (5, 64)),
     "layernorm": (make_layernorm, (5, 64)),
     "row_sum": (make_row_sum, (6, 96)),
@@ -180,4 +181,16 @@ def test_pyramid_rows_that_gather_are_not_vectorized():
     for name in ("g1", "out0"):
         assert "vectorized 16 wide" in report[name].choice, report[name]
         assert "vectorized" in {lp.kind for lp in nest.get_loops_for(name)}
+    _check(_run(nest, spec, "llvm"), spec)
+
+
+def test_convolution_columns_left_over_get_the_register_tile():
+    """20 columns on 16 lanes: the 4 left over accumulate in a 4 channels x 4 rows tile too
+    (unrolled, the reduction around it), not one vector at a time."""
+    spec = make_conv2d((1, 3, 8, 20, 8))
+    nest = LoopNest(spec.outputs)
+    nest.auto_schedule(AVX512)
+    text = str(nest)
+    assert "Y_cols[0, Y_cols_i1, Y_cols_i2, Y_cols_i3] = Y[" in text
+    assert text.count("vectorized for (int x_1_1_tail") == 4 * 4 * 9   # the tile and the 3 x 3 filter unrolled
     _check(_run(nest, spec, "llvm"), spec)
