@@ -128,6 +128,9 @@ class CudaModuleSpec:
         return dict(self.plan.param_alignment) if self.plan is not None else {}
 
 
+#: the extern array of a kernel's shared buffers when it takes dynamic shared memory
+DYNAMIC_SHARED = "tc_smem"
+
 _CMP = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
 _ARITH = {E.Add: "+", E.Sub: "-", E.Mul: "*"}
 _WRAP_FN = {E.Add: "tc_add", E.Sub: "tc_sub", E.Mul: "tc_mul"}
@@ -499,7 +502,9 @@ class CudaEmitter(Functor):
         size = p.private_size if p.private_size is not None else b.static_size()
         st = self.storage_type(b.dtype)
         n = self.buf(b)
-        if p.scope == "shared":
+        if p.scope == "shared" and self.kernel.spec().dynamic_shared:
+            self.emit(f"{st}* const {n} = reinterpret_cast<{st}*>({DYNAMIC_SHARED} + {p.offset});")
+        elif p.scope == "shared":
             self.emit(f"__shared__ __align__(16) {st} {n}[{max(size, 1) * p.slices}];")
         else:
             self.emit(f"__align__(16) {st} {n}[{max(size, 1)}];")
@@ -649,6 +654,14 @@ class CudaEmitter(Functor):
         self._taken.add(k.name)
         body_mark = len(self.lines)
         self.indent = 1
+        if k.spec().dynamic_shared:
+            # one extern array holds every shared buffer (visit_Allocate points into it); the
+            # host emulation, which runs one block at a time, gives it a static array
+            self.lines += ["#ifdef TC_HOST_EMULATION",
+                           f"  static __align__(16) unsigned char {DYNAMIC_SHARED}[{k.shared_bytes}];",
+                           "#else",
+                           f"  extern __shared__ __align__(16) unsigned char {DYNAMIC_SHARED}[];",
+                           "#endif"]
         for f in k.block_loops:
             self.emit(self._bound_var_line(f, f"blockIdx.{AXES[f.axis]}"))
         self.visit(k.region)

@@ -80,9 +80,19 @@ def get_driver():
         return drv
 
 
+def _optin_shared(dev, A) -> int:
+    """The device's opt-in limit of shared memory per block (its default limit where the
+    driver does not report one)."""
+    try:
+        return dev.get_attribute(A.MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+    except AttributeError:  # pragma: no cover - an old PyCUDA without the attribute
+        return dev.get_attribute(A.MAX_SHARED_MEMORY_PER_BLOCK)
+
+
 def device_info() -> dict:
     """Architecture and limits of the current device (``arch``, ``max_threads_per_block``,
-    ``max_shared_bytes``, ``max_block_dims``, ``max_grid_dims``, ``name``, ``bus_id``)."""
+    ``max_shared_bytes``, ``max_shared_bytes_optin`` (what a kernel may ask for as dynamic
+    shared memory), ``max_block_dims``, ``max_grid_dims``, ``name``, ``bus_id``)."""
     with _LOCK:
         info = _STATE.get("info")
     if info is not None:
@@ -97,6 +107,7 @@ def device_info() -> dict:
         "bus_id": dev.pci_bus_id(),
         "max_threads_per_block": dev.get_attribute(A.MAX_THREADS_PER_BLOCK),
         "max_shared_bytes": dev.get_attribute(A.MAX_SHARED_MEMORY_PER_BLOCK),
+        "max_shared_bytes_optin": _optin_shared(dev, A),
         "max_block_dims": (dev.get_attribute(A.MAX_BLOCK_DIM_X), dev.get_attribute(A.MAX_BLOCK_DIM_Y),
                            dev.get_attribute(A.MAX_BLOCK_DIM_Z)),
         "max_grid_dims": (dev.get_attribute(A.MAX_GRID_DIM_X), dev.get_attribute(A.MAX_GRID_DIM_Y),
@@ -241,9 +252,10 @@ class Launcher:
             if grid[a] > info["max_grid_dims"][a]:
                 raise LaunchLimitError(f"kernel {k.name} of {self.name}: {grid[a]} blocks on axis {AXES[a]} exceed "
                                  f"the device limit {info['max_grid_dims'][a]}")
-        if k.shared_bytes > info["max_shared_bytes"]:
+        limit = info["max_shared_bytes_optin"] if k.dynamic_shared else info["max_shared_bytes"]
+        if k.shared_bytes > limit:
             raise LaunchLimitError(f"kernel {k.name} of {self.name} uses {k.shared_bytes} bytes of shared memory, "
-                             f"more than the device's {info['max_shared_bytes']}")
+                             f"more than the device's {limit}")
 
     def run(self, arrays: list, sizes: dict) -> None:
         """Launch every kernel in order with the bound ``arrays`` and ``sizes``."""
@@ -292,7 +304,9 @@ class Launcher:
                             raise KernelArgumentError(f"size {a.var.name} of {self.name} is not bound")
                         args.append(scalar_arg(a.var, v, self.name))
                 try:
-                    fn(*args, grid=grid, block=block)
+                    if k.dynamic_shared:
+                        fn.set_attribute(drv.function_attribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, k.dynamic_shared)
+                    fn(*args, grid=grid, block=block, shared=k.dynamic_shared)
                     if self.sync:
                         drv.Context.synchronize()
                 except drv.Error as exc:

@@ -81,12 +81,18 @@ def assign_memory_scopes(plan: CudaPlan) -> None:
         _classify_allocs(plan, k)
         promote_private(plan, k)
         shared = [p for p in _placements_in(plan, k) if p.scope == "shared"]
-        # each __shared__ array is 16-byte aligned: count its padded size
-        k.shared_bytes = sum(-(-p.nbytes // 16) * 16 for p in shared)
+        # each shared array is 16-byte aligned: count its padded size (and place it there when
+        # the kernel takes dynamic shared memory)
+        k.shared_bytes = 0
+        for p in shared:
+            p.offset = k.shared_bytes
+            k.shared_bytes += -(-p.nbytes // 16) * 16
         if k.shared_bytes > plan.max_shared:
             names = ", ".join(f"{p.buffer.name} ({p.nbytes} B)" for p in shared)
             raise BuildError(f"kernel {k.index} needs {k.shared_bytes} bytes of shared memory ({names}), more "
-                             f"than the limit of {plan.max_shared} bytes; use smaller tiles")
+                             f"than the limit of {plan.max_shared} bytes; use smaller tiles, or build with a larger "
+                             "max_shared_bytes (up to the device's opt-in limit: 163 KiB on sm_80, 227 KiB on sm_90; "
+                             "more than 48 KiB is taken as dynamic shared memory)")
     size_ids = plan.size_ids
     for b in plan.scratch:
         bad = [v for v in free_vars(b.dims) if id(v) not in size_ids]

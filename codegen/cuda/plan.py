@@ -42,7 +42,12 @@ from loopnest.stmt import For, Stmt, iter_stmts
 from ..kernel import Param, eval_int_expr
 from .ir_queries import AXES, extent
 
-__all__ = ["ArgRef", "KernelSpec", "Guard", "Placement", "KernelPlan", "CudaPlan"]
+__all__ = ["ArgRef", "KernelSpec", "Guard", "Placement", "KernelPlan", "CudaPlan", "STATIC_SHARED_BYTES"]
+
+#: the most shared memory a kernel may declare statically (``__shared__`` arrays); a kernel
+#: that needs more takes it as dynamic shared memory (``extern __shared__``), which the device
+#: must allow (its opt-in limit: 163 KiB on sm_80, 227 KiB on sm_90), see ``KernelSpec.dynamic_shared``
+STATIC_SHARED_BYTES = 48 * 1024
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,17 @@ class KernelSpec:
     shared_bytes: int
     bound: bool            # False: a single-thread kernel (no GPU-bound loops)
     stmt: Stmt = field(default=None, repr=False)
+
+    @property
+    def dynamic_shared(self) -> int:
+        """Bytes of dynamic shared memory to launch with: all of ``shared_bytes`` when they are
+        more than ``STATIC_SHARED_BYTES`` (the kernel then declares its shared buffers in one
+        ``extern __shared__`` array), else 0.
+
+        >>> KernelSpec("k", (1, 1, 1), (32, 1, 1), [], 64 * 1024, True).dynamic_shared
+        65536
+        """
+        return self.shared_bytes if self.shared_bytes > STATIC_SHARED_BYTES else 0
 
     @property
     def static_threads(self) -> int | None:
@@ -130,7 +146,8 @@ class Placement:
     ``"shared"`` (``__shared__``; with ``slice_axes``: one slice of the buffer per thread of
     those thread axes, whose block sizes are ``slice_dims``) or ``"local"`` (a thread-local
     array; ``private_size``: promoted from shared memory, each thread keeping that many
-    elements indexed without the thread variables).
+    elements indexed without the thread variables). ``offset``: the byte offset of a shared
+    buffer in its kernel's shared memory (16-byte aligned, in allocation order).
 
     >>> from te import Buffer
     >>> p = Placement(Buffer("t", (16,), "float32"), "shared", slice_axes=(1,), slice_dims=(8,))
@@ -145,6 +162,7 @@ class Placement:
     slice_axes: tuple = ()
     slice_dims: tuple = ()
     private_size: int | None = None
+    offset: int = 0
 
     @property
     def slices(self) -> int:

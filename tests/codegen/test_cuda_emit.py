@@ -410,6 +410,54 @@ def test_refuses_more_shared_memory_than_48kib():
         build(ex.nest, ex.args, target="cuda", max_shared_bytes=1024)
 
 
+def _big_shared_nest():
+    """52000 bytes of shared memory, read across threads: more than a kernel may declare statically."""
+    A = Buffer("A", (4, 64), float32)
+    Y = Compute("Y", (4, 64), lambda i, j: A[i, j])
+    big = Buffer("big", (13000,), float32)
+    nest = _bound_nest([64, 64], lambda k, b, t: [Store(big, (t + 12900,), A[b, t])] if k == 0 else
+                       [Store(Y, (b, t), big[12900 + 63 - t] * 2.0)], outputs=[Y], intermediates=[big])
+    return nest, A, Y
+
+
+def test_more_than_48kib_of_shared_memory_is_dynamic_where_the_limit_allows_it():
+    nest, A, Y = _big_shared_nest()
+    k = build(nest, [A, Y], target="cuda", max_shared_bytes=100 * 1024)
+    spec = k.module.kernels[0]
+    assert spec.shared_bytes == 52000 and spec.dynamic_shared == 52000
+    assert "extern __shared__ __align__(16) unsigned char tc_smem[];" in k.source
+    assert "float* const b_big = reinterpret_cast<float*>(tc_smem + 0);" in k.source
+    assert "__shared__ __align__(16) float b_big" not in k.source
+    if HAVE_EMU:
+        a = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+        y = np.zeros_like(a)
+        run_on_host(k, a, y)
+        np.testing.assert_array_equal(y, a[:, ::-1] * 2)
+    if HAVE_NVCC:
+        assert k.compile("sm_80")
+    ex = examples.matmul_tiled(32, 32, 32, 16)
+    small = build(ex.nest, ex.args, target="cuda", max_shared_bytes=100 * 1024)
+    assert small.module.kernels[0].dynamic_shared == 0 and "extern __shared__" not in small.source
+
+
+def test_shared_buffers_of_a_dynamic_kernel_sit_at_aligned_offsets():
+    A = Buffer("A", (4, 64), float32)
+    Y = Compute("Y", (4, 64), lambda i, j: A[i, j])
+    big = Buffer("big", (12999,), float32)                  # 51996 bytes: padded to 52000
+    small = Buffer("small", (64,), float32)
+    nest = _bound_nest([64, 64], lambda k, b, t: [Store(big, (t,), A[b, t]), Store(small, (t,), A[b, t])]
+                       if k == 0 else [Store(Y, (b, t), big[63 - t] + small[63 - t])], outputs=[Y],
+                       intermediates=[big, small])
+    k = build(nest, [A, Y], target="cuda", max_shared_bytes=64 * 1024)
+    assert k.module.kernels[0].dynamic_shared == 52000 + 256
+    assert "reinterpret_cast<float*>(tc_smem + 0)" in k.source and "reinterpret_cast<float*>(tc_smem + 52000)" in k.source
+    if HAVE_EMU:
+        a = np.random.default_rng(1).standard_normal((4, 64)).astype(np.float32)
+        y = np.zeros_like(a)
+        run_on_host(k, a, y)
+        np.testing.assert_allclose(y, 2 * a[:, ::-1], rtol=1e-6)
+
+
 def test_refuses_block_loops_that_are_not_outermost():
     A = Buffer("A", (4, 64), float32)
     B = Compute("B", (4, 64), lambda i, j: A[i, j] * 2.0)
@@ -698,6 +746,7 @@ class _FakeDriver:
 
     class function_attribute:
         MAX_THREADS_PER_BLOCK = "MAX_THREADS_PER_BLOCK"
+        MAX_DYNAMIC_SHARED_SIZE_BYTES = "MAX_DYNAMIC_SHARED_SIZE_BYTES"
 
     class Context:
         @staticmethod
@@ -708,7 +757,7 @@ class _FakeDriver:
         import ctypes
         from codegen.cuda import emulate
         self.lib = ctypes.CDLL(emulate._build(kernel))
-        self.allocs, self.launches, self.copies = [], [], []
+        self.allocs, self.launches, self.copies, self.shared, self.attributes = [], [], [], [], []
         self.fail = fail
 
     def mem_alloc(self, n):
@@ -740,17 +789,21 @@ class _FakeFunction:
     def get_attribute(self, attr):
         return 1024
 
-    def __call__(self, *args, grid, block):
+    def set_attribute(self, attr, value):
+        self.drv.attributes.append((self.name, attr, value))
+
+    def __call__(self, *args, grid, block, shared=0):
         import ctypes
         if self.drv.fail == self.name:
             raise _FakeDriver.Error("an illegal memory access was encountered")
         self.drv.launches.append((self.name, grid, block, [type(a).__name__ for a in args]))
+        self.drv.shared.append(shared)
         vals = (ctypes.c_longlong * len(args))(*[int(a) for a in args])
         getattr(self.drv.lib, f"tc_launch_{self.name}")(vals, (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block))
 
 
 _FAKE_INFO = {"arch": "sm_90", "name": "fake", "bus_id": "fake", "max_threads_per_block": 1024,
-              "max_shared_bytes": 48 * 1024, "max_block_dims": (1024, 1024, 64),
+              "max_shared_bytes": 48 * 1024, "max_shared_bytes_optin": 227 * 1024, "max_block_dims": (1024, 1024, 64),
               "max_grid_dims": (2 ** 31 - 1, 65535, 65535)}
 
 
@@ -827,6 +880,26 @@ def test_launcher_checks_device_limits_and_names_failing_kernels(fake_gpu):
     fake_gpu(k)
     k(**arrays)
     np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-4, atol=1e-4)
+
+
+@requires_emu
+def test_launcher_asks_for_dynamic_shared_memory_within_the_devices_opt_in_limit(fake_gpu):
+    nest, A, Y = _big_shared_nest()
+    k = build(nest, [A, Y], target="cuda", max_shared_bytes=100 * 1024)
+    a = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    y = np.zeros_like(a)
+    drv = fake_gpu(k)
+    k(a, y)
+    np.testing.assert_array_equal(y, a[:, ::-1] * 2)
+    assert drv.shared == [52000] and drv.attributes == [("k0_Y", "MAX_DYNAMIC_SHARED_SIZE_BYTES", 52000)]
+    fake_gpu(k, max_shared_bytes_optin=48 * 1024)
+    with pytest.raises(ValueError, match="52000 bytes of shared memory, more than the device's 49152"):
+        k(a, y)
+    ex = examples.matmul_tiled(32, 32, 32, 16)
+    static = build(ex.nest, ex.args, target="cuda")
+    drv = fake_gpu(static)
+    static(**ex.make(np.random.default_rng(0))[0])
+    assert drv.shared == [0] and drv.attributes == []
 
 
 def test_arrays_are_passed_in_memory_order_for_layout_buffers(fake_gpu):
