@@ -22,7 +22,7 @@ from te import Buffer, Reduce, Sum, Var, cast, float32
 from loopnest import LoopNest, ScheduleError
 from loopnest.stmt import Block, For, Store
 from loopnest.transforms.tensorize import fragment_col, fragment_row
-from codegen import build
+from codegen import BuildError, build
 from codegen.cuda import nvcc_available
 
 # -- one warp tile, lane by lane -----------------------------------------------------------
@@ -68,6 +68,19 @@ print("\n".join(kernel.source[start:].splitlines()[:3]))
 if nvcc_available():
     info = kernel.compile("sm_90")
     print(f"sm_90: {info['registers']} registers, {info['shared_bytes']} B shared, {info['spill_stores']} spills")
+
+# -- larger tiles, deeper pipelines: more than 48 KiB of shared memory -----------------------
+# 128 x 128 tiles with four k-stages copied by cp.async need 74 KiB: refused by default, built
+# as dynamic shared memory with a larger max_shared_bytes (the launch asks the device for it)
+big = LoopNest([C])
+big.gpu_matmul(BM=128, BN=128, BK=32, WM=64, WN=32, stages=4, prefetch="shared")
+try:
+    build(big, [A, B, C], target="cuda")
+except BuildError as exc:
+    print("\nrefused:", str(exc).split(";")[0])
+deep = build(big, [A, B, C], target="cuda", max_shared_bytes=160 * 1024)
+print("dynamic shared memory:", deep.module.kernels[0].dynamic_shared, "bytes")
+assert "extern __shared__" in deep.source
 
 a = rng.standard_normal((n, n)).astype(np.float16)
 b = rng.standard_normal((n, n)).astype(np.float16)
