@@ -25,7 +25,9 @@ from __future__ import annotations
 import random
 
 from loopnest import Target
-from loopnest.stmt import Block, For, iter_stmts
+from loopnest.stmt import Block, For, Store, iter_stmts
+from te.expr import walk
+from te.queries import loads
 
 #: every drawn operation with its weight: the transforms of LoopNest, and simplify
 OPS = {
@@ -83,6 +85,37 @@ def _sibling_pairs(nest) -> list:
                 if isinstance(a, For) and isinstance(b, For):
                     out.append([a.var.name, b.var.name])
     return out
+
+
+#: the largest expression (in nodes, shared subexpressions counted at every use) that a
+#: ``compute_inline`` the tester draws may create: seed 48, case 96 inlined a 40-node stage into
+#: the 260 terms of a deep sum read twice (10,000 nodes), which LLVM's optimiser took minutes over
+#: (slow, not wrong; a user who inlines that much waits as long)
+INLINE_MAX_NODES = 4000
+
+
+def _inlined_nodes(nest, name: str) -> int:
+    """Nodes that inlining tensor ``name`` would put in its consumers: its largest stored value
+    times the loads of it in the nest's other stores.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (8,), "float32")
+    >>> T = Compute("T", (8,), lambda i: A[i] * 2.0 + 1.0)
+    >>> U = Compute("U", (8,), lambda i: T[i] + T[7 - i])
+    >>> _inlined_nodes(LoopNest([U]), "T")     # A[i] * 2.0 + 1.0: 6 nodes (the index too), read twice
+    12
+    """
+    stores = [s for s in iter_stmts(nest.root) if isinstance(s, Store)]
+    sizes = []
+    for s in stores:
+        if s.buffer.name == name:
+            count = [0]
+            walk(s.value, lambda e: count.__setitem__(0, count[0] + 1))
+            sizes.append(count[0])
+    reads = sum(1 for s in stores if s.buffer.name != name for ld in loads([s.value, *s.indices])
+                if ld.buffer.name == name)
+    return max(sizes, default=0) * reads
 
 
 def _target(rnd: random.Random) -> dict:
@@ -145,6 +178,8 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
     elif op in GPU_OPS:
         args = [pick(), rnd.randint(0, 2)]
     elif op in ("compute_inline", "compute_at"):
+        if op == "compute_inline":
+            intermediates = [n for n in intermediates if _inlined_nodes(nest, n) <= INLINE_MAX_NODES]
         if not intermediates:
             return draw_step(nest, rnd, gpu, state)
         args = [_buffer(rnd.choice(intermediates))] + ([pick()] if op == "compute_at" else [])

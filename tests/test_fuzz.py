@@ -95,6 +95,27 @@ def test_auto_schedule_is_drawn_as_a_first_step_for_a_random_cpu():
     assert nest.history and "Target(vector_bits=" in step_source(autos[0])
 
 
+def test_an_inline_that_would_create_a_huge_expression_is_not_drawn():
+    """Seed 48, case 96: a 40-node stage inlined into the 260 terms of a deep sum took LLVM's
+    optimiser minutes; the tester draws no inline beyond ``INLINE_MAX_NODES``."""
+    import functools
+    import operator
+    import random
+
+    from fuzz.schedules import INLINE_MAX_NODES, DrawState, _inlined_nodes, draw_step
+    from te import Buffer, Compute
+    A = Buffer("A", (8,), "float32")
+    small = Compute("small", (8,), lambda i: A[i] + 1.0)
+    big = Compute("big", (8,), lambda i: (A[i] * 2.0 + A[7 - i]) * (A[i] - 3.0))
+    deep = Compute("deep", (8,), lambda i: functools.reduce(operator.add, [big[(i + k) % 8] + small[i]
+                                                                           for k in range(400)]))
+    nest = LoopNest([deep])
+    assert _inlined_nodes(nest, "big") > INLINE_MAX_NODES >= _inlined_nodes(nest, "small")
+    inlined = {s["args"][0]["buffer"] for s in (draw_step(nest, random.Random(k), False, DrawState())
+                                                for k in range(300)) if s["op"] == "compute_inline"}
+    assert inlined == {"small"}
+
+
 def test_a_low_precision_sum_of_fractions_that_could_round_is_not_drawn():
     """A float16 sum of halves is exact only below 2 ** 10, not the integers' 2 ** 11 (seed 40,
     case 448: the partial sums 1058.5 and 1250.5 rounded)."""
