@@ -64,8 +64,9 @@ def build_cuda(nest, params: Sequence[Param], **options) -> CudaKernel:
     1024) and ``max_shared_bytes`` (default 48 KiB): a nest over those limits is refused
     with a BuildError here, before anything runs. Raise ``max_shared_bytes`` (up to the
     device's opt-in limit: 163 KiB on sm_80, 227 KiB on sm_90) for kernels that need more than
-    48 KiB: they declare it as dynamic shared memory and the launch asks the device for it. ``dump`` (default: the environment
-    variable ``LOOPNEST_DUMP_PASSES``) prints the CUDA steps and their plan to stderr.
+    48 KiB: they declare it as dynamic shared memory and the launch asks the device for it.
+    ``dump`` (default: the environment variable ``LOOPNEST_DUMP_PASSES``) prints the CUDA
+    steps and their plan to stderr.
     External calls (``te.extern``) are refused with a BuildError.
     """
     unknown = sorted(set(options) - set(_OPTIONS))

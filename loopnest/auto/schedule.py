@@ -48,7 +48,8 @@ from te.tensor import Tensor
 from ..errors import ScheduleError
 from ..queries import stmt_loads
 from ..target import Target, resolve_target
-from .templates import blocks_leftover_columns, contraction, pack_candidate, several, reduction as plain_reduction, vector_reduction, vectorize_split
+from .templates import (blocks_leftover_columns, contraction, pack_candidate, several, reduction as plain_reduction,
+                        vector_reduction, vectorize_split)
 from .classify import classify, const_extent, consumers_of, sliced_loop
 
 __all__ = ["auto_schedule", "AutoScheduleReport", "TensorChoice", "contraction_params", "gathers",

@@ -255,8 +255,8 @@ def blocks_leftover_columns(t: Tensor, k: dict) -> bool:
     >>> P = Buffer("P", (8, 30, 30), "float32"); W = Buffer("W", (16, 8, 3, 3), "float32")
     >>> Y = Reduce("Y", (16, 28, 28), Sum(), lambda co, y, x, ci, ry, rx: P[ci, y + ry, x + rx] * W[co, ci, ry, rx],
     ...            (8, 3, 3))
-    >>> blocks_leftover_columns(Y, dict(reg_i=4, reg_o=4, kc=0)), blocks_leftover_columns(Y, dict(reg_i=3, reg_o=4, kc=0))
-    (True, False)
+    >>> [blocks_leftover_columns(Y, dict(reg_i=rows, reg_o=4, kc=0)) for rows in (4, 3)]
+    [True, False]
     """
     dims = [const_extent(d) for d in t.dims]
     return len(dims) >= 3 and not k["kc"] and None not in dims[-3:] and dims[-2] % max(1, k["reg_i"]) == 0 \

@@ -450,7 +450,8 @@ def test_shared_buffers_of_a_dynamic_kernel_sit_at_aligned_offsets():
                        intermediates=[big, small])
     k = build(nest, [A, Y], target="cuda", max_shared_bytes=64 * 1024)
     assert k.module.kernels[0].dynamic_shared == 52000 + 256
-    assert "reinterpret_cast<float*>(tc_smem + 0)" in k.source and "reinterpret_cast<float*>(tc_smem + 52000)" in k.source
+    assert "reinterpret_cast<float*>(tc_smem + 0)" in k.source
+    assert "reinterpret_cast<float*>(tc_smem + 52000)" in k.source
     if HAVE_EMU:
         a = np.random.default_rng(1).standard_normal((4, 64)).astype(np.float32)
         y = np.zeros_like(a)
