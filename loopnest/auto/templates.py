@@ -345,15 +345,17 @@ def reduction(nest, t: Tensor, k: dict):
     return loops[0] if loops else None
 
 
-def vector_reduction(nest, t: Tensor, at, lanes: int) -> bool:
+def vector_reduction(nest, t: Tensor, at, lanes: int, fold: int = 0) -> bool:
     """Vectorize the innermost reduction loop of ``t`` through ``lanes`` partial results:
     split it by ``lanes``, ``rfactor`` at the inner part (the partials accumulate side by
     side: a reassociation that rfactor makes legal for Sum / Max / Min), keep the partials
     in a local buffer at loop ``at`` (registers) and vectorize their accumulation. A
     constant extent that ``lanes`` divides is split exactly; any other extent (a symbolic
     one included) is split with a mask (``split_with_mask``: the last partial vector is
-    guarded). Returns False (and changes nothing) when the extent is a constant no larger
-    than ``lanes``.
+    guarded). With ``fold``, the partials are then added into ``fold`` partials by vector
+    operations (a second rfactor) where ``fold`` divides ``lanes``, so the serial reduction
+    left adds up only ``fold`` of them. Returns False (and changes nothing) when the extent
+    is a constant no larger than ``lanes``.
 
     >>> from te import Buffer, Reduce, Sum, Var
     >>> from loopnest import LoopNest
@@ -365,6 +367,10 @@ def vector_reduction(nest, t: Tensor, at, lanes: int) -> bool:
     >>> S = Reduce("S", (4,), Sum(), lambda i, k: B[i, k], (N,))
     >>> nest = LoopNest([S]); vector_reduction(nest, S, nest.get_loops_for(S)[0], 16)
     True
+    >>> nest = LoopNest([R]); vector_reduction(nest, R, nest.get_loops_for(R)[0], 32, fold=8)
+    True
+    >>> [lp.extent for lp in nest.get_loops_for(R)]     # the row, then the 8 partials left
+    [4, 8]
     """
     k = nest.get_loops_for(t)[-1]
     n = const_extent(k.extent)
@@ -377,6 +383,11 @@ def vector_reduction(nest, t: Tensor, at, lanes: int) -> bool:
     rf = nest.rfactor(t, ki)
     nest.cache_accesses(rf, rf.name + "_lanes", at)
     nest.vectorize(ki)
+    if fold and fold < lanes and lanes % fold == 0:
+        _, fi, _ = nest.split_with_tail(nest.get_loops_for(t)[-1], fold)
+        rf = nest.rfactor(t, fi)
+        nest.cache_accesses(rf, rf.name + "_lanes", at)
+        nest.vectorize(fi)
     return True
 
 
