@@ -244,12 +244,18 @@ def remember(key, source: str, compiled: Compiled) -> None:
             _memory.popitem(last=False)
 
 
+#: part of every disk-cache key: raised when the same IR on the same LLVM compiles to other
+#: code (2: kernels with LLVM 22's AVX-512 encoding defect are compiled again, ``evex_check``;
+#: objects cached before may hold the defect)
+CODEGEN_REVISION = 2
+
+
 def content_hash(ir_text: str, opt: int) -> str:
-    """The disk-cache key of an IR module compiled for this host."""
+    """The disk-cache key of an IR module compiled for this host (and ``CODEGEN_REVISION``)."""
     h = host_info()
     m = hashlib.sha256()
     for part in (ir_text, h["triple"], h["cpu"], h["features"], llvmlite.__version__,
-                 ".".join(map(str, llvm.llvm_version_info)), str(opt)):
+                 ".".join(map(str, llvm.llvm_version_info)), str(opt), f"revision {CODEGEN_REVISION}"):
         m.update(part.encode())
         m.update(b"\0")
     return m.hexdigest()

@@ -101,3 +101,11 @@ def test_a_kernel_with_the_defect_is_generated_again_without_avx512():
     t2, t3 = np.zeros((6, 7), np.int32), np.zeros((6, 6), np.int32)
     kernel(np.array([0.0, -2.0, 0.0, -1.0, -2.0, 2.0], np.float32), t3, t2)
     np.testing.assert_array_equal(t2, np.full((6, 7), -12))
+
+
+def test_objects_cached_on_disk_before_the_check_are_not_reused(monkeypatch):
+    """The disk-cache key holds ``CODEGEN_REVISION``: an object compiled before the check
+    (possibly with the defect) is not found under the new key."""
+    key = jit.content_hash("define void @f() {\n  ret void\n}\n", 3)
+    monkeypatch.setattr(jit, "CODEGEN_REVISION", jit.CODEGEN_REVISION - 1)
+    assert jit.content_hash("define void @f() {\n  ret void\n}\n", 3) != key
