@@ -24,7 +24,8 @@ from .legalize import (expand_float_min_max, guard_int_division, lower_low_preci
                        short_circuit, unsigned_division, widen_indices)
 from .legalize_vectors import legalize_vectors, scalarize_vectors
 from .queries import own_loaded_ids
-from .stmt import Allocate, Block, ExternCall, For, Free, Stmt, StmtMutator, Store, stmt_children
+from .kinds import ForKind
+from .stmt import Allocate, Block, ExternCall, For, Free, Stmt, StmtMutator, Store, iter_stmts, stmt_children
 from .vectorize_lowering import lower_vectorized_loops
 
 
@@ -258,6 +259,9 @@ def insert_allocations(nest, root: Stmt) -> Stmt:
     return root
 
 
+_CONCURRENT = (ForKind.PARALLEL, ForKind.GPU_BLOCK, ForKind.GPU_THREAD)
+
+
 def _private_to(nest, buf, f: For) -> bool:
     """Whether ``buf`` may be allocated inside loop ``f`` (a loop of ``nest.root`` or a lowered
     copy of one); False for a loop the nest's analysis does not know. A buffer stored at a
@@ -267,6 +271,12 @@ def _private_to(nest, buf, f: For) -> bool:
     inside = allocate_inside(nest, buf, f)
     if inside is not None:
         return inside
+    if id(buf) in nest._cache_buffers and any(g.kind in _CONCURRENT for g in iter_stmts(f) if isinstance(g, For)):
+        # a cache_accesses copy is filled by each iteration of its loop before it is read, so
+        # it is private to every loop that contains all its uses (the loops asked about here),
+        # even where the dependence analysis cannot show it; it goes down to the parallel or
+        # GPU loops, whose concurrent iterations must not share one copy (seed 50, case 227)
+        return True
     if id(f.var) not in polyhedral_domains().analyze(nest).loops:
         return False
     return legality_checks().privatizable(nest, buf, f.var)

@@ -180,3 +180,51 @@ def test_auto_schedule_does_not_unroll_a_register_tile_of_an_expensive_body():
     build(nest, [A, B, costly], target="llvm")(a, b, out)
     want = sum(a.astype(np.float64) @ np.roll(b, -d, axis=0).astype(np.float64) for d in range(CONTRACTION_MAX_COST))
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-3)
+
+
+# ---------------------------------------------------------------------------------------
+# seed 50, case 227: a cache_accesses copy inside a parallel (or GPU thread) loop, whose
+# region depends on the loop variable and has a size known only at launch. The dependence
+# analysis could not show the copy private to the loop, so it was allocated once outside:
+# the concurrent iterations shared it (wrong values on CUDA; a race on the CPU too).
+# ---------------------------------------------------------------------------------------
+def _case_227():
+    """The program of seed 50, case 227, T1 inlined: (M, A, T2, the nest)."""
+    from te import Buffer, const, floordiv, minimum, select
+    M = Var("M", int32)
+    A = Buffer("A", (M + 1, M + 1), "float32")
+    T1 = Compute("T1", (M + 1, M + 1), lambda i0, i1: minimum(
+        cast(A[i0, i0], "int32"), if_then_else(i0 >= 1, cast(A[i0 - 1, i0], "int32"), 0)))
+    T2 = Compute("T2", (M + 1, M + 1), lambda i0, i1: T1[i1, i1] * select(
+        cast(T1[i0, i1 % 3], "float32").eq(A[i0 % 3, floordiv(i1, 2)]), T1[M - i1, minimum(i1, M)],
+        const(3, "int32") / 3))
+    nest = LoopNest([T2])
+    nest.compute_inline(nest.buffer("T1"))
+    return M, A, T2, nest
+
+
+def test_a_cache_copy_inside_a_parallel_loop_is_allocated_per_iteration():
+    from loopnest.stmt import Allocate, For, ForKind, iter_stmts
+    M, A, T2, nest = _case_227()
+    nest.parallelize(nest.loop("i1_1"))
+    nest.cache_accesses(nest.buffer("A"), "cache1", nest.loop("i1_1"))
+    prepared = nest.copy().prepare_for_codegen()
+    par = next(s for s in iter_stmts(prepared.root) if isinstance(s, For) and s.kind == ForKind.PARALLEL)
+    assert any(isinstance(s, Allocate) and s.buffer.name == "cache1" for s in iter_stmts(par.body))
+    a = np.random.default_rng(0).integers(-3, 4, (65, 65)).astype(np.float32)
+    want = np.zeros((65, 65), np.int32)
+    build(LoopNest([T2]), [A, T2, M], target="ireval")(a, want, 64)
+    for _ in range(3):
+        got = np.zeros_like(want)
+        build(nest, [A, T2, M], target="llvm")(a, got, 64)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_cuda_refuses_a_cache_copy_sized_at_launch_inside_thread_loops():
+    from codegen import BuildError
+    M, A, T2, nest = _case_227()
+    nest.set_gpu_thread_index(nest.loop("i1_1"), 1)
+    nest.cache_accesses(nest.buffer("A"), "cache1", nest.loop("i1_1"))
+    with pytest.raises(BuildError, match="cache1 is allocated inside GPU-bound loops with a size known only at "
+                                         "launch"):
+        build(nest, [A, T2, M], target="cuda")

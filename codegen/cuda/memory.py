@@ -14,7 +14,9 @@
   that size, shared by every thread instead of fresh per iteration. That is exact when
   each iteration reads only elements it wrote and iterations that write the same element
   write the same value -- what ``compute_at`` produces for a ``Compute`` tensor; a
-  reduction computed at a thread-bound loop must not overlap between threads.
+  reduction computed at a thread-bound loop must not overlap between threads. Any other
+  buffer (a ``cache_accesses`` copy, storage shrunk to a region: element i holds another
+  value in each thread) is refused with a BuildError.
 * Register promotion: a shared buffer that each thread uses privately (see
   :func:`promote_private`) becomes a thread-local array.
 
@@ -46,6 +48,7 @@ from te import expr as E
 from te.expr import Expr, IntImm
 from te.queries import fold_int, free_vars, loads
 from te.simplify import simplify
+from te.tensor import Tensor
 from loopnest.queries import stmt_touches
 from loopnest.stmt import Allocate, Block, For, ForKind, Free, Stmt, Store, iter_stmts, stmt_exprs
 
@@ -179,6 +182,14 @@ def _classify(plan: CudaPlan, k: KernelPlan, a: Allocate, bound: frozenset, afte
     if scope != "global" and b.static_size() is None:
         # a size known only at launch: one global buffer, shared by all threads
         # (see the module docstring for when that is exact)
+        if not isinstance(b, Tensor):
+            raise BuildError(
+                f"buffer {b.name} is allocated inside GPU-bound loops with a size known only at launch, so the "
+                "CUDA backend would give all threads one global copy; that is exact only for a tensor stored "
+                "whole at its own coordinates, not for a copy of a region (cache_accesses) or storage shrunk to "
+                "a region (store_at), whose element i holds another value in each thread; give the region "
+                "constant extents (split the loops it depends on by constants) or allocate it outside the GPU "
+                "loops")
         scope, slice_axes, slice_dims = "global", (), ()
     _place(plan, Placement(b, scope, k.index, slice_axes=slice_axes, slice_dims=slice_dims))
 
