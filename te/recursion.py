@@ -173,7 +173,9 @@ def _on_deep_thread(fn: Callable, args: tuple, kwargs: dict) -> Any:
                     thread.start()
                 finally:
                     threading.stack_size(old)
-            done.wait()
+            while not done.wait(0.05):
+                pass    # a wait that times out lets this thread run signal handlers: a signal
+                # that the OS delivers to the deep thread does not wake a thread blocked in a wait
         except BaseException as exc:    # Ctrl-C or a signal handler's exception: stop the deep call too
             # (an interrupted Thread.join marks a running thread as stopped in Python 3.11, so
             # the waits are on events)
