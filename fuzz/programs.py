@@ -573,8 +573,10 @@ class _Generator:
             body = [rnd.choice(ARITH), self.operand(prev, dtype, ivars, rvars), self.expr(dtype, 2, ivars, rvars)]
             draw = rnd.random()
             stencil_before = prev.body is not None and prev.body[0] == "sum" or not self.loadable(prev, ivars)
-            if draw < DEEP_PROBABILITY and not stencil_before:   # generated code and polynomials are this deep
-                # (not over a stencil: inlining it multiplies the deep sum's terms by its own)
+            if draw < DEEP_PROBABILITY and not stencil_before and not rdims:
+                # generated code and polynomials are this deep (not over a stencil: inlining it
+                # multiplies the deep sum's terms by its own; not as a reduction's body: LLVM's
+                # code generation of a 378-term sum in a reduction took 30 s, seed 51, case 278)
                 body = ["sum", [self.load(prev, dtype, ivars, rvars) for _ in range(rnd.randint(100, 700))]]
             elif draw < DEEP_PROBABILITY + STENCIL_PROBABILITY and not stencil_before:
                 # one tensor read at several offsets (not two stencils in a row: inlining one

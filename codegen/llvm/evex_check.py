@@ -23,7 +23,7 @@ import re
 
 import llvmlite.binding as llvm
 
-__all__ = ["FALLBACK_FEATURES", "at_risk", "escaped", "vex_with_high_registers"]
+__all__ = ["CHECK_MAX_LINES", "FALLBACK_FEATURES", "at_risk", "escaped", "vex_with_high_registers"]
 
 # LLVM versions whose EVEX compression has the defect
 AFFECTED_LLVM = frozenset({22})
@@ -31,6 +31,11 @@ AFFECTED_LLVM = frozenset({22})
 # appended to the CPU's features for the second generation: no AVX-512 at all (a "-name"
 # also turns off every feature that builds on it)
 FALLBACK_FEATURES = "-avx512f"
+
+#: an optimised module longer than this (lines) that is at risk is compiled without AVX-512 at
+#: once: printing its assembly to check it would double a code generation that already takes
+#: long (30 s for a 7,000-line reduction of a 378-term sum, random tester seed 51, case 278)
+CHECK_MAX_LINES = 4000
 
 # instructions with a VEX encoding and no EVEX one: they can only name vector registers 0-15
 _VEX_ONLY = re.compile(r"^\s*v(movmskp[sd]|pmovmskb|blendvp[sd]|pblendvb|p?maskmov\w*|testp[sd]|ptest|"

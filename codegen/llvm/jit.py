@@ -298,7 +298,8 @@ def _generate(mod: llvm.ModuleRef, ir_text: str, opt: int) -> tuple[str, bytes]:
     host; return the optimised IR text and the object code. ``mod`` is closed here.
 
     Where the code may have LLVM 22's AVX-512 encoding defect (``evex_check.at_risk``), its
-    assembly is checked; if it has the defect, ``ir_text`` is compiled again without AVX-512.
+    assembly is checked; if it has the defect, ``ir_text`` is compiled again without AVX-512
+    (at once, without the check, for a module over ``evex_check.CHECK_MAX_LINES`` lines).
     """
     h = host_info()
     tm = _shared_tm(opt)
@@ -307,7 +308,8 @@ def _generate(mod: llvm.ModuleRef, ir_text: str, opt: int) -> tuple[str, bytes]:
         mod.data_layout = str(tm.target_data)
         _optimize(mod, opt)
         optimized = str(mod)
-        if evex_check.at_risk(h["triple"], h["features"], optimized) and _has_evex_defect(optimized, tm):
+        if evex_check.at_risk(h["triple"], h["features"], optimized) and (
+                optimized.count("\n") > evex_check.CHECK_MAX_LINES or _has_evex_defect(optimized, tm)):
             _stats["evex_fallbacks"] += 1
             mod.close()
             tm = _shared_tm(opt, evex_check.FALLBACK_FEATURES)

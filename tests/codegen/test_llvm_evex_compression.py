@@ -109,3 +109,20 @@ def test_objects_cached_on_disk_before_the_check_are_not_reused(monkeypatch):
     key = jit.content_hash("define void @f() {\n  ret void\n}\n", 3)
     monkeypatch.setattr(jit, "CODEGEN_REVISION", jit.CODEGEN_REVISION - 1)
     assert jit.content_hash("define void @f() {\n  ret void\n}\n", 3) != key
+
+
+def test_a_large_module_at_risk_is_compiled_without_avx512_at_once(monkeypatch):
+    """Over ``CHECK_MAX_LINES`` lines the assembly is not printed (that would double a long
+    code generation): the kernel is generated without AVX-512 straight away."""
+    h = jit.host_info()
+    if not evex_check.at_risk(h["triple"], h["features"], "%c = icmp slt <4 x i32> %x, zeroinitializer"):
+        pytest.skip("this host's LLVM and CPU cannot have the defect")
+    monkeypatch.setattr(evex_check, "CHECK_MAX_LINES", 0)
+    monkeypatch.setattr(jit, "_has_evex_defect", lambda *a: pytest.fail("the assembly was printed"))
+    A, T2, T3 = case_565()
+    before = jit.cache_stats()["evex_fallbacks"]
+    kernel = build(LoopNest([T3, T2]), [A, T3, T2], target="llvm", cache=False)
+    assert jit.cache_stats()["evex_fallbacks"] == before + 1
+    t2, t3 = np.zeros((6, 7), np.int32), np.zeros((6, 6), np.int32)
+    kernel(np.array([0.0, -2.0, 0.0, -1.0, -2.0, 2.0], np.float32), t3, t2)
+    np.testing.assert_array_equal(t2, np.full((6, 7), -12))
