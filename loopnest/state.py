@@ -130,9 +130,10 @@ class NestState:
         #: buffers made by the pass shrink_storage (by id) -> the loops their Allocate goes
         #: inside (those around the innermost parallel loop at or around the storage loop)
         self._local_storage: dict[int, frozenset] = {}
-        #: buffers made by cache_accesses (by id): each iteration of the loop they are cached at
-        #: fills them before it reads them, so they are private to every loop around that
-        self._cache_buffers: set[int] = set()
+        #: buffers made by cache_accesses (id -> the buffer, kept so that the id stays its own):
+        #: each iteration of the loop they are cached at fills them before it reads them, so
+        #: they are private to every loop around that
+        self._cache_buffers: dict[int, Buffer] = {}
         self._tensor_loops: dict[str, list[Var]] = {}
 
     def _init_from_stmt(self, stmt: Any, outputs: Sequence[Buffer]) -> None:
@@ -245,7 +246,7 @@ class NestState:
         new._tail_of = dict(self._tail_of)
         new._tensorized = dict(self._tensorized)
         new._local_storage = dict(self._local_storage)
-        new._cache_buffers = set(self._cache_buffers)
+        new._cache_buffers = dict(self._cache_buffers)
         new.history = list(self.history)
         return new
 

@@ -257,5 +257,5 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
     new_f = f.replace(body=Block(tuple(stmts)))
     nest.root = replace_loop(nest.root, f.var, lambda _: new_f)
     nest.add_buffer(local)
-    nest._cache_buffers.add(id(local))
+    nest._cache_buffers[id(local)] = local
     return local
