@@ -21,15 +21,20 @@ from te.printer import expr_to_str
 from ..errors import ScheduleError
 from ..lazy_analysis import legality_checks
 from ..loop import Loop
-from ..stmt import Block, For, ForKind, LetStmt, Stmt, iter_stmts
+from ..stmt import Block, For, ForKind, LetStmt, Stmt, iter_stmts, stmt_exprs
 from ..vectorize_lowering import lower_vectorized_loops  # re-exported: it used to live here
 from ._rewrite import add, clone_fresh, floordiv_c, mul, nonnegative_extent, replace_loop, substitute_stmt, tidy
 
 __all__ = ["vectorize", "unroll", "parallelize", "set_gpu_index", "lower_vectorized_loops",
-           "MAX_UNROLL"]
+           "MAX_UNROLL", "MAX_UNROLL_NODES"]
 
 #: the most copies a full unroll may make
 MAX_UNROLL = 1024
+
+#: the most nodes (statements and expression nodes) the copies of a full unroll may hold:
+#: 1,024 copies of a 300-node body gave a 237,000-line LLVM module that LLVM's optimiser
+#: took more than ten minutes over (random tester seed 53, case 253)
+MAX_UNROLL_NODES = 65536
 
 _GPU = (ForKind.GPU_BLOCK, ForKind.GPU_THREAD)
 _AXES = "xyz"
@@ -214,7 +219,8 @@ def unroll(nest, loop, factor: int | None = None):
                                             }
 
     Always legal (iterations keep their order). Refused: a GPU-bound loop, a non-constant
-    extent for a full unroll, a factor that is not an int >= 1 or not below a constant extent.
+    extent for a full unroll, a factor that is not an int >= 1 or not below a constant extent,
+    copies that would hold more than ``MAX_UNROLL_NODES`` statements and expression nodes.
     """
     f = loop.stmt
     _not_gpu(f, "unroll")
@@ -237,6 +243,10 @@ def unroll(nest, loop, factor: int | None = None):
         if n is not None and factor >= n:
             raise ScheduleError(f"unroll({loop.name}, {factor}): the factor is not below the extent {n}; "
                                 f"use unroll({loop.name}) to unroll fully")
+    size = _nodes(f.body)
+    if factor * size > MAX_UNROLL_NODES:
+        raise ScheduleError(f"{call}: {factor} copies of the body of {size} nodes would make {factor * size} "
+                            f"(at most {MAX_UNROLL_NODES}); use a smaller factor")
     tails = [_unroll_by(nest, Loop(nest, g.var).stmt, n, factor) for g, n in zip(group, extents)]
     for t in tails[1:]:
         if t is not None and tails[0] is not None:
@@ -252,7 +262,24 @@ def _full_unroll_extent(nest, f: For, name: str) -> int:
     if n > MAX_UNROLL:
         raise ScheduleError(f"cannot fully unroll loop {name}: {n} iterations would make {n} copies "
                             f"(at most {MAX_UNROLL}); unroll by a factor instead")
+    size = _nodes(f.body)
+    if n * size > MAX_UNROLL_NODES:
+        raise ScheduleError(f"cannot fully unroll loop {name}: {n} copies of its body of {size} nodes would make "
+                            f"{n * size} (at most {MAX_UNROLL_NODES}); unroll by a smaller factor instead")
     return n
+
+
+def _nodes(s: Stmt) -> int:
+    """Statements and expression nodes in ``s`` (a shared subexpression counted at each use)."""
+    count = 0
+    for x in iter_stmts(s):
+        count += 1
+        for e in stmt_exprs(x):
+            stack = [e]
+            while stack:
+                count += 1
+                stack.extend(stack.pop().children())
+    return count
 
 
 def _body_copies(nest, f: For, values: list) -> list[Stmt]:

@@ -399,3 +399,28 @@ def test_gpu_binding_escape_hatch_is_recorded():
     assert k.kind == ForKind.GPU_THREAD
     assert nest.history == [{"op": "set_gpu_thread_index", "args": [{"loop": "k"}, 0], "kwargs": {"check": False}}]
     roundtrip(nest, [C])
+
+
+def test_an_unroll_that_would_copy_too_large_a_body_is_refused_and_changes_nothing():
+    """1,024 copies of a 172-node body made a 237,000-line LLVM module that LLVM optimised for
+    over ten minutes (random tester seed 53, case 253): full unrolls and unroll factors are
+    capped by the nodes their copies hold (``MAX_UNROLL_NODES``)."""
+    import functools
+    import operator
+
+    import pytest
+
+    from loopnest import ScheduleError
+    from loopnest.transforms.loop_kinds import MAX_UNROLL_NODES
+    from te import Buffer, Compute
+    A = Buffer("A", (1024, 40), "float32")
+    Y = Compute("Y", (1024,), lambda i: functools.reduce(operator.add, [A[i, k] * float(k) for k in range(40)]))
+    nest = LoopNest([Y])
+    (i,) = nest.get_loops_for(Y)
+    before, history = str(nest), list(nest.history)
+    with pytest.raises(ScheduleError, match=rf"1024 copies of its body of \d+ nodes .*at most {MAX_UNROLL_NODES}"):
+        nest.unroll(i)
+    with pytest.raises(ScheduleError, match=r"unroll\(i, 512\): 512 copies of the body"):
+        nest.unroll(i, 512)
+    assert str(nest) == before and nest.history == history
+    nest.unroll(i, 4)                                   # a small factor is fine
