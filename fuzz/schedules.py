@@ -26,8 +26,7 @@ import random
 
 from loopnest import Target
 from loopnest.stmt import Block, For, Store, iter_stmts
-from te.expr import walk
-from te.queries import loads
+from te.queries import expr_size, loads
 
 #: every drawn operation with its weight: the transforms of LoopNest, and simplify
 OPS = {
@@ -89,7 +88,7 @@ def _sibling_pairs(nest) -> list:
 
 #: the largest expression (in nodes, shared subexpressions counted at every use) that a
 #: ``compute_inline`` the tester draws may create: seed 48, case 96 inlined a 40-node stage into
-#: the 260 terms of a deep sum read twice (10,000 nodes), which LLVM's optimiser took minutes over
+#: the 260 terms of a deep sum read twice (36,000 nodes), which LLVM's optimiser took minutes over
 #: (slow, not wrong; a user who inlines that much waits as long)
 INLINE_MAX_NODES = 4000
 
@@ -107,12 +106,7 @@ def _inlined_nodes(nest, name: str) -> int:
     12
     """
     stores = [s for s in iter_stmts(nest.root) if isinstance(s, Store)]
-    sizes = []
-    for s in stores:
-        if s.buffer.name == name:
-            count = [0]
-            walk(s.value, lambda e: count.__setitem__(0, count[0] + 1))
-            sizes.append(count[0])
+    sizes = [expr_size(s.value) for s in stores if s.buffer.name == name]
     reads = sum(1 for s in stores if s.buffer.name != name for ld in loads([s.value, *s.indices])
                 if ld.buffer.name == name)
     return max(sizes, default=0) * reads

@@ -18,3 +18,5 @@ class ForKind:
     GPU_BLOCK = "gpu_block"
     GPU_THREAD = "gpu_thread"
     ALL = (SERIAL, PARALLEL, VECTORIZED, UNROLLED, GPU_BLOCK, GPU_THREAD)
+    #: loops whose iterations run at the same time
+    CONCURRENT = (PARALLEL, GPU_BLOCK, GPU_THREAD)

@@ -259,9 +259,6 @@ def insert_allocations(nest, root: Stmt) -> Stmt:
     return root
 
 
-_CONCURRENT = (ForKind.PARALLEL, ForKind.GPU_BLOCK, ForKind.GPU_THREAD)
-
-
 def _private_to(nest, buf, f: For) -> bool:
     """Whether ``buf`` may be allocated inside loop ``f`` (a loop of ``nest.root`` or a lowered
     copy of one); False for a loop the nest's analysis does not know. A buffer stored at a
@@ -271,7 +268,7 @@ def _private_to(nest, buf, f: For) -> bool:
     inside = allocate_inside(nest, buf, f)
     if inside is not None:
         return inside
-    if id(buf) in nest._cache_buffers and any(g.kind in _CONCURRENT for g in iter_stmts(f) if isinstance(g, For)):
+    if id(buf) in nest._cache_buffers and any(g.kind in ForKind.CONCURRENT for g in iter_stmts(f) if isinstance(g, For)):
         # a cache_accesses copy is filled by each iteration of its loop before it is read, so
         # it is private to every loop that contains all its uses (the loops asked about here),
         # even where the dependence analysis cannot show it; it goes down to the parallel or

@@ -35,7 +35,7 @@ from .functor import Functor
 from .expr import Broadcast, Cast, Expr, FloatImm, IntImm, Let, Load, Var, structural_equal, structural_key
 
 __all__ = ["free_vars", "uses_var", "int_value", "fold_int", "loads", "has_load", "loaded_buffers",
-           "expr_depth", "structural_key", "structural_equal", "provably_nonneg"]
+           "expr_depth", "expr_size", "structural_key", "structural_equal", "provably_nonneg"]
 
 
 def _roots(exprs) -> list:
@@ -147,6 +147,24 @@ def expr_depth(exprs: Expr | Iterable[Expr]) -> int:
         if d > best:
             best = d
     return best
+
+
+def expr_size(exprs: Expr | Iterable[Expr]) -> int:
+    """The number of nodes of ``exprs``, a shared subexpression counted at each use (what
+    copying or printing it produces). Computed without recursion.
+
+    >>> from te import Var
+    >>> i = Var("i")
+    >>> e = i * 2 + 1
+    >>> expr_size(i), expr_size(e), expr_size([e, e * e]), expr_size([])
+    (1, 5, 16, 0)
+    """
+    count = 0
+    stack = list(_roots(exprs))
+    while stack:
+        count += 1
+        stack.extend(stack.pop().children())
+    return count
 
 
 # ------------------------------------------------------------------------------------

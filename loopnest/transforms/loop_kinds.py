@@ -15,7 +15,7 @@ parallel for (int i = 0; i < 64; i++) {
 from __future__ import annotations
 
 from te.expr import IntImm, Var
-from te.queries import free_vars
+from te.queries import expr_size, free_vars
 from te.printer import expr_to_str
 
 from ..errors import ScheduleError
@@ -271,15 +271,7 @@ def _full_unroll_extent(nest, f: For, name: str) -> int:
 
 def _nodes(s: Stmt) -> int:
     """Statements and expression nodes in ``s`` (a shared subexpression counted at each use)."""
-    count = 0
-    for x in iter_stmts(s):
-        count += 1
-        for e in stmt_exprs(x):
-            stack = [e]
-            while stack:
-                count += 1
-                stack.extend(stack.pop().children())
-    return count
+    return sum(1 + expr_size(stmt_exprs(x)) for x in iter_stmts(s))
 
 
 def _body_copies(nest, f: For, values: list) -> list[Stmt]:

@@ -46,7 +46,7 @@ __all__ = ["store_at", "shrink_storage", "storage_loop", "Slide"]
 
 #: loop kinds whose iterations may run at the same time: a buffer stored at (or inside)
 #: one is allocated per iteration
-_CONCURRENT = (ForKind.PARALLEL, ForKind.GPU_BLOCK, ForKind.GPU_THREAD)
+_CONCURRENT = ForKind.CONCURRENT
 
 
 def _touches_itself(s: Stmt, buf) -> bool:
