@@ -268,7 +268,8 @@ def _private_to(nest, buf, f: For) -> bool:
     inside = allocate_inside(nest, buf, f)
     if inside is not None:
         return inside
-    if id(buf) in nest._cache_buffers and any(g.kind in ForKind.CONCURRENT for g in iter_stmts(f) if isinstance(g, For)):
+    if id(buf) in nest._cache_buffers and any(
+            isinstance(g, For) and g.kind in ForKind.CONCURRENT for g in iter_stmts(f)):
         # a cache_accesses copy is filled by each iteration of its loop before it is read, so
         # it is private to every loop that contains all its uses (the loops asked about here),
         # even where the dependence analysis cannot show it; it goes down to the parallel or
