@@ -52,6 +52,7 @@ from typing import Any, Callable
 import numpy as np
 
 from codegen import build
+from codegen.cuda.plan import STATIC_SHARED_BYTES
 
 from .gpu_schedules import gpu_nest, make_matmul_lowp
 from .kernels import WORKLOADS, Spec
@@ -99,6 +100,10 @@ class Backend:
 
     def arch(self) -> str:
         raise NotImplementedError
+
+    def max_shared_bytes(self) -> int:
+        """The shared memory a block may opt in to (dynamic shared memory beyond 48 KiB)."""
+        return STATIC_SHARED_BYTES
 
     def to_device(self, a: np.ndarray) -> Any:
         raise NotImplementedError
@@ -153,6 +158,10 @@ class CupyBackend(Backend):
     def arch(self) -> str:
         return f"sm_{self.cp.cuda.Device().compute_capability}"
 
+    def max_shared_bytes(self) -> int:
+        props = self.cp.cuda.runtime.getDeviceProperties(self.cp.cuda.Device().id)
+        return int(props.get("sharedMemPerBlockOptin", STATIC_SHARED_BYTES))
+
     def to_device(self, a):
         return self.cp.asarray(a)
 
@@ -191,11 +200,14 @@ class CupyBackend(Backend):
                     args.append(scratch[a.index])
                 else:
                     args.append(a.var.dtype.numpy.type(sizes[id(a.var)]))
-            launches.append((module.get_function(ks.name), grid, block, tuple(args)))
+            fn = module.get_function(ks.name)
+            if ks.dynamic_shared:      # beyond 48 KiB the kernel must opt in before its launch
+                fn.max_dynamic_shared_size_bytes = ks.dynamic_shared
+            launches.append((fn, grid, block, tuple(args), ks.dynamic_shared))
 
         def run():
-            for fn, grid, block, args in launches:
-                fn(grid, block, args)
+            for fn, grid, block, args, shared in launches:
+                fn(grid, block, args, shared_mem=shared)
         run.keep = (module, scratch, arrays)     # alive as long as the callable
         return run
 
@@ -225,6 +237,9 @@ class PycudaBackend(Backend):
 
     def arch(self) -> str:
         return self.info["arch"]
+
+    def max_shared_bytes(self) -> int:
+        return self.info["max_shared_bytes_optin"]
 
     def to_device(self, a):
         return self.gpuarray.to_gpu(np.ascontiguousarray(a))
@@ -381,9 +396,10 @@ def _rel_err(got: np.ndarray, want: np.ndarray) -> float:
 
 
 def _ours(be: Backend, name: str, spec: Spec, **params):
-    """Build the workload's GPU schedule and load it on device copies of the inputs."""
+    """Build the workload's GPU schedule and load it on device copies of the inputs (a
+    kernel may take the device's whole opt-in shared memory)."""
     t0 = time.perf_counter()
-    kernel = build(gpu_nest(name, spec, **params), spec.args, target="cuda")
+    kernel = build(gpu_nest(name, spec, **params), spec.args, target="cuda", max_shared_bytes=be.max_shared_bytes())
     compile_s = time.perf_counter() - t0
     dev = {k: be.to_device(v) for k, v in spec.inputs.items()}
     for k, shape in spec.out_shapes.items():
@@ -446,6 +462,7 @@ def entry_matmul(be: Backend, n: int, dtype: str = "float32", repeats: int = 10,
     spec = WORKLOADS["matmul"].make(n) if dtype in ("float32", "tf32") else make_matmul_lowp(n, dtype)
     if tf32:
         params = dict(params, tensor_cores=True)
+    params.setdefault("max_shared_bytes", be.max_shared_bytes())
     _, run, dev, info = _ours(be, "matmul", spec, **params)
     run()
     got = be.to_host(dev["C"])

@@ -30,10 +30,13 @@ import numpy as np
 from loopnest import LoopNest
 from loopnest.auto.gpu import block_reduce, cache_rows, pow2_at_most, row_threads, thread_strided
 from loopnest.nest import Loop
+from loopnest.transforms.gpu_matmul import mma_shared_bytes
 from te import Buffer, Reduce, Sum, cast, float32
 
+from codegen.cuda.plan import STATIC_SHARED_BYTES
+
 from .kernels import WORKLOADS, Spec
-from .pipelines import PYRAMID_LEVELS, STENCIL_STAGES
+from .pipelines import PYRAMID_LEVELS, STENCIL_KINDS, STENCIL_STAGES
 
 __all__ = ["GPU_SCHEDULES", "TEST_SIZES", "gpu_nest", "thread_strided", "block_reduce", "matmul_config",
            "elementwise_gpu", "softmax_gpu", "layernorm_gpu", "row_sum_gpu", "transpose_gpu", "matmul_gpu",
@@ -233,13 +236,15 @@ def matmul_config(m: int, n: int, k: int) -> dict:
     raise ValueError(f"matmul_gpu needs M and N to be multiples of 32, got {m} x {n}")
 
 
-def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None, **config) -> None:
+def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None,
+               max_shared_bytes: int = STATIC_SHARED_BYTES, **config) -> None:
     """``C = A @ B``. float16 and bfloat16 inputs go to the tensor cores (``tensor_cores``
     None: when no SIMT tile ``TM``/``TN`` is given) with :func:`mma_matmul_config`'s tiles
     (:mod:`loopnest.transforms.gpu_matmul`, ``nest.gpu_matmul``); float32 inputs too with ``tensor_cores=True`` (tf32,
     which rounds the operands: opt-in). Otherwise: shared-memory tiles of A and B plus a register micro-tile per thread
     (:func:`loopnest.transforms.gpu_matmul.register_tiled_matmul`, tiles from :func:`matmul_config`;
-    keyword arguments override them).
+    keyword arguments override them). ``max_shared_bytes`` is what the kernel will be built
+    with: the tensor-core tiles take two shared stages where it allows.
 
     A block of 16 x 16 threads computes a 128 x 128 tile of C (64 x 64 on small problems),
     each thread an 8 x 8 block of float32 accumulators in registers. Per k-tile of 8 the
@@ -257,26 +262,38 @@ def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None, **c
     if tensor_cores is None:
         tensor_cores = str(A.dtype) in ("float16", "bfloat16") and not {"TM", "TN"} & set(config)
     if tensor_cores:
-        nest.gpu_matmul(True, **dict(mma_matmul_config(m, n, k, str(A.dtype)), **config))
+        nest.gpu_matmul(True, **dict(mma_matmul_config(m, n, k, str(A.dtype), max_shared_bytes), **config))
     else:
         nest.gpu_matmul(False, **dict(matmul_config(m, n, k), **config))
 
 
-def mma_matmul_config(m: int, n: int, k: int, dtype: str = "float16") -> dict:
+def mma_matmul_config(m: int, n: int, k: int, dtype: str = "float16",
+                      max_shared_bytes: int = STATIC_SHARED_BYTES) -> dict:
     """Tiles of the tensor-core matmul (:func:`loopnest.transforms.gpu_matmul.mma_matmul`): 128 x 128
-    blocks of eight 64 x 32 warp tiles with k-tiles of 64 (the fastest of six configurations
-    measured on an H100 at 4096: 284 TFLOP/s, against 245 for four 64 x 64 warp tiles and
-    194 for the double-buffered ``stages=2``), or 64 x 64 blocks of 32 x 32 warp tiles for
-    small problems. float32 (tf32) takes k-tiles of half the depth (the same bytes).
+    blocks of eight 64 x 32 warp tiles with k-tiles of 64, or 64 x 64 blocks of 32 x 32 warp
+    tiles for small problems. float32 (tf32) takes k-tiles of half the depth (the same bytes).
+
+    Where ``max_shared_bytes`` (what the kernel is built with) holds two k-stages of the
+    128 x 128 tiles (70 KiB), the next k-tile is copied into the other stage with
+    ``cp.async`` while the warps multiply (``stages=2, prefetch="shared"``); else it is
+    prefetched through registers. Measured on an H100 at 4096, in TFLOP/s: float16 289 with
+    two shared stages against 256 through registers (286 and 259 with three and four stages,
+    274-285 with 128 x 256 blocks, 245 with 64 x 64 warp tiles); tf32 136 against 117.
 
     >>> mma_matmul_config(4096, 4096, 4096)
     {'BM': 128, 'BN': 128, 'BK': 64, 'WM': 64, 'WN': 32}
+    >>> mma_matmul_config(4096, 4096, 4096, max_shared_bytes=227 * 1024)
+    {'BM': 128, 'BN': 128, 'BK': 64, 'WM': 64, 'WN': 32, 'stages': 2, 'prefetch': 'shared'}
     >>> mma_matmul_config(256, 256, 256, "float32")
     {'BM': 64, 'BN': 64, 'BK': 16, 'WM': 32, 'WN': 32}
     """
     deep = 2 if dtype == "float32" else 1
     if m % 128 == 0 and n % 128 == 0 and k % 64 == 0 and (m // 128) * (n // 128) >= 64:
-        return {"BM": 128, "BN": 128, "BK": 64 // deep, "WM": 64, "WN": 32}
+        config = {"BM": 128, "BN": 128, "BK": 64 // deep, "WM": 64, "WN": 32}
+        itemsize = 4 if dtype == "float32" else 2
+        if mma_shared_bytes(128, 128, 64 // deep, stages=2, itemsize=itemsize) <= max_shared_bytes:
+            config.update(stages=2, prefetch="shared")
+        return config
     if m % 64 == 0 and n % 64 == 0 and k % 32 == 0:
         return {"BM": 64, "BN": 64, "BK": 32 // deep, "WM": 32, "WN": 32}
     raise ValueError(f"the tensor-core matmul needs M and N to be multiples of 64 and K of 32, got "
@@ -388,12 +405,34 @@ def bind_2d(nest: LoopNest, t, rows: int = 8, cols: int = 32) -> None:
     nest.set_gpu_thread_index(xi, 0)
 
 
-def stencil_gpu(nest: LoopNest, spec: Spec) -> None:
-    """The stencil chain on the GPU: the input scaling inlined, every stage a kernel of its
-    own (``bind_2d``)."""
+def stencil_gpu(nest: LoopNest, spec: Spec, fuse: bool = True, rows: int = 8, cols: int = 128) -> None:
+    """The stencil chain on the GPU, the input scaling inlined.
+
+    ``fuse``: each horizontal-vertical-sharpen run of stages is one kernel, as
+    :func:`blur_gpu` fuses the blur: the horizontal blur inlined into the vertical one,
+    which is computed per ``rows`` x ``cols`` tile of the sharpen (a column per thread) into
+    a shared-memory buffer with its halo; the stages outside such runs get a kernel each
+    (:func:`bind_2d`). Thirteen stages take five kernels, so the image crosses global memory
+    five times instead of thirteen. Without ``fuse``, every stage is a kernel of its own."""
     nest.compute_inline(_tensor(nest, "S0"))
+    kinds = [STENCIL_KINDS[s % len(STENCIL_KINDS)] for s in range(STENCIL_STAGES)]
+    fused: set[int] = set()
+    for s in range(3, STENCIL_STAGES + 1) if fuse else ():
+        if kinds[s - 3:s] != ["x", "y", "xy"]:
+            continue
+        x, y, xy = (_tensor(nest, f"S{k}") for k in (s - 2, s - 1, s))
+        nest.compute_inline(x)
+        yo, xo, _, xi = nest.tile(*nest.get_loops_for(xy), rows, cols)
+        nest.compute_at(y, xo)
+        nest.set_gpu_block_index(xo, 0)
+        nest.set_gpu_block_index(yo, 1)
+        nest.set_gpu_thread_index(xi, 0)
+        _, yi = nest.split_with_mask(nest.get_loops_for(y)[-1], cols)
+        nest.set_gpu_thread_index(yi, 0)
+        fused |= {s - 2, s - 1, s}
     for s in range(1, STENCIL_STAGES + 1):
-        bind_2d(nest, _tensor(nest, f"S{s}"))
+        if s not in fused:
+            bind_2d(nest, _tensor(nest, f"S{s}"))
 
 
 def pyramid_gpu(nest: LoopNest, spec: Spec) -> None:

@@ -81,6 +81,10 @@ except BuildError as exc:
 deep = build(big, [A, B, C], target="cuda", max_shared_bytes=160 * 1024)
 print("dynamic shared memory:", deep.module.kernels[0].dynamic_shared, "bytes")
 assert "extern __shared__" in deep.source
+# each K step copies tile ko + 3 while the warps multiply tile ko: the barriers wait only for
+# the copies read before the next barrier, leaving the later tiles' copy groups in flight
+print(deep.module.plan.describe_async_waits())
+assert "tc_cp_async_wait_group<" in deep.source
 
 a = rng.standard_normal((n, n)).astype(np.float16)
 b = rng.standard_normal((n, n)).astype(np.float16)

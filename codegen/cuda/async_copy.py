@@ -3,12 +3,14 @@
 A copy of whole 16-byte vectors (``codegen.cuda.vectors``: a store whose value is, unchanged,
 a load of the same type in the same chunks) from a global buffer into a shared one is printed,
 on sm_80 and later, as ``cp.async.cg.shared.global``: the thread goes on while the bytes
-travel (the plain copy stays under ``#else``, for older GPUs and the host emulation). Before
-every ``__syncthreads()`` of a kernel that issues such copies, ``cp.async.wait_all``
-completes the thread's copies, so the barrier publishes them as it published the plain
-stores: ``cuda_sync`` puts a barrier between every write of a shared buffer and the reads of
-other statements. A copy whose per-thread statement (the innermost thread loop around it)
-also reads the destination stays a plain copy: no barrier separates the two.
+travel (the plain copy stays under ``#else``, for older GPUs; the host emulation defers each
+copy until it is waited for). Before a ``__syncthreads()`` of a kernel that issues such
+copies, the thread waits for the copies read after the barrier (``cuda_async_waits``,
+:mod:`codegen.cuda.async_wait`; ``cp.async.wait_all`` when in doubt), so the barrier
+publishes them as it published the plain stores: ``cuda_sync`` puts a barrier between every
+write of a shared buffer and the reads of other statements. A copy whose per-thread
+statement (the innermost thread loop around it) also reads the destination stays a plain
+copy: no barrier separates the two.
 
 With the barriers of a multi-buffered tile (the copy into stage ``(ko + 1) % 2`` beside the
 reads of stage ``ko % 2`` need none), the copies of the next tile overlap the work on this one.

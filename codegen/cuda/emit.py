@@ -465,13 +465,13 @@ class CudaEmitter(Functor):
             x = stmts[i]
             for _ in range(self._barriers[id(x)]):
                 if self._waits_async:
-                    self.emit("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800")
-                    self.emit("tc_cp_async_wait_all();")
-                    self.emit("#endif")
+                    self._async_wait(self.plan.async_waits.get(id(x), 0))
                 self.emit("__syncthreads();")
             g = self.kernel.guards.get(id(x)) if self.kernel is not None else None
             if g is None:
                 self.visit(x)
+                if id(x) in self.plan.async_commits:
+                    self._cp_async_only("tc_cp_async_commit();")
                 i += 1
                 continue
             group = stmts[i:i + g.span]
@@ -490,6 +490,19 @@ class CudaEmitter(Functor):
                 finally:
                     self._store_guard = saved
             i += g.span
+
+    def _async_wait(self, n) -> None:
+        """The wait for this thread's ``cp.async`` copies before a barrier: all of them
+        (``n`` 0), all but the ``n`` newest groups, or none (``n`` None)."""
+        if n is not None:
+            self._cp_async_only("tc_cp_async_wait_all();" if n == 0 else f"tc_cp_async_wait_group<{n}>();")
+
+    def _cp_async_only(self, line: str) -> None:
+        """``line`` where copies are ``cp.async`` (``TC_CP_ASYNC``: sm_80 and later, and the
+        host emulation's deferred copies)."""
+        self.emit("#ifdef TC_CP_ASYNC")
+        self.emit(line)
+        self.emit("#endif")
 
     def visit_Free(self, s: Free):
         pass

@@ -55,16 +55,52 @@ template <typename T> __device__ __forceinline__ T tc_check_index(T i, long long
 
 _h("tc_cp_async", r"""
 // Asynchronous copies (codegen.cuda.async_copy, sm_80 and later): 16 bytes from global to
-// shared memory through L2 (cp.async.cg), completed by tc_cp_async_wait_all() before the
-// barrier that publishes them.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+// shared memory through L2 (cp.async.cg), completed before the barrier that publishes them:
+// all of them (tc_cp_async_wait_all), or all but the N newest committed groups
+// (tc_cp_async_wait_group<N>, codegen.cuda.async_wait). The host emulation defers each copy
+// until a wait completes it, so a wait that lets a copy the code reads run on gives wrong values.
+#if defined(TC_HOST_EMULATION) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800)
+#define TC_CP_ASYNC 1
+#endif
+#if defined(TC_HOST_EMULATION)
+#include <vector>
+struct tc_async_copy { void* dst; unsigned char bytes[16]; long long group; };
+static thread_local std::vector<tc_async_copy> tc_async_pending;   // this thread's copies in flight
+static thread_local long long tc_async_committed = 0;               // groups committed so far
+inline void tc_cp_async16(void* smem, const void* gmem) {
+  tc_async_copy c;
+  c.dst = smem;
+  std::memcpy(c.bytes, gmem, 16);
+  c.group = -1;     // not committed yet
+  tc_async_pending.push_back(c);
+}
+inline void tc_cp_async_commit() {
+  for (auto& c : tc_async_pending) if (c.group < 0) c.group = tc_async_committed;
+  ++tc_async_committed;
+}
+inline void tc_cp_async_complete(long long before) {   // the copies of groups < before (all: -1)
+  std::vector<tc_async_copy> rest;
+  for (auto& c : tc_async_pending) {
+    if (before < 0 || (c.group >= 0 && c.group < before)) std::memcpy(c.dst, c.bytes, 16);
+    else rest.push_back(c);
+  }
+  tc_async_pending.swap(rest);
+}
+inline void tc_cp_async_wait_all() { tc_cp_async_complete(-1); }
+template <int N> inline void tc_cp_async_wait_group() { tc_cp_async_complete(tc_async_committed - N); }
+#elif defined(TC_CP_ASYNC)
 __device__ __forceinline__ void tc_cp_async16(void* smem, const void* gmem) {
   unsigned s = (unsigned)__cvta_generic_to_shared(smem);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(s), "l"(gmem) : "memory");
 }
 __device__ __forceinline__ void tc_cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+__device__ __forceinline__ void tc_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void tc_cp_async_wait_group() {
+  asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
 #endif
 """)
+
 
 def _mma_fn(dt: str, shape: str) -> str:
     """``tc_mma_<dt>``: one warp's ``mma.sync.<shape>`` with ``dt`` operands (four A registers,
@@ -80,7 +116,7 @@ def _mma_fn(dt: str, shape: str) -> str:
 
 def _mma_helpers() -> str:
     ld = []
-    for num, trans in ((4, False), (2, False), (2, True)):
+    for num, trans in ((4, False), (4, True), (2, False), (2, True)):
         regs = ", ".join(f"%{i}" for i in range(num))
         outs = ", ".join(f'"=r"(r[{i}])' for i in range(num))
         ld.append(f"__device__ __forceinline__ void tc_ldmatrix_x{num}{'_trans' if trans else ''}(unsigned* r, "

@@ -370,11 +370,16 @@ LDMATRIX_OPERANDS = {
     "A": (4, False, (16, 2), ((1, 0), (0, 8))),
     "B_kn": (2, True, (16, 2), ((1, 0), (0, 0))),
     "B_nk": (2, False, (8, 2, 2), ((1, 0), (0, 8), (0, 0))),
+    # two B tiles side by side (columns n..n+15) in one x4: registers 0-1 the first, 2-3 the second
+    "B_kn_pair": (4, True, (16, 2), ((1, 0), (0, 8))),
+    "B_nk_pair": (4, False, (8, 2, 2), ((1, 0), (0, 8), (8, 0))),
 }
 """How ldmatrix loads the m16n8k16 fragments: A (16 x 16, row-major in shared memory) with
 ``x4``; B stored K x N row-major (``B_kn``) with ``x2.trans``; B stored N x K row-major
-(``B_nk``, i.e. column-major B) with ``x2``. The layouts have (row, col) pair strides: use
-:func:`ldmatrix_row_address` for the element offset with a leading dimension."""
+(``B_nk``, i.e. column-major B) with ``x2``. ``B_kn_pair`` and ``B_nk_pair`` load two B
+tiles eight columns apart with one ``x4``: half the instructions. The layouts have (row,
+col) pair strides: use :func:`ldmatrix_row_address` for the element offset with a leading
+dimension."""
 
 
 def ldmatrix_row_address(operand: str, ld: int) -> Layout:

@@ -18,7 +18,9 @@ before and after each and then what the step recorded in the plan:
    CUDA vectors (``float4``, ``__half2``, elements of vector dtypes), and the alignment the
    buffer arguments' pointers need;
 7. ``cuda_async_copies`` (``codegen.cuda.async_copy``): the global-to-shared copies issued
-   as ``cp.async``.
+   as ``cp.async``;
+8. ``cuda_async_waits`` (``codegen.cuda.async_wait``): where their groups are committed and
+   how many groups each barrier leaves in flight.
 
 Step 0 rewrites the IR; the others do not (``cuda_outline_kernels`` takes a fresh copy of it,
 so that facts can be keyed by statement identity); the printer (``codegen.cuda.emit``) only spells the plan out.
@@ -56,6 +58,9 @@ so that facts can be keyed by statement identity); the printer (``codegen.cuda.e
 // ---- before cuda_async_copies ----
 // ---- after cuda_async_copies ----
 // ---- cuda_async_copies: plan ----
+// ---- before cuda_async_waits ----
+// ---- after cuda_async_waits ----
+// ---- cuda_async_waits: plan ----
 >>> print(plan.describe_kernels())
 kernel k0_double: a single thread <<<1, 1>>> (no loop is bound to the GPU)
 """
@@ -69,6 +74,7 @@ from loopnest.passes import run_passes
 from ..kernel import BuildError, Param, sanitize_name
 from .aliasing import plan_arguments
 from .async_copy import plan_async_copies
+from .async_wait import plan_async_waits
 from .index_division import lower_index_division
 from .memory import assign_memory_scopes
 from .outline import MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, outline_kernels
@@ -89,6 +95,7 @@ CUDA_STEPS: list[tuple[str, Callable[[CudaPlan], None], str]] = [
     ("cuda_arguments", plan_arguments, "arguments"),
     ("cuda_vector_access", plan_vector_accesses, "vectors"),
     ("cuda_async_copies", plan_async_copies, "async_copies"),
+    ("cuda_async_waits", plan_async_waits, "async_waits"),
 ]
 
 

@@ -260,7 +260,7 @@ class CudaPlan:
     >>> ex = examples.softmax_rows()
     >>> plan = build(ex.nest, ex.args, target="cuda").module.plan
     >>> plan.done, [b.name for b in plan.scratch], plan.scope(plan.scratch[0]), plan.scope(ex.args[0])
-    (['kernels', 'memory', 'tensor_cores', 'sync', 'arguments', 'vectors', 'async_copies'], ['mx', 'e', 's'], 'global', 'param')
+    (['kernels', 'memory', 'tensor_cores', ..., 'async_copies', 'async_waits'], ['mx', 'e', 's'], 'global', 'param')
     """
 
     root: Stmt
@@ -282,6 +282,10 @@ class CudaPlan:
     # cuda_tensor_cores (codegen.cuda.tensor_cores): id(loop) -> MmaNest; kernel name -> [MmaNest]
     mma: dict[int, Any] = field(default_factory=dict)
     async_copies: dict[int, Any] = field(default_factory=dict)   # id of a store issued as cp.async -> its source
+    # cuda_async_waits (codegen.cuda.async_wait): ids of the statements followed by a commit;
+    # id of a barrier's statement -> the groups its wait leaves in flight (None: no wait)
+    async_commits: set[int] = field(default_factory=set)
+    async_waits: dict[int, Any] = field(default_factory=dict)
     mma_by_kernel: dict[str, list] = field(default_factory=dict)
     tensorized: dict = field(default_factory=dict)       # loop variable -> intrinsic (nest.tensorize)
     mma_refusals: dict = field(default_factory=dict)     # loop variable -> why it is not an MMA
@@ -422,6 +426,26 @@ class CudaPlan:
                            f"{w.chunks} chunk(s) of {w.vtype.nbytes} B per store")
         return "\n".join(out)
 
+    def describe_async_waits(self) -> str:
+        """Where ``cp.async`` groups are committed and what each barrier waits for (recorded
+        by ``cuda_async_waits``), per kernel that issues copies; empty when none does."""
+        out = []
+        for k in self.kernels:
+            if not self.kernel_has_async_copies(k):
+                continue
+            commits = sum(1 for x in iter_stmts(k.stmt) if id(x) in self.async_commits)
+            if not commits:
+                out.append(f"kernel {k.name}: every barrier waits for every copy (cp.async.wait_all)")
+                continue
+            partial = [s for s in k.barriers if self.async_waits.get(id(s), 0) != 0]
+            out.append(f"kernel {k.name}: {commits} commit point(s); {len(partial)} barrier(s) wait for all but "
+                       "the newest groups")
+            for s in k.barriers:
+                n = self.async_waits.get(id(s), 0)
+                what = "no wait" if n is None else "cp.async.wait_all" if n == 0 else f"cp.async.wait_group {n}"
+                out.append(f"  {what} before: {_first_line(s)}")
+        return "\n".join(out)
+
     def kernel_has_async_copies(self, k) -> bool:
         """Whether kernel ``k`` issues ``cp.async`` copies (its barriers wait for them first)."""
         return any(id(s) in self.async_copies for s in iter_stmts(k.stmt))
@@ -451,5 +475,5 @@ class CudaPlan:
         parts = {"kernels": self.describe_kernels, "memory": self.describe_memory,
                  "tensor_cores": self.describe_tensor_cores, "sync": self.describe_sync,
                  "arguments": self.describe_arguments, "vectors": self.describe_vectors,
-                 "async_copies": self.describe_async_copies}
+                 "async_copies": self.describe_async_copies, "async_waits": self.describe_async_waits}
         return "\n".join(t for t in (parts[s]() for s in self.done) if t)

@@ -34,6 +34,7 @@ from __future__ import annotations
 from te.expr import IntImm
 from te.layout import Layout
 from te.queries import uses_var
+from te.simplify import is_const_int, simplify
 from loopnest.stmt import Block, Cond, For, ForKind
 from loopnest.transforms.tensorize import MmaMatch, NotAnMma, match_mma
 
@@ -114,9 +115,10 @@ def _walk(plan, kernel, s, lane) -> None:
 # printing
 # ------------------------------------------------------------------------------------
 def _load_operand(em, nest: MmaNest, operand: str, origin, lane: str) -> str:
-    """Declare and load one operand fragment (``operand``: ``"A"``, ``"B_kn"`` or ``"B_nk"``)
-    of the tile at ``origin``; returns the register array's name. 16-bit operands come with one
-    ldmatrix; tf32 ones element by element from the fragment layout, rounded to tf32."""
+    """Declare and load one operand fragment (``operand``: ``"A"``, ``"B_kn"``, ``"B_nk"``, or
+    ``"B_kn_pair"``/``"B_nk_pair"`` for two B tiles) of the tile at ``origin``; returns the
+    register array's name. 16-bit operands come with one ldmatrix; tf32 ones element by
+    element from the fragment layout, rounded to tf32."""
     buf, ld = (nest.a, nest.lda) if operand == "A" else (nest.b, nest.ldb)
     base = em.expr(origin, True)
     r = em.tmp("ma" if operand == "A" else "mb")
@@ -139,6 +141,29 @@ def _load_operand(em, nest: MmaNest, operand: str, origin, lane: str) -> str:
     return r
 
 
+def _side_by_side(nest: MmaNest, i: int) -> bool:
+    """Whether B tiles ``i`` and ``i + 1`` are eight columns apart (one ``x4`` loads both)."""
+    if nest.dtype not in ("f16", "bf16") or i + 1 >= len(nest.b_tiles):
+        return False
+    step = 8 if nest.b_storage == "B_kn" else 8 * nest.ldb
+    return is_const_int(simplify(nest.b_tiles[i + 1] - nest.b_tiles[i]), step)
+
+
+def _load_b_operands(em, nest: MmaNest, lane: str) -> list:
+    """The register arrays of the B tiles, in order; tiles eight columns apart share one
+    ``ldmatrix.x4`` (``B_kn_pair``/``B_nk_pair``) whose registers 2-3 are the second's."""
+    regs, i = [], 0
+    while i < len(nest.b_tiles):
+        if _side_by_side(nest, i):
+            r = _load_operand(em, nest, nest.b_storage + "_pair", nest.b_tiles[i], lane)
+            regs += [r, f"{r} + 2"]
+            i += 2
+        else:
+            regs.append(_load_operand(em, nest, nest.b_storage, nest.b_tiles[i], lane))
+            i += 1
+    return regs
+
+
 def print_mma_nest(em, nest: MmaNest, plain) -> None:
     """Print ``nest`` with the CUDA emitter ``em``: ldmatrix and mma.sync on sm_80 and later
     (sm_89 for float8), ``plain()`` (the nest as ordinary per-lane code) elsewhere (older GPUs,
@@ -153,7 +178,7 @@ def print_mma_nest(em, nest: MmaNest, plain) -> None:
     # tiles (with no barrier, the nest reading only its own) must be visible to the others
     em.emit("__syncwarp();")
     a_regs = [_load_operand(em, nest, "A", origin, lane) for origin in nest.a_tiles]
-    b_regs = [_load_operand(em, nest, nest.b_storage, origin, lane) for origin in nest.b_tiles]
+    b_regs = _load_b_operands(em, nest, lane)
     for ai, bi, accs in nest.mmas:
         refs = ", ".join(em.elem(nest.acc, em.expr(em._private_index(nest.acc, c), True)) for c in accs)
         em.emit(f"tc_mma_{nest.dtype}({refs}, {a_regs[ai]}, {b_regs[bi]});")

@@ -50,7 +50,7 @@ def wide_copy(em, s: Store) -> bool:
     """Print ``s`` as whole-vector copies when it stores, unchanged, a load of the same
     element type read in the same chunks (``vectors.wide_copy_source``); False otherwise.
     A copy the plan issues asynchronously (``codegen.cuda.async_copy``) is ``cp.async`` on
-    sm_80 and later."""
+    sm_80 and later (and deferred until waited for in the host emulation)."""
     if type(s.value) is not E.MakeVector:   # the printer takes scalarized values only (scalarize_vectors)
         return False
     copy = wide_copy_source(em.plan, s)
@@ -63,7 +63,7 @@ def wide_copy(em, s: Store) -> bool:
             em.emit(line)
         return True
     em.helpers.need("tc_cp_async")
-    em.emit("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800")
+    em.emit("#ifdef TC_CP_ASYNC")
     for j in range(w.chunks):
         em.emit(f"tc_cp_async16(&{chunk_ref(em, w, j, True)}, &{chunk_ref(em, src, j, False)});")
     em.emit("#else")

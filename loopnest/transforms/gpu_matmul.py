@@ -41,7 +41,7 @@ from ..errors import ScheduleError
 from ..stmt import Block, For, ForKind, Store
 from .tensorize import fragment_col, fragment_row
 
-__all__ = ["MMA_INTRINSIC", "fragment_row", "fragment_col", "mma_matmul", "register_tiled_matmul",
+__all__ = ["MMA_INTRINSIC", "fragment_row", "fragment_col", "mma_matmul", "mma_shared_bytes", "register_tiled_matmul",
            "matmul_operands", "gpu_matmul"]
 
 #: the ``tensorize`` intrinsic of each operand type (float32: tf32, which rounds the operands)
@@ -104,12 +104,7 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
         raise ValueError(f"stages must be 1 or 2 with prefetch='registers', got {stages}")
     if prefetch == "shared" and not 2 <= stages <= 4:
         raise ValueError(f"stages must be 2 to 4 with prefetch='shared', got {stages}")
-    # rows padded so the fragment loads hit distinct banks: ldmatrix's 16-byte rows for 16-bit
-    # and 8-bit operands, the (lane / 4, lane % 4) element pattern of tf32
-    if tf32:
-        lda, ldb = BK + 4, BN + 8
-    else:
-        lda, ldb = _conflict_free(BK, VEC), _conflict_free(BK if nk else BN, VEC)
+    lda, ldb = _tile_row_lengths(BN, BK, A.dtype.itemsize, nk)
     As = Buffer("As", (stages, BM, lda), A.dtype)
     Bs = Buffer("Bs", (stages, BN if nk else BK, ldb), B.dtype)
     acc = Buffer("acc", (WY, WX, LANES, TI, TJ, 4), float32)
@@ -213,6 +208,27 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
     root = For(by, 0, M // BM, Block([For(bx, 0, N // BN, Block([init, *prologue, kloop, write]),
                                           ForKind.GPU_BLOCK, 0)]), ForKind.GPU_BLOCK, 1)
     return Block((root,)), scratch
+
+
+def _tile_row_lengths(BN: int, BK: int, itemsize: int, nk: bool = False) -> tuple[int, int]:
+    """Row lengths of the shared A and B tiles, padded so the fragment loads hit distinct
+    banks: ldmatrix's 16-byte rows for 16-bit and 8-bit operands, the (lane / 4, lane % 4)
+    element pattern of tf32 (``itemsize`` 4)."""
+    if itemsize == 4:
+        return BK + 4, BN + 8
+    vec = 16 // itemsize
+    return _conflict_free(BK, vec), _conflict_free(BK if nk else BN, vec)
+
+
+def mma_shared_bytes(BM: int, BN: int, BK: int, stages: int = 1, itemsize: int = 2, b_layout: str = "kn") -> int:
+    """The shared memory of :func:`mma_matmul`'s A and B tiles (padded rows, ``stages`` k-stages).
+
+    >>> mma_shared_bytes(128, 128, 64, stages=2)       # 2 x (128 x 72 + 64 x 136) halves
+    71680
+    """
+    nk = b_layout == "nk"
+    lda, ldb = _tile_row_lengths(BN, BK, itemsize, nk)
+    return stages * (BM * lda + (BN if nk else BK) * ldb) * itemsize
 
 
 def _conflict_free(cols: int, per_chunk: int) -> int:

@@ -382,22 +382,52 @@ def _fake_cupy(kernels: dict, launches: list):
         def get_function(self, name):
             fn = getattr(self.lib, f"tc_launch_{name}")
 
-            def launch(grid, block, args):
-                launches.append((name, grid, block))
-                vals = [a.a.ctypes.data if isinstance(a, _FakeCupyArray) else int(a) for a in args]
-                fn((ctypes.c_longlong * len(vals))(*vals), (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block))
-            return launch
+            class RawKernel:
+                max_dynamic_shared_size_bytes = 0
+
+                def __call__(self, grid, block, args, shared_mem=0):
+                    # as the driver: beyond 48 KiB only after the kernel opted in
+                    assert shared_mem <= max(self.max_dynamic_shared_size_bytes, 48 * 1024)
+                    cp.dynamic_shared.append(shared_mem)
+                    launches.append((name, grid, block))
+                    vals = [a.a.ctypes.data if isinstance(a, _FakeCupyArray) else int(a) for a in args]
+                    fn((ctypes.c_longlong * len(vals))(*vals), (ctypes.c_uint * 3)(*grid),
+                       (ctypes.c_uint * 3)(*block))
+            return RawKernel()
 
     runtime = types.SimpleNamespace(
         getDeviceCount=lambda: 1, memcpyDeviceToDevice=3,
-        getDeviceProperties=lambda i: {"name": b"Fake H100", "multiProcessorCount": 132, "totalGlobalMem": 1 << 36},
+        getDeviceProperties=lambda i: {"name": b"Fake H100", "multiProcessorCount": 132, "totalGlobalMem": 1 << 36,
+                                       "sharedMemPerBlockOptin": 227 * 1024},
         memcpyAsync=lambda dst, src, n, kind, stream: ctypes.memmove(dst, src, n))
     cp.cuda = types.SimpleNamespace(
         runtime=runtime, Event=Event, get_elapsed_time=lambda s, e: 0.5,
         Device=lambda: types.SimpleNamespace(id=0, compute_capability="90"),
         get_current_stream=lambda: types.SimpleNamespace(ptr=0))
     cp.RawModule = RawModule
+    cp.dynamic_shared = []          # the shared_mem of every launch
     return cp
+
+
+@requires_emu
+def test_bench_gpu_cupy_backend_launches_kernels_with_more_than_48_kib_of_shared_memory(monkeypatch):
+    import sys
+    from codegen.cuda.compile import source_hash
+    from codegen.cuda.mma_matmul import mma_matmul_example
+    kernels = {}
+    fake = _fake_cupy(kernels, [])
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    be = bench_gpu.find_backend()
+    assert be.max_shared_bytes() == 227 * 1024
+    ex = mma_matmul_example(128, 128, 128, BM=128, BN=128, BK=64, WM=64, WN=32, stages=2, prefetch="shared")
+    kernel = build(ex.nest, ex.args, target="cuda", max_shared_bytes=be.max_shared_bytes())
+    assert kernel.kernels[0].dynamic_shared == 71680
+    kernels[source_hash(kernel.source)[:24]] = kernel
+    arrays, expected = ex.make(np.random.default_rng(0))
+    dev = {k: be.to_device(v) for k, v in arrays.items()}
+    be.load(kernel, dev)()
+    assert fake.dynamic_shared == [71680]
+    np.testing.assert_allclose(be.to_host(dev["C"]), expected["C"], rtol=1e-5, atol=1e-4)
 
 
 @requires_emu
@@ -408,11 +438,12 @@ def test_bench_gpu_cupy_backend_on_a_fake_cupy(monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(kernels, launches))
     real_build = bench_gpu.build
 
-    def build_and_register(nest, args, target):
-        k = real_build(nest, args, target=target)
+    def build_and_register(nest, args, target, **options):
+        k = real_build(nest, args, target=target, **options)
         kernels[source_hash(k.source)[:24]] = k
         return k
     monkeypatch.setattr(bench_gpu, "build", build_and_register)
+    monkeypatch.setattr(bench_gpu, "_torch_cuda", lambda: None)     # the peers are the fake CuPy's
     be = bench_gpu.find_backend()
     assert isinstance(be, bench_gpu.CupyBackend)
     assert be.device_info()["name"] == "Fake H100" and be.arch() == "sm_90"
@@ -432,3 +463,14 @@ def test_bench_gpu_cupy_backend_on_a_fake_cupy(monkeypatch):
     assert by["softmax"]["peer"].startswith("peer_softmax failed: AttributeError") and by["softmax"]["ratio"] is None
     spec = WORKLOADS["softmax"].make(TEST_SIZES["softmax"])
     np.testing.assert_allclose(by["softmax"]["output"], spec.reference(spec.inputs)["Y"], rtol=1e-5, atol=1e-7)
+
+
+def test_the_stencil_takes_one_kernel_per_run_of_three_stages():
+    spec = WORKLOADS["stencil"].make(TEST_SIZES["stencil"])
+    fused = build(gpu_nest("stencil", spec), spec.args, target="cuda")
+    apart = build(gpu_nest("stencil", spec, fuse=False), spec.args, target="cuda")
+    assert (len(fused.module.kernels), len(apart.module.kernels)) == (5, 13)
+    if HAVE_EMU:
+        out = np.zeros(spec.out_shapes["S13"], np.float32)
+        run_on_host(fused, A=spec.inputs["A"].copy(), S13=out)
+        np.testing.assert_allclose(out, spec.reference(spec.inputs)["S13"], rtol=1e-4, atol=1e-5)

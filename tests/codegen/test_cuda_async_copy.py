@@ -1,7 +1,8 @@
 """Global-to-shared copies issued as ``cp.async`` (``codegen.cuda.async_copy``) and the
 tensor-core matmul tree that prefetches its tiles straight into shared memory
 (``mma_matmul(..., prefetch="shared")``): which copies qualify, what is printed, and the
-values on IREval and the host emulation (which runs the plain copies under ``#else``)."""
+values on IREval and the host emulation (which defers each copy until a wait completes it).
+The waits themselves: ``tests/codegen/test_cuda_async_waits.py``."""
 from __future__ import annotations
 
 import re
@@ -40,7 +41,7 @@ def test_shared_prefetch_copies_are_cp_async_waited_for_before_every_barrier(sta
     assert "issued as cp.async" in plan.describe_async_copies()
     src = kernel.source
     assert src.count("tc_cp_async16(&") == 2 * stages
-    waits = [m.start() for m in re.finditer(r"tc_cp_async_wait_all\(\);", src)]
+    waits = [m.start() for m in re.finditer(r"tc_cp_async_wait_(all|group<\d+>)\(\);", src)]
     barriers = [m.start() for m in re.finditer(r"__syncthreads\(\);", src)]
     assert len(waits) == len(barriers) > 0
     for w, b in zip(waits, barriers):     # each wait right before its barrier (only #endif between)
@@ -52,7 +53,7 @@ def test_shared_prefetch_copies_are_cp_async_waited_for_before_every_barrier(sta
 
 
 @pytest.mark.skipif(not HAVE_EMU, reason="g++ or the CUDA headers not found")
-@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("stages", [2, 3, 4])
 def test_shared_prefetch_matmul_values_on_the_host_emulation(stages):
     ex = mma_matmul_example(64, 64, 128, stages=stages, prefetch="shared", **TILES)
     arrays, expected = ex.make(np.random.default_rng(stages))

@@ -184,6 +184,26 @@ def test_ldmatrix_x2_gives_the_b_fragment_of_an_n_by_k_tile(ld):
     np.testing.assert_array_equal(regs.reshape(WARP, 4), scatter(spec.b, Bt.T))
 
 
+@pytest.mark.parametrize("ld", [16, 24, 136])
+def test_ldmatrix_x4_trans_gives_two_side_by_side_b_fragments_of_a_k_by_n_tile(ld):
+    spec = mma_spec("m16n8k16", "f16")
+    smem, B = _smem_tile(16, 16, ld)
+    addr = ldmatrix_row_address("B_kn_pair", ld)
+    regs = ldmatrix(smem, [addr(l) for l in range(WARP)], 4, trans=True).reshape(WARP, 8)
+    np.testing.assert_array_equal(regs[:, :4], scatter(spec.b, B[:, :8]))
+    np.testing.assert_array_equal(regs[:, 4:], scatter(spec.b, B[:, 8:]))
+
+
+@pytest.mark.parametrize("ld", [16, 24, 72])
+def test_ldmatrix_x4_gives_two_side_by_side_b_fragments_of_an_n_by_k_tile(ld):
+    spec = mma_spec("m16n8k16", "bf16")
+    smem, Bt = _smem_tile(16, 16, ld)
+    addr = ldmatrix_row_address("B_nk_pair", ld)
+    regs = ldmatrix(smem, [addr(l) for l in range(WARP)], 4).reshape(WARP, 8)
+    np.testing.assert_array_equal(regs[:, :4], scatter(spec.b, Bt[:8].T))
+    np.testing.assert_array_equal(regs[:, 4:], scatter(spec.b, Bt[8:].T))
+
+
 def test_ldmatrix_refuses_misaligned_rows_and_bad_operands():
     smem = np.zeros(256, np.uint16)
     with pytest.raises(ValueError, match="lane 3: row address 4 must be a multiple of 8"):
