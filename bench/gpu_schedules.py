@@ -300,51 +300,67 @@ def mma_matmul_config(m: int, n: int, k: int, dtype: str = "float16",
                      f"{m} x {n} x {k}; pass tensor_cores=False for the SIMT schedule")
 
 
-def conv2d_gpu(nest: LoopNest, spec: Spec) -> None:
-    """3x3 convolution (padding 1): one block per (image, output channel, band of rows), one
-    thread per output pixel, its sum in a register.
+def conv2d_gpu(nest: LoopNest, spec: Spec, channels: int = 2, pixels: int = 1, threads: int = 256) -> None:
+    """3x3 convolution (padding 1): one block per (image, ``channels`` output channels, band
+    of rows), each thread ``channels`` x ``pixels`` (consecutive in a row) outputs in
+    registers.
 
-    The input-channel loop ``ci`` moves outside the thread loops (the accumulator is a
-    ``cache_accesses`` copy of the block's output tile, one register per thread). For each
-    ``ci`` the block computes the padded input window it needs, (rows + 2) x (cols + 2), into
-    shared memory (``compute_at`` of the padding tensor P, then ``cache_accesses``): each
-    input value comes from global memory about once per block instead of 9 times, the
-    padding test runs once per element, and the 3x3 taps (unrolled) read shared memory;
-    the weights are block-uniform loads (one broadcast transaction per warp). The band
-    covers whole rows (width up to 64, else a divisor) so no thread is masked, and at most
-    256 threads."""
+    The input-channel loop ``ci`` moves outside the thread loops (the accumulators are a
+    ``cache_accesses`` copy of the block's output tile, packed into registers per thread).
+    For each ``ci`` the block computes the padded input window it needs, (rows + 2) x (cols
+    + 2), into shared memory (``compute_at`` of the padding tensor P, then
+    ``cache_accesses``): each input value comes from global memory about once per block, the
+    padding test runs once per element, and the 3x3 taps (unrolled) read shared memory; the
+    weights are block-uniform loads (one broadcast transaction per warp). A thread's taps
+    are loaded once for its ``channels`` output channels, and each weight once for its
+    ``pixels`` outputs. The band covers whole rows (width up to 64, else a divisor) so no
+    thread is masked, and at most ``threads`` threads.
+
+    Measured on an H100 (1 x 64 x 56 x 56, 64 output channels), in ms: 0.059 with two
+    channels per thread, 0.064 with one, 0.063-0.080 with four or eight, 0.081-0.15 with 2-4
+    pixels as well: larger register tiles leave too few threads for this small problem."""
     (Y,) = spec.outputs
     P = _tensor(nest, "P")
     b, co, y, x = nest.get_loops_for(Y)[:4]
     h, w = int(Y.shape[2]), int(Y.shape[3])
     tx = _divisor_at_most(w, 64)
-    ty = _divisor_at_most(h, max(1, 256 // tx))
+    pixels = _divisor_at_most(tx, pixels)
+    channels = _divisor_at_most(int(Y.shape[1]), channels)
+    ty = _divisor_at_most(h, max(1, threads * pixels // tx))
+    coo, coi, _ = nest.split_with_tail(co, channels)
     yo, xo, yi, xi = nest.tile(y, x, ty, tx)
+    xt, xp, _ = nest.split_with_tail(xi, pixels)             # a thread's column, its pixels
+    nest.reorder([coi, yo, xo, yi, xt, xp], [1, 2, 3, 4, 0, 5])
     band = nest.flatten([yo, xo])
-    nest.distribute(xi)
-    nest.distribute(yi)                       # init, then update, each over the tile
-    uy, ux, ci, ry, rx = nest.get_loops_for(Y)[-5:]
-    nest.reorder([uy, ux, ci], [2, 0, 1])     # ci outside the pixels of the tile
+    for loop in (xp, coi, xt, yi):
+        nest.distribute(loop)                 # init, then update, each over the tile
+    uy, ut, uc, up, ci, ry, rx = nest.get_loops_for(Y)[-7:]
+    nest.reorder([uy, ut, uc, up, ci, ry, rx], [4, 0, 1, 5, 6, 2, 3])   # ci, pixels of the tile, taps, outputs
     nest.compute_at(P, ci)
     blocks = []
-    for loop, axis in ((b, 2), (co, 1), (band, 0)):
+    for loop, axis in ((b, 2), (coo, 1), (band, 0)):
         if loop.extent == 1 and (blocks or loop is not band):
             nest.unroll(loop)                 # a unit loop goes (its index becomes 0)
         else:
             blocks.append((loop, axis))       # (a single tile keeps its band loop: a grid of one block)
     for loop, axis in blocks:
         nest.set_gpu_block_index(loop, axis)
-    anchor = blocks[-1][0]
-    nest.cache_accesses(Y, "acc", anchor)
+    nest.cache_accesses(Y, "acc", blocks[-1][0])
     window = nest.cache_accesses(P, "P_sh", ci)
     nest.eliminate_dead_stores()
-    for ly, lx in ((yi, xi), (uy, ux), tuple(nest.get_loops_for(Y)[-2:])):
+    # the write-back of the accumulators: a loop per dimension of the tile longer than 1
+    back = nest.get_loops_for(Y)[-3 if channels > 1 else -2:]
+    wxt, wxp, _ = nest.split_with_tail(back[-1], pixels)
+    wy, wc = back[-2], back[:-2]
+    if wc:
+        nest.reorder([wc[0], wy, wxt, wxp], [1, 2, 0, 3])
+    for ly, lx in ((yi, xt), (uy, ut), (wy, wxt)):
         nest.set_gpu_thread_index(ly, 1)
         nest.set_gpu_thread_index(lx, 0)
-    nest.unroll(rx)
-    nest.unroll(ry)
+    for loop in (coi, xp, ry, rx, uc, up, *wc, wxp):
+        nest.unroll(loop)
     py, px = nest.get_loops_for(window)[-2:]
-    pyo, pxo, pyi, pxi = nest.tile(py, px, ty, tx)
+    pyo, pxo, pyi, pxi = nest.tile(py, px, ty, tx // pixels)
     nest.reorder([pyo, pxo, pyi, pxi], [2, 3, 0, 1])   # thread loops outermost: one barrier
     nest.set_gpu_thread_index(pyi, 1)
     nest.set_gpu_thread_index(pxi, 0)

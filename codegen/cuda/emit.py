@@ -551,7 +551,9 @@ class CudaEmitter(Functor):
 
     def _private_index(self, buf, ix: Expr) -> Expr:
         p = self.plan.placements.get(id(buf))
-        return ix if p is None or p.private_size is None else private_index(self.kernel, ix)
+        if p is None or p.private_size is None:
+            return ix
+        return private_index(self.kernel, ix, p.private_strides, p.private_slots)
 
     def elem(self, buf, ix: str) -> str:
         """``buf[ix]``; a shared buffer with one slice per thread of the bound axes is

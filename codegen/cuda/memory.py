@@ -207,11 +207,20 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
     then keeps ``R`` elements, indexed by ``r`` -- the usual per-thread accumulator tile of
     a matmul, which must live across the serial K loop that holds the shared-memory copies.
     The module example shows the accumulator ``acc`` of a register-tiled matmul promoted.
+
+    A thread's elements may also be spread out, and are then packed densely: every ``r`` a
+    constant (unrolled loops), the thread offsets plus those constants all distinct (each
+    thread keeps one slot per constant, ``private_slots``); or every ``r`` a sum of loop
+    variables (each from 0) times coefficients that, with the thread coefficients, form a
+    mixed radix (sorted, each at least the previous one times its extent; each thread keeps
+    the product of those extents, ``private_strides``). An accumulator of several output
+    channels per thread, say, in a tile whose channel dimension is outermost.
     """
     cands = {id(p.buffer): p for p in _placements_in(plan, k) if p.scope == "shared" and not p.slice_axes}
     if not cands or not k.thread_axes:
         return
-    info: dict[int, dict] = {i: {"coef": None, "R": 0, "ext": {}, "ok": True} for i in cands}
+    info: dict[int, dict] = {i: {"coef": None, "R": 0, "ext": {}, "ok": True, "digits": {}, "consts": set(),
+                                 "packable": True} for i in cands}
 
     def check_index(bid, ix: Expr, threads: dict, ranges: dict):
         st = info[bid]
@@ -247,6 +256,7 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
         if any(id(v) in tvars for v in free_vars(rest)):
             st["ok"] = False
             return
+        _record_digits(st, rest, span, ranges)
         lo_hi = interval(rest, ranges)
         if lo_hi is None or lo_hi[0] < 0:
             st["ok"] = False
@@ -268,6 +278,73 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
         if disjoint:
             p = cands[bid]
             p.scope, p.private_size = "local", st["R"]
+        elif st["packable"] and (st["digits"] or st["consts"]):
+            packed = _packing(st)
+            if packed is not None:
+                p = cands[bid]
+                p.scope = "local"
+                p.private_strides, p.private_slots, p.private_size = packed
+
+
+def _record_digits(st: dict, rest: Expr, span: int, ranges: dict) -> None:
+    """Note the thread-free part ``rest`` of an index for a packed promotion: a constant goes
+    to ``st["consts"]``; a sum of distinct coefficients times loop variables that start at 0
+    to ``st["digits"]`` (coefficient -> largest extent). Anything else (or a vector's base, or
+    both kinds in one buffer) clears ``st["packable"]``."""
+    if not st["packable"]:
+        return
+    if span != 1:
+        st["packable"] = False
+        return
+    r = fold_int(simplify(rest))
+    if r is not None:
+        st["consts"].add(r)
+    else:
+        seen = set()
+        zero = {}
+        for v in free_vars(rest):
+            c = linear_coeff(rest, v)
+            rng = ranges.get(id(v))
+            if c is None or c <= 0 or c in seen or rng is None or rng[0] != 0:
+                st["packable"] = False
+                return
+            seen.add(c)
+            st["digits"][c] = max(st["digits"].get(c, 0), rng[1] + 1)
+            zero[v] = IntImm(0, v.dtype)
+        if fold_int(simplify(E.substitute(rest, zero))) != 0:
+            st["packable"] = False
+    if st["consts"] and st["digits"]:
+        st["packable"] = False
+
+
+#: at most this many (thread, element) pairs are enumerated to show constant slots disjoint
+_MAX_PAIRS = 1 << 16
+
+
+def _packing(st: dict):
+    """How each thread packs its elements densely, ``(strides, slots, elements)``, or None:
+    ``slots`` (constant index -> slot) when every index is a constant and the thread offsets
+    plus those constants are all distinct; ``strides`` (coefficient -> stride) when the
+    thread and loop-variable coefficients form a mixed radix."""
+    threads = [(c, st["ext"][ax]) for ax, c in st["coef"].items()]
+    if st["consts"]:
+        offsets = [0]
+        for c, n in threads:
+            offsets = [o + c * t for o in offsets for t in range(n)]
+        consts = sorted(st["consts"])
+        if len(offsets) * len(consts) > _MAX_PAIRS or \
+                len({o + r for o in offsets for r in consts}) != len(offsets) * len(consts):
+            return None
+        return None, {r: i for i, r in enumerate(consts)}, len(consts)
+    places = sorted(threads + list(st["digits"].items()))
+    for (c, n), (c2, _) in zip(places, places[1:]):
+        if c < 1 or c2 < c * n:
+            return None
+    strides, size = {}, 1
+    for c, n in sorted(st["digits"].items()):
+        strides[c] = size
+        size *= n
+    return strides, None, size
 
 
 class _Accesses(StmtWalk):
@@ -302,9 +379,11 @@ def _index_of(node) -> Expr:
     return node.indices[0] if node.indices else IntImm(0)
 
 
-def private_index(k: KernelPlan, ix: Expr) -> Expr:
+def private_index(k: KernelPlan, ix: Expr, strides: dict | None = None, slots: dict | None = None) -> Expr:
     """The index of a buffer promoted by :func:`promote_private` within the current thread's
-    own elements: ``ix`` with the thread variables of kernel ``k`` set to 0.
+    own elements: ``ix`` with the thread variables of kernel ``k`` set to 0; for a packed
+    promotion, that constant's slot (``slots``) or each remaining variable's coefficient
+    replaced by its stride (``strides``).
 
     >>> from te import Var
     >>> from loopnest.stmt import For, ForKind
@@ -313,4 +392,12 @@ def private_index(k: KernelPlan, ix: Expr) -> Expr:
     >>> print(private_index(k, t * 4 + r))
     r
     """
-    return simplify(E.substitute(ix, {f.var: IntImm(0, f.var.dtype) for f in k.thread_loops}))
+    rest = simplify(E.substitute(ix, {f.var: IntImm(0, f.var.dtype) for f in k.thread_loops}))
+    if slots is not None:
+        return IntImm(slots[fold_int(rest)], rest.dtype)
+    if strides is None:
+        return rest
+    out = IntImm(0, rest.dtype)
+    for v in free_vars(rest):
+        out = out + IntImm(strides[linear_coeff(rest, v)], rest.dtype) * v
+    return simplify(out)

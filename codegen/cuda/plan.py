@@ -146,8 +146,11 @@ class Placement:
     ``"shared"`` (``__shared__``; with ``slice_axes``: one slice of the buffer per thread of
     those thread axes, whose block sizes are ``slice_dims``) or ``"local"`` (a thread-local
     array; ``private_size``: promoted from shared memory, each thread keeping that many
-    elements indexed without the thread variables). ``offset``: the byte offset of a shared
-    buffer in its kernel's shared memory (16-byte aligned, in allocation order).
+    elements indexed without the thread variables; packed densely with ``private_slots``
+    (constant index -> slot) or ``private_strides`` (coefficient of a loop variable in the
+    index -> its stride in the thread's array)).
+    ``offset``: the byte offset of a shared buffer in its kernel's shared memory (16-byte
+    aligned, in allocation order).
 
     >>> from te import Buffer
     >>> p = Placement(Buffer("t", (16,), "float32"), "shared", slice_axes=(1,), slice_dims=(8,))
@@ -162,6 +165,8 @@ class Placement:
     slice_axes: tuple = ()
     slice_dims: tuple = ()
     private_size: int | None = None
+    private_strides: dict | None = None
+    private_slots: dict | None = None
     offset: int = 0
 
     @property

@@ -137,7 +137,7 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
             raise ScheduleError(f"cannot bind loop {loop.name} to {label}: it is inside the gpu_thread loop "
                                 f"{t.var.name}; block loops must enclose thread loops")
         if any(g.kind == ForKind.GPU_THREAD for g in inner):
-            _check_grid_chain(loop.name, label, outer + [f])
+            _check_grid_chain(loop.name, label, outer + [f], binding=f)
     else:
         b = next((g for g in inner if g.kind == ForKind.GPU_BLOCK), None)
         if b is not None:
@@ -164,17 +164,18 @@ def _check_launch_extent(nest, f: For, name: str, label: str) -> None:
                             "mask rather than a tail, or bind an outer loop")
 
 
-def _check_grid_chain(name: str, label: str, path: list) -> None:
+def _check_grid_chain(name: str, label: str, path: list, binding: For | None = None) -> None:
     """The loops of ``path`` (outermost first) down to its innermost block loop must all be
     block loops, each holding only the next: a kernel's grid is its outermost loops. Checked
     once a block loop has thread loops inside it (binding usually goes blocks first, threads
-    last), so block loops may be bound in any order before that."""
-    blocks = [k for k, g in enumerate(path) if g.kind == ForKind.GPU_BLOCK]
+    last), so block loops may be bound in any order before that. ``binding``: the loop of
+    ``path`` being bound to a block index now (a block loop already)."""
+    blocks = [k for k, g in enumerate(path) if g.kind == ForKind.GPU_BLOCK or g is binding]
     if not blocks:
         return
     chain = path[:blocks[-1] + 1]
     for g, child in zip(chain, chain[1:]):
-        if g.kind != ForKind.GPU_BLOCK:
+        if g.kind != ForKind.GPU_BLOCK and g is not binding:
             raise ScheduleError(
                 f"cannot bind loop {name} to {label}: the gpu_block loop {child.var.name} is inside loop "
                 f"{g.var.name}, which is not a gpu_block loop, and a kernel's grid is its outermost loops; bind "

@@ -208,11 +208,23 @@ def test_transpose_stores_are_coalesced():
 
 def test_conv2d_stages_the_padded_window_in_shared_memory():
     _, _, k = _case("conv2d")                    # 1 x 4 x 8 x 12 -> 4 channels
-    assert k.launch_dims() == [("k0_Y", (1, 4, 1), (12, 8, 1))]
+    # a block per pair of output channels, a thread's two accumulators in registers
+    assert k.launch_dims() == [("k0_Y", (1, 2, 1), (12, 8, 1))]
     assert "__shared__ __align__(16) float b_P_sh[140];" in k.source      # (8 + 2) x (12 + 2)
-    assert "float b_acc[1];" in k.source
+    assert "float b_acc[2];" in k.source
     ci_loop = k.source[k.source.index("for (int v_ci"):]
     assert ci_loop.count("__syncthreads();") == 2                 # window written, window read
+
+
+@requires_emu
+@pytest.mark.parametrize("params", [dict(channels=1, pixels=1), dict(channels=8, pixels=4), dict(channels=3, pixels=3)])
+def test_conv2d_register_blocks_on_the_host_emulation(params):
+    spec = WORKLOADS["conv2d"].make((1, 5, 7, 9, 6))
+    k = build(gpu_nest("conv2d", spec, **params), spec.args, target="cuda")
+    assert any(p.buffer.name == "acc" and p.scope == "local" for p in k.module.plan.placements.values())
+    out = np.zeros(spec.out_shapes["Y"], np.float32)
+    run_on_host(k, X=spec.inputs["X"].copy(), W=spec.inputs["W"].copy(), Y=out)
+    np.testing.assert_allclose(out, spec.reference(spec.inputs)["Y"], rtol=1e-4, atol=1e-4)
 
 
 def test_thread_strided_spreads_a_loop_over_threads():

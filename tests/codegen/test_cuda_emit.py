@@ -208,6 +208,37 @@ def test_buffers_exchanged_between_threads_are_not_promoted():
     _check_on_ireval_and_host(nest, [A, Y], k, a, y, a.T)
 
 
+@pytest.mark.parametrize("unrolled", [False, True])
+def test_a_threads_elements_spread_over_a_buffer_are_packed_into_registers(unrolled):
+    """S[c, tx] (channel outermost) holds 4 elements per thread, 16 apart: packed into a
+    4-element array per thread, indexed by c (a serial loop: strides) or by slot (the loops
+    unrolled into copies: constant indices)."""
+    A = Buffer("A", (4, 16), float32)
+    Y = Compute("Y", (4, 16), lambda c, x: A[c, x])
+    S = Buffer("S", (4, 16), float32)
+    tx1, tx2, c1, c2 = Var("tx1"), Var("tx2"), Var("c1"), Var("c2")
+
+    def per_thread(tx, c, body):
+        return For(tx, 0, 16, Block([For(c, 0, 4, Block([body]))]), ForKind.GPU_THREAD, 0)
+    root = For(Var("b"), 0, 1, Block([per_thread(tx1, c1, Store(S, (c1, tx1), A[c1, tx1] * 2.0)),
+                                      per_thread(tx2, c2, Store(Y, (c2, tx2), S[c2, tx2] + 1.0))]),
+               ForKind.GPU_BLOCK, 0)
+    nest = LoopNest([Y])
+    nest.add_buffer(S)
+    nest.root = Block((root,))
+    if unrolled:
+        nest.unroll("c1")
+        nest.unroll("c2")
+    k = build(nest, [A, Y], target="cuda")
+    p = next(p for p in k.module.plan.placements.values() if p.buffer is S)
+    assert (p.scope, p.private_size) == ("local", 4)
+    assert (p.private_slots is not None, p.private_strides is not None) == (unrolled, not unrolled)
+    assert "float b_S[4];" in k.source and "__syncthreads" not in k.source
+    a = np.arange(64, dtype=np.float32).reshape(4, 16)
+    y = np.zeros_like(a)
+    _check_on_ireval_and_host(nest, [A, Y], k, a, y, a * 2 + 1)
+
+
 def test_softmax_block_single_thread_sections_are_guarded_and_synchronised():
     src = _kernel("softmax_block").source
     assert src.count("if (threadIdx.x == 0) {") == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
+from codegen import build
 from loopnest import LoopNest
 from loopnest.stmt import Block, Cond, For, ForKind, Let, Store, iter_stmts
 from loopnest.transforms.loop_kinds import lower_vectorized_loops
@@ -370,6 +371,17 @@ def test_gpu_binding_refusals():
     x, y = nest.get_loops_for(D)
     nest.set_gpu_thread_index(x, 0)
     assert "block loops must enclose thread loops" in unchanged(nest, lambda: nest.set_gpu_block_index(y, 1))
+    # threads bound first, then a block index on a loop under a plain one (seed 56, case 185:
+    # accepted, then the CUDA build refused it)
+    E = Compute("E", (4, 4, 4), lambda x, y, z: B[x, y] + 1.0)
+    nest = LoopNest([E])
+    x, y, z = nest.get_loops_for(E)
+    nest.set_gpu_thread_index(z, 0)
+    msg = unchanged(nest, lambda: nest.set_gpu_block_index(y, 0))
+    assert "the gpu_block loop y is inside loop x, which is not a gpu_block loop" in msg
+    nest.set_gpu_block_index(x, 1)
+    nest.set_gpu_block_index(y, 0)                 # under a block loop: fine
+    assert build(nest, [B, E], target="cuda").launch_dims() == [("k0_E", (4, 4, 1), (4, 1, 1))]
 
 
 def test_parallelize_after_compute_at_privatizes_the_intermediate(backend):
