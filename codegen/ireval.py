@@ -32,7 +32,9 @@ Every other backend is checked against IREval, so it implements the semantics of
   ``IndexError`` names the buffer, the offset and the access, never a numpy negative-index
   wrap-around; reading a buffer outside its Allocate/Free raises ``RuntimeError``;
 * loops of every kind (parallel, vectorized, unrolled, gpu_block, gpu_thread) run as serial
-  loops; ``Allocate`` gives a zeroed buffer (``poison=True``: NaN / 0xCD bytes, to catch reads
+  loops (``interleave=True``: the iterations of a parallel or gpu_block loop run each
+  statement of its body in turn, so iterations that share what only one should see give
+  other values -- a check for races); ``Allocate`` gives a zeroed buffer (``poison=True``: NaN / 0xCD bytes, to catch reads
   of memory nobody wrote), ``Free`` releases it.
 
 >>> import numpy as np
@@ -67,6 +69,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from loopnest.kinds import ForKind
 from loopnest.printer import stmt_to_str
 from loopnest.queries import stmt_free_vars, stmt_stored_buffers
 from loopnest.stmt import Allocate, Block, Cond, For, Free, LetStmt, Stmt, Store, iter_stmts, stmt_depth
@@ -87,7 +90,7 @@ from .kernel import BuildError, Kernel, Param, sanitize_name
 __all__ = ["IREvalKernel", "build_ireval", "evaluate", "OPTIONS"]
 
 #: options understood by ``build_ireval`` (``fast_math`` is accepted and ignored: IREval is exact)
-OPTIONS = ("poison", "batch", "chunk", "name", "fast_math")
+OPTIONS = ("poison", "batch", "chunk", "name", "fast_math", "interleave")
 
 _CHUNK = 1 << 16          # iterations per batch chunk (bounds the temporary arrays)
 
@@ -303,8 +306,9 @@ class _Compiler(Functor):
 
     memoize = True      # closures address frame slots, which are per compiler, not per scope
 
-    def __init__(self, batch: bool, poison: bool, chunk: int):
+    def __init__(self, batch: bool, poison: bool, chunk: int, interleave: bool = False):
         self.batch = batch
+        self.interleave = interleave
         self.poison = poison
         self.chunk = max(1, int(chunk))
         self.nslots = 1                      # slot 0: _ALLOW
@@ -805,8 +809,27 @@ class _Compiler(Functor):
         def serial(fr):
             serial_range(fr, int(fa(fr)), int(fb(fr)))
 
+        if self.interleave and s.kind in (ForKind.PARALLEL, ForKind.GPU_BLOCK) and len(s.body.stmts) > 1:
+            return self._interleaved(s, slot, fa, fb, vt)
         plan = plan_batch(self, s, serial_range) if self.batch else None
         return plan or serial
+
+    def _interleaved(self, s: For, slot: int, fa, fb, vt) -> Fn:
+        """The concurrent loop ``s`` run statement by statement: each statement of the body
+        for every iteration, then the next, each iteration with its own frame (its variables
+        and its own allocations; the buffers from outside the loop are shared)."""
+        parts = [self.stmt(x) for x in s.body.stmts]
+
+        def interleaved(fr):
+            frames = []
+            for v in range(int(fa(fr)), int(fb(fr))):
+                own = list(fr)
+                own[slot] = vt(v)
+                frames.append(own)
+            for part in parts:
+                for own in frames:
+                    part(own)
+        return interleaved
 
 
 def _ieee_max(a, b):
@@ -993,8 +1016,10 @@ def build_ireval(nest, params: list[Param], **options) -> IREvalKernel:
     ``nest`` is a prepared ``LoopNest`` (or any object with a ``root`` statement), ``params``
     come from ``codegen.kernel.make_params``. Options: ``poison=True`` fills allocations with
     NaN / 0xCD bytes instead of zeros; ``batch=False`` runs every loop serially (no numpy
-    batching); ``chunk`` sets the iterations per batch chunk; ``name`` the kernel name;
-    ``fast_math`` is accepted and ignored (IREval is exact).
+    batching); ``chunk`` sets the iterations per batch chunk; ``interleave=True`` runs the
+    iterations of parallel and gpu_block loops statement by statement (the module
+    docstring; no batching); ``name`` the kernel name; ``fast_math`` is accepted and ignored (IREval is
+    exact).
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest
@@ -1011,8 +1036,9 @@ def build_ireval(nest, params: list[Param], **options) -> IREvalKernel:
     root = getattr(nest, "root", None)
     if not isinstance(root, Stmt):
         raise BuildError(f"build_ireval needs a prepared LoopNest (with a root statement), got {nest!r}")
-    comp = _Compiler(batch=bool(options.get("batch", True)), poison=bool(options.get("poison", False)),
-                     chunk=int(options.get("chunk", _CHUNK)))
+    interleave = bool(options.get("interleave", False))
+    comp = _Compiler(batch=bool(options.get("batch", True)) and not interleave, poison=bool(options.get("poison", False)),
+                     chunk=int(options.get("chunk", _CHUNK)), interleave=interleave)
     # kernel parameters: buffers by name, size variables by identity (or by name)
     by_id: dict[int, E.Var] = {}
     by_name: dict[str, E.Var] = {}

@@ -10,9 +10,11 @@ tensor whose value does not depend on an index drops the read at that index.)
 Per schedule, step by step: a refused step raises ScheduleError and leaves ``str(nest)``
 and the history unchanged; an accepted step leaves a nest that verifies; any other
 exception is a crash. Then, per target, the scheduled program equals the unscheduled one
-on IREval (``ireval`` with poisoned allocations, ``llvm``; ``cuda``: the emitted source,
-run on the host emulation where g++ and the CUDA headers exist, compiled with nvcc on
-request), and the history replayed onto a fresh nest prints the same nest.
+on IREval (``ireval`` with poisoned allocations, and again with the iterations of parallel
+and gpu_block loops interleaved statement by statement, which shows races that a serial run
+hides; ``llvm``; ``cuda``: the emitted source, run on the host emulation where g++ and the
+CUDA headers exist, compiled with nvcc on request), and the history replayed onto a fresh
+nest prints the same nest.
 
 The fuzzer observes failures, so it catches every exception a check raises (``except
 Exception`` below) and reports it as a :class:`Failure`.
@@ -278,7 +280,32 @@ def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emu
         return None
     want = case.baseline if case.expected == "values" else case.reference
     result.failures += _outcome(case, outs, want, target, "wrong")
+    if target == "ireval" and case.expected == "values" and _interleavable(nest):
+        result.failures += _interleaved(case, nest, want)
     return False
+
+
+def _interleavable(nest) -> bool:
+    """Whether the prepared ``nest`` has a parallel or gpu_block loop whose body has several
+    statements (what IREval's ``interleave=True`` runs statement by statement)."""
+    def concurrent(root, several):
+        return any(isinstance(s, For) and s.kind in (ForKind.PARALLEL, ForKind.GPU_BLOCK)
+                   and (len(s.body.stmts) > 1 or not several) for s in iter_stmts(root))
+    return concurrent(nest.root, False) and concurrent(nest.copy().prepare_for_codegen().root, True)
+
+
+def _interleaved(case: Case, nest, want: list) -> list:
+    """The failures of ``nest`` on IREval with the iterations of its concurrent loops run
+    statement by statement: iterations that share what each should have for itself (a
+    scratch buffer allocated outside the loop, say) give other values there, while a
+    serial run hides the race."""
+    where = "ireval-interleaved"
+    try:
+        outs = case.run(nest, "ireval", interleave=True)
+    except Exception as e:  # the fuzzer reports every exception
+        f = _error(e)
+        return [Failure("run", where, f.error, f.message)]
+    return _outcome(case, outs, want, where, "wrong")
 
 
 #: the share of LLVM kernels whose machine code the tester prints to look for the AVX-512

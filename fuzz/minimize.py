@@ -205,7 +205,8 @@ EXPECT = {expect!r}
 
 def run(nest, target):
     outs = [np.zeros(WANT[t.name][1], WANT[t.name][2]) for t in OUTPUTS]
-    build(nest, INPUTS + OUTPUTS + list(SIZES), target=target, **({{"poison": True}} if target == "ireval" else {{}}))(
+    options = {{"ireval": {{"poison": True}}, "ireval-interleaved": {{"poison": True, "interleave": True}}}}.get(target, {{}})
+    build(nest, INPUTS + OUTPUTS + list(SIZES), target=target.split("-")[0], **options)(
         *[np.array(DATA[b.name][0], DATA[b.name][2]).reshape(DATA[b.name][1]) for b in INPUTS], *outs,
         *SIZES.values())
     return outs
@@ -302,7 +303,7 @@ def reproducer_source(case: Case, steps: list, failure: Failure, targets, title:
     """A standalone script reproducing ``failure`` of ``steps`` on ``case``."""
     p = case.program
     cpu = [t for t in targets if t in ("ireval", "llvm")]
-    if failure.where in ("ireval", "llvm"):
+    if failure.where in ("ireval", "llvm", "ireval-interleaved"):
         cpu = [failure.where]
     if uses_gpu(steps):   # GPU-bound loops run on IREval and CUDA only
         cpu = [t for t in cpu if t != "llvm"]

@@ -220,6 +220,51 @@ def test_a_cache_copy_inside_a_parallel_loop_is_allocated_per_iteration():
         np.testing.assert_array_equal(got, want)
 
 
+def test_interleaved_ireval_shows_a_cache_copy_shared_by_parallel_iterations():
+    """Before the fix, case 227's copy was allocated once outside the parallel loop: serial
+    runs (IREval, and LLVM at the tester's sizes) were right, the parallel iterations shared
+    it. IREval with ``interleave=True`` runs each statement of the loop's body for every
+    iteration in turn, which shows the sharing as wrong values."""
+    M, A, T2, nest = _case_227()
+    nest.parallelize(nest.loop("i1_1"))
+    nest.cache_accesses(nest.buffer("A"), "cache1", nest.loop("i1_1"))
+    a = np.random.default_rng(0).integers(-3, 4, (9, 9)).astype(np.float32)
+    want = np.zeros((9, 9), np.int32)
+    build(LoopNest([T2]), [A, T2, M], target="ireval")(a, want, 8)
+    shared = nest.copy()
+    shared._cache_buffers = {}          # the allocation pass as it was: one copy outside the loop
+    for n, race in ((nest, False), (shared, True)):
+        for interleave in (False, True):
+            got = np.zeros_like(want)
+            build(n, [A, T2, M], target="ireval", interleave=interleave)(a, got, 8)
+            assert np.array_equal(got, want) is not (race and interleave)
+
+
+def test_the_tester_reports_a_race_that_only_interleaved_iterations_show(monkeypatch):
+    from fuzz.check import Case, check_program, check_schedule
+    from fuzz.programs import Program, TensorSpec
+    from loopnest import passes
+    p = Program({}, [TensorSpec("A", "int32", [[6, 0], [5, 0]]),
+                     TensorSpec("B", "int32", [[6, 0], [5, 0]],
+                                ["add", ["ld", "A", [["i", 0], ["sub", ["c", 4, "int32"], ["i", 1]]]],
+                                 ["c", 1, "int32"]])], ["B"], 0)
+    case = Case(p)
+    assert check_program(case) == []
+    steps = [{"op": "parallelize", "args": [{"loop": "i0"}], "kwargs": {}},
+             {"op": "cache_accesses", "args": [{"buffer": "A"}, "cache1", {"loop": "i0"}], "kwargs": {}}]
+    assert check_schedule(case, steps, ("ireval",)).failures == []
+    monkeypatch.setattr(passes, "_private_to", lambda nest, buf, f: False)   # every allocation outside
+    failures = check_schedule(case, steps, ("ireval",)).failures
+    assert [(f.kind, f.where) for f in failures] == [("wrong", "ireval-interleaved")]
+    # its reproducer runs the interleaved IREval too (here, where the race is still patched in)
+    from fuzz.minimize import reproducer_source
+    source = reproducer_source(case, steps, failures[0], ("ireval",), "race")
+    assert "TARGETS = ['ireval-interleaved']" in source
+    with pytest.raises(SystemExit) as stop:
+        exec(compile(source, "reproducer", "exec"), {"__name__": "__main__"})
+    assert stop.value.code == 1
+
+
 def test_cuda_refuses_a_cache_copy_sized_at_launch_inside_thread_loops():
     from codegen import BuildError
     M, A, T2, nest = _case_227()
