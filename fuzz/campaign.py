@@ -12,17 +12,15 @@ can be rerun by itself (``python -m fuzz --seed s --case k``).
 from __future__ import annotations
 
 import collections
-import contextlib
 import os
 import random
 import re
-import signal
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .check import TARGETS, Case, Failure, check_program, check_schedule
+from .limits import WALL_FACTOR, TimeLimit, time_limit  # noqa: F401 -- part of this module's API
 from .minimize import minimize, minimize_program, reproducer_source
 from .programs import INDEX_NAME, random_program
 
@@ -87,54 +85,15 @@ class Summary:
         return "\n".join(lines)
 
 
-class TimeLimit(Exception):
-    """A schedule (or a program's own check) ran past the campaign's per-case time limit; the
-    fuzzer reports it as a failure where it happened (``crash:cache_accesses:TimeLimit``)."""
-
-
-#: the wall-clock limit of a case, in multiples of its CPU-time limit: it catches a case that
-#: waits without computing (a deadlock), where a loaded machine only slows the others down
-WALL_FACTOR = 4
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float | None):
-    """Raise :class:`TimeLimit` in the block after ``seconds`` of this process's CPU time (all
-    its threads), or ``WALL_FACTOR * seconds`` of wall time (None: no limit; main thread only).
-
-    >>> with time_limit(5.0):
-    ...     pass
-    """
-    if not seconds:
-        yield
-        return
-
-    def expire(signum, frame):
-        where = "\n  <- ".join(f"{Path(f.filename).stem}.{f.name}:{f.lineno}"
-                               for f in reversed(traceback.extract_stack(frame)[-16:]))
-        limit = f"{seconds:g} s of CPU time" if signum == signal.SIGPROF else f"{WALL_FACTOR * seconds:g} s of wall time"
-        raise TimeLimit(f"ran past the per-case time limit of {limit} in {where}")
-
-    old = signal.signal(signal.SIGPROF, expire), signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_PROF, seconds)
-    signal.setitimer(signal.ITIMER_REAL, WALL_FACTOR * seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGPROF, old[0])
-        signal.signal(signal.SIGALRM, old[1])
-
-
 def _file_name(sig: str, case: int) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", sig).strip("_") + f"_case{case}.py"
 
 
 def _record(summary: Summary, failures: list, case: Case, steps: list, k: int, targets, out: Path | None,
-            options: dict) -> None:
+            options: dict, case_seconds: float | None = None) -> None:
     """Count ``failures``; with ``out``, minimise the first few of each signature and write
-    a reproducer for each new class (signature and the transforms left after minimising)."""
+    a reproducer for each new class (signature and the transforms left after minimising;
+    each trial of the minimising under the campaign's per-case time limit)."""
     for f in failures:
         summary.found.append(Found(k, f, steps, case.program))
         summary.by_kind[f.kind] += 1
@@ -149,12 +108,12 @@ def _record(summary: Summary, failures: list, case: Case, steps: list, k: int, t
             path.write_text(reproducer_source(case, steps, f, targets, f"{f.signature} (seed {summary.seed}, case {k})"))
             summary.reproducers.setdefault(f.signature, str(path))
             continue
-        small = minimize(case, steps, f, targets, **options)
+        small = minimize(case, steps, f, targets, seconds=case_seconds, **options)
         cls = "+".join([f.signature] + sorted({s["op"] for s in small}))
         if cls in summary.reproducers:
             continue
-        small_case = minimize_program(case, small, f, targets, **options)
-        small = minimize(small_case, small, f, targets, **options)
+        small_case = minimize_program(case, small, f, targets, seconds=case_seconds, **options)
+        small = minimize(small_case, small, f, targets, seconds=case_seconds, **options)
         path = out / _file_name(cls, k)
         path.write_text(reproducer_source(small_case, small, f, targets, f"{cls} (seed {summary.seed}, case {k})"))
         summary.reproducers[cls] = str(path)
@@ -205,7 +164,7 @@ def run_campaign(seed: int, count: int | None = None, seconds: float | None = No
         _count_features(summary, case)
         with time_limit(case_seconds):
             found = check_program(case)
-        _record(summary, found, case, [], case_id, targets, out_dir, options)
+        _record(summary, found, case, [], case_id, targets, out_dir, options, case_seconds)
         for _ in range(SCHEDULES_PER_PROGRAM):
             if count is not None and summary.schedules >= count:
                 break
@@ -214,7 +173,7 @@ def run_campaign(seed: int, count: int | None = None, seconds: float | None = No
             summary.schedules += 1
             summary.steps += len(result.steps)
             summary.refused += result.refused
-            _record(summary, result.failures, case, result.steps, case_id, targets, out_dir, options)
+            _record(summary, result.failures, case, result.steps, case_id, targets, out_dir, options, case_seconds)
         if not quiet and time.monotonic() - last >= progress_every:
             last = time.monotonic()
             print(summary.line(last - start), flush=True)

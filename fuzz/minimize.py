@@ -22,29 +22,36 @@ import time
 import numpy as np
 
 from .check import Case, Failure, check_program, check_schedule, uses_gpu
+from .limits import TimeLimit, time_limit
 from .programs import MAX_MAGNITUDE, Program, dtype_of, to_source
 from .reference import Inexact
 from .schedules import step_source
 
 
-def reproduces(case: Case, steps: list, failure: Failure, targets, **options) -> bool:
-    """Whether applying ``steps`` to ``case`` fails with ``failure``'s signature."""
-    if failure.kind == "reference" or failure.where == "unscheduled":
-        return any(f.signature == failure.signature for f in check_program(case))
-    result = check_schedule(case, steps, targets, **options)
+def reproduces(case: Case, steps: list, failure: Failure, targets, seconds: float | None = None, **options) -> bool:
+    """Whether applying ``steps`` to ``case`` fails with ``failure``'s signature (a trial
+    running past ``seconds``, the per-case time limit, does not)."""
+    try:
+        with time_limit(seconds):
+            if failure.kind == "reference" or failure.where == "unscheduled":
+                return any(f.signature == failure.signature for f in check_program(case))
+            result = check_schedule(case, steps, targets, **options)
+    except TimeLimit:
+        return False
     return any(f.signature == failure.signature for f in result.failures)
 
 
-def minimize(case: Case, steps: list, failure: Failure, targets, **options) -> list:
+def minimize(case: Case, steps: list, failure: Failure, targets, seconds: float | None = None, **options) -> list:
     """The shortest step list found by dropping one step at a time, from the last, while
-    the failure persists (repeated until no single step can go)."""
+    the failure persists (repeated until no single step can go); each trial within
+    ``seconds`` (see :func:`reproduces`)."""
     steps = list(steps)
     changed = True
     while changed:
         changed = False
         for k in reversed(range(len(steps))):
             trial = steps[:k] + steps[k + 1:]
-            if reproduces(case, trial, failure, targets, **options):
+            if reproduces(case, trial, failure, targets, seconds, **options):
                 steps, changed = trial, True
     return steps
 
@@ -101,19 +108,25 @@ def _case_of(program: Program) -> Case | None:
     return case
 
 
-def minimize_program(case: Case, steps: list, failure: Failure, targets, budget: float = 120.0, **options) -> Case:
+def minimize_program(case: Case, steps: list, failure: Failure, targets, budget: float = 120.0,
+                     seconds: float | None = None, **options) -> Case:
     """Simplify the stages' expressions (a subexpression becomes one of its children or a
     constant) and drop extra outputs while ``steps`` still fail with ``failure``'s signature;
-    stops after ``budget`` seconds."""
+    stops after ``budget`` seconds (each trial within ``seconds``, see :func:`reproduces`)."""
     deadline = time.monotonic() + budget
 
     def keeps(program: Program) -> Case | None:
         trial = _case_of(program)
         if trial is None:
             return None
-        if failure.kind != "reference" and failure.where != "unscheduled" and check_program(trial):
-            return None
-        return trial if reproduces(trial, steps, failure, targets, **options) else None
+        if failure.kind != "reference" and failure.where != "unscheduled":
+            try:
+                with time_limit(seconds):
+                    if check_program(trial):
+                        return None
+            except TimeLimit:
+                return None
+        return trial if reproduces(trial, steps, failure, targets, seconds, **options) else None
 
     program = case.program
     if len(program.outputs) > 1:

@@ -141,3 +141,22 @@ def test_the_case_time_limit_counts_cpu_time_and_catches_a_hang_by_wall_time():
     with pytest.raises(TimeLimit, match="of wall time"):
         with time_limit(0.05):
             time.sleep(5)
+
+
+def test_a_minimising_trial_that_runs_past_the_case_limit_does_not_reproduce(monkeypatch):
+    """Trials run under the per-case time limit: a trial that hangs (some step combination
+    the original schedule never reached) counts as not reproducing instead of stalling the
+    campaign."""
+    import time
+    from fuzz import minimize as M
+    from fuzz.check import Case, Failure
+    from fuzz.programs import Program, TensorSpec
+    p = Program({}, [TensorSpec("A", "int32", [[4, 0]]),
+                     TensorSpec("B", "int32", [[4, 0]], ["add", ["ld", "A", [["i", 0]]], ["c", 1, "int32"]])],
+                ["B"], 0)
+    monkeypatch.setattr(M, "check_schedule", lambda *a, **k: time.sleep(30))
+    start = time.monotonic()
+    failure = Failure("wrong", "llvm", "", "example")
+    assert not M.reproduces(Case(p), [], failure, ("llvm",), seconds=0.05)
+    assert M.minimize(Case(p), [{"op": "x"}], failure, ("llvm",), seconds=0.05) == [{"op": "x"}]
+    assert time.monotonic() - start < 5
