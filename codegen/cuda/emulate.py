@@ -10,6 +10,9 @@ emitter uses (``__int_as_float``, ``rsqrtf``, ``__expf``...) get host versions h
 
 It checks indexing, guards, barrier placement and helper semantics of the emitted code --
 not the GPU's own math library or memory model -- and it is slow (a thread per GPU thread).
+The kernel's CUDA includes and the prelude are precompiled once per process into a header
+that every kernel with the same includes shares (parsing the CUDA headers took half of
+each compile).
 
 >>> import numpy as np
 >>> from codegen.cuda import examples
@@ -34,6 +37,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -203,27 +207,60 @@ def _slot(var, v, kernel_name: str) -> int:
     return int(value)
 
 
-def _build(kernel) -> str:
+def _workdir() -> str:
     global _DIR
+    if _DIR is None:
+        import atexit
+        _DIR = tempfile.mkdtemp(prefix="tc_cuda_emu_")
+        atexit.register(shutil.rmtree, _DIR, True)
+    return _DIR
+
+
+#: the flags of every emulation compile (a precompiled header is used only with the flags it was made with)
+_CXXFLAGS = ["-std=c++20", "-O0", "-fPIC", "-pthread", "-w"]
+
+#: header text -> the header's path (precompiled beside it when g++ managed to)
+_HEADERS: dict[str, str] = {}
+_HEADER_LOCK = threading.Lock()
+
+
+def _header(cxx: str, text: str) -> str:
+    """The path of a header holding ``text`` (the kernel's CUDA includes, then the prelude),
+    precompiled once per process: parsing the CUDA headers is most of a kernel's compile
+    time. A header g++ fails to precompile is still included as text."""
+    with _HEADER_LOCK:
+        path = _HEADERS.get(text)
+        if path is None:
+            h = hashlib.sha256(text.encode()).hexdigest()[:24]
+            path = os.path.join(_workdir(), f"prelude_{h}.h")
+            with open(path, "w") as f:
+                f.write(text)
+            part = path + ".gch.part"      # renamed into place whole: g++ never sees half a header
+            made = subprocess.run([cxx, *_CXXFLAGS, f"-I{_cuda_include()}", "-x", "c++-header", path, "-o", part],
+                                  capture_output=True)
+            if made.returncode == 0:
+                os.replace(part, path + ".gch")
+            _HEADERS[text] = path
+        return path
+
+
+def _build(kernel) -> str:
     cxx = host_compiler()
     if cxx is None:
         raise EmulationError("no host C++ compiler (g++) found for the CUDA emulation")
     # the CUDA headers the kernel includes go first, before the prelude's macros
     includes = [ln for ln in kernel.source.splitlines() if ln.startswith("#include")]
     body = "\n".join(ln for ln in kernel.source.splitlines() if not ln.startswith("#include"))
-    src = "\n".join(includes) + _PRELUDE + "\n" + body + "\n" + _driver(kernel)
-    h = hashlib.sha256(src.encode()).hexdigest()[:24]
+    head = "\n".join(includes) + _PRELUDE
+    src = body + "\n" + _driver(kernel)
+    h = hashlib.sha256((head + src).encode()).hexdigest()[:24]
     if h in _LIBS:
         return _LIBS[h]
-    if _DIR is None:
-        import atexit
-        _DIR = tempfile.mkdtemp(prefix="tc_cuda_emu_")
-        atexit.register(shutil.rmtree, _DIR, True)
-    path = os.path.join(_DIR, f"k_{h}.so")
-    cpp = os.path.join(_DIR, f"k_{h}.cpp")
+    path = os.path.join(_workdir(), f"k_{h}.so")
+    cpp = os.path.join(_workdir(), f"k_{h}.cpp")
     with open(cpp, "w") as f:
         f.write(src)
-    cmd = [cxx, "-std=c++20", "-O0", "-shared", "-fPIC", "-pthread", "-w", f"-I{_cuda_include()}", cpp, "-o", path]
+    cmd = [cxx, *_CXXFLAGS, "-shared", f"-I{_cuda_include()}", "-include", _header(cxx, head), cpp, "-o", path]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise EmulationError(f"g++ could not compile the emulated kernel:\n{p.stderr[-4000:]}")

@@ -957,3 +957,20 @@ def test_arrays_are_passed_in_memory_order_for_layout_buffers(fake_gpu):
     b[:] = 0
     k(np.asfortranarray(data), b)
     np.testing.assert_allclose(b, data * 3 + 1, rtol=1e-6)
+
+
+@requires_emu
+def test_the_emulation_precompiles_the_prelude_once_per_set_of_includes():
+    """Parsing the CUDA headers is most of a kernel's g++ time: kernels with the same includes
+    share one precompiled header, and each still runs right."""
+    from codegen.cuda import emulate
+    outs = []
+    for threads in (64, 32):        # two kernels, one set of includes
+        ex = examples.lowp_elementwise(threads=threads)
+        k = build(ex.nest, ex.args, target="cuda")
+        arrays, expected = ex.make(np.random.default_rng(0))
+        run_on_host(k, **arrays)
+        outs.append(all(np.allclose(arrays[name], want, rtol=1e-2, atol=1e-2) for name, want in expected.items()))
+    assert outs == [True, True]
+    heads = [path for text, path in emulate._HEADERS.items() if "cuda_fp16.h" in text]
+    assert heads and all(os.path.exists(path + ".gch") for path in heads)
