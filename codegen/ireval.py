@@ -32,9 +32,10 @@ Every other backend is checked against IREval, so it implements the semantics of
   ``IndexError`` names the buffer, the offset and the access, never a numpy negative-index
   wrap-around; reading a buffer outside its Allocate/Free raises ``RuntimeError``;
 * loops of every kind (parallel, vectorized, unrolled, gpu_block, gpu_thread) run as serial
-  loops (``interleave=True``: the iterations of a parallel or gpu_block loop run each
-  statement of its body in turn, so iterations that share what only one should see give
-  other values -- a check for races); ``Allocate`` gives a zeroed buffer (``poison=True``: NaN / 0xCD bytes, to catch reads
+  loops; ``check_races=True`` also records, per element, the iterations of the parallel and
+  GPU loops around each access, and raises :class:`DataRaceError` where two iterations of
+  one run of such a loop touch an element, one of them writing (what a serial run hides,
+  and the compiled code races on); ``Allocate`` gives a zeroed buffer (``poison=True``: NaN / 0xCD bytes, to catch reads
   of memory nobody wrote), ``Free`` releases it.
 
 >>> import numpy as np
@@ -90,7 +91,7 @@ from .kernel import BuildError, Kernel, Param, sanitize_name
 __all__ = ["IREvalKernel", "build_ireval", "evaluate", "OPTIONS"]
 
 #: options understood by ``build_ireval`` (``fast_math`` is accepted and ignored: IREval is exact)
-OPTIONS = ("poison", "batch", "chunk", "name", "fast_math", "interleave")
+OPTIONS = ("poison", "batch", "chunk", "name", "fast_math", "check_races")
 
 _CHUNK = 1 << 16          # iterations per batch chunk (bounds the temporary arrays)
 
@@ -306,9 +307,8 @@ class _Compiler(Functor):
 
     memoize = True      # closures address frame slots, which are per compiler, not per scope
 
-    def __init__(self, batch: bool, poison: bool, chunk: int, interleave: bool = False):
+    def __init__(self, batch: bool, poison: bool, chunk: int, check_races: bool = False):
         self.batch = batch
-        self.interleave = interleave
         self.poison = poison
         self.chunk = max(1, int(chunk))
         self.nslots = 1                      # slot 0: _ALLOW
@@ -316,6 +316,10 @@ class _Compiler(Functor):
         self.buf_slots: dict[str, int] = {}
         self.buffers: dict[str, Any] = {}
         self._keep: list = []                # keeps the variables of var_slots alive (ids stay unique)
+        self.race_slot = None                # check_races: the slot of the call's _RaceTracker
+        if check_races:
+            self.race_slot = self.nslots
+            self.nslots += 1
 
     # -- slots ------------------------------------------------------------------------
     def bind_var(self, v: E.Var) -> int:
@@ -532,7 +536,8 @@ class _Compiler(Functor):
         lowp = buf.dtype.is_lowp_float and buf.dtype.kind != "tf32"
         fmt = _lp_name(buf.dtype) if lowp else None
         if buf.dtype.lanes > 1:
-            return self._vector_load(bs, fi, name, where, e.indices[-1].dtype.lanes if e.indices else 1, fmt)
+            return self._tracked(self._vector_load(bs, fi, name, where, e.indices[-1].dtype.lanes if e.indices else 1,
+                                                   fmt), bs, fi, False, name, where)
 
         def load(fr):
             arr = fr[bs]
@@ -544,7 +549,7 @@ class _Compiler(Functor):
             if arr is None or not 0 <= i < arr.shape[0]:
                 _check_access(arr, i, "load from", name, where)
             return _scalar(_widen_storage(arr[i], fmt)) if lowp else arr[i]
-        return load
+        return self._tracked(load, bs, fi, False, name, where)
 
     @staticmethod
     def _vector_load(bs: int, fi: Fn, name: str, where: str, idx_lanes: int, fmt: str | None) -> Fn:
@@ -694,7 +699,7 @@ class _Compiler(Functor):
                     flat = np.asarray(i)[..., None] * lanes + lane_ar if lanes > 1 else i
                     ib = np.broadcast_to(flat, vb.shape)
                     arr.reshape(-1).view(_NAN_FORMATS[nan_fmt][2])[ib[nb]] = _nan_storage_bits(vb[nb], nan_fmt)
-        return store
+        return self._tracked(store, bs, fi, True, name, where)
 
     def visit_Cond(self, s: Cond) -> Fn:
         fc = self.expr(s.cond)
@@ -809,27 +814,41 @@ class _Compiler(Functor):
         def serial(fr):
             serial_range(fr, int(fa(fr)), int(fb(fr)))
 
-        if self.interleave and s.kind in (ForKind.PARALLEL, ForKind.GPU_BLOCK) and len(s.body.stmts) > 1:
-            return self._interleaved(s, slot, fa, fb, vt)
+        if self.race_slot is not None and s.kind in ForKind.CONCURRENT:
+            return self._tracked_loop(s.var.name, slot, fa, fb, vt, body)
         plan = plan_batch(self, s, serial_range) if self.batch else None
         return plan or serial
 
-    def _interleaved(self, s: For, slot: int, fa, fb, vt) -> Fn:
-        """The concurrent loop ``s`` run statement by statement: each statement of the body
-        for every iteration, then the next, each iteration with its own frame (its variables
-        and its own allocations; the buffers from outside the loop are shared)."""
-        parts = [self.stmt(x) for x in s.body.stmts]
+    def _tracked_loop(self, name: str, slot: int, fa, fb, vt, body) -> Fn:
+        """A concurrent loop under ``check_races``: each iteration runs with its place (this
+        run of the loop, the iteration) added to the tracker's context."""
+        rs = self.race_slot
 
-        def interleaved(fr):
-            frames = []
-            for v in range(int(fa(fr)), int(fb(fr))):
-                own = list(fr)
-                own[slot] = vt(v)
-                frames.append(own)
-            for part in parts:
-                for own in frames:
-                    part(own)
-        return interleaved
+        def concurrent(fr):
+            tracker = fr[rs]
+            outer, run = tracker.context, tracker.start(name)
+            try:
+                for v in range(int(fa(fr)), int(fb(fr))):
+                    tracker.context = outer + ((run, v),)
+                    fr[slot] = vt(v)
+                    body(fr)
+            finally:
+                tracker.context = outer
+        return concurrent
+
+    def _tracked(self, access: Fn, bs: int, fi: Fn, write: bool, name: str, where: str) -> Fn:
+        """``access`` (a load or a store of buffer slot ``bs`` at index ``fi``) reported to the
+        race tracker first, under ``check_races``."""
+        rs = self.race_slot
+        if rs is None:
+            return access
+
+        def tracked(fr):
+            arr = fr[bs]
+            if arr is not None:
+                fr[rs].access(arr, fi(fr), write, name, where)
+            return access(fr)
+        return tracked
 
 
 def _ieee_max(a, b):
@@ -947,8 +966,9 @@ class IREvalKernel(Kernel):
     target = "ireval"
 
     def __init__(self, name: str, params: list[Param], stmt: Stmt, source: str, program: Fn,
-                 nslots: int, buf_slots: dict[str, int], size_slots: list, batch: bool):
+                 nslots: int, buf_slots: dict[str, int], size_slots: list, batch: bool, race_slot: int | None = None):
         super().__init__(name, params, stmt, source)
+        self._race_slot = race_slot
         self._program = program
         self._nslots = nslots
         self._param_slots = [buf_slots.get(p.name) for p in self._buffer_params]
@@ -989,8 +1009,74 @@ class IREvalKernel(Kernel):
                     if np.may_share_memory(views[k], views[j]):
                         allow = False   # aliasing arguments: only the serial order is safe
         fr[_ALLOW] = allow
+        if self._race_slot is not None:
+            fr[self._race_slot] = _RaceTracker()
         with np.errstate(all="ignore"):
             self._program(fr)
+
+
+class DataRaceError(RuntimeError):
+    """Two iterations of one run of a parallel or GPU loop touched one element of a buffer,
+    one of them writing it (IREval with ``check_races=True``): compiled code runs those
+    iterations at once, so the result depends on their timing.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> from codegen import build
+    >>> A = Buffer("A", (4,), "int32"); B = Compute("B", (4,), lambda i: A[i] + 1)
+    >>> nest = LoopNest([B]); _ = nest.parallelize(nest.get_loops_for(B)[0])
+    >>> k = build(nest, [A, B], target="ireval", check_races=True)
+    >>> b = np.zeros(4, np.int32); k(np.arange(4, dtype=np.int32), b); b.tolist()   # no element shared
+    [1, 2, 3, 4]
+    """
+
+
+class _RaceTracker:
+    """One call's record for ``check_races``: ``context`` holds, outermost first, ``(run,
+    iteration)`` of the concurrent loops around the current point (a run: one execution of a
+    loop); per element of each storage (keyed by the array's id, kept alive for the call),
+    the context of its last write and those of its reads since."""
+
+    def __init__(self):
+        self.context: tuple = ()
+        self.loops: list[str] = []          # run -> the loop's variable name
+        self.arrays: dict[int, Any] = {}
+        self.writes: dict = {}
+        self.reads: dict = {}
+
+    def start(self, name: str) -> int:
+        self.loops.append(name)
+        return len(self.loops) - 1
+
+    def access(self, arr, index, write: bool, name: str, where: str) -> None:
+        key = id(arr)
+        self.arrays.setdefault(key, arr)
+        here = self.context
+        for j in (np.asarray(index).ravel().tolist() if type(index) is np.ndarray else (int(index),)):
+            cell = (key, j)
+            w = self.writes.get(cell)
+            if w is not None:
+                self._check(w, here, name, j, where, write)
+            if write:
+                for r in self.reads.pop(cell, ()):
+                    self._check(r, here, name, j, where, True)
+                self.writes[cell] = (here, where)
+            else:
+                rs = self.reads.setdefault(cell, [])
+                if len(rs) < 4 and all(r[0] != here for r in rs):
+                    rs.append((here, where))
+
+    def _check(self, other, here: tuple, name: str, j: int, where: str, write: bool) -> None:
+        ctx, other_where = other
+        for a, b in zip(ctx, here):
+            if a != b:
+                if a[0] == b[0]:       # one run of a loop, two iterations: they run at once
+                    loop = self.loops[a[0]]
+                    raise DataRaceError(
+                        f"data race on {name} (element {j}): `{where}` ({'write' if write else 'read'}) in "
+                        f"iteration {b[1]} of the parallel/GPU loop {loop} and `{other_where}` in iteration {a[1]} "
+                        f"of the same run touch it, one of them writing; those iterations run at once")
+                return
 
 
 def _scalar_arg(var: E.Var, v) -> Any:
@@ -1016,9 +1102,9 @@ def build_ireval(nest, params: list[Param], **options) -> IREvalKernel:
     ``nest`` is a prepared ``LoopNest`` (or any object with a ``root`` statement), ``params``
     come from ``codegen.kernel.make_params``. Options: ``poison=True`` fills allocations with
     NaN / 0xCD bytes instead of zeros; ``batch=False`` runs every loop serially (no numpy
-    batching); ``chunk`` sets the iterations per batch chunk; ``interleave=True`` runs the
-    iterations of parallel and gpu_block loops statement by statement (the module
-    docstring; no batching); ``name`` the kernel name; ``fast_math`` is accepted and ignored (IREval is
+    batching); ``chunk`` sets the iterations per batch chunk; ``check_races=True`` raises
+    :class:`DataRaceError` where iterations of a parallel or GPU loop share an element (the
+    module docstring; no batching); ``name`` the kernel name; ``fast_math`` is accepted and ignored (IREval is
     exact).
 
     >>> from te import Buffer, Compute
@@ -1036,9 +1122,9 @@ def build_ireval(nest, params: list[Param], **options) -> IREvalKernel:
     root = getattr(nest, "root", None)
     if not isinstance(root, Stmt):
         raise BuildError(f"build_ireval needs a prepared LoopNest (with a root statement), got {nest!r}")
-    interleave = bool(options.get("interleave", False))
-    comp = _Compiler(batch=bool(options.get("batch", True)) and not interleave, poison=bool(options.get("poison", False)),
-                     chunk=int(options.get("chunk", _CHUNK)), interleave=interleave)
+    races = bool(options.get("check_races", False))
+    comp = _Compiler(batch=bool(options.get("batch", True)) and not races, poison=bool(options.get("poison", False)),
+                     chunk=int(options.get("chunk", _CHUNK)), check_races=races)
     # kernel parameters: buffers by name, size variables by identity (or by name)
     by_id: dict[int, E.Var] = {}
     by_name: dict[str, E.Var] = {}
@@ -1063,7 +1149,7 @@ def build_ireval(nest, params: list[Param], **options) -> IREvalKernel:
     outs = getattr(nest, "outputs", None) or []
     name = options.get("name") or sanitize_name("ireval_" + "_".join(t.name for t in outs) if outs else "ireval_kernel")
     return IREvalKernel(name, list(params), root, stmt_to_str(root), program, comp.nslots, comp.buf_slots,
-                        size_slots, comp.batch)
+                        size_slots, comp.batch, comp.race_slot)
 
 
 @recursion_guard(depth=lambda e, *args, **kwargs: expr_depth(e))

@@ -10,11 +10,12 @@ tensor whose value does not depend on an index drops the read at that index.)
 Per schedule, step by step: a refused step raises ScheduleError and leaves ``str(nest)``
 and the history unchanged; an accepted step leaves a nest that verifies; any other
 exception is a crash. Then, per target, the scheduled program equals the unscheduled one
-on IREval (``ireval`` with poisoned allocations, and again with the iterations of parallel
-and gpu_block loops interleaved statement by statement, which shows races that a serial run
-hides; ``llvm``; ``cuda``: the emitted source, run on the host emulation where g++ and the
-CUDA headers exist, compiled with nvcc on request), and the history replayed onto a fresh
-nest prints the same nest.
+on IREval (``ireval`` with poisoned allocations, and again where the nest has parallel or
+GPU loops, recording which iterations touch each element: two iterations of one run of such
+a loop sharing an element, one writing it, is a race that a serial run hides (IREval's
+``check_races``); ``llvm``; ``cuda``: the emitted source, run on the host emulation where
+g++ and the CUDA headers exist, compiled with nvcc on request), and the history replayed
+onto a fresh nest prints the same nest.
 
 The fuzzer observes failures, so it catches every exception a check raises (``except
 Exception`` below) and reports it as a :class:`Failure`.
@@ -280,28 +281,23 @@ def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emu
         return None
     want = case.baseline if case.expected == "values" else case.reference
     result.failures += _outcome(case, outs, want, target, "wrong")
-    if target == "ireval" and case.expected == "values" and _interleavable(nest):
-        result.failures += _interleaved(case, nest, want)
+    if target == "ireval" and case.expected == "values" and _concurrent(nest):
+        result.failures += _races(case, nest, want)
     return False
 
 
-def _interleavable(nest) -> bool:
-    """Whether the prepared ``nest`` has a parallel or gpu_block loop whose body has several
-    statements (what IREval's ``interleave=True`` runs statement by statement)."""
-    def concurrent(root, several):
-        return any(isinstance(s, For) and s.kind in (ForKind.PARALLEL, ForKind.GPU_BLOCK)
-                   and (len(s.body.stmts) > 1 or not several) for s in iter_stmts(root))
-    return concurrent(nest.root, False) and concurrent(nest.copy().prepare_for_codegen().root, True)
+def _concurrent(nest) -> bool:
+    """Whether ``nest`` has a parallel or GPU-bound loop."""
+    return any(isinstance(s, For) and s.kind in ForKind.CONCURRENT for s in iter_stmts(nest.root))
 
 
-def _interleaved(case: Case, nest, want: list) -> list:
-    """The failures of ``nest`` on IREval with the iterations of its concurrent loops run
-    statement by statement: iterations that share what each should have for itself (a
-    scratch buffer allocated outside the loop, say) give other values there, while a
-    serial run hides the race."""
-    where = "ireval-interleaved"
+def _races(case: Case, nest, want: list) -> list:
+    """The failures of ``nest`` on IREval with ``check_races``: iterations of one run of a
+    concurrent loop that share an element (a scratch buffer allocated outside the loop, say)
+    raise ``DataRaceError``, which a serial run hides."""
+    where = "ireval-races"
     try:
-        outs = case.run(nest, "ireval", interleave=True)
+        outs = case.run(nest, "ireval", check_races=True)
     except Exception as e:  # the fuzzer reports every exception
         f = _error(e)
         return [Failure("run", where, f.error, f.message)]

@@ -218,7 +218,7 @@ EXPECT = {expect!r}
 
 def run(nest, target):
     outs = [np.zeros(WANT[t.name][1], WANT[t.name][2]) for t in OUTPUTS]
-    options = {{"ireval": {{"poison": True}}, "ireval-interleaved": {{"poison": True, "interleave": True}}}}.get(target, {{}})
+    options = {{"ireval": {{"poison": True}}, "ireval-races": {{"poison": True, "check_races": True}}}}.get(target, {{}})
     build(nest, INPUTS + OUTPUTS + list(SIZES), target=target.split("-")[0], **options)(
         *[np.array(DATA[b.name][0], DATA[b.name][2]).reshape(DATA[b.name][1]) for b in INPUTS], *outs,
         *SIZES.values())
@@ -316,7 +316,7 @@ def reproducer_source(case: Case, steps: list, failure: Failure, targets, title:
     """A standalone script reproducing ``failure`` of ``steps`` on ``case``."""
     p = case.program
     cpu = [t for t in targets if t in ("ireval", "llvm")]
-    if failure.where in ("ireval", "llvm", "ireval-interleaved"):
+    if failure.where in ("ireval", "llvm", "ireval-races"):
         cpu = [failure.where]
     if uses_gpu(steps):   # GPU-bound loops run on IREval and CUDA only
         cpu = [t for t in cpu if t != "llvm"]

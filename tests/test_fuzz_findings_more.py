@@ -220,27 +220,56 @@ def test_a_cache_copy_inside_a_parallel_loop_is_allocated_per_iteration():
         np.testing.assert_array_equal(got, want)
 
 
-def test_interleaved_ireval_shows_a_cache_copy_shared_by_parallel_iterations():
+def test_ireval_check_races_shows_a_cache_copy_shared_by_parallel_iterations():
     """Before the fix, case 227's copy was allocated once outside the parallel loop: serial
     runs (IREval, and LLVM at the tester's sizes) were right, the parallel iterations shared
-    it. IREval with ``interleave=True`` runs each statement of the loop's body for every
-    iteration in turn, which shows the sharing as wrong values."""
+    it. IREval with ``check_races=True`` records which iterations touch each element and
+    names the race."""
+    from codegen.ireval import DataRaceError
     M, A, T2, nest = _case_227()
     nest.parallelize(nest.loop("i1_1"))
     nest.cache_accesses(nest.buffer("A"), "cache1", nest.loop("i1_1"))
     a = np.random.default_rng(0).integers(-3, 4, (9, 9)).astype(np.float32)
     want = np.zeros((9, 9), np.int32)
     build(LoopNest([T2]), [A, T2, M], target="ireval")(a, want, 8)
+    got = np.zeros_like(want)
+    build(nest, [A, T2, M], target="ireval", check_races=True)(a, got, 8)
+    np.testing.assert_array_equal(got, want)
     shared = nest.copy()
     shared._cache_buffers = {}          # the allocation pass as it was: one copy outside the loop
-    for n, race in ((nest, False), (shared, True)):
-        for interleave in (False, True):
-            got = np.zeros_like(want)
-            build(n, [A, T2, M], target="ireval", interleave=interleave)(a, got, 8)
-            assert np.array_equal(got, want) is not (race and interleave)
+    build(shared, [A, T2, M], target="ireval")(a, got, 8)          # a serial run hides it
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(DataRaceError, match=r"data race on cache1 .* iteration 1 of the parallel/GPU loop i1_1 "
+                                            r"and .* in iteration 0 of the same run"):
+        build(shared, [A, T2, M], target="ireval", check_races=True)(a, got, 8)
 
 
-def test_the_tester_reports_a_race_that_only_interleaved_iterations_show(monkeypatch):
+def test_check_races_passes_the_gpu_schedules_and_shared_reads():
+    """The benchmark's GPU schedules share no element between concurrent iterations (thread
+    loops included: threads exchange data only across separate thread loops, barriers
+    between); iterations reading one copy, filled before their loop runs, is no race."""
+    from bench.gpu_schedules import GPU_SCHEDULES, TEST_SIZES, gpu_nest
+    from bench.kernels import WORKLOADS
+    for name in GPU_SCHEDULES:
+        spec = WORKLOADS[name].make(TEST_SIZES[name])
+        outs = {n: np.zeros(s, np.float32) for n, s in spec.out_shapes.items()}
+        args = [spec.inputs[b.name].copy() if b.name in spec.inputs else outs[b.name] for b in spec.args]
+        build(gpu_nest(name, spec), spec.args, target="ireval", check_races=True)(*args)
+        assert spec.error(outs) <= spec.tol, name
+    from te import Buffer
+    A = Buffer("A", (3, 4), "float32")
+    B = Compute("B", (3, 4), lambda i, j: A[i, j] * 2.0)
+    nest = LoopNest([B])
+    i, j = nest.get_loops_for(B)
+    nest.cache_accesses(nest.buffer("A"), "row", i)      # one row copy, refilled in each i
+    nest.parallelize(nest.get_loops_for(B)[-1])          # the j loop: runs once per i
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = np.zeros_like(a)
+    build(nest, [A, B], target="ireval", check_races=True)(a, b)
+    np.testing.assert_array_equal(b, a * 2)
+
+
+def test_the_tester_reports_a_race_that_a_serial_run_hides(monkeypatch):
     from fuzz.check import Case, check_program, check_schedule
     from fuzz.programs import Program, TensorSpec
     from loopnest import passes
@@ -255,11 +284,11 @@ def test_the_tester_reports_a_race_that_only_interleaved_iterations_show(monkeyp
     assert check_schedule(case, steps, ("ireval",)).failures == []
     monkeypatch.setattr(passes, "_private_to", lambda nest, buf, f: False)   # every allocation outside
     failures = check_schedule(case, steps, ("ireval",)).failures
-    assert [(f.kind, f.where) for f in failures] == [("wrong", "ireval-interleaved")]
-    # its reproducer runs the interleaved IREval too (here, where the race is still patched in)
+    assert [f.signature for f in failures] == ["run:ireval-races:DataRaceError"]
+    # its reproducer runs IREval with check_races too (here, where the race is still patched in)
     from fuzz.minimize import reproducer_source
     source = reproducer_source(case, steps, failures[0], ("ireval",), "race")
-    assert "TARGETS = ['ireval-interleaved']" in source
+    assert "TARGETS = ['ireval-races']" in source
     with pytest.raises(SystemExit) as stop:
         exec(compile(source, "reproducer", "exec"), {"__name__": "__main__"})
     assert stop.value.code == 1

@@ -10,8 +10,9 @@ histogram adds into a bin that the data chooses. They are written as statements 
 and the same dependence analysis as a nest of tensors: a transform that would change the
 result is refused, naming the dependence. The history replays on a nest built from the same
 statement. The histogram's scatter then runs in parallel once ``privatize`` gives each chunk
-of its loop its own copy of the bins (OpenMP's reduction clause). Last, a histogram bin
-outside its buffer: IREval and LLVM stop with IndexError.
+of its loop its own copy of the bins (OpenMP's reduction clause); IREval's ``check_races``
+shows that its chunks share nothing, and names the race of a loop parallelized without the
+check. Last, a histogram bin outside its buffer: IREval and LLVM stop with IndexError.
 """
 import sys
 from pathlib import Path
@@ -111,6 +112,18 @@ try:
 except ScheduleError as e:
     print("refused:", e)
 assert str(LoopNest(hist, outputs=[H]).replay(par.history_json())) == str(par)
+# IREval's check_races records which iterations of a parallel loop touch each element: the
+# chunks share nothing. The escape hatch parallelize(..., check=False) skips the dependence
+# check; there the race a serial run hides is named.
+from codegen.ireval import DataRaceError
+build(par, [V, H], target="ireval", check_races=True)(v, np.zeros(NB, np.int32))
+unchecked = LoopNest(hist, outputs=[H])
+unchecked.parallelize(unchecked.loop("i"), check=False)
+try:
+    build(unchecked, [V, H], target="ireval", check_races=True)(v, np.zeros(NB, np.int32))
+    raise AssertionError("the race on H was not caught")
+except DataRaceError as e:
+    print("race:", str(e).split(";")[0])
 
 # -- 5. a bin outside the histogram -----------------------------------------------------
 # Bounds inference cannot bound H[k] (k is loaded data), so the call-time bounds checks leave
