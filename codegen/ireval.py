@@ -35,8 +35,9 @@ Every other backend is checked against IREval, so it implements the semantics of
   loops; ``check_races=True`` also records, per element, the iterations of the parallel and
   GPU loops around each access, and raises :class:`DataRaceError` where two iterations of
   one run of such a loop touch an element, one of them writing (what a serial run hides,
-  and the compiled code races on); ``Allocate`` gives a zeroed buffer (``poison=True``: NaN / 0xCD bytes, to catch reads
-  of memory nobody wrote), ``Free`` releases it.
+  and the compiled code races on);
+* ``Allocate`` gives a zeroed buffer (``poison=True``: NaN / 0xCD bytes, to catch reads of
+  memory nobody wrote), ``Free`` releases it.
 
 >>> import numpy as np
 >>> from te import Buffer, Compute
@@ -88,7 +89,7 @@ from .ireval_bits import bit_fn, bitcast_fn
 from .ireval_common import _ALLOW, Fn, _check_access, _flat_idx, _restrict
 from .kernel import BuildError, Kernel, Param, sanitize_name
 
-__all__ = ["IREvalKernel", "build_ireval", "evaluate", "OPTIONS"]
+__all__ = ["IREvalKernel", "build_ireval", "evaluate", "OPTIONS", "DataRaceError"]
 
 #: options understood by ``build_ireval`` (``fast_math`` is accepted and ignored: IREval is exact)
 OPTIONS = ("poison", "batch", "chunk", "name", "fast_math", "check_races")

@@ -218,7 +218,8 @@ EXPECT = {expect!r}
 
 def run(nest, target):
     outs = [np.zeros(WANT[t.name][1], WANT[t.name][2]) for t in OUTPUTS]
-    options = {{"ireval": {{"poison": True}}, "ireval-races": {{"poison": True, "check_races": True}}}}.get(target, {{}})
+    options = {{"ireval": {{"poison": True}},
+               "ireval-races": {{"poison": True, "check_races": True}}}}.get(target, {{}})
     build(nest, INPUTS + OUTPUTS + list(SIZES), target=target.split("-")[0], **options)(
         *[np.array(DATA[b.name][0], DATA[b.name][2]).reshape(DATA[b.name][1]) for b in INPUTS], *outs,
         *SIZES.values())
