@@ -10,6 +10,7 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from codegen import build
 from codegen.cuda import nvcc_available, passes
@@ -43,11 +44,14 @@ def test_the_pipelined_matmul_leaves_the_later_tiles_in_flight(stages, wait):
     assert "cp.async.wait_group" in kernel.module.plan.describe_async_waits() or wait == 0
 
 
-def _staged_stream(stages: int, ahead: int, tiles: int = 6, read_stage_ahead: int = 0):
+def _staged_stream(stages: int, ahead: int, tiles: int = 6, read_stage_ahead: int = 0, read_first: bool = False,
+                   fill: bool = False):
     """One block of 16 threads streams ``tiles`` tiles of 64 floats through a shared buffer of
     ``stages`` stages, copying tile ``ko + ahead`` (clamped) while it writes tile ``ko`` out
     reversed (each thread reads what others copied); the read takes stage ``(ko +
-    read_stage_ahead) % stages``, the copies stage ``(ko + ahead) % stages``."""
+    read_stage_ahead) % stages``, the copies stage ``(ko + ahead) % stages``. ``read_first``:
+    the read comes before the copy in each step; ``fill``: every stage gets tile 0 first (so
+    nothing reads a stage never written)."""
     In = Buffer("In", (tiles * 64,), "float32")
     Out = Buffer("Out", (tiles * 64,), "float32")
     S = Buffer("S", (stages, 64), "float32")
@@ -65,8 +69,10 @@ def _staged_stream(stages: int, ahead: int, tiles: int = 6, read_stage_ahead: in
     t, e = Var("tr"), Var("er")
     read = For(t, 0, 16, Block([For(e, 0, 4, Block([Store(
         Out, (ko * 64 + t * 4 + e,), S[floormod(ko + read_stage_ahead, stages), 63 - (t * 4 + e)] * 2.0)]))]))
-    prologue = [copy(j, j) for j in range(ahead)]
-    step = For(ko, 0, tiles, Block([copy(MinExpr(ko + ahead, tiles - 1), floormod(ko + ahead, stages)), read]))
+    prologue = [copy(0, j) for j in range(stages)] if fill else []
+    prologue += [copy(min(j, tiles - 1), j) for j in range(ahead)]
+    body = [copy(MinExpr(ko + ahead, tiles - 1), floormod(ko + ahead, stages)), read]
+    step = For(ko, 0, tiles, Block(body[::-1] if read_first else body))
     nest = LoopNest(Block((For(blk, 0, 1, Block(tuple(prologue + [step]))),)), outputs=[Out])
     nest.set_gpu_block_index(nest.loop("blk"), 0)
     for name in lanes:
@@ -136,3 +142,23 @@ def test_the_emulation_shows_a_hand_written_pipeline_waiting_too_little(looser_w
     a, out = np.arange(6 * 64, dtype=np.float32), np.zeros(6 * 64, np.float32)
     run_on_host(kernel, a, out)
     assert not np.array_equal(out, _expected())
+
+
+@requires_emu
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stages=st.integers(1, 4), data=st.data())
+def test_random_pipelines_give_on_the_emulation_what_ireval_gives(stages, data):
+    """Random staged streams (stage counts, prefetch distances, the stage read, the order of
+    copy and read, the tile count): the emulation, which completes each cp.async copy only
+    when a wait lets it, matches IREval whatever waits the analysis chose."""
+    ahead = data.draw(st.integers(0, stages - 1))
+    read_ahead = data.draw(st.integers(0, stages - 1))
+    tiles = data.draw(st.integers(1, 5))
+    read_first = data.draw(st.booleans())
+    nest, args = _staged_stream(stages, ahead, tiles, read_ahead, read_first, fill=True)
+    a = np.arange(tiles * 64, dtype=np.float32)
+    want = np.zeros(tiles * 64, np.float32)
+    build(nest, args, target="ireval")(a, want)
+    got = np.zeros_like(want)
+    run_on_host(build(nest, args, target="cuda"), a, got)
+    np.testing.assert_array_equal(got, want)
