@@ -45,15 +45,20 @@ def test_the_pipelined_matmul_leaves_the_later_tiles_in_flight(stages, wait):
 
 
 def _staged_stream(stages: int, ahead: int, tiles: int = 6, read_stage_ahead: int = 0, read_first: bool = False,
-                   fill: bool = False):
+                   fill: bool = False, rounds: int = 0):
     """One block of 16 threads streams ``tiles`` tiles of 64 floats through a shared buffer of
     ``stages`` stages, copying tile ``ko + ahead`` (clamped) while it writes tile ``ko`` out
     reversed (each thread reads what others copied); the read takes stage ``(ko +
     read_stage_ahead) % stages``, the copies stage ``(ko + ahead) % stages``. ``read_first``:
     the read comes before the copy in each step; ``fill``: every stage gets tile 0 first (so
-    nothing reads a stage never written)."""
-    In = Buffer("In", (tiles * 64,), "float32")
-    Out = Buffer("Out", (tiles * 64,), "float32")
+    nothing reads a stage never written); ``rounds``: all of it that many times in a serial
+    loop, round ``r`` streaming the ``r``-th ``tiles`` tiles (copies of a round may still
+    travel when the next one starts)."""
+    total = tiles * max(rounds, 1)
+    In = Buffer("In", (total * 64,), "float32")
+    Out = Buffer("Out", (total * 64,), "float32")
+    r = Var("r")
+    base = r * tiles if rounds else 0
     S = Buffer("S", (stages, 64), "float32")
     blk, ko = Var("blk"), Var("ko")
     counter = iter(range(100))
@@ -63,17 +68,20 @@ def _staged_stream(stages: int, ahead: int, tiles: int = 6, read_stage_ahead: in
         t, e = Var(f"t{next(counter)}"), Var(f"e{next(counter)}")
         threads.append(t.name)
         lanes.append(e.name)
-        body = Store(S, (stage, t * 4 + e), In[tile * 64 + t * 4 + e])
+        body = Store(S, (stage, t * 4 + e), In[(base + tile) * 64 + t * 4 + e])
         return For(t, 0, 16, Block([For(e, 0, 4, Block([body]))]))
 
     t, e = Var("tr"), Var("er")
     read = For(t, 0, 16, Block([For(e, 0, 4, Block([Store(
-        Out, (ko * 64 + t * 4 + e,), S[floormod(ko + read_stage_ahead, stages), 63 - (t * 4 + e)] * 2.0)]))]))
+        Out, ((base + ko) * 64 + t * 4 + e,), S[floormod(ko + read_stage_ahead, stages), 63 - (t * 4 + e)] * 2.0)]))]))
     prologue = [copy(0, j) for j in range(stages)] if fill else []
     prologue += [copy(min(j, tiles - 1), j) for j in range(ahead)]
     body = [copy(MinExpr(ko + ahead, tiles - 1), floormod(ko + ahead, stages)), read]
     step = For(ko, 0, tiles, Block(body[::-1] if read_first else body))
-    nest = LoopNest(Block((For(blk, 0, 1, Block(tuple(prologue + [step]))),)), outputs=[Out])
+    work = prologue + [step]
+    if rounds:
+        work = [For(r, 0, rounds, Block(tuple(work)))]
+    nest = LoopNest(Block((For(blk, 0, 1, Block(tuple(work))),)), outputs=[Out])
     nest.set_gpu_block_index(nest.loop("blk"), 0)
     for name in lanes:
         nest.vectorize(nest.loop(name))
@@ -149,15 +157,16 @@ def test_the_emulation_shows_a_hand_written_pipeline_waiting_too_little(looser_w
 @given(stages=st.integers(1, 4), data=st.data())
 def test_random_pipelines_give_on_the_emulation_what_ireval_gives(stages, data):
     """Random staged streams (stage counts, prefetch distances, the stage read, the order of
-    copy and read, the tile count): the emulation, which completes each cp.async copy only
+    copy and read, the tile count, one round or two in a serial loop): the emulation, which completes each cp.async copy only
     when a wait lets it, matches IREval whatever waits the analysis chose."""
     ahead = data.draw(st.integers(0, stages - 1))
     read_ahead = data.draw(st.integers(0, stages - 1))
     tiles = data.draw(st.integers(1, 5))
     read_first = data.draw(st.booleans())
-    nest, args = _staged_stream(stages, ahead, tiles, read_ahead, read_first, fill=True)
-    a = np.arange(tiles * 64, dtype=np.float32)
-    want = np.zeros(tiles * 64, np.float32)
+    rounds = data.draw(st.sampled_from([0, 2]))
+    nest, args = _staged_stream(stages, ahead, tiles, read_ahead, read_first, fill=True, rounds=rounds)
+    a = np.arange(tiles * max(rounds, 1) * 64, dtype=np.float32)
+    want = np.zeros_like(a)
     build(nest, args, target="ireval")(a, want)
     got = np.zeros_like(want)
     run_on_host(build(nest, args, target="cuda"), a, got)
