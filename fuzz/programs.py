@@ -84,6 +84,9 @@ BAD_INDEX_PROBABILITY = 0.3
 INDEX_NAME = "I"
 #: the probability that a size or a constant extent is 0
 ZERO_PROBABILITY = 0.05
+#: a program that is one matmul (float16, bfloat16 or float32 inputs, float32 sums, sizes in
+#: multiples of 16) for the GPU matmul trees (``gpu_matmul``: tensor cores, cp.async stages)
+MATMUL_PROBABILITY = 0.06
 
 
 @dataclass
@@ -650,6 +653,8 @@ def random_program(rnd: random.Random) -> Program:
     True
     """
     from .reference import Inexact, evaluate, input_data
+    if rnd.random() < MATMUL_PROBABILITY:
+        return matmul_program(rnd)
     while True:
         program = _Generator(rnd).program(rnd.randrange(2 ** 31))
         try:
@@ -658,6 +663,24 @@ def random_program(rnd: random.Random) -> Program:
             continue
         if all(abs(v).max(initial=0.0) < MAX_MAGNITUDE for v in values.values()):
             return _zero_size(program, rnd) if program.sizes and rnd.random() < 2 * ZERO_PROBABILITY else program
+
+
+def matmul_program(rnd: random.Random) -> Program:
+    """``C[i, j] = sum_k f32(A[i, k]) * f32(B[k, j])`` with A and B float16, bfloat16 or
+    float32 and M, N, K multiples of 16 (what the GPU matmul trees tile). The inputs are
+    small integers, so every summation order gives the same bits.
+
+    >>> p = matmul_program(random.Random(1))
+    >>> [t.name for t in p.tensors], p.tensor("C").reducer, p.tensor("C").dtype
+    (['A', 'B', 'C'], 'Sum', 'float32')
+    """
+    dtype = rnd.choice(["float16", "bfloat16", "float32"])
+    m, n, k = (rnd.choice([16, 32, 64]) for _ in range(3))
+    f32 = lambda e: e if dtype == "float32" else ["cast", "float32", e]  # noqa: E731
+    body = ["mul", f32(["ld", "A", [["i", 0], ["i", 2]]]), f32(["ld", "B", [["i", 2], ["i", 1]]])]
+    return Program({}, [TensorSpec("A", dtype, [[m, 0], [k, 0]]), TensorSpec("B", dtype, [[k, 0], [n, 0]]),
+                        TensorSpec("C", "float32", [[m, 0], [n, 0]], body, reducer="Sum", rdims=[[k, 0]])],
+                   ["C"], rnd.randrange(2 ** 31))
 
 
 def _zero_size(program: Program, rnd: random.Random) -> Program:

@@ -26,7 +26,7 @@ import random
 
 from loopnest import Target
 from loopnest.stmt import Block, For, Store, iter_stmts
-from te.queries import expr_size, loads
+from te.queries import expr_size, fold_int, loads
 
 #: every drawn operation with its weight: the transforms of LoopNest, and simplify
 OPS = {
@@ -112,6 +112,34 @@ def _inlined_nodes(nest, name: str) -> int:
     return max(sizes, default=0) * reads
 
 
+def _lone_matmul(nest) -> bool:
+    """Whether ``nest`` is one matmul tensor (what ``gpu_matmul`` takes)."""
+    from loopnest.transforms.gpu_matmul import matmul_operands
+    return len(nest.tensors) == 1 and matmul_operands(nest.tensors[0]) is not None
+
+
+def _matmul_tiles(nest, rnd: random.Random) -> dict:
+    """Random tiles for ``gpu_matmul`` of the nest's matmul, mostly ones that fit its sizes:
+    the tensor-core tree (float16 / bfloat16; tf32 for float32 in one draw of three) with its
+    prefetch through registers or shared memory and 1 to 4 stages, else the SIMT tree."""
+    (C,) = nest.tensors
+    m, n, k = (d if isinstance(d, int) else fold_int(d) for d in (*C.shape, C.reduce_dims[0]))
+    dtype = str(nest.buffer("A").dtype)
+    fits = lambda size, options: [t for t in options if size % t == 0] or [options[0]]  # noqa: E731
+    if dtype != "float32" or rnd.random() < 1 / 3:
+        bm, bn = rnd.choice(fits(m, [16, 32, 64])), rnd.choice(fits(n, [16, 32, 64]))
+        tiles = {"tensor_cores": True, "BM": bm, "BN": bn, "WM": rnd.choice(fits(bm, [16, 32])),
+                 "WN": rnd.choice(fits(bn, [8, 16, 32])), "BK": rnd.choice(fits(k, [16, 32]))}
+        if dtype == "float32":
+            tiles["BK"] = rnd.choice(fits(k, [8, 16]))
+        prefetch = rnd.choice(["registers", "shared"])
+        tiles.update(prefetch=prefetch, stages=rnd.randint(1, 2) if prefetch == "registers" else rnd.randint(2, 4))
+        return tiles
+    bm, bn = rnd.choice(fits(m, [16, 32])), rnd.choice(fits(n, [16, 32]))
+    return {"tensor_cores": False, "BM": bm, "BN": bn, "BK": rnd.choice(fits(k, [4, 8])),
+            "TM": rnd.choice(fits(bm, [1, 2, 4])), "TN": rnd.choice(fits(bn, [1, 2, 4]))}
+
+
 def _target(rnd: random.Random) -> dict:
     """A random CPU for ``auto_schedule``: vector width, registers, cores and caches small
     enough that the random programs' small sizes get tiled, blocked and parallelized."""
@@ -128,6 +156,8 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
     op = rnd.choices(ops, [OPS[o] for o in ops])[0]
     if not nest.history and not state.last_op and rnd.random() < 1 / 6:
         op = "auto_schedule"
+    if gpu and not nest.history and not state.last_op and _lone_matmul(nest) and rnd.random() < 0.7:
+        return {"op": "gpu_matmul", "args": [], "kwargs": _matmul_tiles(nest, rnd)}
     if state.last_op in FOLLOW_UPS and rnd.random() < 0.5:
         op = rnd.choice(FOLLOW_UPS[state.last_op])
     loops = [lp.name for lp in nest.get_all_loops()]

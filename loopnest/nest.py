@@ -83,6 +83,8 @@ def _transform(fn: Callable) -> Callable:
         self._transform_depth += 1
         try:
             result = fn(self, *args, **kwargs)
+            if depth == 0 and self._tensorized:
+                _tensorize.check_tensorized(self, name)
         except Exception:
             self._restore(saved)
             raise

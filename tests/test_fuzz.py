@@ -160,3 +160,21 @@ def test_a_minimising_trial_that_runs_past_the_case_limit_does_not_reproduce(mon
     assert not M.reproduces(Case(p), [], failure, ("llvm",), seconds=0.05)
     assert M.minimize(Case(p), [{"op": "x"}], failure, ("llvm",), seconds=0.05) == [{"op": "x"}]
     assert time.monotonic() - start < 5
+
+
+def test_matmul_programs_get_gpu_matmul_trees_with_random_tiles():
+    """One program in about sixteen is a lone matmul whose GPU schedules mostly start with
+    ``gpu_matmul`` and random tiles (tensor cores with 1 to 4 register or shared stages, or
+    the SIMT tree): what exercises the cp.async waits and the register tiles."""
+    import random
+    from fuzz.check import Case, check_program, check_schedule
+    from fuzz.programs import matmul_program
+    applied = 0
+    for seed in range(6):
+        rnd = random.Random(seed)
+        case = Case(matmul_program(rnd))
+        assert check_program(case) == []
+        result = check_schedule(case, None, ("ireval", "cuda"), rnd, 2)
+        assert result.failures == [], [str(f) for f in result.failures]
+        applied += bool(result.steps) and result.steps[0]["op"] == "gpu_matmul" and result.refused == 0
+    assert applied >= 1

@@ -240,11 +240,13 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
             if c is None:
                 st["ok"] = False
                 return
-            coef[ax] = c
             ext = fold_int(extent(f))
             if ext is None:
                 st["ok"] = False
                 return
+            # one thread on the axis: its coefficient says nothing (the simplifier may have
+            # dropped the term of a variable that can only be 0)
+            coef[ax] = c if ext > 1 else 0
             st["ext"][ax] = max(st["ext"].get(ax, 0), ext)
             rest = E.substitute(rest, {f.var: IntImm(0, f.var.dtype)})
         if st["coef"] is None:
@@ -271,6 +273,8 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
         disjoint = True
         for ax in sorted(st["coef"], key=lambda ax: st["coef"][ax]):
             c = st["coef"][ax]
+            if st["ext"][ax] == 1:
+                continue
             if c < need:
                 disjoint = False
                 break
@@ -326,7 +330,7 @@ def _packing(st: dict):
     ``slots`` (constant index -> slot) when every index is a constant and the thread offsets
     plus those constants are all distinct; ``strides`` (coefficient -> stride) when the
     thread and loop-variable coefficients form a mixed radix."""
-    threads = [(c, st["ext"][ax]) for ax, c in st["coef"].items()]
+    threads = [(c, st["ext"][ax]) for ax, c in st["coef"].items() if st["ext"][ax] > 1]
     if st["consts"]:
         offsets = [0]
         for c, n in threads:

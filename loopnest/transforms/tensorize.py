@@ -57,10 +57,12 @@ from te.queries import free_vars
 from te.simplify import simplify
 
 from ..errors import ScheduleError
+from ..loop import Loop
 from ..passes import flat_index
-from ..stmt import For, ForKind, Store
+from ..stmt import For, ForKind, Store, iter_stmts
 
-__all__ = ["INTRINSICS", "MmaMatch", "NotAnMma", "fragment_row", "fragment_col", "match_mma", "tensorize"]
+__all__ = ["INTRINSICS", "MmaMatch", "NotAnMma", "fragment_row", "fragment_col", "match_mma", "tensorize",
+           "why_not_an_mma", "check_tensorized"]
 
 #: the intrinsics ``tensorize`` knows: their k extent and operand types (-> the PTX type name).
 #: ``mma_m16n8k8_tf32`` takes float32 operands and rounds them to tf32 (10 bits of mantissa)
@@ -318,6 +320,14 @@ def tensorize(nest, loop, intrinsic: str = "mma_m16n8k16") -> None:
     refuses. Raises ``ScheduleError`` naming what does not match; the nest is unchanged."""
     if intrinsic not in INTRINSICS:
         raise ScheduleError(f"tensorize: unknown intrinsic {intrinsic!r}; expected one of {sorted(INTRINSICS)}")
+    reason = why_not_an_mma(nest, loop, intrinsic)
+    if reason is not None:
+        raise ScheduleError(f"tensorize({loop.name}, {intrinsic!r}): {reason}")
+    nest._tensorized[loop.stmt.var] = intrinsic
+
+
+def why_not_an_mma(nest, loop, intrinsic: str) -> str | None:
+    """Why ``loop`` is not a warp MMA of ``intrinsic`` written lane by lane (None: it is)."""
     lane = None
     for outer in reversed(nest.get_enclosing_loops(loop)):
         f = outer.stmt
@@ -326,11 +336,22 @@ def tensorize(nest, loop, intrinsic: str = "mma_m16n8k16") -> None:
                 lane = f.var
             break
     if lane is None:
-        raise ScheduleError(f"tensorize({loop.name}, {intrinsic!r}): the loop must be inside a loop bound to "
-                            "threadIdx.x with 32 iterations (the lanes of a warp): bind the lane loop with "
-                            "set_gpu_thread_index(lane, 0) first")
+        return ("the loop must be inside a loop bound to threadIdx.x with 32 iterations (the lanes of a warp): "
+                "bind the lane loop with set_gpu_thread_index(lane, 0) first")
     try:
         match_mma(loop.stmt, lane, lambda buf, indices: flat_index(buf, indices), intrinsic=intrinsic)
     except NotAnMma as exc:
-        raise ScheduleError(f"tensorize({loop.name}, {intrinsic!r}): {exc}") from None
-    nest._tensorized[loop.stmt.var] = intrinsic
+        return str(exc)
+    return None
+
+
+def check_tensorized(nest, op: str) -> None:
+    """After transform ``op``: every loop nest declared by ``tensorize`` is still a warp MMA
+    (a transform of its loops would leave one the CUDA build refuses), else ScheduleError."""
+    for var, intrinsic in nest._tensorized.items():
+        stmt = next((s for s in iter_stmts(nest.root) if isinstance(s, For) and s.var is var), None)
+        reason = "the loop is gone" if stmt is None else why_not_an_mma(nest, Loop(nest, var), intrinsic)
+        if reason is not None:
+            raise ScheduleError(f"{op}: loop {var.name} was declared a warp MMA by tensorize({var.name}, "
+                                f"{intrinsic!r}) and would no longer be one: {reason}; transform its loops before "
+                                "tensorize (gpu_matmul declares its tree's MMA nests)")

@@ -164,3 +164,20 @@ def test_a_warp_tile_under_a_lane_dependent_branch_stays_plain_code():
     nest.tensorize(v)
     with pytest.raises(BuildError, match="the 32 lanes of a warp do not reach it together"):
         build(nest, [As, Bs, acc], target="cuda")
+
+
+@pytest.mark.parametrize("tiles", [dict(BM=16, BN=16, BK=32, WM=16, WN=16), dict(BM=16, BN=32, BK=32, WM=16, WN=16),
+                                   dict(BM=32, BN=16, BK=32, WM=16, WN=16, stages=3, prefetch="shared")])
+def test_one_warp_on_an_axis_keeps_the_accumulators_in_registers(tiles):
+    """A block of one warp row or column has a thread loop of extent 1, whose variable the
+    simplifier may drop from the accumulator's index: the tile still goes to registers and
+    the MMA prints (the random tester's matmul programs found these refused at build)."""
+    from codegen.cuda.mma_matmul import mma_matmul_example
+    ex = mma_matmul_example(32, 32, 64, **tiles)
+    kernel = build(ex.nest, ex.args, target="cuda")
+    acc = next(p for p in kernel.module.plan.placements.values() if p.buffer.name == "acc")
+    assert acc.scope == "local" and "mma.sync.aligned" in kernel.source
+    if HAVE_NVCC and host_compiler() is not None:
+        arrays, expected = ex.make(np.random.default_rng(0))
+        run_on_host(kernel, **arrays)
+        np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-5, atol=1e-4)

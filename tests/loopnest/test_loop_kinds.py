@@ -382,6 +382,13 @@ def test_gpu_binding_refusals():
     nest.set_gpu_block_index(x, 1)
     nest.set_gpu_block_index(y, 0)                 # under a block loop: fine
     assert build(nest, [B, E], target="cuda").launch_dims() == [("k0_E", (4, 4, 1), (4, 1, 1))]
+    # splitting a bound loop would leave serial loops around the block or thread loops inside
+    # (the random tester's matmul programs: split_with_mask of a block loop, accepted, then
+    # refused by the CUDA build)
+    for split in (nest.split_with_mask, nest.split_with_tail):
+        for loop in (x, z):
+            assert "is bound to a GPU index; split it before binding" in unchanged(nest, lambda: split(loop, 3))
+    assert "is bound to a GPU index" in unchanged(nest, lambda: nest.tile(x, y, 2, 2))
 
 
 def test_parallelize_after_compute_at_privatizes_the_intermediate(backend):

@@ -103,3 +103,24 @@ def test_float8_takes_b_stored_n_by_k_only():
     nest, _, v = warp_tile("float8_e4m3", k_extent=32, lda=32, b_nk=True)
     nest.tensorize(v, "mma_m16n8k32_f8")
     assert nest.tensorized == {"v": "mma_m16n8k32_f8"}
+
+
+def test_transforms_that_would_break_a_declared_mma_nest_are_refused():
+    """A nest declared by tensorize (here by gpu_matmul) must stay a warp MMA: a transform of
+    its loops that breaks it is refused, the nest unchanged, rather than accepted and then
+    refused by the CUDA build (the random tester's matmul programs: split_with_mask of the
+    accumulator loop). Loops outside it transform as usual."""
+    from codegen.cuda.mma_matmul import mma_matmul_example
+    ex = mma_matmul_example(32, 32, 32, BM=16, BN=16, BK=32, WM=16, WN=16, stages=2)
+    nest = ex.nest
+    assert nest.tensorized == {"kk": "mma_m16n8k16"}
+    v = next(lp for lp in nest.get_inner_loops(nest.loop("kk")) if lp.extent == 4)
+    for step, why in ((lambda: nest.split_with_mask(v, 1), "must be the 4 accumulators of a lane"),
+                      (lambda: nest.unroll(nest.loop("kk")), "the loop is gone")):
+        before, history = str(nest), list(nest.history)
+        with pytest.raises(ScheduleError, match=f"loop kk was declared a warp MMA by tensorize.*{why}"):
+            step()
+        assert str(nest) == before and nest.history == history
+    copy_loop = next(lp for lp in nest.get_all_loops() if lp.name.startswith("e"))     # a tile copy
+    nest.split_with_mask(copy_loop, 2)
+    assert "mma.sync" in build(nest, ex.args, target="cuda").source
