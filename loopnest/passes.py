@@ -192,11 +192,12 @@ class _Allocator(StmtMutator):
     only when ``keep_inside(loop)`` allows it."""
 
     def __init__(self, buf, scope="global", keep_inside: Callable[[For], bool] = lambda f: True,
-                 touched: _Touched | None = None):
+                 touched: _Touched | None = None, loop_of: Callable = lambda var: None):
         self.buf = buf
         self.scope = scope
         self.keep_inside = keep_inside
         self.touched = touched or _Touched()
+        self.loop_of = loop_of
         self.done = False
 
     def visit_Block(self, b: Block):
@@ -209,10 +210,31 @@ class _Allocator(StmtMutator):
             new_child = self.visit(child)
             if self.done:
                 return b.replace(stmts=b.stmts[:users[0]] + (new_child,) + b.stmts[users[0] + 1:])
+        stmts = list(b.stmts)
+        if len(users) > 1 and all(self._apart(stmts[k]) for k in users):
+            # parallel or GPU loops (an unrolled loop and its tail, say) that each fill the
+            # buffer before reading it, in every iteration: one buffer around them all would be
+            # shared by their concurrent iterations, so each gets its own allocation inside
+            for k in users:
+                stmts[k] = _Allocator(self.buf, self.scope, self.keep_inside, self.touched,
+                                      self.loop_of).visit(stmts[k])
+            self.done = True
+            return b.replace(stmts=tuple(stmts))
         lo, hi = users[0], users[-1]
         self.done = True
         return Block(b.stmts[:lo] + (Allocate(self.buf, self.scope),) + b.stmts[lo:hi + 1]
                      + (Free(self.buf),) + b.stmts[hi + 1:])
+
+    def _apart(self, s) -> bool:
+        """Whether ``s`` is a parallel or GPU loop that may hold the buffer (``keep_inside``) and
+        whose iterations read only what they wrote themselves (nothing flows in from, or
+        out to, the other statements using it), as ``loop_of`` (the scheduled loop of ``s``,
+        before lowering: exact for the flow analysis) shows."""
+        from .transforms.cache import _exposed_reads
+        if not (isinstance(s, For) and s.kind in ForKind.CONCURRENT and self.keep_inside(s)):
+            return False
+        scheduled = self.loop_of(s.var)
+        return scheduled is not None and not _exposed_reads(scheduled.body, self.buf, {})
 
     def visit_For(self, s: For):
         if not self.keep_inside(s):
@@ -234,7 +256,10 @@ def insert_allocations(nest, root: Stmt) -> Stmt:
     outside its loops, and per iteration of a parallel or GPU loop around or at that loop.
     Another range goes into a loop only when each iteration reads nothing of the buffer that
     another iteration wrote (``privatizable``, decided on the nest's schedule, whose loops
-    ``root`` keeps): a fresh buffer per iteration would lose such values.
+    ``root`` keeps): a fresh buffer per iteration would lose such values. Several parallel or
+    GPU loops using a buffer (an unrolled loop and its tail) whose iterations each fill it
+    before reading it get an allocation each, inside: one around them would be shared by
+    their concurrent iterations (seed 63, case 350).
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest
@@ -253,9 +278,11 @@ def insert_allocations(nest, root: Stmt) -> Stmt:
     free(T1);
     """
     touched = _Touched()
+    scheduled = {id(s.var): s for s in iter_stmts(nest.root) if isinstance(s, For)}
     for buf in nest.intermediates:
         scope = getattr(buf, "scope", "global")
-        root = _Allocator(buf, scope, lambda f, buf=buf: _private_to(nest, buf, f), touched).visit(root)
+        root = _Allocator(buf, scope, lambda f, buf=buf: _private_to(nest, buf, f), touched,
+                          lambda var: scheduled.get(id(var))).visit(root)
     return root
 
 

@@ -294,6 +294,36 @@ def test_the_tester_reports_a_race_that_a_serial_run_hides(monkeypatch):
     assert stop.value.code == 1
 
 
+def test_an_unrolled_parallel_loop_and_its_tail_each_allocate_their_scratch():
+    """Seed 63, case 350: unroll by 3 of a parallel loop whose iterations use rfactor's lane
+    buffers gave the loop a parallel tail; the buffers, used in both loops, were allocated
+    once around them, shared by the concurrent iterations (found by check_races). Each
+    concurrent loop among the users now gets its own allocation inside."""
+    from loopnest.stmt import Allocate, For, ForKind, iter_stmts
+    from te import Min, Reduce
+    N = Var("N", int32)
+    T1 = Compute("T1", (N,), lambda i0: 1.0)
+    T2 = Reduce("T2", (N,), Min(), lambda i0, r0, r1: if_then_else(r1 >= 2, T1[r1 - 2], 0.0), (N, N + 1))
+    T3 = Compute("T3", (N,), lambda i0: T2[i0])
+    T4 = Compute("T4", (N,), lambda i0: T3[i0 // 2])
+    nest = LoopNest([T4])
+    nest.auto_schedule(Target(vector_bits=256, vector_registers=16, cores=2, l1_bytes=512, l2_bytes=256))
+    nest.unroll(nest.loop("i0_1"), 3)
+    prepared = nest.copy().prepare_for_codegen()
+    parallel = [s for s in iter_stmts(prepared.root) if isinstance(s, For) and s.kind == ForKind.PARALLEL
+                and any(isinstance(x, For) and x.var.name.startswith("r0") for x in iter_stmts(s))]
+    assert len(parallel) == 2            # the unrolled loop and its tail
+    for f in parallel:
+        assert {x.buffer.name for x in iter_stmts(f.body) if isinstance(x, Allocate)} >= {"T2_rf_lanes"}
+    for n in (2, 7):
+        want, got = np.zeros(n, np.float32), np.zeros(n, np.float32)
+        build(LoopNest([T4]), [T4, N], target="ireval")(want, n)
+        build(nest, [T4, N], target="ireval", check_races=True)(got, n)
+        np.testing.assert_array_equal(got, want)
+        build(nest, [T4, N], target="llvm")(got, n)
+        np.testing.assert_array_equal(got, want)
+
+
 def test_cuda_refuses_a_cache_copy_sized_at_launch_inside_thread_loops():
     from codegen import BuildError
     M, A, T2, nest = _case_227()

@@ -49,8 +49,8 @@ def _check_factor(factor, op: str, loop) -> int:
     if loop.stmt.kind in (ForKind.GPU_BLOCK, ForKind.GPU_THREAD):
         # the pieces would be serial loops around the block or thread loops inside: a kernel's
         # grid and blocks must be its outermost loops (the CUDA build would refuse it)
-        raise ScheduleError(f"{op}({loop.name}, {factor}): {loop.name} is bound to a GPU index; split it "
-                            "before binding")
+        raise ScheduleError(f"{op}({loop.name}, {factor}): {loop.name} is bound to a GPU index; "
+                            f"{op.split('_')[0]} it before binding")
     dtype = loop.var.dtype
     if factor > int(dtype.max_value()):
         raise ScheduleError(f"{op}({loop.name}, {factor}): the factor does not fit the loop variable's type "
