@@ -361,9 +361,11 @@ class _Accesses(StmtWalk):
         self.bids, self.on_index = bids, on_index
 
     def visit_For(self, s: For, threads: dict, ranges: dict) -> None:
+        lo, hi = fold_int(s.start), fold_int(s.stop)
+        if lo is not None and hi is not None and hi <= lo:
+            return      # no iteration (a split's main loop that its tail does all the work of)
         if s.kind == ForKind.GPU_THREAD:
             threads = {**threads, s.axis: s}
-        lo, hi = fold_int(s.start), fold_int(s.stop)
         ranges = {**ranges, id(s.var): (lo, hi - 1) if lo is not None and hi is not None else None}
         self.generic(s, threads, ranges)
 

@@ -15,7 +15,7 @@ parallel for (int i = 0; i < 64; i++) {
 from __future__ import annotations
 
 from te.expr import IntImm, Var
-from te.queries import expr_size, free_vars
+from te.queries import expr_size, fold_int, free_vars
 from te.printer import expr_to_str
 
 from ..errors import ScheduleError
@@ -145,10 +145,36 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
                                 f"inside it; block loops must enclose thread loops")
         _check_grid_chain(loop.name, label, outer)
     _check_launch_extent(nest, f, loop.name, label)
+    if kind == ForKind.GPU_THREAD:
+        _check_block_size(loop.name, label, f, dim, outer + inner)
     if check:
         legality_checks().check_gpu_bind(nest, loop, label)
     _set_kind(nest, f, kind, dim)
     return loop
+
+
+#: the most threads a CUDA block may have, on every device
+MAX_BLOCK_THREADS = 1024
+
+
+def _check_block_size(name: str, label: str, f: For, dim: int, around: list) -> None:
+    """The block that binding ``f`` to ``threadIdx`` axis ``dim`` gives the thread loops around
+    and inside it (the largest constant extent per axis) must have at most
+    ``MAX_BLOCK_THREADS`` threads."""
+    widest: dict = {}
+    for g in around + [f]:
+        axis = dim if g is f else g.axis if g.kind == ForKind.GPU_THREAD else None
+        ext = fold_int(tidy(g.stop - g.start)) if axis is not None else None
+        if ext is not None:
+            widest[axis] = max(widest.get(axis, 1), ext)
+    threads = 1
+    for ext in widest.values():
+        threads *= ext
+    if threads > MAX_BLOCK_THREADS:
+        sizes = " x ".join(f"{widest[a]} ({_AXES[a]})" for a in sorted(widest))
+        raise ScheduleError(f"cannot bind loop {name} to {label}: the block would have {sizes} = {threads} threads, "
+                            f"more than the {MAX_BLOCK_THREADS} a CUDA block may have; split the loop and bind "
+                            "its inner part")
 
 
 def _check_launch_extent(nest, f: For, name: str, label: str) -> None:

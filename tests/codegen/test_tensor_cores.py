@@ -181,3 +181,19 @@ def test_one_warp_on_an_axis_keeps_the_accumulators_in_registers(tiles):
         arrays, expected = ex.make(np.random.default_rng(0))
         run_on_host(kernel, **arrays)
         np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-5, atol=1e-4)
+
+
+def test_a_split_of_the_accumulator_initialisation_keeps_the_tile_in_registers():
+    """Seed 65, case 147: split_with_tail of a loop of extent 1 in the accumulators' zeroing
+    left a main loop of no iteration, whose loose index range kept the tile out of
+    registers and the MMA from printing; loops that never run are left out of the check."""
+    from codegen.cuda.mma_matmul import mma_matmul_example
+    ex = mma_matmul_example(64, 32, 32, dtype="bfloat16", BM=16, BN=16, WM=16, WN=8, BK=32, prefetch="shared",
+                            stages=2)
+    ex.nest.split_with_tail(next(lp for lp in ex.nest.get_all_loops() if lp.name.startswith("tj")), 4)
+    kernel = build(ex.nest, ex.args, target="cuda")
+    assert "mma.sync.aligned" in kernel.source
+    if HAVE_NVCC and host_compiler() is not None:
+        arrays, expected = ex.make(np.random.default_rng(0))
+        run_on_host(kernel, **arrays)
+        np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-5, atol=1e-4)

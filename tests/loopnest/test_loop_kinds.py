@@ -389,6 +389,13 @@ def test_gpu_binding_refusals():
         for loop in (x, z):
             assert "is bound to a GPU index; split it before binding" in unchanged(nest, lambda: split(loop, 3))
     assert "is bound to a GPU index" in unchanged(nest, lambda: nest.tile(x, y, 2, 2))
+    # more threads than a block may have (seed 65, case 78: refused only by the CUDA build)
+    F = Compute("F", (64, 32), lambda a, b: B[a % 4, b % 4] * 2.0)
+    nest = LoopNest([F])
+    a, b = nest.get_loops_for(F)
+    nest.set_gpu_thread_index(b, 0)
+    msg = unchanged(nest, lambda: nest.set_gpu_thread_index(a, 1))
+    assert "the block would have 32 (x) x 64 (y) = 2048 threads, more than the 1024" in msg
 
 
 def test_parallelize_after_compute_at_privatizes_the_intermediate(backend):
