@@ -29,7 +29,7 @@ from te.tensor import Buffer
 from ..errors import ScheduleError
 from ..lazy_analysis import bounds_inference, islpy, polyhedral_domains
 from ..queries import stmt_reads, stmt_writes
-from ..stmt import Block, For, ForKind, Stmt, StmtMutator, Store
+from ..stmt import Block, For, ForKind, Stmt, StmtMutator, Store, iter_stmts
 from ._rewrite import add, loop_path, replace_loop, sub, tidy
 
 __all__ = ["cache_accesses"]
@@ -220,6 +220,11 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
     if f.kind == ForKind.VECTORIZED:
         raise ScheduleError(f"cannot cache {buf.name} in loop {loop.name}: the loop is vectorized (its body must "
                             "stay one vector statement); cache in an enclosing loop")
+    block = next((g for g in iter_stmts(f.body) if isinstance(g, For) and g.kind == ForKind.GPU_BLOCK), None)
+    if block is not None:
+        raise ScheduleError(f"cannot cache {buf.name} in loop {loop.name}: the copies would go beside the gpu_block "
+                            f"loop {block.var.name} inside it, and a kernel's grid is its outermost loops; cache in "
+                            "the innermost block loop or inside it")
     chain = next(iter(loop_path(nest.root, lambda s: s is f))) + [f]
     outer = [g.var for g in chain]
     ranges = {g.var: (g.start, g.stop) for g in chain}

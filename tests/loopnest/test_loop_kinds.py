@@ -389,6 +389,12 @@ def test_gpu_binding_refusals():
         for loop in (x, z):
             assert "is bound to a GPU index; split it before binding" in unchanged(nest, lambda: split(loop, 3))
     assert "is bound to a GPU index" in unchanged(nest, lambda: nest.tile(x, y, 2, 2))
+    # a copy between block loops (seed 64, case 360: cache_accesses at the outer block loop of a
+    # gpu_matmul tree, accepted, then refused by the CUDA build)
+    from codegen.cuda.mma_matmul import mma_matmul_example
+    mm = mma_matmul_example(32, 32, 32, BM=16, BN=16, BK=16, WM=16, WN=16).nest
+    msg = unchanged(mm, lambda: mm.cache_accesses(mm.buffer("As"), "cache1", mm.loop("by")))
+    assert "the copies would go beside the gpu_block loop bx inside it" in msg
     # more threads than a block may have (seed 65, case 78: refused only by the CUDA build)
     F = Compute("F", (64, 32), lambda a, b: B[a % 4, b % 4] * 2.0)
     nest = LoopNest([F])
