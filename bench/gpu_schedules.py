@@ -36,7 +36,7 @@ from te import Buffer, Reduce, Sum, cast, float32
 from codegen.cuda.plan import STATIC_SHARED_BYTES
 
 from .kernels import WORKLOADS, Spec
-from .pipelines import PYRAMID_LEVELS, STENCIL_KINDS, STENCIL_STAGES
+from .pipelines import PYRAMID_LEVELS, STENCIL_STAGES, stencil_kinds
 
 __all__ = ["GPU_SCHEDULES", "TEST_SIZES", "gpu_nest", "thread_strided", "block_reduce", "matmul_config",
            "elementwise_gpu", "softmax_gpu", "layernorm_gpu", "row_sum_gpu", "transpose_gpu", "matmul_gpu",
@@ -392,15 +392,20 @@ def blur_gpu(nest: LoopNest, spec: Spec, rows: int = 8, cols: int = 128) -> None
     cols`` shared-memory buffer (storage follows ``compute_at``)."""
     (by,) = spec.outputs
     nest.compute_inline(_tensor(nest, "inp"))
-    y, x = nest.get_loops_for(by)
-    yo, xo, _, xi = nest.tile(y, x, rows, cols)
-    bx = _tensor(nest, "blur_x")
-    nest.compute_at(bx, xo)
+    _tile_with_producer(nest, by, _tensor(nest, "blur_x"), rows, cols)
+
+
+def _tile_with_producer(nest: LoopNest, consumer, producer, rows: int, cols: int) -> None:
+    """Tile the 2-D ``consumer`` ``rows`` x ``cols`` (a block per tile, a thread per column)
+    and compute ``producer`` per tile (its storage, the tile and its halo, follows
+    ``compute_at`` into shared memory), its columns spread over the same threads."""
+    yo, xo, _, xi = nest.tile(*nest.get_loops_for(consumer), rows, cols)
+    nest.compute_at(producer, xo)
     nest.set_gpu_block_index(xo, 0)
     nest.set_gpu_block_index(yo, 1)
     nest.set_gpu_thread_index(xi, 0)
-    _, bxi = nest.split_with_mask(nest.get_loops_for(bx)[-1], cols)
-    nest.set_gpu_thread_index(bxi, 0)
+    _, pxi = nest.split_with_mask(nest.get_loops_for(producer)[-1], cols)
+    nest.set_gpu_thread_index(pxi, 0)
 
 
 def bind_2d(nest: LoopNest, t, rows: int = 8, cols: int = 32) -> None:
@@ -431,20 +436,13 @@ def stencil_gpu(nest: LoopNest, spec: Spec, fuse: bool = True, rows: int = 8, co
     (:func:`bind_2d`). Thirteen stages take five kernels, so the image crosses global memory
     five times instead of thirteen. Without ``fuse``, every stage is a kernel of its own."""
     nest.compute_inline(_tensor(nest, "S0"))
-    kinds = [STENCIL_KINDS[s % len(STENCIL_KINDS)] for s in range(STENCIL_STAGES)]
+    kinds = stencil_kinds()
     fused: set[int] = set()
     for s in range(3, STENCIL_STAGES + 1) if fuse else ():
         if kinds[s - 3:s] != ["x", "y", "xy"]:
             continue
-        x, y, xy = (_tensor(nest, f"S{k}") for k in (s - 2, s - 1, s))
-        nest.compute_inline(x)
-        yo, xo, _, xi = nest.tile(*nest.get_loops_for(xy), rows, cols)
-        nest.compute_at(y, xo)
-        nest.set_gpu_block_index(xo, 0)
-        nest.set_gpu_block_index(yo, 1)
-        nest.set_gpu_thread_index(xi, 0)
-        _, yi = nest.split_with_mask(nest.get_loops_for(y)[-1], cols)
-        nest.set_gpu_thread_index(yi, 0)
+        nest.compute_inline(_tensor(nest, f"S{s - 2}"))
+        _tile_with_producer(nest, _tensor(nest, f"S{s}"), _tensor(nest, f"S{s - 1}"), rows, cols)
         fused |= {s - 2, s - 1, s}
     for s in range(1, STENCIL_STAGES + 1):
         if s not in fused:

@@ -34,8 +34,8 @@ from loopnest.target import resolve_target
 if TYPE_CHECKING:
     from .kernels import Spec
 
-__all__ = ["STENCIL_STAGES", "STENCIL_KINDS", "STENCIL_HALO", "make_stencil", "hand_stencil", "PYRAMID_LEVELS",
-           "PYRAMID_BOOST", "make_pyramid", "hand_pyramid"]
+__all__ = ["STENCIL_STAGES", "STENCIL_KINDS", "STENCIL_HALO", "stencil_kinds", "make_stencil",
+           "hand_stencil", "PYRAMID_LEVELS", "PYRAMID_BOOST", "make_pyramid", "hand_pyramid"]
 
 # ---------------------------------------------------------------------------------------
 # the stencil chain
@@ -45,12 +45,17 @@ STENCIL_STAGES = 13
 STENCIL_KINDS = ("x", "y", "xy")
 
 
-def _stencil_kinds() -> list[str]:
+def stencil_kinds() -> list[str]:
+    """The kind of each stage of the stencil chain, ``S1`` first.
+
+    >>> stencil_kinds()[:4]
+    ['x', 'y', 'xy', 'x']
+    """
     return [STENCIL_KINDS[s % len(STENCIL_KINDS)] for s in range(STENCIL_STAGES)]
 
 
 def _halo() -> tuple[int, int]:
-    kinds = _stencil_kinds()
+    kinds = stencil_kinds()
     return 2 * sum(k in ("y", "xy") for k in kinds), 2 * sum(k in ("x", "xy") for k in kinds)
 
 
@@ -84,7 +89,7 @@ def make_stencil(shape) -> Spec:
     A = Buffer("A", (h + hy, w + hx), float32)
     prev = Compute("S0", (h + hy, w + hx), lambda y, x: A[y, x] * (1.0 / 255))
     ph, pw = h + hy, w + hx
-    for s, kind in enumerate(_stencil_kinds(), start=1):
+    for s, kind in enumerate(stencil_kinds(), start=1):
         ph -= 2 if kind in ("y", "xy") else 0
         pw -= 2 if kind in ("x", "xy") else 0
         prev = Compute(f"S{s}", (ph, pw), lambda y, x, p=prev, k=kind: _stage_expr(k, p, y, x))
@@ -92,7 +97,7 @@ def make_stencil(shape) -> Spec:
 
     def run(a, dt):
         p = a.astype(dt) * dt(1.0 / 255)
-        for kind in _stencil_kinds():
+        for kind in stencil_kinds():
             p = _stage_numpy(kind, p)
         return p
 
@@ -101,7 +106,7 @@ def make_stencil(shape) -> Spec:
 
         def call():
             p = a * (1.0 / 255)
-            for kind in _stencil_kinds():
+            for kind in stencil_kinds():
                 p = _stage_numpy(kind, p)
             return p
         return call

@@ -327,7 +327,18 @@ def tensorize(nest, loop, intrinsic: str = "mma_m16n8k16") -> None:
 
 
 def why_not_an_mma(nest, loop, intrinsic: str) -> str | None:
-    """Why ``loop`` is not a warp MMA of ``intrinsic`` written lane by lane (None: it is)."""
+    """Why ``loop`` is not a warp MMA of ``intrinsic`` written lane by lane (None: it is).
+
+    >>> from te import Buffer, Reduce, Sum, cast, float32
+    >>> from loopnest import LoopNest
+    >>> A, B = Buffer("A", (32, 32), "float16"), Buffer("B", (32, 32), "float16")
+    >>> C = Reduce("C", (32, 32), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (32,))
+    >>> nest = LoopNest([C]); nest.gpu_matmul(BM=32, BN=32, BK=32, WM=16, WN=16)
+    >>> why_not_an_mma(nest, nest.loop("kk"), "mma_m16n8k16") is None
+    True
+    >>> why_not_an_mma(nest, nest.loop("ko"), "mma_m16n8k16")[:45]
+    'the loop must be inside a loop bound to threa'
+    """
     lane = None
     for outer in reversed(nest.get_enclosing_loops(loop)):
         f = outer.stmt
@@ -347,7 +358,21 @@ def why_not_an_mma(nest, loop, intrinsic: str) -> str | None:
 
 def check_tensorized(nest, op: str) -> None:
     """After transform ``op``: every loop nest declared by ``tensorize`` is still a warp MMA
-    (a transform of its loops would leave one the CUDA build refuses), else ScheduleError."""
+    (a transform of its loops would leave one the CUDA build refuses), else ScheduleError.
+    ``LoopNest``'s transforms call it; a refused one leaves the nest unchanged.
+
+    >>> from te import Buffer, Reduce, Sum, cast, float32
+    >>> from loopnest import LoopNest
+    >>> A, B = Buffer("A", (32, 32), "float16"), Buffer("B", (32, 32), "float16")
+    >>> C = Reduce("C", (32, 32), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (32,))
+    >>> nest = LoopNest([C]); nest.gpu_matmul(BM=32, BN=32, BK=32, WM=16, WN=16)
+    >>> from loopnest import ScheduleError
+    >>> try:
+    ...     nest.unroll(nest.loop("kk"))
+    ... except ScheduleError as e:
+    ...     print(str(e)[:72])
+    unroll: loop kk was declared a warp MMA by tensorize(kk, 'mma_m16n8k16')
+    """
     for var, intrinsic in nest._tensorized.items():
         stmt = next((s for s in iter_stmts(nest.root) if isinstance(s, For) and s.var is var), None)
         reason = "the loop is gone" if stmt is None else why_not_an_mma(nest, Loop(nest, var), intrinsic)

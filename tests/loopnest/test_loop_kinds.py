@@ -371,6 +371,14 @@ def test_gpu_binding_refusals():
     x, y = nest.get_loops_for(D)
     nest.set_gpu_thread_index(x, 0)
     assert "block loops must enclose thread loops" in unchanged(nest, lambda: nest.set_gpu_block_index(y, 1))
+    # ../shared/repros/cuda_block_not_outermost.py: the outer half of a split inner loop bound
+    # to a block index, then its inner half to a thread index, under the serial loop i
+    G = Compute("G", (4, 64), lambda i, j: B[i % 4, j % 4] * 2.0)
+    nest = LoopNest([G])
+    jo, ji = nest.split_with_mask(nest.get_loops_for(G)[1], 16)
+    nest.set_gpu_block_index(jo, 0)
+    msg = unchanged(nest, lambda: nest.set_gpu_thread_index(ji, 0))
+    assert "the gpu_block loop j_outer is inside loop i, which is not a gpu_block loop" in msg
     # threads bound first, then a block index on a loop under a plain one (seed 56, case 185:
     # accepted, then the CUDA build refused it)
     E = Compute("E", (4, 4, 4), lambda x, y, z: B[x, y] + 1.0)
