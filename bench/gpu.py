@@ -188,8 +188,8 @@ class CupyBackend(Backend):
         bound, sizes = kernel.bind((), arrays)          # validates shapes and dtypes
         scratch = [cp.empty(n, cp.uint8) for n in kernel.module.scratch_nbytes(sizes)]
         launches = []
-        for ks in kernel.kernels:
-            grid, block = ks.dims(sizes)
+        for ks, env in kernel.module.launches(sizes):
+            grid, block = ks.dims(env)
             if 0 in grid or 0 in block:
                 continue
             args = []
@@ -199,7 +199,7 @@ class CupyBackend(Backend):
                 elif a.kind == "scratch":
                     args.append(scratch[a.index])
                 else:
-                    args.append(a.var.dtype.numpy.type(sizes[id(a.var)]))
+                    args.append(a.var.dtype.numpy.type(env[id(a.var)]))
             fn = module.get_function(ks.name)
             if ks.dynamic_shared:      # beyond 48 KiB the kernel must opt in before its launch
                 fn.max_dynamic_shared_size_bytes = ks.dynamic_shared

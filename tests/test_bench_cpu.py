@@ -54,7 +54,10 @@ def test_interleaved_timing_counts_every_round():
     assert 0 < t["a"].best <= t["a"].median
 
 
-def test_short_suite_run_writes_results(tmp_path):
+def test_short_suite_run_writes_results(tmp_path, monkeypatch):
+    from bench import bench_memory
+    memory_run = bench_memory.run           # 100 builds: a few seconds; the memory test is in test_issue12_llvm
+    monkeypatch.setattr(bench_memory, "run", lambda builds, warmup, **kw: memory_run(10, warmup=2, **kw))
     assert bench_main.main(["--only", "layernorm", "row_sum", "--rounds", "1", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "results.json").read_text())
     rows = {r["kernel"]: r for r in report["rows"]}
@@ -71,3 +74,4 @@ def test_short_suite_run_writes_results(tmp_path):
     imp = report["extras"]["import"]
     assert aims["import time of te, loopnest, codegen (s, fresh interpreter)"]["value"] == imp["import_s"]
     assert "import te, loopnest, codegen in a fresh interpreter" in text
+    assert report["extras"]["memory"]["builds"] == 10 and "resident memory: 10 distinct builds" in text

@@ -21,7 +21,7 @@ from fuzz.schedules import OPS
 from loopnest.nest import LoopNest
 
 SEED = 1
-COUNT = 200
+COUNT = 100     # the first 100 schedules of seed 1 (the same on every machine); long campaigns run outside CI
 
 
 def _ops(found) -> list:
@@ -170,7 +170,7 @@ def test_matmul_programs_get_gpu_matmul_trees_with_random_tiles():
     from fuzz.check import Case, check_program, check_schedule
     from fuzz.programs import matmul_program
     applied = 0
-    for seed in range(6):
+    for seed in range(5):      # seeds 1 and 2: shared-memory stages; seed 4: a tree applied in full
         rnd = random.Random(seed)
         case = Case(matmul_program(rnd))
         assert check_program(case) == []

@@ -250,8 +250,11 @@ def test_check_races_passes_the_gpu_schedules_and_shared_reads():
     between); iterations reading one copy, filled before their loop runs, is no race."""
     from bench.gpu_schedules import GPU_SCHEDULES, TEST_SIZES, gpu_nest
     from bench.kernels import WORKLOADS
+    # the matmul at 32 (the same shared tiles, barriers and register tiles as at its test size
+    # of 64, one eighth of the race-checked work)
+    sizes = dict(TEST_SIZES, matmul=32)
     for name in GPU_SCHEDULES:
-        spec = WORKLOADS[name].make(TEST_SIZES[name])
+        spec = WORKLOADS[name].make(sizes[name])
         outs = {n: np.zeros(s, np.float32) for n, s in spec.out_shapes.items()}
         args = [spec.inputs[b.name].copy() if b.name in spec.inputs else outs[b.name] for b in spec.args]
         build(gpu_nest(name, spec), spec.args, target="ireval", check_races=True)(*args)
@@ -324,11 +327,11 @@ def test_an_unrolled_parallel_loop_and_its_tail_each_allocate_their_scratch():
         np.testing.assert_array_equal(got, want)
 
 
-def test_cuda_refuses_a_cache_copy_sized_at_launch_inside_thread_loops():
-    from codegen import BuildError
+def test_cuda_builds_a_cache_copy_sized_at_launch_inside_thread_loops():
+    """Once refused by the CUDA build; now a global buffer with one slice per thread
+    (tests/codegen/test_cuda_global_slices.py runs it on the host emulation)."""
     M, A, T2, nest = _case_227()
     nest.set_gpu_thread_index(nest.loop("i1_1"), 1)
     nest.cache_accesses(nest.buffer("A"), "cache1", nest.loop("i1_1"))
-    with pytest.raises(BuildError, match="cache1 is allocated inside GPU-bound loops with a size known only at "
-                                         "launch"):
-        build(nest, [A, T2, M], target="cuda")
+    k = build(nest, [A, T2, M], target="cuda")
+    assert "cache1: one slice of" in k.module.plan.describe_memory()

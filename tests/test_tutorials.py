@@ -12,7 +12,8 @@ TUTORIALS = sorted((ROOT / "tutorials").glob("*.py"))
 
 @pytest.mark.parametrize("path", TUTORIALS, ids=[p.name for p in TUTORIALS])
 def test_tutorial_runs(path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
+    # TUTORIAL_SMALL: a tutorial may check a smaller problem than the one it shows
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg", TUTORIAL_SMALL="1")
     proc = subprocess.run([sys.executable, str(path)], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, f"{path.name} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"

@@ -30,6 +30,8 @@ from tune.plot import plot_tuning_curve
 TARGET = "llvm" if importlib.util.find_spec("codegen.llvm") else "ireval"
 M = N = K = 64 if TARGET == "llvm" else 16
 TRIALS = 16 if TARGET == "llvm" else 6
+if os.environ.get("TUTORIAL_SMALL"):    # the test runner: half the trials, the same steps
+    TRIALS //= 2
 
 # 1. The computation: C[i, j] = sum_k A[i, k] * B[k, j].
 A = Buffer("A", (M, K), float32)

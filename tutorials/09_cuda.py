@@ -6,6 +6,8 @@ The story: a row softmax bound to the GPU: one block per row, threads across the
 We print the CUDA C, compile it with nvcc for two architectures when nvcc is installed
 (no GPU needed: registers and shared memory come from ptxas), check the GPU-bound nest on
 the interpreter (GPU axes run as serial loops), and run it on the GPU when there is one.
+Last, a running sum down the rows: each row needs the one before, so the row loop stays
+serial and runs on the host, launching the column kernel once per row (a host loop).
 """
 import sys
 from pathlib import Path
@@ -14,8 +16,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np
 
-from te import Buffer, Compute, Max, Reduce, Sum, exp, float32
+from te import Buffer, Compute, Max, Reduce, Sum, Var, exp, float32
 from loopnest import LoopNest
+from loopnest.stmt import Block, For, Store
 from codegen import build
 from codegen.cuda import nvcc_available
 
@@ -64,4 +67,23 @@ try:
     print("ran on the GPU: agrees")
 except RuntimeError as err:
     print("no GPU here:", str(err).splitlines()[0])
+
+# A host loop: S[i + 1, j] = S[i, j] + X[i + 1, j]. The columns of a row run in parallel on
+# the GPU; the serial row loop around them is run by the launcher, one launch per row.
+S = Buffer("S", (M, N), float32)
+i, j, j0 = Var("i"), Var("j"), Var("j0")
+scan = LoopNest(Block([For(j0, 0, N, Store(S, (0, j0), X[0, j0])),
+                       For(i, 0, M - 1, For(j, 0, N, Store(S, (i + 1, j), S[i, j] + X[i + 1, j])))]),
+                outputs=[S])
+for var in (j0, j):
+    jo, ji = scan.split_with_mask(scan.loop(var), 128)
+    scan.set_gpu_block_index(jo, 0)
+    scan.set_gpu_thread_index(ji, 0)
+scan_kernel = build(scan, [X, S], target="cuda")
+print("\n" + scan_kernel.module.plan.describe_kernels())
+print("launches:", len(scan_kernel.launch_dims()))
+s_out = np.empty_like(x)
+build(scan, [X, S], target="ireval")(x, s_out)
+assert np.allclose(s_out, np.cumsum(x, axis=0), rtol=1e-5, atol=1e-5)
+print("the running sum agrees with numpy on IREval")
 print("OK")

@@ -60,6 +60,7 @@ from __future__ import annotations
 from typing import Any
 
 from te.expr import ExprVisitor
+from te.queries import free_vars
 from te.functor import Functor
 from loopnest.queries import stmt_free_vars, stmt_loaded_buffers, stmt_stored_buffers
 from loopnest.stmt import Cond, StmtVisitor
@@ -87,7 +88,6 @@ def plan_arguments(plan: CudaPlan) -> None:
     [('param', 'X', True, True), ('param', 'Y', False, False), ('size', 'N', False, False)]
     """
     param_index = {id(p.buffer): k for k, p in enumerate(plan.buffer_params)}
-    size_ids = plan.size_ids
     used_by = []
     for k in plan.kernels:
         used, written = _buffers(k)
@@ -114,8 +114,9 @@ def plan_arguments(plan: CudaPlan) -> None:
             else:
                 k.args.append(ArgRef("scratch", plan.placements[id(b)].scratch, name=b.name, **facts))
             k.arg_objects.append(b)
-        for v in _size_vars(k):
-            if id(v) not in size_ids:
+        known = plan.launch_ids(k)
+        for v in _size_vars(plan, k):
+            if id(v) not in known:
                 raise BuildError(f"variable {v.name} is used by the nest but is neither bound by a loop nor a "
                                  "size argument of build")
             if v.dtype.is_vector:
@@ -231,6 +232,16 @@ def _buffers(k: KernelPlan) -> tuple[dict[int, Any], set[int]]:
     return used, {id(b) for b in stored}
 
 
-def _size_vars(k: KernelPlan) -> list:
-    """The free variables of the kernel's code and thread extents, in order of appearance."""
-    return stmt_free_vars(k.stmt, [extent(f) for f in k.thread_loops], allocations=False)
+def _size_vars(plan: CudaPlan, k: KernelPlan) -> list:
+    """The free variables of the kernel's code and thread extents, in order of appearance, then
+    those of the slice sizes of its global buffers sliced per thread."""
+    out = stmt_free_vars(k.stmt, [extent(f) for f in k.thread_loops], allocations=False)
+    seen = {id(v) for v in out}
+    for b in _buffers(k)[0].values():
+        p = plan.placements.get(id(b))
+        if p is not None and p.slice_stride is not None:
+            for v in free_vars(p.slice_stride):
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    out.append(v)
+    return out

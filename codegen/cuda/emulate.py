@@ -302,8 +302,8 @@ def _run(kernel, arrays: list, sizes: dict, timeout: float) -> None:
     shared = [_shared_copy(m) for m in memory]
     scratch = [_aligned_zeros(n) for n in kernel.module.scratch_nbytes(sizes)]
     launches = []
-    for ks in kernel.kernels:
-        grid, block = ks.dims(sizes)
+    for ks, env in kernel.module.launches(sizes):
+        grid, block = ks.dims(env)
         if 0 in grid or 0 in block:
             continue
         vals = []
@@ -313,7 +313,7 @@ def _run(kernel, arrays: list, sizes: dict, timeout: float) -> None:
             elif a.kind == "scratch":
                 vals.append(scratch[a.index].ctypes.data)
             else:
-                vals.append(_slot(a.var, sizes[id(a.var)], kernel.name))
+                vals.append(_slot(a.var, env[id(a.var)], kernel.name))
         launches.append((ks.name, vals, grid, block))
     pid = os.fork()
     if pid == 0:  # child: run and exit without returning into the caller's stack

@@ -59,7 +59,8 @@ class CudaKernel(Kernel):
         self._launcher.sync = bool(value)
 
     def launch_dims(self, **sizes: int) -> list[tuple[str, tuple, tuple]]:
-        """``[(kernel name, grid, block)]`` for the given size values (by variable name).
+        """``[(kernel name, grid, block)]`` for the given size values (by variable name), one
+        per launch (a kernel inside a host loop once per iteration).
 
         >>> k.launch_dims(N=1000)    # doctest: +SKIP
         [('k0_B', (8, 1, 1), (128, 1, 1))]
@@ -73,7 +74,7 @@ class CudaKernel(Kernel):
                 for d in p.buffer.dims:
                     if isinstance(d, Var) and d.name in sizes:
                         env[id(d)] = sizes[d.name]
-        return [(k.name, *k.dims(env)) for k in self.kernels]
+        return [(k.name, *k.dims(e)) for k, e in self.module.launches(env)]
 
     def compile(self, arch: str | Iterable[str] = "sm_90") -> dict:
         """Compile with nvcc (no GPU needed) and return the ``ptxas -v`` report: for one

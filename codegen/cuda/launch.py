@@ -258,14 +258,16 @@ class Launcher:
                              f"more than the device's {limit}")
 
     def run(self, arrays: list, sizes: dict) -> None:
-        """Launch every kernel in order with the bound ``arrays`` and ``sizes``."""
+        """Launch every kernel in order (``module.launches``: host loops repeat theirs) with the
+        bound ``arrays`` and ``sizes``."""
         drv = get_driver()
         fns, info, error_flag = self.functions()
-        dims = []
-        for k, fn in zip(self.module.kernels, fns):
-            grid, block = k.dims(sizes)
-            self._check_dims(k, fn, grid, block, info, drv)
-            dims.append((grid, block))
+        fn_of = {k.name: fn for k, fn in zip(self.module.kernels, fns)}
+        runs = []
+        for k, env in self.module.launches(sizes):
+            grid, block = k.dims(env)
+            self._check_dims(k, fn_of[k.name], grid, block, info, drv)
+            runs.append((k, fn_of[k.name], grid, block, env))
         allocations = []
         try:
             ptrs: list[int] = []
@@ -289,7 +291,7 @@ class Launcher:
                 mem = drv.mem_alloc(nbytes)
                 allocations.append(mem)
                 scratch.append(int(mem))
-            for k, fn, (grid, block) in zip(self.module.kernels, fns, dims):
+            for k, fn, grid, block, env in runs:
                 if 0 in grid or 0 in block:
                     continue  # an empty loop: nothing to run
                 args = []
@@ -299,7 +301,7 @@ class Launcher:
                     elif a.kind == "scratch":
                         args.append(np.uintp(scratch[a.index]))
                     else:
-                        v = sizes.get(id(a.var))
+                        v = env.get(id(a.var))
                         if v is None:
                             raise KernelArgumentError(f"size {a.var.name} of {self.name} is not bound")
                         args.append(scalar_arg(a.var, v, self.name))

@@ -9,14 +9,16 @@
   loops nested inside its scope (on other axes) use it: then the threads of those inner
   loops share it, and it is a ``__shared__`` array with one slice per thread of the outer
   thread loops.
-* An ``Allocate`` inside GPU-bound loops whose size is only known at launch (e.g. the
-  full-size intermediate ``compute_at`` leaves in the loop) becomes one global buffer of
-  that size, shared by every thread instead of fresh per iteration. That is exact when
-  each iteration reads only elements it wrote and iterations that write the same element
-  write the same value -- what ``compute_at`` produces for a ``Compute`` tensor; a
-  reduction computed at a thread-bound loop must not overlap between threads. Any other
-  buffer (a ``cache_accesses`` copy, storage shrunk to a region: element i holds another
-  value in each thread) is refused with a BuildError.
+* An ``Allocate`` inside GPU-bound loops whose size (or, for a sliced shared array, the
+  block's size) is only known at launch is a global buffer with one slice per block and
+  per thread of the thread axes bound around it -- what a shared (or thread-local) array
+  would give -- each slice padded to 16 bytes; the launcher allocates it for the grid.
+  Except a ``Compute`` tensor outside thread loops or private to a thread (the full-size
+  intermediate ``compute_at`` leaves in a loop): one global buffer of that size, shared by
+  every block and thread. That is exact when each iteration reads only elements it wrote
+  and iterations that write the same element write the same value -- what ``compute_at``
+  produces for a ``Compute`` tensor; a reduction computed at a thread-bound loop must not
+  overlap between threads.
 * Register promotion: a shared buffer that each thread uses privately (see
   :func:`promote_private`) becomes a thread-local array.
 
@@ -48,12 +50,13 @@ from te import expr as E
 from te.expr import Expr, IntImm
 from te.queries import fold_int, free_vars, loads
 from te.simplify import simplify
-from te.tensor import Tensor
+from te.tensor import Buffer, Tensor
 from loopnest.queries import stmt_touches
-from loopnest.stmt import Allocate, Block, For, ForKind, Free, Stmt, Store, iter_stmts, stmt_exprs
+from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Stmt, Store, iter_stmts, stmt_exprs
 
 from ..kernel import BuildError
-from .ir_queries import AXES, StmtWalk, extent, flatten, interval, linear_coeff
+from .ir_queries import AXES, StmtWalk, extent, interval, linear_coeff
+from .outline import host_level
 from .plan import CudaPlan, KernelPlan, Placement
 
 __all__ = ["assign_memory_scopes", "promote_private", "private_index"]
@@ -74,7 +77,7 @@ def assign_memory_scopes(plan: CudaPlan) -> None:
     (2048, ['local', 'shared', 'shared'])
     """
     kernels = iter(plan.kernels)
-    for s in flatten(plan.root):
+    for s in host_level(plan.root):
         if isinstance(s, Allocate):
             _place(plan, Placement(s.buffer, "global"))
             continue
@@ -101,7 +104,8 @@ def assign_memory_scopes(plan: CudaPlan) -> None:
         bad = [v for v in free_vars(b.dims) if id(v) not in size_ids]
         if bad:
             raise BuildError(f"the size of intermediate {b.name} depends on {', '.join(v.name for v in bad)}, "
-                             "which is not a size argument")
+                             "which is not a size argument (an intermediate outside the kernels, in a loop "
+                             "the launcher runs, is allocated once for the whole call)")
 
 
 def _place(plan: CudaPlan, p: Placement) -> None:
@@ -169,29 +173,57 @@ def _classify(plan: CudaPlan, k: KernelPlan, a: Allocate, bound: frozenset, afte
         scope = "shared"
         slice_axes = tuple(sorted(bound))
         slice_dims = tuple(k.block[ax] for ax in slice_axes)
-        if not all(isinstance(d, int) for d in slice_dims) or b.static_size() is None:
-            raise BuildError(f"buffer {b.name} is allocated inside gpu_thread loop(s) on "
-                             f"{', '.join('threadIdx.' + AXES[ax] for ax in slice_axes)} and shared by the "
-                             "thread loops nested in them: it needs a constant size and constant block "
-                             "dimensions (one shared slice per thread of the outer loops)")
     want = a.scope if a.scope in ("shared", "local") else None
+    per_thread_global = scope != "global" and (b.static_size() is None or not all(
+        isinstance(d, int) for d in slice_dims)) and not (isinstance(b, Tensor) and not slice_axes)
+    if per_thread_global:
+        scope = "global"
     if want and want != scope:
         raise BuildError(f"buffer {b.name} is allocated with scope {want!r} but sits where the CUDA backend "
                          f"needs {scope!r} memory ("
-                         + ("inside a thread-bound loop" if bound else "outside thread-bound loops") + ")")
+                         + ("inside a thread-bound loop" if bound else "outside thread-bound loops")
+                         + (", and its size or the block's is known only at launch" if per_thread_global else "")
+                         + ")")
+    if per_thread_global:
+        # a size known only at launch: a global buffer with one slice per block and per
+        # thread of the axes bound around the allocation (as a shared or local array would be)
+        _place_global_slices(plan, k, b, tuple(sorted(bound)))
+        return
     if scope != "global" and b.static_size() is None:
-        # a size known only at launch: one global buffer, shared by all threads
-        # (see the module docstring for when that is exact)
-        if not isinstance(b, Tensor):
-            raise BuildError(
-                f"buffer {b.name} is allocated inside GPU-bound loops with a size known only at launch, so the "
-                "CUDA backend would give all threads one global copy; that is exact only for a tensor stored "
-                "whole at its own coordinates, not for a copy of a region (cache_accesses) or storage shrunk to "
-                "a region (store_at), whose element i holds another value in each thread; give the region "
-                "constant extents (split the loops it depends on by constants) or allocate it outside the GPU "
-                "loops")
+        # a tensor of a size known only at launch outside thread loops: one global buffer,
+        # shared by all blocks (see the module docstring for when that is exact)
         scope, slice_axes, slice_dims = "global", (), ()
     _place(plan, Placement(b, scope, k.index, slice_axes=slice_axes, slice_dims=slice_dims))
+
+
+def _place_global_slices(plan: CudaPlan, k: KernelPlan, b, axes: tuple) -> None:
+    """Place ``b`` (allocated in kernel ``k`` inside the thread loops of ``axes``) in a global
+    buffer with one slice per block and per thread of ``axes``, each slice padded to a
+    multiple of 16 bytes (so slices are as aligned as the buffer)."""
+    i64 = "int64"
+    slices = _product([*k.grid, *(k.block[ax] for ax in axes)], i64)
+    per = max(1, 16 // (b.dtype.itemsize * b.dtype.lanes))
+    stride = simplify(E.FloorDiv(_product(b.dims, i64) + IntImm(per - 1, i64), IntImm(per, i64)) * IntImm(per, i64))
+    old = plan.placements.get(id(b))
+    if old is not None and old.slice_stride is not None:     # allocated by another kernel too
+        slices = simplify(E.Max(plan.scratch[old.scratch].dims[0], slices))
+        index = old.scratch
+        plan.scratch[index] = Buffer(b.name, (slices, stride), b.dtype)
+    else:
+        index = len(plan.scratch)
+        plan.scratch.append(Buffer(b.name, (slices, stride), b.dtype))
+    p = Placement(b, "global", k.index, scratch=index, slice_axes=axes,
+                  slice_dims=tuple(k.block[ax] for ax in axes), slice_stride=stride)
+    plan.placements[id(b)] = p
+    plan.placements[id(plan.scratch[index])] = p
+
+
+def _product(dims, dtype: str) -> Expr:
+    out: Expr = IntImm(1, dtype)
+    for d in dims:
+        d = IntImm(d, dtype) if isinstance(d, int) else d
+        out = out * (d if d.dtype == out.dtype else E.Cast(out.dtype, d))
+    return simplify(out)
 
 
 def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
@@ -374,11 +406,56 @@ class _Accesses(StmtWalk):
         if id(s.buffer) in self.bids:
             self.on_index(id(s.buffer), _index_of(s), threads, ranges)
 
+    def visit_Cond(self, s: Cond, threads: dict, ranges: dict) -> None:
+        """The then-branch runs only where the condition holds: the ranges it bounds (a mask's
+        ``i_outer * 4 + i_inner < 2``) are narrowed there."""
+        for ld in loads([s.cond]):
+            if id(ld.buffer) in self.bids:
+                self.on_index(id(ld.buffer), _index_of(ld), threads, ranges)
+        narrowed = narrow_ranges(s.cond, ranges)
+        if narrowed is not None:
+            self.visit(s.then, threads, narrowed)
+        if s.otherwise is not None:
+            self.visit(s.otherwise, threads, ranges)
+
     def generic(self, s: Stmt, threads: dict, ranges: dict) -> None:
         for ld in loads(stmt_exprs(s)):
             if id(ld.buffer) in self.bids:
                 self.on_index(id(ld.buffer), _index_of(ld), threads, ranges)
         super().generic(s, threads, ranges)
+
+
+def narrow_ranges(cond: Expr, ranges: dict) -> dict | None:
+    """``ranges`` (``{id(var): (lo, hi)}``) narrowed by what ``cond`` says where it holds: each
+    conjunct ``e < c`` or ``e <= c`` (``c`` constant, ``e`` linear with a positive constant
+    coefficient in a ranged variable) bounds that variable from above. None when no value of
+    the ranges satisfies ``cond``.
+
+    >>> from te import Var
+    >>> o, i = Var("o"), Var("i")
+    >>> narrow_ranges(o * 4 + i < 2, {id(o): (0, 0), id(i): (0, 3)}) == {id(o): (0, 0), id(i): (0, 1)}
+    True
+    """
+    if isinstance(cond, E.And):
+        first = narrow_ranges(cond.a, ranges)
+        return None if first is None else narrow_ranges(cond.b, first)
+    if type(cond) not in (E.LT, E.LE) or fold_int(cond.b) is None:
+        return ranges
+    limit = fold_int(cond.b) - (1 if type(cond) is E.LT else 0)      # cond: e <= limit
+    out = dict(ranges)
+    for v in free_vars(cond.a):
+        r = out.get(id(v))
+        c = linear_coeff(cond.a, v) if r is not None else None
+        if c is None or c <= 0:
+            continue
+        others = interval(E.substitute(cond.a, {v: IntImm(0, v.dtype)}), out)
+        if others is None:
+            continue
+        hi = (limit - others[0]) // c
+        if hi < r[0]:
+            return None
+        out[id(v)] = (r[0], min(r[1], hi))
+    return out
 
 
 def _index_of(node) -> Expr:

@@ -2,8 +2,11 @@
 
 Each top-level statement of the root Block (Allocate/Free aside) becomes one kernel,
 launched in order. Its ``gpu_block`` loops must be the outermost loops (a chain of
-single-statement bodies); their extents are the grid. Its ``gpu_thread`` loops give the
-block: per axis the largest extent, and the shorter loops of that axis are *guarded*
+single-statement bodies); their extents are the grid. A top-level serial loop with block
+loops inside is a *host loop*, as in Halide: the launcher runs it, launching the kernels of
+its body (outlined in the same way, host loops nested) once per iteration, each kernel
+taking the loop's value as a scalar argument where it uses it. A kernel's ``gpu_thread`` loops
+give the block: per axis the largest extent, and the shorter loops of that axis are *guarded*
 (``if (threadIdx.x < extent)``); at least one thread where the kernel has work outside an
 axis's loops, which may all be empty. Extents stay expressions of the size variables when they
 are not constant, evaluated at launch. A statement with no GPU-bound loop is a
@@ -48,9 +51,10 @@ from loopnest.stmt import Allocate, ExternCall, For, ForKind, Free, Stmt, Store,
 
 from ..kernel import BuildError
 from .ir_queries import AXES, StmtWalk, extent, flatten, fresh_copy
-from .plan import CudaPlan, KernelPlan
+from .plan import CudaPlan, HostLoop, KernelPlan
 
-__all__ = ["outline_kernels", "MAX_THREADS_PER_BLOCK", "MAX_SHARED_BYTES", "MAX_BLOCK_DIMS", "MAX_GRID_DIMS"]
+__all__ = ["outline_kernels", "host_level", "is_host_loop", "MAX_THREADS_PER_BLOCK", "MAX_SHARED_BYTES",
+           "MAX_BLOCK_DIMS", "MAX_GRID_DIMS"]
 
 MAX_THREADS_PER_BLOCK = 1024
 MAX_SHARED_BYTES = 48 * 1024
@@ -62,13 +66,50 @@ def outline_kernels(plan: CudaPlan) -> None:
     """Record the kernels of ``plan.root`` (made a fresh copy first) in ``plan.kernels``,
     with their bound loops and launch dimensions (see the module docstring)."""
     plan.root = fresh_copy(plan.root)
-    size_ids = plan.size_ids
-    for s in flatten(plan.root):
-        if isinstance(s, (Allocate, Free)):
+    plan.schedule = _outline(plan, plan.root, ())
+
+
+def _outline(plan: CudaPlan, s: Stmt, host: tuple) -> list:
+    """The launch schedule of the host-level statements of ``s`` (``host``: the HostLoops
+    around them), recording their kernels in ``plan.kernels``."""
+    items: list = []
+    for x in flatten(s):
+        if isinstance(x, (Allocate, Free)):
             continue
-        k = _kernel(s, len(plan.kernels), plan.base)
-        k.grid, k.block, k.guarded = _dims(k, size_ids, plan.max_threads)
+        if is_host_loop(x):
+            known = plan.size_ids | {id(h.var) for h in host}
+            bad = [v for v in free_vars([x.start, x.stop]) if id(v) not in known]
+            if bad:
+                raise BuildError(f"the bounds of loop {x.var.name}, which holds gpu_block loops and so runs on the "
+                                 f"host, depend on {', '.join(v.name for v in bad)}, which is neither a size "
+                                 "argument nor a host loop")
+            h = HostLoop(x.var, fold_int(x.start) if fold_int(x.start) is not None else x.start,
+                         fold_int(x.stop) if fold_int(x.stop) is not None else x.stop)
+            h.items = _outline(plan, x.body, host + (h,))
+            items.append(h)
+            continue
+        k = _kernel(x, len(plan.kernels), plan.base)
+        k.host_loops = host
+        k.grid, k.block, k.guarded = _dims(k, plan.launch_ids(k), plan.max_threads)
         plan.kernels.append(k)
+        items.append(k.index)
+    return items
+
+
+def is_host_loop(s: Stmt) -> bool:
+    """Whether ``s`` is a loop the launcher runs: a serial loop with block loops inside."""
+    return isinstance(s, For) and s.kind == ForKind.SERIAL and any(
+        isinstance(x, For) and x.kind == ForKind.GPU_BLOCK for x in iter_stmts(s.body))
+
+
+def host_level(s: Stmt) -> list[Stmt]:
+    """The statements of ``s`` at host level, in order: its top-level statements, with the
+    bodies of host loops spliced in (the host loops themselves left out). Each one that is
+    neither an Allocate nor a Free is a kernel, in the order of ``plan.kernels``."""
+    out: list[Stmt] = []
+    for x in flatten(s):
+        out.extend(host_level(x.body) if is_host_loop(x) else [x])
+    return out
 
 
 def _kernel(stmt: Stmt, index: int, base: str) -> KernelPlan:
@@ -89,7 +130,8 @@ def _kernel(stmt: Stmt, index: int, base: str) -> KernelPlan:
             raise BuildError(
                 f"gpu_block loop {x.var.name} is not among the outermost loops of its nest: "
                 "block-bound loops must enclose everything else of a top-level nest, each "
-                "the single statement of the one above (a kernel has one grid)")
+                "the single statement of the one above (a kernel has one grid); only serial loops "
+                "at the top level may hold them (the launcher runs those)")
     for f in block_loops:
         if f.axis not in (0, 1, 2):
             raise BuildError(f"gpu_block loop {f.var.name} has axis {f.axis!r}; expected 0, 1 or 2")
@@ -123,14 +165,14 @@ class _ThreadLoops(StmtWalk):
         self.generic(s, outer)
 
 
-def _launch_extent(f: For, what: str, size_ids: set[int]) -> Expr:
+def _launch_extent(f: For, what: str, known: set[int]) -> Expr:
     ext = extent(f)
-    bad = [v for v in free_vars(ext) if id(v) not in size_ids]
+    bad = [v for v in free_vars(ext) if id(v) not in known]
     if bad:
         raise BuildError(f"the extent of {what} loop {f.var.name} ({ext}) depends on "
-                         f"{', '.join(v.name for v in bad)}, which is not a size argument: grid and block "
-                         "sizes must be known at launch (split with a mask rather than a tail, or bind an "
-                         "outer loop)")
+                         f"{', '.join(v.name for v in bad)}, which is neither a size argument nor a host loop: "
+                         "grid and block sizes must be known at launch (split with a mask rather than a tail, "
+                         "or bind an outer loop)")
     return ext
 
 
@@ -140,17 +182,17 @@ def _work_outside(region: Stmt, loops: list[For]) -> bool:
     return any(isinstance(x, (Store, ExternCall)) and id(x) not in inside for x in iter_stmts(region))
 
 
-def _dims(k: KernelPlan, size_ids: set[int], max_threads: int) -> tuple[tuple, tuple, frozenset]:
+def _dims(k: KernelPlan, known: set[int], max_threads: int) -> tuple[tuple, tuple, frozenset]:
     grid: list[Any] = [1, 1, 1]
     for f in k.block_loops:
-        grid[f.axis] = _launch_extent(f, "gpu_block", size_ids)
+        grid[f.axis] = _launch_extent(f, "gpu_block", known)
     block: list[Any] = [1, 1, 1]
     guarded: set[int] = set()
     for a in range(3):
         loops = [f for f in k.thread_loops if f.axis == a]
         if not loops:
             continue
-        exts = [_launch_extent(f, "gpu_thread", size_ids) for f in loops]
+        exts = [_launch_extent(f, "gpu_thread", known) for f in loops]
         consts = [fold_int(x) for x in exts]
         # the launch skips a kernel with an empty block, right only when these loops hold all its work
         at_least_one = _work_outside(k.region, loops)

@@ -42,7 +42,8 @@ from loopnest.stmt import For, Stmt, iter_stmts
 from ..kernel import Param, eval_int_expr
 from .ir_queries import AXES, extent
 
-__all__ = ["ArgRef", "KernelSpec", "Guard", "Placement", "KernelPlan", "CudaPlan", "STATIC_SHARED_BYTES"]
+__all__ = ["ArgRef", "KernelSpec", "Guard", "Placement", "KernelPlan", "CudaPlan", "HostLoop", "launches",
+           "STATIC_SHARED_BYTES"]
 
 #: the most shared memory a kernel may declare statically (``__shared__`` arrays); a kernel
 #: that needs more takes it as dynamic shared memory (``extern __shared__``), which the device
@@ -115,6 +116,42 @@ class KernelSpec:
         return tuple(ev(d) for d in self.grid), tuple(ev(d) for d in self.block)
 
 
+@dataclass
+class HostLoop:
+    """A serial loop around kernels, run by the launcher: ``items`` (kernel indices and nested
+    host loops, in order) are launched once per value of ``var`` from ``start`` to ``stop``
+    (expressions of the size variables and the host loops around), the value passed to each
+    kernel that uses it as a scalar argument.
+
+    >>> from te import Var
+    >>> i = Var("i")
+    >>> [(k, env.get(id(i))) for k, env in launches([0, HostLoop(i, 0, 2, [1, 2])], {})]
+    [(0, None), (1, 0), (2, 0), (1, 1), (2, 1)]
+    """
+
+    var: Var
+    start: Any
+    stop: Any
+    items: list = field(default_factory=list)
+
+    def describe(self) -> str:
+        return f"host loop {self.var.name} from {_dim(self.start)} to {_dim(self.stop)}"
+
+
+def launches(schedule: list, sizes: dict):
+    """The kernel launches of ``schedule`` (kernel indices and :class:`HostLoop`), in order:
+    ``(kernel index, env)`` with ``env`` = ``sizes`` (``{id(var): int}``) plus the values of
+    the host loops around the launch (see the ``HostLoop`` example)."""
+    for item in schedule:
+        if isinstance(item, HostLoop):
+            lo = item.start if isinstance(item.start, int) else eval_int_expr(item.start, sizes)
+            hi = item.stop if isinstance(item.stop, int) else eval_int_expr(item.stop, sizes)
+            for v in range(lo, hi):
+                yield from launches(item.items, {**sizes, id(item.var): v})
+        else:
+            yield item, sizes
+
+
 @dataclass(frozen=True)
 class Guard:
     """Statements that every thread of some axes reaches but only one of them may execute:
@@ -168,6 +205,7 @@ class Placement:
     private_strides: dict | None = None
     private_slots: dict | None = None
     offset: int = 0
+    slice_stride: Any = None        # global with slices: elements per slice (an expression)
 
     @property
     def slices(self) -> int:
@@ -222,6 +260,7 @@ class KernelPlan:
     args: list[ArgRef] = field(default_factory=list)
     arg_objects: list[Any] = field(default_factory=list)   # the Buffer / Var behind each of args
     select_hazards: dict[int, tuple] = field(default_factory=dict)  # id(R) -> (R, W): R loses __restrict__
+    host_loops: tuple = ()       # the HostLoops around the kernel, outermost first
 
     @property
     def thread_axes(self) -> list[int]:
@@ -274,6 +313,7 @@ class CudaPlan:
     max_threads: int
     max_shared: int
     kernels: list[KernelPlan] = field(default_factory=list)
+    schedule: list = field(default_factory=list)      # kernel indices and HostLoops, in launch order
     placements: dict[int, Placement] = field(default_factory=dict)   # id(buffer) -> where it lives
     scratch: list[Any] = field(default_factory=list)
     readonly: set[int] = field(default_factory=set)                    # ids of buffers no kernel writes
@@ -311,6 +351,10 @@ class CudaPlan:
                 out.update(id(v) for v in free_vars(p.buffer.dims))
         return out
 
+    def launch_ids(self, k: KernelPlan) -> set[int]:
+        """Ids of the variables known when kernel ``k`` is launched: the sizes and its host loops."""
+        return self.size_ids | {id(h.var) for h in k.host_loops}
+
     def scope(self, buf) -> str:
         """``"param"`` for a build argument, else the scope of its Placement."""
         p = self.placements.get(id(buf))
@@ -334,9 +378,13 @@ class CudaPlan:
         for k in self.kernels:
             if not k.bound:
                 out.append(f"kernel {k.name}: a single thread <<<1, 1>>> (no loop is bound to the GPU)")
+            else:
+                out.append(f"kernel {k.name}: grid ({', '.join(map(_dim, k.grid))}), "
+                           f"block ({', '.join(map(_dim, k.block))})")
+            if k.host_loops:
+                out.append("  launched once per iteration of " + ", ".join(h.describe() for h in k.host_loops))
+            if not k.bound:
                 continue
-            out.append(f"kernel {k.name}: grid ({', '.join(map(_dim, k.grid))}), "
-                       f"block ({', '.join(map(_dim, k.block))})")
             for f in k.block_loops:
                 out.append(f"  blockIdx.{AXES[f.axis]}: {f.var.name}")
             for f in k.thread_loops:
@@ -351,7 +399,13 @@ class CudaPlan:
         glob = [self.placements[id(b)] for b in self.scratch]
         if glob:
             out.append("global, allocated by the launcher: " + ", ".join(
-                f"{p.buffer.name}[{', '.join(_dim(d) for d in p.buffer.dims)}]" for p in glob))
+                f"{b.name}[{', '.join(_dim(d) for d in b.dims)}]" for b in self.scratch))
+        for p in glob:
+            if p.slice_stride is not None:
+                per = " and per thread of " + "/".join(f"threadIdx.{AXES[a]}" for a in p.slice_axes) \
+                    if p.slice_axes else ""
+                out.append(f"  {p.buffer.name}: one slice of {_dim(p.slice_stride)} x {p.buffer.dtype} per block{per}"
+                           f" of kernel {self.kernels[p.kernel].name} (its size is known only at launch)")
         for k in self.kernels:
             mine = [p for p in self.placements.values() if p.kernel == k.index and p.scope != "global"]
             if not mine:

@@ -58,6 +58,8 @@ class FloatMode:
     contract: tuple = ()
     #: the target has fused multiply-add instructions (inline math uses them)
     fma: bool = False
+    #: the float32 vector widths with an AVX-512 ``vscalefps`` (inline ``exp`` scales with it)
+    scalef: tuple = ()
 
     @classmethod
     def of(cls, options) -> "FloatMode":
@@ -65,11 +67,13 @@ class FloatMode:
 
         >>> from codegen.llvm.emit import EmitOptions
         >>> FloatMode.of(EmitOptions(triple="aarch64-unknown-linux-gnu"))
-        FloatMode(fast=(), contract=('contract',), fma=True)
+        FloatMode(fast=(), contract=('contract',), fma=True, scalef=())
         """
-        fma = options.triple.startswith(("aarch64", "arm64")) or "+fma" in options.cpu_features.split(",")
+        features = {f[1:]: f[0] == "+" for f in options.cpu_features.split(",") if f}   # the last one counts
+        fma = options.triple.startswith(("aarch64", "arm64")) or features.get("fma", False)
+        scalef = ((16,) + ((8, 4) if features.get("avx512vl") else ())) if features.get("avx512f") else ()
         return cls(("fast",) if options.fast_math else (),
-                   ("contract",) if options.fp_contract and not options.fast_math else (), fma)
+                   ("contract",) if options.fp_contract and not options.fast_math else (), fma, scalef)
 
 
 def _refuse_low_precision(what: str, dt: Dtype) -> None:
@@ -237,7 +241,8 @@ def exp(b: ir.IRBuilder, mode: FloatMode, x: ir.Value) -> ir.Value:
     """float32 exp inline (vectorisable, see ``mathfns``); float64 through ``llvm.exp``."""
     et = x.type.element if isinstance(x.type, ir.VectorType) else x.type
     if et == F32:
-        return mathfns.exp_f32(b, x, lambda name, args: _fcall(b, mode, name, args), fused=mode.fma)
+        return mathfns.exp_f32(b, x, lambda name, args: _fcall(b, mode, name, args), fused=mode.fma,
+                               scalef=mode.scalef)
     return _fcall(b, mode, "llvm.exp", [x])
 
 

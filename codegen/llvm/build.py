@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import math
 import os
 from typing import Any, Sequence
@@ -32,7 +33,7 @@ from loopnest.queries import external_buffers, stmt_free_vars, stmt_stored_buffe
 from loopnest.stmt import ExternCall, For, ForKind, Stmt, iter_stmts, stmt_exprs
 
 from ..kernel import BuildError, Kernel, Param, sanitize_name
-from . import jit
+from . import evex_check, jit
 from .cache_key import stmt_key
 from .emit import EmitOptions, emit_module
 from .entry import ALIASED
@@ -488,8 +489,12 @@ def build_llvm(nest, params: list[Param], fast_math: bool = False, *, fp_contrac
             raise BuildError(f"kernel {name}: {exc}") from None
         source = str(module)
         _check_half_support(source, name)
+        def without_avx512() -> str:    # the IR jit.compile_ir compiles for a CPU without AVX-512
+            plain = dataclasses.replace(opts, cpu_features=f"{opts.cpu_features},{evex_check.FALLBACK_FEATURES}")
+            return str(emit_module(symbol, root, buffer_params, scalar_vars, plain))
         compiled = jit.compile_ir(source, symbol, name, opt=opt_level, cache_dir=cache_dir,
-                                  py_symbol=symbol + "_py" if opts.array_data_offset is not None else None)
+                                  py_symbol=symbol + "_py" if opts.array_data_offset is not None else None,
+                                  fallback_ir=without_avx512)
         if key is not None:
             jit.remember(key, source, compiled)
     kernel = LLVMKernel(name, list(params), root, source, compiled.optimized_ir, compiled, symbol, scalar_vars,

@@ -31,7 +31,7 @@ import weakref
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import llvmlite
 import llvmlite.binding as llvm
@@ -262,9 +262,11 @@ def content_hash(ir_text: str, opt: int) -> str:
 
 
 def compile_ir(ir_text: str, symbol: str, kernel_name: str, opt: int = 3, cache_dir=None,
-               py_symbol: str | None = None) -> Compiled:
+               py_symbol: str | None = None, fallback_ir: Callable[[], str] | None = None) -> Compiled:
     """Parse, verify, optimise and compile ``ir_text`` (or take its object code from the disk
-    cache) and load it; return the engine and ``@symbol``'s address.
+    cache) and load it; return the engine and ``@symbol``'s address. ``fallback_ir`` gives the
+    IR to compile without AVX-512 where the code would have LLVM's EVEX defect (``ir_text``
+    itself by default; IR with AVX-512 intrinsics must give another).
 
     Raises ``BuildError`` naming ``kernel_name`` (with LLVM's message) when the IR does not
     parse or verify, or code generation fails; ``cache_dir`` is checked by
@@ -284,7 +286,7 @@ def compile_ir(ir_text: str, symbol: str, kernel_name: str, opt: int = 3, cache_
         except RuntimeError as exc:
             raise BuildError(f"LLVM rejected the IR of kernel {kernel_name}: {str(exc).strip()}") from None
         try:
-            optimized, obj = _generate(mod, ir_text, opt)
+            optimized, obj = _generate(mod, ir_text, opt, fallback_ir)
         except RuntimeError as exc:
             raise BuildError(f"LLVM failed to optimise or generate code for kernel {kernel_name}: {exc}") from None
         _stats["compiles"] += 1
@@ -293,13 +295,15 @@ def compile_ir(ir_text: str, symbol: str, kernel_name: str, opt: int = 3, cache_
         return _load(obj, symbol, py_symbol, kernel_name, opt, optimized, False)
 
 
-def _generate(mod: llvm.ModuleRef, ir_text: str, opt: int) -> tuple[str, bytes]:
+def _generate(mod: llvm.ModuleRef, ir_text: str, opt: int,
+              fallback_ir: Callable[[], str] | None = None) -> tuple[str, bytes]:
     """Optimise the module ``mod`` parsed from ``ir_text`` and generate its object code for the
     host; return the optimised IR text and the object code. ``mod`` is closed here.
 
     Where the code may have LLVM 22's AVX-512 encoding defect (``evex_check.at_risk``), its
-    assembly is checked; if it has the defect, ``ir_text`` is compiled again without AVX-512
-    (at once, without the check, for a module over ``evex_check.CHECK_MAX_LINES`` lines).
+    assembly is checked; if it has the defect, ``fallback_ir()`` (default ``ir_text``) is
+    compiled again without AVX-512 (at once, without the check, for a module over
+    ``evex_check.CHECK_MAX_LINES`` lines).
     """
     h = host_info()
     tm = _shared_tm(opt)
@@ -313,7 +317,7 @@ def _generate(mod: llvm.ModuleRef, ir_text: str, opt: int) -> tuple[str, bytes]:
             _stats["evex_fallbacks"] += 1
             mod.close()
             tm = _shared_tm(opt, evex_check.FALLBACK_FEATURES)
-            mod = llvm.parse_assembly(ir_text)
+            mod = llvm.parse_assembly(fallback_ir() if fallback_ir is not None else ir_text)
             mod.triple = h["triple"]
             mod.data_layout = str(tm.target_data)
             _optimize(mod, opt, tm)

@@ -113,7 +113,9 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
     Refused: a ``dim`` outside 0..2; a second loop on the same path bound to the same kind
     and axis; a block loop inside a thread loop; once block loops enclose thread loops, a
     block loop below a loop that is not a block loop holding only it (a kernel's grid is its
-    outermost loops; block loops may be bound in any order before their threads); a loop
+    outermost loops; block loops may be bound in any order before their threads) -- except
+    serial loops above all the block loops, which run on the host and launch the kernel once
+    per iteration, as in Halide; a loop
     whose extent depends on a loop or let variable of the nest (grid and block sizes are
     fixed at launch); and (GPU
     iterations run in parallel) a loop carrying a dependence, as for ``parallelize``.
@@ -153,6 +155,9 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
     return loop
 
 
+#: the kinds of loop that may hold block-bound loops: the launcher runs them (host loops)
+HOST_LOOP_KINDS = (ForKind.SERIAL, ForKind.UNROLLED)
+
 #: the most threads a CUDA block may have, on every device
 MAX_BLOCK_THREADS = 1024
 
@@ -191,15 +196,23 @@ def _check_launch_extent(nest, f: For, name: str, label: str) -> None:
 
 
 def _check_grid_chain(name: str, label: str, path: list, binding: For | None = None) -> None:
-    """The loops of ``path`` (outermost first) down to its innermost block loop must all be
-    block loops, each holding only the next: a kernel's grid is its outermost loops. Checked
-    once a block loop has thread loops inside it (binding usually goes blocks first, threads
-    last), so block loops may be bound in any order before that. ``binding``: the loop of
-    ``path`` being bound to a block index now (a block loop already)."""
+    """The loops of ``path`` (outermost first) from its outermost block loop down to its
+    innermost one must all be block loops, each holding only the next: a kernel's grid is its
+    outermost loops. The loops above them may be serial: they run on the host, launching
+    the kernel once per iteration (``codegen.cuda.outline``). Checked once a block loop has
+    thread loops inside it (binding usually goes blocks first, threads last), so block loops
+    may be bound in any order before that. ``binding``: the loop of ``path`` being bound to a
+    block index now (a block loop already)."""
     blocks = [k for k, g in enumerate(path) if g.kind == ForKind.GPU_BLOCK or g is binding]
     if not blocks:
         return
-    chain = path[:blocks[-1] + 1]
+    for g, child in zip(path[:blocks[0]], path[1:blocks[0] + 1]):
+        if g.kind not in HOST_LOOP_KINDS:
+            raise ScheduleError(
+                f"cannot bind loop {name} to {label}: the gpu_block loops below loop {g.var.name} would run once "
+                f"per iteration of it on the host, but it is a {g.kind} loop; only serial (or unrolled) loops "
+                "can hold kernels; make it serial, or bind it to a block index too")
+    chain = path[blocks[0]:blocks[-1] + 1]
     for g, child in zip(chain, chain[1:]):
         if g.kind != ForKind.GPU_BLOCK and g is not binding:
             raise ScheduleError(

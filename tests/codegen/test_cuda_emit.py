@@ -489,24 +489,26 @@ def test_shared_buffers_of_a_dynamic_kernel_sit_at_aligned_offsets():
 
 
 def test_refuses_block_loops_that_are_not_outermost():
-    A = Buffer("A", (4, 64), float32)
-    B = Compute("B", (4, 64), lambda i, j: A[i, j] * 2.0)
+    A = Buffer("A", (2, 4, 64), float32)
+    B = Compute("B", (2, 4, 64), lambda h, i, j: A[h, i, j] * 2.0)
     nest = LoopNest([B])
-    i, j = nest.get_loops_for(B)
+    h, i, j = nest.get_loops_for(B)
     jo, ji = nest.split_with_mask(j, 16)
     nest.set_gpu_block_index(jo, 0)         # block loops may be bound inner first ...
+    nest.set_gpu_block_index(h, 1)
     before = str(nest)
     with pytest.raises(ScheduleError, match="the gpu_block loop j_outer is inside loop i, which is not a "
                                             "gpu_block loop.*bind i to a block index too"):
         nest.set_gpu_thread_index(ji, 0)    # ... but once threads are bound, the grid must be outermost
     assert str(nest) == before
-    nest.set_gpu_block_index(i, 1)
+    nest.set_gpu_block_index(i, 2)
     nest.set_gpu_thread_index(ji, 0)
     build(nest, [A, B], target="cuda")
-    # a nest written by hand that breaks the rule is still refused by the backend
-    b, t = Var("b"), Var("t")
-    nest.root = Block((For(t, 0, 4, Block([For(b, 0, 64, Block([Store(B, (t, b), A[t, b])]),
-                                               ForKind.GPU_BLOCK, 0)])),))
+    # a nest written by hand that breaks the rule is still refused by the backend (a serial
+    # loop above every block loop is a host loop: tests/codegen/test_cuda_host_loops.py)
+    b0, b, t = Var("b0"), Var("b"), Var("t")
+    nest.root = Block((For(b0, 0, 2, Block([For(t, 0, 4, Block([For(b, 0, 64, Block([
+        Store(B, (b0, t, b), A[b0, t, b])]), ForKind.GPU_BLOCK, 0)]))]), ForKind.GPU_BLOCK, 1),))
     with pytest.raises(BuildError, match="gpu_block loop b is not among the outermost loops"):
         build(nest, [A, B], target="cuda")
 
@@ -518,7 +520,7 @@ def test_refuses_thread_extent_that_depends_on_a_loop_variable():
     nest = LoopNest([B])
     nest.root = Block((For(b, 0, 8, Block([For(t, 0, b + 1, Block([Store(B, (b * 8 + t,), A[b * 8 + t])]),
                                                ForKind.GPU_THREAD, 0)]), ForKind.GPU_BLOCK, 0),))
-    with pytest.raises(BuildError, match=r"extent of gpu_thread loop t .* depends on b, which is not a size"):
+    with pytest.raises(BuildError, match=r"extent of gpu_thread loop t .* depends on b, which is neither a size"):
         build(nest, [A, B], target="cuda")
 
 

@@ -197,3 +197,21 @@ def test_a_split_of_the_accumulator_initialisation_keeps_the_tile_in_registers()
         arrays, expected = ex.make(np.random.default_rng(0))
         run_on_host(kernel, **arrays)
         np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-5, atol=1e-4)
+
+
+def test_a_masked_split_of_the_write_back_keeps_the_tile_in_registers():
+    """Seed 68, case 41: split_with_mask by 4 of the write-back loop of extent 2 gave an index
+    range of 0..3 under the mask's guard (0..1 where the guard holds): the tile stayed out of
+    registers and the MMA could not print. Register promotion narrows ranges by the guards
+    around an access."""
+    from codegen.cuda.mma_matmul import mma_matmul_example
+    ex = mma_matmul_example(32, 32, 64, dtype="float16", BM=32, BN=16, WM=16, WN=16, BK=32, prefetch="shared",
+                            stages=4)
+    tj = [lp for lp in ex.nest.get_all_loops() if lp.name.startswith("tj")][-1]     # the write-back's
+    ex.nest.split_with_mask(tj, 4)
+    kernel = build(ex.nest, ex.args, target="cuda")
+    assert "mma.sync.aligned" in kernel.source
+    if HAVE_NVCC and host_compiler() is not None:
+        arrays, expected = ex.make(np.random.default_rng(0))
+        run_on_host(kernel, **arrays)
+        np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-5, atol=1e-4)

@@ -372,24 +372,35 @@ def test_gpu_binding_refusals():
     nest.set_gpu_thread_index(x, 0)
     assert "block loops must enclose thread loops" in unchanged(nest, lambda: nest.set_gpu_block_index(y, 1))
     # ../shared/repros/cuda_block_not_outermost.py: the outer half of a split inner loop bound
-    # to a block index, then its inner half to a thread index, under the serial loop i
+    # to a block index, then its inner half to a thread index, under the serial loop i: i is
+    # a host loop (one launch per iteration); under a parallel loop, or a serial loop under
+    # a block loop, it is refused
     G = Compute("G", (4, 64), lambda i, j: B[i % 4, j % 4] * 2.0)
     nest = LoopNest([G])
     jo, ji = nest.split_with_mask(nest.get_loops_for(G)[1], 16)
     nest.set_gpu_block_index(jo, 0)
+    nest.set_gpu_thread_index(ji, 0)
+    assert build(nest, [B, G], target="cuda").launch_dims() == [("k0_G", (4, 1, 1), (16, 1, 1))] * 4
+    nest = LoopNest([G])
+    i, j = nest.get_loops_for(G)
+    nest.parallelize(i)
+    jo, ji = nest.split_with_mask(j, 16)
+    nest.set_gpu_block_index(jo, 0)
     msg = unchanged(nest, lambda: nest.set_gpu_thread_index(ji, 0))
-    assert "the gpu_block loop j_outer is inside loop i, which is not a gpu_block loop" in msg
-    # threads bound first, then a block index on a loop under a plain one (seed 56, case 185:
-    # accepted, then the CUDA build refused it)
-    E = Compute("E", (4, 4, 4), lambda x, y, z: B[x, y] + 1.0)
+    assert "the gpu_block loops below loop i would run once per iteration of it on the host, but it is a " \
+           "parallel loop" in msg
+    # threads bound first, then a block index on a loop under a plain one under a block loop
+    # (seed 56, case 185: accepted, then the CUDA build refused it)
+    E = Compute("E", (4, 4, 4, 4), lambda w, x, y, z: B[x, y] + 1.0)
     nest = LoopNest([E])
-    x, y, z = nest.get_loops_for(E)
+    w, x, y, z = nest.get_loops_for(E)
+    nest.set_gpu_block_index(w, 2)
     nest.set_gpu_thread_index(z, 0)
     msg = unchanged(nest, lambda: nest.set_gpu_block_index(y, 0))
     assert "the gpu_block loop y is inside loop x, which is not a gpu_block loop" in msg
     nest.set_gpu_block_index(x, 1)
     nest.set_gpu_block_index(y, 0)                 # under a block loop: fine
-    assert build(nest, [B, E], target="cuda").launch_dims() == [("k0_E", (4, 4, 1), (4, 1, 1))]
+    assert build(nest, [B, E], target="cuda").launch_dims() == [("k0_E", (4, 4, 4), (4, 1, 1))]
     # splitting a bound loop would leave serial loops around the block or thread loops inside
     # (the random tester's matmul programs: split_with_mask of a block loop, accepted, then
     # refused by the CUDA build)

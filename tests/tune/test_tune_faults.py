@@ -30,7 +30,7 @@ def test_faulty_candidates_are_recorded_and_never_chosen(tmp_path):
     space = BehaviourSpace(behaviours, speeds=(30, 1))
     db = Database(tmp_path / "faults.db")
     ex = LocalExecutor(max_workers=2, memory_limit=2 << 30)
-    runner = Runner(ex, build_timeout=2.0, run_timeout=2.0)
+    runner = Runner(ex, build_timeout=1.0, run_timeout=1.0)
     opts = MeasureOptions(target="fake", repeats=3, min_repeat_s=0.0, builder=fake_builder)
     # the slow "ok" sleeps 3 ms against 0.1 ms: no timing jitter can swap the two
     points = [space.point({"behaviour": b, "speed": 1}) for b in behaviours] + \

@@ -38,7 +38,7 @@ def ex():
 def test_results_timeouts_and_crashes(ex):
     assert ex.submit(math.sqrt, 9.0).result(timeout=120) == 3.0
     with pytest.raises(WorkerTimeout):
-        ex.submit_limited(sleep_long, timeout=2.0).result(timeout=120)
+        ex.submit_limited(sleep_long, timeout=1.0).result(timeout=120)
     with pytest.raises(WorkerCrashed):
         ex.submit_limited(segfault, timeout=60).result(timeout=120)
     assert ex.submit(math.sqrt, 16.0).result(timeout=120) == 4.0
