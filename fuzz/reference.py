@@ -2,6 +2,7 @@
 no loop nest, no backend), and the program's input data.
 
 Each stage is evaluated over the full grid of its indices (and reduction indices) at once.
+Integer ``+ - *`` (and sums) wrap to their width, computed exactly in int64 first.
 Integer division follows the language's definition (docs/semantics.md): ``/`` truncates,
 ``%`` takes the dividend's sign, floordiv / floormod round down, and a division by zero
 gives 0. Shifts take their amount modulo the width, ``>>`` is arithmetic, ``<<`` wraps.
@@ -223,12 +224,18 @@ class _Evaluator:
             return (_ieee_max if tag == "max" else _ieee_min)(a, b)
         if tag == "div":
             return self.round(a / b, dtype) if not dtype.startswith("int") else _trunc_div(a, b)
+        if tag in ("add", "sub", "mul") and dtype in _WIDTH:     # exact in int64, then wrapped
+            with np.errstate(over="ignore"):
+                return _wrap(_BIN[tag](_ints(a), _ints(b)), dtype)
         return self.round(_BIN[tag](a, b), dtype) if tag in ("add", "sub", "mul") else _BIN[tag](a, b)
 
 
 def _reduce(reducer: str, v, axes: tuple, dtype: str):
     """A reduction as the compiler computes it: a Sum starts from +0.0, Max and Min order
     -0.0 below +0.0; Max and Min of nothing are the lowest and highest values of ``dtype``."""
+    if reducer == "Sum" and dtype in _WIDTH:     # wrapping adds: the exact sum, wrapped
+        with np.errstate(over="ignore"):
+            return _wrap(np.sum(_ints(v), axis=axes), dtype)
     if reducer == "Sum":
         return np.sum(v, axis=axes) + 0.0
     zeros = v == 0

@@ -131,6 +131,21 @@ def test_a_low_precision_sum_of_fractions_that_could_round_is_not_drawn():
         evaluate(p, data, strict=True)
 
 
+def test_the_reference_wraps_integer_arithmetic_as_the_language_does():
+    """Seed 69, case 153: int32 ``65024 * 65024`` wraps to -66846720 (docs/semantics.md), as
+    IREval computed; the reference kept the float64 product, so ``minimum(1, ...)`` gave 1."""
+    from fuzz.reference import evaluate
+    import numpy as np
+    p = Program({}, [TensorSpec("A", "int32", [[3, 0]]),
+                     TensorSpec("P", "int32", [[3, 0]], ["mul", ["ld", "A", [["i", 0]]], ["ld", "A", [["i", 0]]]]),
+                     TensorSpec("S", "int32", [[1, 0]], ["ld", "A", [["i", 1]]], reducer="Sum", rdims=[[3, 0]])],
+                ["P", "S"], 0)
+    a = np.array([65024, -3, 2 ** 31 - 1], np.int32)
+    out = evaluate(p, {"A": a})
+    assert out["P"].tolist() == (a.astype(np.int64) ** 2).astype(np.int32).tolist() == [-66846720, 9, 1]
+    assert out["S"].tolist() == [float(np.int64(a.astype(np.int64).sum()).astype(np.int32))]
+
+
 def test_the_case_time_limit_counts_cpu_time_and_catches_a_hang_by_wall_time():
     import time
     from fuzz.campaign import TimeLimit, time_limit

@@ -10,8 +10,8 @@ import pytest
 from codegen import build
 from codegen.cuda import nvcc_available
 from codegen.cuda.emulate import host_compiler, run_on_host
-from loopnest import LoopNest, Target
-from te import Compute, Var, cast, if_then_else, int32
+from loopnest import LoopNest, ScheduleError, Target
+from te import Buffer, Compute, Reduce, Sum, Var, cast, if_then_else, int32
 
 HAVE_EMU = host_compiler() is not None and nvcc_available()
 
@@ -335,3 +335,21 @@ def test_cuda_builds_a_cache_copy_sized_at_launch_inside_thread_loops():
     nest.cache_accesses(nest.buffer("A"), "cache1", nest.loop("i1_1"))
     k = build(nest, [A, T2, M], target="cuda")
     assert "cache1: one slice of" in k.module.plan.describe_memory()
+
+
+def test_a_cache_of_a_staged_tile_inside_gpu_blocks_is_refused_when_blocks_would_share_it():
+    """Seed 68, case 363: cache_accesses of the shared B tile at the K loop of a gpu_matmul
+    tree copied in both stages, one of them not yet written by this block: each block then
+    read what the previous block had copied back, so the tile could no longer be private to
+    a block, and the blocks raced on it (IREval's race check named it; CUDA refused the
+    build). The copy is refused now, the nest unchanged."""
+    A, B = Buffer("A", (32, 32), "bfloat16"), Buffer("B", (32, 64), "bfloat16")
+    C = Reduce("C", (32, 64), Sum(), lambda i, j, k: cast(A[i, k], "float32") * cast(B[k, j], "float32"), (32,))
+    nest = LoopNest([C])
+    nest.gpu_matmul(tensor_cores=True, BM=32, BN=32, WM=32, WN=16, BK=32, prefetch="registers", stages=2)
+    before = str(nest)
+    with pytest.raises(ScheduleError, match="would make the iterations of the gpu_block loop bx share elements of Bs"):
+        nest.cache_accesses(nest.buffer("Bs"), "cache1", nest.loop("ko"))
+    assert str(nest) == before
+    # the copy of a read-only input at the same loop is fine: the blocks only read it
+    nest.cache_accesses(B, "B_copy", nest.loop("ko"))

@@ -27,7 +27,7 @@ from te.queries import fold_int, free_vars
 from te.tensor import Buffer
 
 from ..errors import ScheduleError
-from ..lazy_analysis import bounds_inference, islpy, polyhedral_domains
+from ..lazy_analysis import bounds_inference, dependence_analysis, islpy, legality_checks, polyhedral_domains
 from ..queries import stmt_reads, stmt_writes
 from ..stmt import Block, For, ForKind, Stmt, StmtMutator, Store, iter_stmts
 from ._rewrite import add, loop_path, replace_loop, sub, tidy
@@ -203,8 +203,9 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
     Legality: always preserves the result (a region copied back is first copied in unless
     the writes provably cover it). Refused with ScheduleError for an invalid or already
     used ``name``, a ``loop`` whose body does not access ``buf``, a vectorized ``loop``,
-    and a parallel or GPU-bound ``loop`` whose copy-back would write elements the
-    iteration did not (other iterations may be writing them).
+    a parallel or GPU-bound ``loop`` whose copy-back would write elements the iteration did
+    not (other iterations may be writing them), and copies that would make the iterations of
+    a parallel or GPU-bound loop around ``loop`` share elements of ``buf`` that they write.
     """
     try:
         check_identifier(name, "cache buffer")
@@ -263,4 +264,24 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
     nest.root = replace_loop(nest.root, f.var, lambda _: new_f)
     nest.add_buffer(local)
     nest._cache_buffers[id(local)] = local
+    _check_concurrent_loops(nest, buf, name, loop, [g for g in chain if g.kind in ForKind.CONCURRENT])
     return local
+
+
+def _check_concurrent_loops(nest, buf: Buffer, name: str, loop, concurrent: list) -> None:
+    """The copies touch the whole region, which may hold elements the body did not touch
+    (a stage of a staged tile not yet written, padding): refused when that makes the
+    iterations of a parallel or GPU loop around them share ``buf``'s elements (seed 68, case
+    363: the copy of a shared tile read a stage that the previous block had copied back)."""
+    for g in concurrent:
+        g = nest.loop(g.var)
+        if not stmt_writes(g.stmt.body, buf):        # read only: the iterations may share it
+            continue
+        if not any(b is buf for b in dependence_analysis().buffers_carried_by(nest, g)):
+            continue
+        if buf in nest.intermediates and legality_checks().privatizable(nest, buf, g):
+            continue
+        raise ScheduleError(f"cannot cache {buf.name} in loop {loop.name}: the copies of the region would make the "
+                            f"iterations of the {g.stmt.kind} loop {g.name} share elements of {buf.name} (the region "
+                            "holds elements the body does not access, which other iterations do); cache a smaller "
+                            "region (an inner loop), or before binding the loop")

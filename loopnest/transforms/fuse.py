@@ -175,7 +175,8 @@ def flatten(nest, loops: Sequence):
 
     Always legal (the iterations keep their order). The loops must be perfectly nested and
     consecutive, start at 0 (``normalize`` first), have rectangular bounds and one index
-    type. The flat loop keeps the loops' kind when they all share one, else it is serial.
+    type, and none may be bound to a GPU index (flatten before binding). The flat loop keeps
+    the loops' kind when they all share one, else it is serial.
     """
     loops = list(loops)
     if not loops:
@@ -188,6 +189,12 @@ def flatten(nest, loops: Sequence):
                             f"{', '.join(missing)} between them must be listed too")
     if len(chain) == 1:
         return Loop(nest, chain[0].var)
+    bound = next((f for f in chain if f.kind in (ForKind.GPU_BLOCK, ForKind.GPU_THREAD)), None)
+    if bound is not None:
+        # the flat loop would be serial: the threads or blocks it stood for would each run
+        # every iteration (seed 69, case 112: a warp MMA's accumulators no longer per thread)
+        raise ScheduleError(f"flatten: loop {bound.var.name} is bound to a GPU index ({bound.kind}); flatten the "
+                            "loops before binding, then bind the flat loop")
     chain_vars = {id(f.var) for f in chain}
     dtype = chain[0].var.dtype
     for f in chain:

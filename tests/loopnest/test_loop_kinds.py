@@ -408,6 +408,9 @@ def test_gpu_binding_refusals():
         for loop in (x, z):
             assert "is bound to a GPU index; split it before binding" in unchanged(nest, lambda: split(loop, 3))
     assert "is bound to a GPU index" in unchanged(nest, lambda: nest.tile(x, y, 2, 2))
+    # flattening bound loops would make a serial loop of them (seed 69, case 112: a warp MMA
+    # tree's warp loops flattened, its accumulators no longer per thread)
+    assert "flatten the loops before binding" in unchanged(nest, lambda: nest.flatten([x, y]))
     # a copy between block loops (seed 64, case 360: cache_accesses at the outer block loop of a
     # gpu_matmul tree, accepted, then refused by the CUDA build)
     from codegen.cuda.mma_matmul import mma_matmul_example
