@@ -48,6 +48,7 @@ from te import expr as E
 from te.expr import Expr, IntImm
 from te.queries import fold_int, free_vars, structural_equal
 from loopnest.stmt import Allocate, ExternCall, For, ForKind, Free, Stmt, Store, iter_stmts
+from loopnest.transforms.loop_kinds import MAX_BLOCK_DIMS, MAX_BLOCK_THREADS, MAX_GRID_DIMS
 
 from ..kernel import BuildError
 from .ir_queries import AXES, StmtWalk, extent, flatten, fresh_copy
@@ -56,10 +57,8 @@ from .plan import CudaPlan, HostLoop, KernelPlan
 __all__ = ["outline_kernels", "host_level", "is_host_loop", "MAX_THREADS_PER_BLOCK", "MAX_SHARED_BYTES",
            "MAX_BLOCK_DIMS", "MAX_GRID_DIMS"]
 
-MAX_THREADS_PER_BLOCK = 1024
+MAX_THREADS_PER_BLOCK = MAX_BLOCK_THREADS
 MAX_SHARED_BYTES = 48 * 1024
-MAX_BLOCK_DIMS = (1024, 1024, 64)
-MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)
 
 
 def outline_kernels(plan: CudaPlan) -> None:

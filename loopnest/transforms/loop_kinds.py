@@ -149,6 +149,7 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
     _check_launch_extent(nest, f, loop.name, label)
     if kind == ForKind.GPU_THREAD:
         _check_block_size(loop.name, label, f, dim, outer + inner)
+    _check_axis_limit(loop.name, label, f, (MAX_BLOCK_DIMS if kind == ForKind.GPU_THREAD else MAX_GRID_DIMS)[dim])
     if check:
         legality_checks().check_gpu_bind(nest, loop, label)
     _set_kind(nest, f, kind, dim)
@@ -160,6 +161,18 @@ HOST_LOOP_KINDS = (ForKind.SERIAL, ForKind.UNROLLED)
 
 #: the most threads a CUDA block may have, on every device
 MAX_BLOCK_THREADS = 1024
+#: the largest block (threads per axis) and grid (blocks per axis) on every device: x, y, z
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)
+
+
+def _check_axis_limit(name: str, label: str, f: For, limit: int) -> None:
+    """A loop bound to a block or thread axis may not be longer than that axis allows."""
+    ext = fold_int(tidy(f.stop - f.start))
+    if ext is not None and ext > limit:
+        raise ScheduleError(f"cannot bind loop {name} to {label}: its {ext} iterations exceed the {limit} that "
+                            f"CUDA allows on that axis; split the loop and bind a part of at most {limit}, or "
+                            "bind it to another axis")
 
 
 def _check_block_size(name: str, label: str, f: For, dim: int, around: list) -> None:

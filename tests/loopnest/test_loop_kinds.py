@@ -411,6 +411,14 @@ def test_gpu_binding_refusals():
     # flattening bound loops would make a serial loop of them (seed 69, case 112: a warp MMA
     # tree's warp loops flattened, its accumulators no longer per thread)
     assert "flatten the loops before binding" in unchanged(nest, lambda: nest.flatten([x, y]))
+    # an axis's own limit: 64 threads on z, 65535 blocks on y (seed 70, case 353: 256 threads on
+    # z, accepted, then refused by the CUDA build)
+    W = Compute("W", (256, 70000), lambda a, b: B[a % 4, b % 4])
+    nest = LoopNest([W])
+    a, b = nest.get_loops_for(W)
+    assert "its 256 iterations exceed the 64 that CUDA allows" in unchanged(nest, lambda: nest.set_gpu_thread_index(a, 2))
+    assert "its 70000 iterations exceed the 65535" in unchanged(nest, lambda: nest.set_gpu_block_index(b, 1))
+    nest.set_gpu_block_index(a, 1)
     # a copy between block loops (seed 64, case 360: cache_accesses at the outer block loop of a
     # gpu_matmul tree, accepted, then refused by the CUDA build)
     from codegen.cuda.mma_matmul import mma_matmul_example
