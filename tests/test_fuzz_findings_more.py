@@ -348,8 +348,46 @@ def test_a_cache_of_a_staged_tile_inside_gpu_blocks_is_refused_when_blocks_would
     nest = LoopNest([C])
     nest.gpu_matmul(tensor_cores=True, BM=32, BN=32, WM=32, WN=16, BK=32, prefetch="registers", stages=2)
     before = str(nest)
-    with pytest.raises(ScheduleError, match="would make the iterations of the gpu_block loop bx share elements of Bs"):
+    with pytest.raises(ScheduleError, match="(would make the iterations of the gpu_block loop bx share elements of Bs"
+                                            "|loop kk was declared a warp MMA by tensorize and reads or writes Bs)"):
         nest.cache_accesses(nest.buffer("Bs"), "cache1", nest.loop("ko"))
     assert str(nest) == before
     # the copy of a read-only input at the same loop is fine: the blocks only read it
     nest.cache_accesses(B, "B_copy", nest.loop("ko"))
+
+
+def test_a_cache_of_a_warp_mma_accumulator_is_refused():
+    """Seed 73, case 777: cache_accesses of a tensor-core tree's accumulators at a warp loop
+    took them out of registers, and the CUDA build then refused the MMA. A buffer that a
+    declared warp MMA reads or writes is not cached now, the nest unchanged."""
+    A, B = Buffer("A", (32, 32), "bfloat16"), Buffer("B", (32, 64), "bfloat16")
+    C = Reduce("C", (32, 64), Sum(), lambda i, j, k: cast(A[i, k], "float32") * cast(B[k, j], "float32"), (32,))
+    nest = LoopNest([C])
+    nest.gpu_matmul(tensor_cores=True, BM=16, BN=16, WM=16, WN=8, BK=32, prefetch="registers", stages=1)
+    before = str(nest)
+    with pytest.raises(ScheduleError, match="loop kk was declared a warp MMA by tensorize and reads or writes acc"):
+        nest.cache_accesses(nest.buffer("acc"), "cache1", nest.loop("wy0"))
+    assert str(nest) == before
+
+
+def test_compute_at_a_parallel_loop_is_refused_when_the_iterations_would_share_the_tensor():
+    """Seed 72, case 848: T1 computed at a parallel loop over its whole extent (the reads'
+    truncating divisions keep the region from being narrowed, and the analysis from showing
+    each iteration's reads covered by its own writes): the iterations shared one T1, a race
+    that IREval's race check named. Refused now; the same compute_at of a serial loop is fine."""
+    from te import floordiv, floormod, minimum
+    T1 = Compute("T1", (8,), lambda i: 1.0)
+    T2 = Compute("T2", (7, 10), lambda i, j: (
+        T1[j % 3] + T1[floordiv(j, 2)] + if_then_else(j >= 2, T1[j - 2], 0.0) + T1[7 - i]
+        + if_then_else(i >= 2, T1[i - 2], 0.0) + T1[floormod(i, 8)] + if_then_else(i >= 1, T1[i - 1], 0.0)
+        + T1[minimum(j, 7)] + T1[i % 3] + T1[floormod(j, 8)]))
+    nest = LoopNest([T2])
+    i = nest.get_loops_for(T2)[0]
+    nest.parallelize(i)
+    before = str(nest)
+    with pytest.raises(ScheduleError, match="computing T1 at loop i_1 would make the iterations of the parallel loop "
+                                            "i_1 share elements of T1"):
+        nest.compute_at(T1, i)
+    assert str(nest) == before
+    serial = LoopNest([T2])
+    serial.compute_at(T1, serial.get_loops_for(T2)[0])

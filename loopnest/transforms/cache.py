@@ -27,9 +27,10 @@ from te.queries import fold_int, free_vars
 from te.tensor import Buffer
 
 from ..errors import ScheduleError
-from ..lazy_analysis import bounds_inference, dependence_analysis, islpy, legality_checks, polyhedral_domains
+from ..lazy_analysis import bounds_inference, islpy, polyhedral_domains
 from ..queries import stmt_reads, stmt_writes
 from ..stmt import Block, For, ForKind, Stmt, StmtMutator, Store, iter_stmts
+from ._concurrent import refuse_sharing_by_concurrent_loops
 from ._rewrite import add, loop_path, replace_loop, sub, tidy
 
 __all__ = ["cache_accesses"]
@@ -202,10 +203,11 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
 
     Legality: always preserves the result (a region copied back is first copied in unless
     the writes provably cover it). Refused with ScheduleError for an invalid or already
-    used ``name``, a ``loop`` whose body does not access ``buf``, a vectorized ``loop``,
-    a parallel or GPU-bound ``loop`` whose copy-back would write elements the iteration did
-    not (other iterations may be writing them), and copies that would make the iterations of
-    a parallel or GPU-bound loop around ``loop`` share elements of ``buf`` that they write.
+    used ``name``, a ``loop`` whose body does not access ``buf``, a vectorized ``loop``, a
+    ``buf`` that a loop nest declared a warp MMA (``tensorize``) reads or writes, a parallel
+    or GPU-bound ``loop`` whose copy-back would write elements the iteration did not (other
+    iterations may be writing them), and copies that would make the iterations of a
+    parallel or GPU-bound loop around ``loop`` share elements of ``buf`` that they write.
     """
     try:
         check_identifier(name, "cache buffer")
@@ -226,6 +228,14 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
         raise ScheduleError(f"cannot cache {buf.name} in loop {loop.name}: the copies would go beside the gpu_block "
                             f"loop {block.var.name} inside it, and a kernel's grid is its outermost loops; cache in "
                             "the innermost block loop or inside it")
+    mma = next((g for g in iter_stmts(nest.root) if isinstance(g, For) and g.var in nest._tensorized
+                and (stmt_reads(g.body, buf) or stmt_writes(g.body, buf))), None)
+    if mma is not None:
+        # the MMA's operands and accumulators stay where tensorize found them: a copy of the
+        # accumulators left them out of registers (seed 73, case 777)
+        raise ScheduleError(f"cannot cache {buf.name} in loop {loop.name}: loop {mma.var.name} was declared a warp MMA "
+                            f"by tensorize and reads or writes {buf.name}, whose place (shared memory or registers) "
+                            "the MMA needs; cache it before tensorize (gpu_matmul declares its tree's MMAs)")
     chain = next(iter(loop_path(nest.root, lambda s: s is f))) + [f]
     outer = [g.var for g in chain]
     ranges = {g.var: (g.start, g.stop) for g in chain}
@@ -264,24 +274,7 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
     nest.root = replace_loop(nest.root, f.var, lambda _: new_f)
     nest.add_buffer(local)
     nest._cache_buffers[id(local)] = local
-    _check_concurrent_loops(nest, buf, name, loop, [g for g in chain if g.kind in ForKind.CONCURRENT])
+    refuse_sharing_by_concurrent_loops(nest, buf, f"cannot cache {buf.name} in loop {loop.name}: the copies of the "
+                                       "region", chain, "cache a smaller region (an inner loop), or before binding "
+                                       "the loop")
     return local
-
-
-def _check_concurrent_loops(nest, buf: Buffer, name: str, loop, concurrent: list) -> None:
-    """The copies touch the whole region, which may hold elements the body did not touch
-    (a stage of a staged tile not yet written, padding): refused when that makes the
-    iterations of a parallel or GPU loop around them share ``buf``'s elements (seed 68, case
-    363: the copy of a shared tile read a stage that the previous block had copied back)."""
-    for g in concurrent:
-        g = nest.loop(g.var)
-        if not stmt_writes(g.stmt.body, buf):        # read only: the iterations may share it
-            continue
-        if not any(b is buf for b in dependence_analysis().buffers_carried_by(nest, g)):
-            continue
-        if buf in nest.intermediates and legality_checks().privatizable(nest, buf, g):
-            continue
-        raise ScheduleError(f"cannot cache {buf.name} in loop {loop.name}: the copies of the region would make the "
-                            f"iterations of the {g.stmt.kind} loop {g.name} share elements of {buf.name} (the region "
-                            "holds elements the body does not access, which other iterations do); cache a smaller "
-                            "region (an inner loop), or before binding the loop")

@@ -41,6 +41,7 @@ from ..loop import Loop
 from ..queries import stores_to
 from ..stmt import Block, For, ForKind, Stmt, StmtMutator, Store, iter_stmts, stmt_exprs
 from .cache import _Redirect
+from ._concurrent import refuse_sharing_by_concurrent_loops
 from ._rewrite import find_loop, loop_path, remove_stores, replace_loop, tidy
 from .inline import check_inputs_ready, check_movable_tensor, current_definition, definition_inputs
 
@@ -375,3 +376,9 @@ def compute_at(nest, buf: Buffer, loop) -> None:
     for local, var in copies:
         nest.add_buffer(local)
         nest._store_at[local.name] = var
+    f = nest.loop(loop.var).stmt
+    chain = next(iter(loop_path(nest.root, lambda s: s is f))) + [f]
+    for b in [t] + [local for local, _ in copies]:
+        refuse_sharing_by_concurrent_loops(nest, b, f"computing {t.name} at loop {loop.name}", chain,
+                                           "compute it at a loop inside the parallel or GPU loop where each "
+                                           "iteration's region is its own, or before making the loop concurrent")
