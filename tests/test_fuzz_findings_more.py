@@ -391,3 +391,29 @@ def test_compute_at_a_parallel_loop_is_refused_when_the_iterations_would_share_t
     assert str(nest) == before
     serial = LoopNest([T2])
     serial.compute_at(T1, serial.get_loops_for(T2)[0])
+
+
+def test_distribute_of_a_block_loop_inside_a_block_loop_is_refused():
+    """Seed 74, case 1059: distribute(bx) of a tensor-core tree left the block loop by holding
+    several block loops, which the CUDA build refused (a kernel's grid is its outermost loops)."""
+    A, B = Buffer("A", (16, 64), "bfloat16"), Buffer("B", (64, 64), "bfloat16")
+    C = Reduce("C", (16, 64), Sum(), lambda i, j, k: cast(A[i, k], "float32") * cast(B[k, j], "float32"), (64,))
+    nest = LoopNest([C])
+    nest.gpu_matmul(tensor_cores=True, BM=16, BN=64, WM=16, WN=32, BK=32, prefetch="shared", stages=2)
+    before = str(nest)
+    with pytest.raises(ScheduleError, match="it is a gpu_block loop inside the gpu_block loop by"):
+        nest.distribute(nest.loop("bx"))
+    assert str(nest) == before
+
+
+def test_tensorize_of_a_loop_inside_a_declared_mma_is_refused():
+    """Seed 74, case 1072: tensorize of a loop inside the tree's declared MMA nest was
+    accepted, and the CUDA build, which prints the outer one, refused the inner one."""
+    A, B = Buffer("A", (16, 64), "float16"), Buffer("B", (64, 32), "float16")
+    C = Reduce("C", (16, 32), Sum(), lambda i, j, k: cast(A[i, k], "float32") * cast(B[k, j], "float32"), (64,))
+    nest = LoopNest([C])
+    nest.gpu_matmul(tensor_cores=True, BM=16, BN=16, WM=16, WN=16, BK=16, prefetch="registers", stages=1)
+    before = str(nest)
+    with pytest.raises(ScheduleError, match="loop kk around it is already declared a warp MMA"):
+        nest.tensorize(nest.loop("tj21"))
+    assert str(nest) == before

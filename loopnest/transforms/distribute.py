@@ -25,7 +25,7 @@ from te.expr import Var
 from ..errors import ScheduleError
 from ..lazy_analysis import legality_checks
 from ..loop import Loop
-from ..stmt import Block, For, Stmt, iter_stmts
+from ..stmt import Block, For, ForKind, Stmt, iter_stmts
 from ._rewrite import replace_loop, stmt_text, substitute_stmt
 
 __all__ = ["distribute", "distribute_out_of_the_way"]
@@ -68,6 +68,13 @@ def distribute(nest, loop, keep: int = 0):
     if not 0 <= keep < len(stmts):
         raise ScheduleError(f"distribute({loop.name}, keep={keep}): keep must index a statement of the body "
                             f"(0..{len(stmts) - 1})")
+    outer = nest.get_enclosing_loops(loop)[:-1]
+    if f.kind == ForKind.GPU_BLOCK and outer and outer[-1].stmt.kind == ForKind.GPU_BLOCK:
+        # the block loop around would hold several loops: a kernel's grid is its outermost
+        # loops, each block loop holding only the next (seed 74, case 1059)
+        raise ScheduleError(f"cannot distribute loop {loop.name}: it is a gpu_block loop inside the gpu_block loop "
+                            f"{outer[-1].name}, which would then hold several loops; distribute the outermost "
+                            "block loop, or distribute before binding")
     legality_checks().check_distribute(nest, loop)
     new = []
     for k, s in enumerate(stmts):
