@@ -337,15 +337,20 @@ def test_cuda_builds_a_cache_copy_sized_at_launch_inside_thread_loops():
     assert "cache1: one slice of" in k.module.plan.describe_memory()
 
 
+def _matmul_nest(m: int, n: int, k: int, dtype: str) -> LoopNest:
+    """The random tester's lone matmul program: C (m x n, float32) = A (m x k) @ B (k x n) of ``dtype``."""
+    A, B = Buffer("A", (m, k), dtype), Buffer("B", (k, n), dtype)
+    C = Reduce("C", (m, n), Sum(), lambda i, j, r: cast(A[i, r], "float32") * cast(B[r, j], "float32"), (k,))
+    return LoopNest([C])
+
+
 def test_a_cache_of_a_staged_tile_inside_gpu_blocks_is_refused_when_blocks_would_share_it():
     """Seed 68, case 363: cache_accesses of the shared B tile at the K loop of a gpu_matmul
     tree copied in both stages, one of them not yet written by this block: each block then
     read what the previous block had copied back, so the tile could no longer be private to
     a block, and the blocks raced on it (IREval's race check named it; CUDA refused the
     build). The copy is refused now, the nest unchanged."""
-    A, B = Buffer("A", (32, 32), "bfloat16"), Buffer("B", (32, 64), "bfloat16")
-    C = Reduce("C", (32, 64), Sum(), lambda i, j, k: cast(A[i, k], "float32") * cast(B[k, j], "float32"), (32,))
-    nest = LoopNest([C])
+    nest = _matmul_nest(32, 64, 32, "bfloat16")
     nest.gpu_matmul(tensor_cores=True, BM=32, BN=32, WM=32, WN=16, BK=32, prefetch="registers", stages=2)
     before = str(nest)
     with pytest.raises(ScheduleError, match="(would make the iterations of the gpu_block loop bx share elements of Bs"
@@ -353,16 +358,14 @@ def test_a_cache_of_a_staged_tile_inside_gpu_blocks_is_refused_when_blocks_would
         nest.cache_accesses(nest.buffer("Bs"), "cache1", nest.loop("ko"))
     assert str(nest) == before
     # the copy of a read-only input at the same loop is fine: the blocks only read it
-    nest.cache_accesses(B, "B_copy", nest.loop("ko"))
+    nest.cache_accesses(nest.buffer("B"), "B_copy", nest.loop("ko"))
 
 
 def test_a_cache_of_a_warp_mma_accumulator_is_refused():
     """Seed 73, case 777: cache_accesses of a tensor-core tree's accumulators at a warp loop
     took them out of registers, and the CUDA build then refused the MMA. A buffer that a
     declared warp MMA reads or writes is not cached now, the nest unchanged."""
-    A, B = Buffer("A", (32, 32), "bfloat16"), Buffer("B", (32, 64), "bfloat16")
-    C = Reduce("C", (32, 64), Sum(), lambda i, j, k: cast(A[i, k], "float32") * cast(B[k, j], "float32"), (32,))
-    nest = LoopNest([C])
+    nest = _matmul_nest(32, 64, 32, "bfloat16")
     nest.gpu_matmul(tensor_cores=True, BM=16, BN=16, WM=16, WN=8, BK=32, prefetch="registers", stages=1)
     before = str(nest)
     with pytest.raises(ScheduleError, match="loop kk was declared a warp MMA by tensorize and reads or writes acc"):
@@ -396,9 +399,7 @@ def test_compute_at_a_parallel_loop_is_refused_when_the_iterations_would_share_t
 def test_distribute_of_a_block_loop_inside_a_block_loop_is_refused():
     """Seed 74, case 1059: distribute(bx) of a tensor-core tree left the block loop by holding
     several block loops, which the CUDA build refused (a kernel's grid is its outermost loops)."""
-    A, B = Buffer("A", (16, 64), "bfloat16"), Buffer("B", (64, 64), "bfloat16")
-    C = Reduce("C", (16, 64), Sum(), lambda i, j, k: cast(A[i, k], "float32") * cast(B[k, j], "float32"), (64,))
-    nest = LoopNest([C])
+    nest = _matmul_nest(16, 64, 64, "bfloat16")
     nest.gpu_matmul(tensor_cores=True, BM=16, BN=64, WM=16, WN=32, BK=32, prefetch="shared", stages=2)
     before = str(nest)
     with pytest.raises(ScheduleError, match="it is a gpu_block loop inside the gpu_block loop by"):
@@ -409,9 +410,7 @@ def test_distribute_of_a_block_loop_inside_a_block_loop_is_refused():
 def test_tensorize_of_a_loop_inside_a_declared_mma_is_refused():
     """Seed 74, case 1072: tensorize of a loop inside the tree's declared MMA nest was
     accepted, and the CUDA build, which prints the outer one, refused the inner one."""
-    A, B = Buffer("A", (16, 64), "float16"), Buffer("B", (64, 32), "float16")
-    C = Reduce("C", (16, 32), Sum(), lambda i, j, k: cast(A[i, k], "float32") * cast(B[k, j], "float32"), (64,))
-    nest = LoopNest([C])
+    nest = _matmul_nest(16, 32, 64, "float16")
     nest.gpu_matmul(tensor_cores=True, BM=16, BN=16, WM=16, WN=16, BK=16, prefetch="registers", stages=1)
     before = str(nest)
     with pytest.raises(ScheduleError, match="loop kk around it is already declared a warp MMA"):

@@ -38,7 +38,7 @@ from loopnest.transforms.gpu_matmul import register_tiled_matmul
 
 __all__ = ["Example", "elementwise", "elementwise_2d", "elementwise_tail", "softmax_rows", "softmax_block", "matmul_tiled", "matmul_register_tiled",
            "register_tiled_matmul",
-           "lowp_elementwise", "integer_ops", "float_to_int", "math_ops", "ALL_EXAMPLES"]
+           "lowp_elementwise", "integer_ops", "float_to_int", "math_ops", "running_sum_rows", "ALL_EXAMPLES"]
 
 
 @dataclass
@@ -442,6 +442,30 @@ def math_ops(dtype="float32", n: int = 96, threads: int = 32) -> Example:
     tol = 2e-6 if X.dtype.bits == 32 else 1e-12
     return Example(f"math_{X.dtype}", nest, [X, Y], make, rtol=tol, atol=tol,
                    notes="rows: " + ", ".join(names))
+
+
+def running_sum_rows(rows: int = 6, cols: int = 40, threads: int = 16) -> Example:
+    """``S[i + 1, :] = S[i, :] + A[i + 1, :]``: the row loop stays serial and runs on the host
+    (a host loop, one launch per row), the columns are blocks x threads; each row's kernel
+    reads what the previous row's kernel wrote.
+
+    >>> from codegen import build
+    >>> ex = running_sum_rows(rows=6)
+    >>> len(build(ex.nest, ex.args, target="cuda").launch_dims())    # the first row, then 5 rows
+    6
+    """
+    A, S = Buffer("A", (rows, cols), float32), Buffer("S", (rows, cols), float32)
+    i, j, j0 = Var("i"), Var("j"), Var("j0")
+    nest = LoopNest(Block([For(j0, 0, cols, Store(S, (0, j0), A[0, j0])),
+                           For(i, 0, rows - 1, For(j, 0, cols, Store(S, (i + 1, j), S[i, j] + A[i + 1, j])))]),
+                    outputs=[S])
+    for var in (j0, j):
+        _bind_1d(nest, nest.loop(var), threads)
+
+    def make(rng):
+        a = rng.standard_normal((rows, cols)).astype(np.float32)
+        return {"A": a, "S": np.zeros_like(a)}, {"S": np.cumsum(a.astype(np.float64), axis=0)}
+    return Example("running_sum_rows", nest, [A, S], make)
 
 
 def ALL_EXAMPLES() -> list[Example]:

@@ -135,6 +135,7 @@ class HostLoop:
     items: list = field(default_factory=list)
 
     def describe(self) -> str:
+        """One line for the plan dumps: ``HostLoop(i, 0, 2).describe()`` is ``'host loop i from 0 to 2'``."""
         return f"host loop {self.var.name} from {_dim(self.start)} to {_dim(self.stop)}"
 
 

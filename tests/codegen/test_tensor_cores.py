@@ -183,6 +183,17 @@ def test_one_warp_on_an_axis_keeps_the_accumulators_in_registers(tiles):
         np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-5, atol=1e-4)
 
 
+def _prints_the_mma_and_gives_the_matmul(ex) -> None:
+    """``ex`` (an ``mma_matmul_example``, rescheduled) builds with ``mma.sync`` and, where it can
+    be emulated, gives the matmul's values."""
+    kernel = build(ex.nest, ex.args, target="cuda")
+    assert "mma.sync.aligned" in kernel.source
+    if HAVE_NVCC and host_compiler() is not None:
+        arrays, expected = ex.make(np.random.default_rng(0))
+        run_on_host(kernel, **arrays)
+        np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-5, atol=1e-4)
+
+
 def test_a_split_of_the_accumulator_initialisation_keeps_the_tile_in_registers():
     """Seed 65, case 147: split_with_tail of a loop of extent 1 in the accumulators' zeroing
     left a main loop of no iteration, whose loose index range kept the tile out of
@@ -191,12 +202,7 @@ def test_a_split_of_the_accumulator_initialisation_keeps_the_tile_in_registers()
     ex = mma_matmul_example(64, 32, 32, dtype="bfloat16", BM=16, BN=16, WM=16, WN=8, BK=32, prefetch="shared",
                             stages=2)
     ex.nest.split_with_tail(next(lp for lp in ex.nest.get_all_loops() if lp.name.startswith("tj")), 4)
-    kernel = build(ex.nest, ex.args, target="cuda")
-    assert "mma.sync.aligned" in kernel.source
-    if HAVE_NVCC and host_compiler() is not None:
-        arrays, expected = ex.make(np.random.default_rng(0))
-        run_on_host(kernel, **arrays)
-        np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-5, atol=1e-4)
+    _prints_the_mma_and_gives_the_matmul(ex)
 
 
 def test_a_masked_split_of_the_write_back_keeps_the_tile_in_registers():
@@ -209,9 +215,4 @@ def test_a_masked_split_of_the_write_back_keeps_the_tile_in_registers():
                             stages=4)
     tj = [lp for lp in ex.nest.get_all_loops() if lp.name.startswith("tj")][-1]     # the write-back's
     ex.nest.split_with_mask(tj, 4)
-    kernel = build(ex.nest, ex.args, target="cuda")
-    assert "mma.sync.aligned" in kernel.source
-    if HAVE_NVCC and host_compiler() is not None:
-        arrays, expected = ex.make(np.random.default_rng(0))
-        run_on_host(kernel, **arrays)
-        np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-5, atol=1e-4)
+    _prints_the_mma_and_gives_the_matmul(ex)

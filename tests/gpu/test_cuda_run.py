@@ -110,20 +110,9 @@ def test_a_failed_index_check_raises_index_error_and_the_context_stays_usable(cu
 
 
 def test_a_host_loop_launches_its_kernel_once_per_row(cuda_device):
-    """A running sum down the rows: the serial row loop runs on the host (one launch per row),
-    each launch reading the row the previous one wrote."""
-    from loopnest.stmt import Block, For, Store
-    rows, cols = 9, 300
-    A, S = Buffer("A", (rows, cols), float32), Buffer("S", (rows, cols), float32)
-    i, j, j0 = Var("i"), Var("j"), Var("j0")
-    nest = LoopNest(Block([For(j0, 0, cols, Store(S, (0, j0), A[0, j0])),
-                           For(i, 0, rows - 1, For(j, 0, cols, Store(S, (i + 1, j), S[i, j] + A[i + 1, j])))]),
-                    outputs=[S])
-    for var in (j0, j):
-        jo, ji = nest.split_with_mask(nest.loop(var), 128)
-        nest.set_gpu_block_index(jo, 0)
-        nest.set_gpu_thread_index(ji, 0)
-    a = np.random.default_rng(3).standard_normal((rows, cols)).astype(np.float32)
-    s = np.zeros_like(a)
-    build(nest, [A, S], target="cuda")(a, s)
-    np.testing.assert_allclose(s, np.cumsum(a, axis=0), rtol=1e-5, atol=1e-5)
+    """A running sum down the rows (``examples.running_sum_rows``): the serial row loop runs
+    on the host (one launch per row), each launch reading the row the previous one wrote."""
+    ex = examples.running_sum_rows(rows=9, cols=300, threads=128)
+    arrays, expected = ex.make(np.random.default_rng(3))
+    build(ex.nest, ex.args, target="cuda")(**arrays)
+    np.testing.assert_allclose(arrays["S"], expected["S"], rtol=1e-5, atol=1e-5)
