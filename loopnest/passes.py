@@ -211,10 +211,12 @@ class _Allocator(StmtMutator):
             if self.done:
                 return b.replace(stmts=b.stmts[:users[0]] + (new_child,) + b.stmts[users[0] + 1:])
         stmts = list(b.stmts)
-        if len(users) > 1 and all(self._apart(stmts[k]) for k in users):
-            # parallel or GPU loops (an unrolled loop and its tail, say) that each fill the
-            # buffer before reading it, in every iteration: one buffer around them all would be
-            # shared by their concurrent iterations, so each gets its own allocation inside
+        if (len(users) > 1 and any(self._concurrent(stmts[k]) for k in users)
+                and all(self._apart(stmts[k]) for k in users)):
+            # loops holding parallel or GPU loops (an unrolled loop and its tail, the two parts
+            # of a split_with_tail around them, say) that each fill the buffer before reading
+            # it, in every iteration: one buffer around them all would be shared by the
+            # concurrent iterations, so each gets its own allocation inside
             for k in users:
                 stmts[k] = _Allocator(self.buf, self.scope, self.keep_inside, self.touched,
                                       self.loop_of).visit(stmts[k])
@@ -225,16 +227,22 @@ class _Allocator(StmtMutator):
         return Block(b.stmts[:lo] + (Allocate(self.buf, self.scope),) + b.stmts[lo:hi + 1]
                      + (Free(self.buf),) + b.stmts[hi + 1:])
 
+    @staticmethod
+    def _concurrent(s) -> bool:
+        """Whether ``s`` is or holds a parallel or GPU loop."""
+        return any(isinstance(g, For) and g.kind in ForKind.CONCURRENT for g in iter_stmts(s))
+
     def _apart(self, s) -> bool:
-        """Whether ``s`` is a parallel or GPU loop that may hold the buffer (``keep_inside``) and
-        whose iterations read only what they wrote themselves (nothing flows in from, or
-        out to, the other statements using it), as ``loop_of`` (the scheduled loop of ``s``,
-        before lowering: exact for the flow analysis) shows."""
+        """Whether ``s`` is a loop that may hold the buffer (``keep_inside``) and whose
+        iterations read only what they wrote themselves (nothing flows in from, or out to,
+        the other statements using it), as ``loop_of`` (the scheduled loop of ``s``, before
+        lowering: exact for the flow analysis) shows."""
         from .transforms.cache import _exposed_reads
-        if not (isinstance(s, For) and s.kind in ForKind.CONCURRENT and self.keep_inside(s)):
+        if not (isinstance(s, For) and self.keep_inside(s)):
             return False
         scheduled = self.loop_of(s.var)
-        return scheduled is not None and not _exposed_reads(scheduled.body, self.buf, {})
+        return scheduled is not None and not _exposed_reads(
+            scheduled.body, self.buf, {scheduled.var: (scheduled.start, scheduled.stop)})
 
     def visit_For(self, s: For):
         if not self.keep_inside(s):
@@ -259,7 +267,8 @@ def insert_allocations(nest, root: Stmt) -> Stmt:
     ``root`` keeps): a fresh buffer per iteration would lose such values. Several parallel or
     GPU loops using a buffer (an unrolled loop and its tail) whose iterations each fill it
     before reading it get an allocation each, inside: one around them would be shared by
-    their concurrent iterations (seed 63, case 350).
+    their concurrent iterations (seed 63, case 350); so do serial loops holding such loops
+    (the two parts of a ``split_with_tail`` around a parallel loop: seed 76, case 36).
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest
