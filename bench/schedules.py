@@ -17,6 +17,7 @@ Tile shapes come from a :class:`loopnest.Target` (``target=None``: the host):
 from __future__ import annotations
 
 from loopnest import LoopNest, Target
+from loopnest.auto.schedule import matmul_kc
 from loopnest.target import resolve_target
 
 
@@ -33,26 +34,6 @@ def matmul_tile(target: Target | None = None, dtype="float32") -> tuple[int, int
     vectors = max(1, t.vector_registers // 8)
     rows = max(1, (t.vector_registers - vectors - 1) // vectors)
     return rows, vectors * t.lanes(dtype)
-
-
-def matmul_kc(target: Target | None, rows: int, cols: int, k: int, itemsize: int = 4) -> int:
-    """The depth of the k slices (0: no slicing): the largest power of two whose ``rows`` x
-    ``kc`` sliver of A fits half of L1 and whose ``kc`` x ``cols`` packed panel of B fits
-    half of L2, halved until it divides ``k``; 0 when ``k`` fits in one slice.
-
-    >>> matmul_kc(Target(l1_bytes=48 * 1024, l2_bytes=2 << 20), 6, 64, 2048)
-    1024
-    >>> matmul_kc(Target(l1_bytes=48 * 1024, l2_bytes=2 << 20), 6, 64, 1024)
-    0
-    """
-    t = resolve_target(target)
-    limit = min(t.l1_bytes // 2 // (rows * itemsize), t.l2_bytes // 2 // (cols * itemsize))
-    kc = 1
-    while kc * 2 <= limit:
-        kc *= 2
-    while kc > 1 and k % kc:
-        kc //= 2
-    return 0 if kc >= k or kc < 16 else kc
 
 
 def separate_init(nest: LoopNest, t) -> list:
