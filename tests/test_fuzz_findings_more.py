@@ -220,12 +220,13 @@ def test_a_cache_copy_inside_a_parallel_loop_is_allocated_per_iteration():
         np.testing.assert_array_equal(got, want)
 
 
-def test_ireval_check_races_shows_a_cache_copy_shared_by_parallel_iterations():
+def test_ireval_check_races_shows_a_cache_copy_shared_by_parallel_iterations(monkeypatch):
     """Before the fix, case 227's copy was allocated once outside the parallel loop: serial
     runs (IREval, and LLVM at the tester's sizes) were right, the parallel iterations shared
     it. IREval with ``check_races=True`` records which iterations touch each element and
     names the race."""
     from codegen.ireval import DataRaceError
+    from loopnest import passes
     M, A, T2, nest = _case_227()
     nest.parallelize(nest.loop("i1_1"))
     nest.cache_accesses(nest.buffer("A"), "cache1", nest.loop("i1_1"))
@@ -236,7 +237,8 @@ def test_ireval_check_races_shows_a_cache_copy_shared_by_parallel_iterations():
     build(nest, [A, T2, M], target="ireval", check_races=True)(a, got, 8)
     np.testing.assert_array_equal(got, want)
     shared = nest.copy()
-    shared._cache_buffers = {}          # the allocation pass as it was: one copy outside the loop
+    # the allocation pass as it was: one copy outside the loop
+    monkeypatch.setattr(passes, "_private_to", lambda nest, buf, f: False)
     build(shared, [A, T2, M], target="ireval")(a, got, 8)          # a serial run hides it
     np.testing.assert_array_equal(got, want)
     with pytest.raises(DataRaceError, match=r"data race on cache1 .* iteration 1 of the parallel/GPU loop i1_1 "
@@ -353,6 +355,30 @@ def test_the_two_parts_of_a_split_around_a_parallel_loop_each_allocate_its_cache
         np.testing.assert_array_equal(got, want)
 
 
+def test_an_unrolled_parallel_loop_and_its_tail_each_allocate_a_cache_copy_read_under_a_guard():
+    """Seed 77, case 237: a one-element cache copy of the index data I, made at a parallel
+    loop then unrolled by 2 (a parallel loop and its parallel tail), is read only under
+    ``if_then_else(i >= 2, ...)``. The flow analysis counted that read in every iteration,
+    out of the copy at i = 0, so it could not show that each iteration reads only what it
+    copied: the copy was allocated once around both loops, shared by their concurrent
+    iterations. Loads under ``if_then_else`` now count only where their side is taken."""
+    from te import const, maximum, minimum
+    I = Buffer("I", (7,), "int32")
+    T1 = Compute("T1", (7,), lambda i0: 1.0)
+    T2 = Compute("T2", (7,), lambda i0: if_then_else(i0 >= 2, T1[minimum(maximum(I[i0 - 2], 0), const(7, "int32") - 1)],
+                                                     0.0))
+    nest = LoopNest([T2])
+    nest.cache_accesses(nest.buffer("I"), "cache1", nest.loop("i0_1"))
+    nest.parallelize(nest.loop("i0_1"))
+    nest.unroll(nest.loop("i0_1"), 2)
+    idx = np.array([3, -4, 9, 0, 6, 2, 1], np.int32)
+    want = np.array([0, 0, 1, 1, 1, 1, 1], np.float32)
+    for target, options in (("ireval", {"check_races": True}), ("llvm", {})):
+        got = np.zeros(7, np.float32)
+        build(nest, [I, T2], target=target, **options)(idx, got)
+        np.testing.assert_array_equal(got, want)
+
+
 def test_cuda_builds_a_cache_copy_sized_at_launch_inside_thread_loops():
     """Once refused by the CUDA build; now a global buffer with one slice per thread
     (tests/codegen/test_cuda_global_slices.py runs it on the host emulation)."""
@@ -399,27 +425,39 @@ def test_a_cache_of_a_warp_mma_accumulator_is_refused():
     assert str(nest) == before
 
 
-def test_compute_at_a_parallel_loop_is_refused_when_the_iterations_would_share_the_tensor():
-    """Seed 72, case 848: T1 computed at a parallel loop over its whole extent (the reads'
-    truncating divisions keep the region from being narrowed, and the analysis from showing
-    each iteration's reads covered by its own writes): the iterations shared one T1, a race
-    that IREval's race check named. Refused now; the same compute_at of a serial loop is fine."""
+def test_compute_at_a_parallel_loop_is_refused_when_the_iterations_would_share_the_tensor(monkeypatch):
+    """Seed 72, case 848: T1 computed at a parallel loop over its whole extent; its reads under
+    ``if_then_else`` go below 0 where the guard is false, so the analysis, which counted them
+    there, could not show each iteration's reads covered by its own writes: the iterations
+    shared one T1, a race that IREval's race check named. compute_at then refused it; loads
+    under ``if_then_else`` now count only where their side is taken, so T1 is private to each
+    iteration and the schedule is accepted. Where the analysis cannot show it (forced here),
+    compute_at still refuses, leaving the nest as it was."""
+    from loopnest.analysis import legality
     from te import floordiv, floormod, minimum
     T1 = Compute("T1", (8,), lambda i: 1.0)
     T2 = Compute("T2", (7, 10), lambda i, j: (
         T1[j % 3] + T1[floordiv(j, 2)] + if_then_else(j >= 2, T1[j - 2], 0.0) + T1[7 - i]
         + if_then_else(i >= 2, T1[i - 2], 0.0) + T1[floormod(i, 8)] + if_then_else(i >= 1, T1[i - 1], 0.0)
         + T1[minimum(j, 7)] + T1[i % 3] + T1[floormod(j, 8)]))
+    want = np.zeros((7, 10), np.float32)
+    build(LoopNest([T2]), [T2], target="ireval")(want)
+    nest = LoopNest([T2])
+    nest.parallelize(nest.get_loops_for(T2)[0])
+    nest.compute_at(T1, nest.get_loops_for(T2)[0])
+    for target, options in (("ireval", {"check_races": True}), ("llvm", {})):
+        got = np.zeros((7, 10), np.float32)
+        build(nest, [T2], target=target, **options)(got)
+        np.testing.assert_array_equal(got, want)
     nest = LoopNest([T2])
     i = nest.get_loops_for(T2)[0]
     nest.parallelize(i)
     before = str(nest)
+    monkeypatch.setattr(legality, "privatizable", lambda *args: False)
     with pytest.raises(ScheduleError, match="computing T1 at loop i_1 would make the iterations of the parallel loop "
                                             "i_1 share elements of T1"):
         nest.compute_at(T1, i)
     assert str(nest) == before
-    serial = LoopNest([T2])
-    serial.compute_at(T1, serial.get_loops_for(T2)[0])
 
 
 def test_distribute_of_a_block_loop_inside_a_block_loop_is_refused():

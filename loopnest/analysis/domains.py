@@ -695,13 +695,26 @@ class Analysis:
         self._reads(inst, env, exprs, loads)
 
     def _reads(self, inst: Instance, env: dict, exprs, loads=None) -> None:
-        for ld, lets in (loads if loads is not None else _loads_with_lets(exprs)):
-            full = env
-            if lets:
-                full = dict(env)
-                for var, value in lets:
-                    full[id(var)] = _LetBinding(value, dict(full))
-            inst.accesses.append(self._access(inst, full, ld.buffer, ld.indices, False, ld))
+        for ld, lets, guards in (loads if loads is not None else _loads_with_lets(exprs)):
+            full = _with_lets(env, lets)
+            acc = self._access(inst, full, ld.buffer, ld.indices, False, ld)
+            if guards:
+                acc.relation = acc.relation.intersect_domain(self._guard_set(inst, env, guards))
+            inst.accesses.append(acc)
+
+    def _guard_set(self, inst: Instance, env: dict, guards):
+        """The instances of ``inst`` where the ``if_then_else`` sides around a load are taken
+        (``guards``: (condition, side taken, lets in scope) from the outermost): only those
+        evaluate it. A condition that is not affine, or is a vector (lane by lane), is left
+        out (every instance may)."""
+        out = self._anon_domains[inst.name].set_tuple_name(inst.name)
+        for cond, taken, lets in guards:
+            if cond.dtype.is_vector:
+                continue
+            c = _PwConverter(self, inst.depth, _with_lets(env, lets)).cond(cond, negate=not taken, exact=True)
+            if c is not None:
+                out = out.intersect(c.set_tuple_name(inst.name))
+        return out
 
     def _access(self, inst: Instance, env: dict, buf, indices, is_write: bool, node) -> Access:
         bname = self.buffer_names.get(id(buf))
@@ -1034,32 +1047,50 @@ def _stmt_loads(s: Stmt, exprs: list) -> list:
 
 
 def _loads_with_lets(exprs) -> list:
-    """Every Load in ``exprs`` with the let bindings in scope at it (pairs (var, value)); the
+    """Every Load in ``exprs`` with the let bindings in scope at it (pairs (var, value)) and
+    the ``if_then_else`` sides it is on (``(condition, side taken, lets in scope at the
+    condition)``, outermost first: the load is evaluated only where they are taken); the
     plain list of loads is ``te.queries.loads``."""
     rec = _LoadsWithLets()
     for e in exprs:
-        rec.visit(e, ())
+        rec.visit(e, (), ())
     return rec.out
 
 
+def _with_lets(env: dict, lets: tuple) -> dict:
+    """``env`` with the let bindings ``lets`` (pairs (var, value), outermost first) added."""
+    if not lets:
+        return env
+    full = dict(env)
+    for var, value in lets:
+        full[id(var)] = _LetBinding(value, dict(full))
+    return full
+
+
 class _LoadsWithLets(Functor):
-    """``visit(e, lets)`` appends to ``out`` every Load of ``e`` with ``lets`` extended by the
-    let bindings around it in ``e``."""
+    """``visit(e, lets, guards)`` appends to ``out`` every Load of ``e`` with ``lets`` extended
+    by the let bindings around it in ``e`` and ``guards`` by the ``if_then_else`` sides it is
+    on (a lazy conditional: ``select`` evaluates both sides, so it guards nothing)."""
 
     def __init__(self):
         self.out: list = []
 
-    def visit_Load(self, e: E.Load, lets: tuple) -> None:
-        self.out.append((e, lets))
-        self.generic(e, lets)
+    def visit_Load(self, e: E.Load, lets: tuple, guards: tuple) -> None:
+        self.out.append((e, lets, guards))
+        self.generic(e, lets, guards)
 
-    def visit_Let(self, e: E.Let, lets: tuple) -> None:
-        self.visit(e.value, lets)
-        self.visit(e.body, lets + ((e.var, e.value),))
+    def visit_Let(self, e: E.Let, lets: tuple, guards: tuple) -> None:
+        self.visit(e.value, lets, guards)
+        self.visit(e.body, lets + ((e.var, e.value),), guards)
 
-    def generic(self, e: E.Expr, lets: tuple) -> None:
+    def visit_IfThenElse(self, e: E.IfThenElse, lets: tuple, guards: tuple) -> None:
+        self.visit(e.cond, lets, guards)
+        self.visit(e.t, lets, guards + ((e.cond, True, lets),))
+        self.visit(e.f, lets, guards + ((e.cond, False, lets),))
+
+    def generic(self, e: E.Expr, lets: tuple, guards: tuple) -> None:
         for c in e.children():
-            self.visit(c, lets)
+            self.visit(c, lets, guards)
 
 
 class _MaxDepth(Functor):

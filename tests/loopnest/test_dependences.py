@@ -89,6 +89,25 @@ def test_condition_restricts_the_domain_and_nonaffine_conditions_are_dropped():
     assert exact == [True, True, False]
 
 
+def test_a_load_under_if_then_else_is_read_only_where_its_side_is_taken():
+    """``if_then_else`` evaluates only the side taken: its loads are read only there (an
+    affine condition restricts their relation; one that is not affine leaves it whole);
+    ``select`` evaluates both sides."""
+    from te import if_then_else
+    A = Buffer("A", (8,), float32)
+    I = Buffer("I", (8,), int32)
+    B = Compute("B", (8,), lambda i: A[i])
+    nest = LoopNest([B])
+    i = nest.get_loops_for(B)[0].var
+    nest.root = Block([For(i, 0, 8, Block([
+        Store(B, (i,), if_then_else(i >= 2, A[i - 2], A[i + 5] + if_then_else(I[i] > 0, A[0], 1.0))),
+        Store(B, (i,), select(i >= 2, A[i - 1], 0.0)),
+    ]))])
+    rels = [str(a.relation) for a in analyze(nest).accesses if a.buffer is A]
+    assert rels == ["{ S0[i0] -> M1[-2 + i0] : 2 <= i0 <= 7 }", "{ S0[i0] -> M1[5 + i0] : 0 <= i0 <= 1 }",
+                    "{ S0[i0] -> M1[0] : 0 <= i0 <= 1 }", "{ S1[i0] -> M1[-1 + i0] : 0 <= i0 <= 7 }"]
+
+
 def test_let_bound_indices_are_substituted():
     A = Buffer("A", (16,), float32)
     B = Compute("B", (8,), lambda i: A[i])
