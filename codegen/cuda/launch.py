@@ -30,7 +30,7 @@ from .compile import compile_cubin, source_hash
 from .emit import AXES, CudaModuleSpec, KernelSpec
 
 __all__ = ["CudaLaunchError", "LaunchLimitError", "DeviceArray", "as_device_array", "get_driver", "device_info",
-           "Launcher", "memory_bytes", "scalar_value", "scalar_arg"]
+           "Launcher", "check_scratch", "memory_bytes", "scalar_value", "scalar_arg"]
 
 
 class CudaLaunchError(RuntimeError):
@@ -40,6 +40,26 @@ class CudaLaunchError(RuntimeError):
 class LaunchLimitError(ValueError):
     """A launch needs more than the device has (threads per block, grid or block extent,
     shared memory); raised before anything runs. A ``ValueError`` for callers catching that."""
+
+
+def check_scratch(name: str, nbytes: list[int], free_bytes: int) -> None:
+    """Refuse a launch whose global scratch buffers (``module.scratch_nbytes``: the buffers
+    sized at launch inside GPU loops, one slice per block and per thread) need more than the
+    ``free_bytes`` the device has free, with a :class:`LaunchLimitError` raised before
+    anything is allocated, instead of the driver's out-of-memory error.
+
+    >>> check_scratch("f", [1 << 20], 1 << 30)
+    >>> check_scratch("f", [1 << 30, 1 << 30], 1 << 30)
+    Traceback (most recent call last):
+    ...
+    codegen.cuda.launch.LaunchLimitError: f needs 2147483648 bytes of global scratch memory at these sizes ...
+    """
+    total = sum(nbytes)
+    if total > free_bytes:
+        raise LaunchLimitError(f"{name} needs {total} bytes of global scratch memory at these sizes (its buffers sized "
+                               f"at launch, one slice per block and per thread), more than the {free_bytes} bytes "
+                               "free on the device; cache smaller regions, or bind fewer blocks or threads around "
+                               "the cached buffers")
 
 
 _NO_DRIVER = ("no CUDA device/driver is available ({why}); kernel.source holds the CUDA C and "
@@ -268,6 +288,9 @@ class Launcher:
             grid, block = k.dims(env)
             self._check_dims(k, fn_of[k.name], grid, block, info, drv)
             runs.append((k, fn_of[k.name], grid, block, env))
+        scratch_bytes = self.module.scratch_nbytes(sizes)
+        if scratch_bytes:
+            check_scratch(self.name, scratch_bytes, drv.mem_get_info()[0])
         allocations = []
         try:
             ptrs: list[int] = []
@@ -287,7 +310,7 @@ class Launcher:
             if error_flag is not None:
                 drv.memset_d32(error_flag, 0, 1)
             scratch = []
-            for nbytes in self.module.scratch_nbytes(sizes):
+            for nbytes in scratch_bytes:
                 mem = drv.mem_alloc(nbytes)
                 allocations.append(mem)
                 scratch.append(int(mem))

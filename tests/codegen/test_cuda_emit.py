@@ -19,7 +19,7 @@ import pytest
 from codegen import BuildError, build
 from codegen.cuda import CudaKernel, compile as cuda_compile, examples, nvcc_available
 from codegen.cuda.emulate import EmulationError, host_compiler, run_on_host
-from codegen.cuda.launch import DeviceArray
+from codegen.cuda.launch import DeviceArray, LaunchLimitError
 from loopnest import LoopNest, ScheduleError
 from loopnest.stmt import Block, For, ForKind, Store
 from te import Buffer, Compute, Reduce, Sum, Var, float32, int32
@@ -785,12 +785,16 @@ class _FakeDriver:
         def synchronize():
             pass
 
-    def __init__(self, kernel, fail=None):
+    def __init__(self, kernel, fail=None, free_bytes=1 << 34):
         import ctypes
         from codegen.cuda import emulate
         self.lib = ctypes.CDLL(emulate._build(kernel))
         self.allocs, self.launches, self.copies, self.shared, self.attributes = [], [], [], [], []
         self.fail = fail
+        self.free_bytes = free_bytes
+
+    def mem_get_info(self):
+        return self.free_bytes, 1 << 34
 
     def mem_alloc(self, n):
         a = _FakeAlloc(n)
@@ -844,14 +848,29 @@ def fake_gpu(monkeypatch):
     """Install a fake driver for one kernel: ``fake_gpu(kernel) -> driver``."""
     from codegen.cuda import launch
 
-    def install(kernel, fail=None, **info):
-        drv = _FakeDriver(kernel, fail)
+    def install(kernel, fail=None, free_bytes=1 << 34, **info):
+        drv = _FakeDriver(kernel, fail, free_bytes)
         monkeypatch.setattr(launch, "_STATE", {"drv": drv, "info": {**_FAKE_INFO, **info}})
         monkeypatch.setattr(launch, "compile_cubin", lambda *a, **k: b"cubin")
         monkeypatch.setattr(launch, "_MODULES", {})
         kernel._launcher._functions.clear()
         return drv
     return install
+
+
+@requires_emu
+def test_launcher_refuses_intermediates_larger_than_the_free_device_memory(fake_gpu):
+    """softmax_rows keeps three row intermediates in global memory: with less free device
+    memory than they need, the call raises LaunchLimitError before allocating or copying
+    anything, and Y is left as it was."""
+    ex = examples.softmax_rows(rows=37, cols=20)
+    k = build(ex.nest, ex.args, target="cuda")
+    drv = fake_gpu(k, free_bytes=3 * 37 * 4 - 1)
+    arrays, _ = ex.make(np.random.default_rng(0))
+    arrays["Y"][:] = -1.0
+    with pytest.raises(LaunchLimitError, match="global scratch memory"):
+        k(**arrays)
+    assert drv.allocs == [] and drv.copies == [] and drv.launches == [] and (arrays["Y"] == -1.0).all()
 
 
 @requires_emu
