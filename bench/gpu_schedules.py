@@ -99,45 +99,52 @@ def _row_block_with_shared_x(nest: LoopNest, spec: Spec, stats, threads: int | N
     return Y, i, T
 
 
-#: threads per row of softmax and layernorm at most: on an H100 at 4096 x 1024, 128 threads took
-#: softmax 15.1 -> 12.2 us and layernorm 10.8 -> 9.7 us against 256 (512: 23.3 and 15.1)
-NORM_THREADS = 128
+#: threads per row of softmax and layernorm at most, and the threads of their reductions'
+#: second level. On an H100 at 4096 x 1024, 32 and 4 took softmax to 9.1 us (PyTorch 10.3)
+#: from 12.1 us with 128 and 32 (64 and 8: 9.6; 128 and 8: 11.0), and layernorm to 8.2 us
+#: from 9.5. Each level after the registers is a chain of dependent steps through shared
+#: memory (128 / 32 + 32 steps with 128 and 32, 8 + 4 here; for the NaN-propagating max a
+#: step is several operations), and with one warp per row each thread keeps its slice of
+#: the row in its own registers (the CUDA backend sees that no other thread reads it).
+NORM_THREADS, NORM_SECOND = 32, 4
 
 
-def softmax_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
-    """Row softmax, one block per row, the row kept in shared memory.
+def softmax_gpu(nest: LoopNest, spec: Spec, threads: int | None = None, second: int = NORM_SECOND) -> None:
+    """Row softmax, one block per row.
 
     One kernel: ``compute_at`` brings ``mx``, ``e`` and ``s`` into the row loop (bound to
-    blockIdx.x); the row of X is copied once into shared memory (``cache_accesses``) with
-    coalesced loads, ``exp(x - max)`` is stored in a shared row too, and both reductions are
-    three-level trees (256 register partials -> 32 -> 1, :func:`block_reduce`). Global
-    traffic is the minimum, one read and one write per element; every loop over the row is
-    thread-strided so each warp touches 32 consecutive floats. Two rows of floats live in
-    shared memory, so rows up to about 6000 columns fit the 48 KiB a block may use."""
+    blockIdx.x); the row of X is copied once (``cache_accesses``) with coalesced loads,
+    ``exp(x - max)`` is stored in a row too, and both reductions are three-level trees
+    (``threads`` register partials -> ``second`` -> 1, :func:`block_reduce`;
+    ``NORM_THREADS`` threads at most). Every loop over the row is thread-strided, so each
+    warp touches 32 consecutive floats and each thread reads only its own slice of the
+    copied rows: the CUDA backend keeps those slices in each thread's own array (32 floats
+    of each row per thread at 1024 columns), not in shared memory. Global traffic is the
+    minimum, one read and one write per element."""
     mx, e, s = _tensor(nest, "mx"), _tensor(nest, "e"), _tensor(nest, "s")
     Y, i, T = _row_block_with_shared_x(nest, spec, (s, e, mx), threads, NORM_THREADS)
-    parts = block_reduce(nest, mx, T) + block_reduce(nest, s, T)
+    parts = block_reduce(nest, mx, T, second) + block_reduce(nest, s, T, second)
     thread_strided(nest, nest.get_loops_for(e)[-1], T)
     thread_strided(nest, nest.get_loops_for(Y)[-1], T)
     cache_rows(nest, [e, mx, s] + parts, i)
 
 
-def layernorm_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
-    """Layer norm over rows, one block per row, the row kept in shared memory.
+def layernorm_gpu(nest: LoopNest, spec: Spec, threads: int | None = None, second: int = NORM_SECOND) -> None:
+    """Layer norm over rows, one block per row.
 
-    Same shape as :func:`softmax_gpu`: the row of X is read from global memory once into
-    shared memory; ``mean`` and ``var`` are block reductions (register partials, then a
-    shared-memory tree); the output loop is thread-strided (coalesced loads of G and Bb and
-    stores of Y). Two passes over the shared row keep the variance exact (no E[x^2]-E[x]^2
-    cancellation)."""
+    Same shape as :func:`softmax_gpu`: the row of X is read from global memory once (into
+    each thread's own slice with ``NORM_THREADS`` threads, else a shared row); ``mean`` and
+    ``var`` are block reductions (register partials, then a shared-memory tree); the output
+    loop is thread-strided (coalesced loads of G and Bb and stores of Y). Two passes over the
+    copied row keep the variance exact (no E[x^2]-E[x]^2 cancellation)."""
     mean, var = _tensor(nest, "mean"), _tensor(nest, "var")
     Y, i, T = _row_block_with_shared_x(nest, spec, (var, mean), threads, NORM_THREADS)
-    parts = block_reduce(nest, mean, T) + block_reduce(nest, var, T)
+    parts = block_reduce(nest, mean, T, second) + block_reduce(nest, var, T, second)
     thread_strided(nest, nest.get_loops_for(Y)[-1], T)
     cache_rows(nest, [mean, var] + parts, i)
 
 
-def row_sum_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
+def row_sum_gpu(nest: LoopNest, spec: Spec, threads: int | None = None, second: int = 32) -> None:
     """Row sums, one block per row: each of 256 threads sums a strided slice of the row in a
     register straight from global memory (coalesced; no shared copy of the row is needed
     since every element is read once), then the partials are combined in shared memory
@@ -148,7 +155,7 @@ def row_sum_gpu(nest: LoopNest, spec: Spec, threads: int | None = None) -> None:
     T = threads or row_threads(n)
     i, _ = nest.get_loops_for(S)
     nest.set_gpu_block_index(i, 0)
-    parts = block_reduce(nest, S, T)
+    parts = block_reduce(nest, S, T, second)
     nest.cache_accesses(S, "S_sh", i)
     cache_rows(nest, parts, i)
 

@@ -152,16 +152,17 @@ def test_elementwise_256_threads_each_four_coalesced_elements():
 
 def test_row_kernels_are_one_block_per_row_with_the_row_in_shared_memory():
     spec, _, k = _case("softmax_full")
-    assert k.launch_dims() == [("k0_Y", (4096, 1, 1), (128, 1, 1))]    # NORM_THREADS
+    assert k.launch_dims() == [("k0_Y", (4096, 1, 1), (32, 1, 1))]    # NORM_THREADS
     src = k.source
-    assert "__shared__ __align__(16) float b_X_sh[1024];" in src
-    assert src.count("b_X[") == 8 and src.count("b_Y[") == 8    # X read once, Y written once
-    # register partials, then 32 partials, then one thread; for the max and for the sum
+    # each thread reads only its own 32 elements of the row: they stay in its own array
+    assert "  __align__(16) float b_X_sh[32];" in src and "__shared__ __align__(16) float b_X_sh" not in src
+    assert src.count("b_X[") == 1 and src.count("b_Y[") == 1      # X read once, Y written once
+    # register partials, then 4 partials (NORM_SECOND), then one thread; for the max and for the sum
     assert len(re.findall(r"float b_\w+_rf_reg\[1\];", src)) == 2
     assert len(re.findall(r"float b_\w+_rf_1_reg\[1\];", src)) == 2
-    assert src.count("if ((int)threadIdx.x < 32) {") == 2 and src.count("if (threadIdx.x == 0) {") == 2
+    assert src.count("if ((int)threadIdx.x < 4) {") == 2 and src.count("if (threadIdx.x == 0) {") == 2
     _, _, ln = _case("layernorm")
-    assert "__shared__ __align__(16) float b_X_sh[512];" in ln.source and ln.source.count("b_X[") == 4
+    assert "  __align__(16) float b_X_sh[16];" in ln.source and ln.source.count("b_X[") == 1    # 512 / 32
 
 
 def test_row_sum_partials_accumulate_in_registers():
@@ -253,7 +254,7 @@ def test_matmul_config_picks_tiles_by_problem_size():
 # 3. the generated CUDA C on CPU threads
 # ------------------------------------------------------------------------------------
 @requires_emu
-@pytest.mark.parametrize("case", ["matmul", "matmul_tile128", "softmax"])
+@pytest.mark.parametrize("case", ["matmul", "matmul_tile128", "softmax", "layernorm"])
 def test_generated_cuda_runs_on_host_emulation(case):
     spec, _, kernel = _case(case)
     outs = _outputs(spec)
