@@ -25,12 +25,9 @@ import numpy as np
 
 from te import Buffer, Compute, Max, Reduce, Sum, exp, float32, maximum, rsqrt
 from loopnest import LoopNest, ScheduleError, Target
-from loopnest.auto.schedule import transpose_tile as auto_transpose_tile
+from loopnest.auto.schedule import REDUCE_VECTORS, transpose_tile as auto_transpose_tile
 from loopnest.target import resolve_target
 
-#: vectors of partial results a row reduction keeps in registers (rfactor lanes = this many
-#: native vectors): independent accumulators that hide the latency of the vector add or max
-REDUCE_VECTORS = 4
 #: how many partial results of a row reduction are left to a serial reduction at the end
 #: of the row (``vector_row_reduction``'s ``fold``; at most one native vector): folding
 #: further by vector operations (to 4, 2) gained 1-4% and cost 35 ms of compile time a level
