@@ -23,7 +23,7 @@ from .index_checks import guard_data_dependent_indices
 from .legalize import (expand_float_min_max, guard_int_division, lower_low_precision, mask_shift_amounts,
                        short_circuit, unsigned_division, widen_indices)
 from .legalize_vectors import legalize_vectors, scalarize_vectors
-from .queries import own_loaded_ids
+from .queries import own_loaded_ids, stmt_writes
 from .kinds import ForKind
 from .stmt import Allocate, Block, ExternCall, For, Free, Stmt, StmtMutator, Store, iter_stmts, stmt_children
 from .vectorize_lowering import lower_vectorized_loops
@@ -212,6 +212,7 @@ class _Allocator(StmtMutator):
                 return b.replace(stmts=b.stmts[:users[0]] + (new_child,) + b.stmts[users[0] + 1:])
         stmts = list(b.stmts)
         if (len(users) > 1 and any(self._concurrent(stmts[k]) for k in users)
+                and all(isinstance(stmts[k], For) and stmt_writes(stmts[k], self.buf) for k in users)
                 and all(self._apart(stmts[k]) for k in users)):
             # loops holding parallel or GPU loops (an unrolled loop and its tail, the two parts
             # of a split_with_tail around them, say) that each fill the buffer before reading
@@ -232,17 +233,17 @@ class _Allocator(StmtMutator):
         """Whether ``s`` is or holds a parallel or GPU loop."""
         return any(isinstance(g, For) and g.kind in ForKind.CONCURRENT for g in iter_stmts(s))
 
-    def _apart(self, s) -> bool:
-        """Whether ``s`` is a loop that may hold the buffer (``keep_inside``) and whose
-        iterations read only what they wrote themselves (nothing flows in from, or out to,
-        the other statements using it), as ``loop_of`` (the scheduled loop of ``s``, before
-        lowering: exact for the flow analysis) shows."""
+    def _apart(self, s: For) -> bool:
+        """Whether loop ``s`` (one that writes the buffer) has iterations that read only
+        what they wrote themselves (nothing flows in from, or out to, the other statements
+        using it), as ``loop_of`` (the scheduled loop of ``s``, before lowering: exact for
+        the flow analysis) shows, and may hold the buffer (``keep_inside``, which may analyse
+        the whole nest: asked last)."""
         from .transforms.cache import _exposed_reads
-        if not (isinstance(s, For) and self.keep_inside(s)):
-            return False
         scheduled = self.loop_of(s.var)
-        return scheduled is not None and not _exposed_reads(
-            scheduled.body, self.buf, {scheduled.var: (scheduled.start, scheduled.stop)})
+        return (scheduled is not None
+                and not _exposed_reads(scheduled.body, self.buf, {scheduled.var: (scheduled.start, scheduled.stop)})
+                and self.keep_inside(s))
 
     def visit_For(self, s: For):
         if not self.keep_inside(s):
