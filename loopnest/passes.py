@@ -219,7 +219,7 @@ class _Allocator(StmtMutator):
             # it, in every iteration: one buffer around them all would be shared by the
             # concurrent iterations, so each gets its own allocation inside
             for k in users:
-                stmts[k] = _Allocator(self.buf, self.scope, self.keep_inside, self.touched,
+                stmts[k] = _Allocator(self.buf, self.scope, self._inside, self.touched,
                                       self.loop_of).visit(stmts[k])
             self.done = True
             return b.replace(stmts=tuple(stmts))
@@ -234,16 +234,23 @@ class _Allocator(StmtMutator):
         return any(isinstance(g, For) and g.kind in ForKind.CONCURRENT for g in iter_stmts(s))
 
     def _apart(self, s: For) -> bool:
-        """Whether loop ``s`` (one that writes the buffer) has iterations that read only
-        what they wrote themselves (nothing flows in from, or out to, the other statements
-        using it), as ``loop_of`` (the scheduled loop of ``s``, before lowering: exact for
-        the flow analysis) shows, and may hold the buffer (``keep_inside``, which may analyse
-        the whole nest: asked last)."""
+        """Whether the iterations of loop ``s`` read only what they wrote themselves, as
+        ``loop_of`` (the scheduled loop of ``s``, before lowering: exact for the flow
+        analysis) shows. For the users of a buffer that all write it, this also shows that
+        nothing flows from one user to another: the buffer may be private to each iteration
+        of each of them."""
         from .transforms.cache import _exposed_reads
         scheduled = self.loop_of(s.var)
-        return (scheduled is not None
-                and not _exposed_reads(scheduled.body, self.buf, {scheduled.var: (scheduled.start, scheduled.stop)})
-                and self.keep_inside(s))
+        return scheduled is not None and not _exposed_reads(
+            scheduled.body, self.buf, {scheduled.var: (scheduled.start, scheduled.stop)})
+
+    def _inside(self, f: For) -> bool:
+        """``keep_inside`` for the loops of users shown ``_apart``: the users themselves, and
+        the loops inside them that hold all of their uses, may hold the buffer where it
+        allows it or where their iterations read only what they wrote (seed 80, case 434: a
+        ``compute_at`` copy in a parallel loop and its parallel tail, which the whole-nest
+        test, wanting all uses in one loop, refuses)."""
+        return self.keep_inside(f) or self._apart(f)
 
     def visit_For(self, s: For):
         if not self.keep_inside(s):

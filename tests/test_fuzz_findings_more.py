@@ -379,6 +379,40 @@ def test_an_unrolled_parallel_loop_and_its_tail_each_allocate_a_cache_copy_read_
         np.testing.assert_array_equal(got, want)
 
 
+def test_a_compute_at_copy_gathered_in_a_parallel_loop_and_its_tail_is_private_to_each():
+    """Seed 80, case 434 (reduced): T1 computed at a parallel loop that also gathers from it
+    (``T1[I[i] mod (N + 1)]``), then ``slice_tail``: a parallel loop and its parallel tail,
+    each computing all of its copy before the gather. The flow check counted the gather as
+    reading anywhere, outside the copy too, and the whole-nest test wants all uses in one
+    loop: the copy was allocated once around both loops and shared by their concurrent
+    iterations. A read takes elements of its buffer (elsewhere it raises), and users that
+    each read only what they wrote get an allocation each."""
+    from loopnest.stmt import Allocate, For, ForKind, iter_stmts
+    from te import floormod
+    N = Var("N", int32)
+    A = Buffer("A", (N + 1,), "float32")
+    Ix = Buffer("I", (N,), "int32")
+    T1 = Compute("T1", (N + 1,), lambda i: A[i] * 2.0)
+    T2 = Compute("T2", (N + 1,), lambda i: T1[i] + 1.0)
+    T3 = Compute("T3", (N,), lambda i: T2[i] + T1[floormod(Ix[i], N + 1)])
+    nest = LoopNest([T3])
+    nest.parallelize(nest.get_loops_for(T3)[0])
+    nest.compute_at(T1, nest.get_loops_for(T3)[0])
+    nest.slice_tail(nest.get_loops_for(T3)[0], 1)
+    prepared = nest.copy().prepare_for_codegen()
+    parallel = [s for s in iter_stmts(prepared.root) if isinstance(s, For) and s.kind == ForKind.PARALLEL]
+    assert len(parallel) == 2
+    for f in parallel:
+        assert "T1_local" in {x.buffer.name for x in iter_stmts(f.body) if isinstance(x, Allocate)}
+    a = np.arange(8, dtype=np.float32)
+    idx = np.array([3, 6, 0, 2, 5, 1, 4], np.int32)
+    want = (2 * a[:7] + 1) + 2 * a[idx]
+    for target, options in (("ireval", {"check_races": True}), ("llvm", {})):
+        got = np.zeros(7, np.float32)
+        build(nest, [A, Ix, T3, N], target=target, **options)(a, idx, got, 7)
+        np.testing.assert_array_equal(got, want)
+
+
 def test_cuda_builds_a_cache_copy_sized_at_launch_inside_thread_loops():
     """Once refused by the CUDA build; now a global buffer with one slice per thread
     (tests/codegen/test_cuda_global_slices.py runs it on the host emulation)."""

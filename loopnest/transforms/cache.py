@@ -120,8 +120,9 @@ def _exposed_reads(body: Stmt, buf, ranges: dict) -> bool:
             # one schedule per statement, its reads' time: its own write never feeds its reads
             first = next((b for b in a.instance.accesses if not b.is_write), a)
             sched = sched.union(isl.UnionMap.from_map(first.schedule))
+        box = _buffer_box(an, buf)
         for a in reads:
-            sink = sink.union(isl.UnionMap.from_map(a.relation))
+            sink = sink.union(isl.UnionMap.from_map(a.relation.intersect_range(box)))
         for a in accs:
             if a.is_write:
                 um = isl.UnionMap.from_map(a.relation)
@@ -136,6 +137,34 @@ def _exposed_reads(body: Stmt, buf, ranges: dict) -> bool:
         raise
     except Exception:  # the analysis could not model the body: be safe
         return True
+
+
+def _buffer_box(an, buf):
+    """The elements of ``buf`` (``0 <= x_d < dim_d``, the upper bounds that are affine in the
+    analysis ``an``'s parameters) as an isl set: a read elsewhere is an error
+    (``docs/semantics.md``), so what reads take is in it -- a read at an index the analysis
+    cannot follow (a gather) then takes only elements the body may have written.
+
+    >>> from te import Buffer, Var
+    >>> from loopnest.stmt import For, Store
+    >>> from loopnest.lazy_analysis import polyhedral_domains
+    >>> N, i = Var("N"), Var("i")
+    >>> A = Buffer("A", (N, 4), "float32")
+    >>> an = polyhedral_domains().analyze(For(i, 0, N, Store(A, (i, 0), 1.0)))
+    >>> print(_buffer_box(an, A))
+    [p0] -> { M0[x0, x1] : 0 <= x0 < p0 and 0 <= x1 <= 3 }
+    """
+    isl = islpy()
+    affine = bounds_inference()._affine
+    env = {id(v): name for name, v in an.params.items()}
+    xs = [f"x{d}" for d in range(len(buf.dims))]
+    cons = []
+    for x, dim in zip(xs, buf.dims):
+        cons.append(f"{x} >= 0")
+        hi = affine(dim, env)
+        if hi is not None:
+            cons.append(f"{x} < {hi}")
+    return isl.Set(f"{an.param_decl()}{{ {an.buffer_names[id(buf)]}[{', '.join(xs)}] : {' and '.join(cons) or '0 = 0'} }}")
 
 
 def _loop_context(an, ranges: dict):
