@@ -476,16 +476,20 @@ def test_compute_at_a_parallel_loop_is_refused_when_the_iterations_would_share_t
         + T1[minimum(j, 7)] + T1[i % 3] + T1[floormod(j, 8)]))
     want = np.zeros((7, 10), np.float32)
     build(LoopNest([T2]), [T2], target="ireval")(want)
-    nest = LoopNest([T2])
-    nest.parallelize(nest.get_loops_for(T2)[0])
-    nest.compute_at(T1, nest.get_loops_for(T2)[0])
+
+    def parallel_rows():
+        nest = LoopNest([T2])
+        i = nest.get_loops_for(T2)[0]
+        nest.parallelize(i)
+        return nest, i
+
+    nest, i = parallel_rows()
+    nest.compute_at(T1, i)
     for target, options in (("ireval", {"check_races": True}), ("llvm", {})):
         got = np.zeros((7, 10), np.float32)
         build(nest, [T2], target=target, **options)(got)
         np.testing.assert_array_equal(got, want)
-    nest = LoopNest([T2])
-    i = nest.get_loops_for(T2)[0]
-    nest.parallelize(i)
+    nest, i = parallel_rows()
     before = str(nest)
     monkeypatch.setattr(legality, "privatizable", lambda *args: False)
     with pytest.raises(ScheduleError, match="computing T1 at loop i_1 would make the iterations of the parallel loop "

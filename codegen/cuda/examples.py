@@ -38,7 +38,8 @@ from loopnest.transforms.gpu_matmul import register_tiled_matmul
 
 __all__ = ["Example", "elementwise", "elementwise_2d", "elementwise_tail", "softmax_rows", "softmax_block", "matmul_tiled", "matmul_register_tiled",
            "register_tiled_matmul",
-           "lowp_elementwise", "integer_ops", "float_to_int", "math_ops", "running_sum_rows", "ALL_EXAMPLES"]
+           "lowp_elementwise", "integer_ops", "float_to_int", "math_ops", "running_sum_rows",
+           "copy_per_thread", "ALL_EXAMPLES"]
 
 
 @dataclass
@@ -466,6 +467,29 @@ def running_sum_rows(rows: int = 6, cols: int = 40, threads: int = 16) -> Exampl
         a = rng.standard_normal((rows, cols)).astype(np.float32)
         return {"A": a, "S": np.zeros_like(a)}, {"S": np.cumsum(a.astype(np.float64), axis=0)}
     return Example("running_sum_rows", nest, [A, S], make)
+
+
+def copy_per_thread(threads: int = 8) -> tuple[LoopNest, list]:
+    """``S[i] = sum_k A[k] * (i + 1)`` for sizes ``N`` (of A) and ``M`` (of S), ``threads``
+    threads per block, each thread copying all of A first (``cache_accesses`` at its thread
+    loop): a copy sized at launch, one global slice per block and per thread, ``M`` x ``N``
+    floats in all. Returns ``(nest, [A, S, N, M])``.
+
+    >>> from codegen import build
+    >>> nest, args = copy_per_thread()
+    >>> N, M = args[2:]
+    >>> build(nest, args, target="cuda").module.scratch_nbytes({id(N): 100, id(M): 16})
+    [6400]
+    """
+    N, M = Var("N", int32), Var("M", int32)
+    A = Buffer("A", (N,), float32)
+    S = Reduce("S", (M,), Sum(), lambda i, k: A[k] * cast(i + 1, float32), (N,))
+    nest = LoopNest([S])
+    io, ii = nest.split_with_mask(nest.get_loops_for(S)[0], threads)
+    nest.set_gpu_block_index(io, 0)
+    nest.set_gpu_thread_index(ii, 0)
+    nest.cache_accesses(A, "Ac", ii)
+    return nest, [A, S, N, M]
 
 
 def ALL_EXAMPLES() -> list[Example]:

@@ -12,7 +12,7 @@ from codegen import build
 from codegen.cuda import nvcc_available
 from codegen.cuda.emulate import host_compiler, run_on_host
 from loopnest import LoopNest
-from te import Buffer, Compute, Reduce, Sum, Var, cast, float32, int32
+from te import Buffer, Compute, Var, float32, int32
 
 HAVE_EMU = host_compiler() is not None and nvcc_available()
 requires_emu = pytest.mark.skipif(not HAVE_EMU, reason="g++ or the CUDA headers not found")
@@ -90,18 +90,18 @@ def test_case_227_on_gpu_threads_gives_ireval_values():
 def test_scratch_larger_than_the_device_is_refused_before_anything_is_allocated():
     """A copy of A (N floats) per thread of M threads: at N = M = 200,000 the launcher would
     need 160 GB of slices; it raises LaunchLimitError (tests/gpu runs the launch itself)."""
+    from codegen.cuda.examples import copy_per_thread
     from codegen.cuda.launch import LaunchLimitError, check_scratch
-    N, M = Var("N", int32), Var("M", int32)
-    A = Buffer("A", (N,), float32)
-    S = Reduce("S", (M,), Sum(), lambda i, k: A[k] * cast(i + 1, "float32"), (N,))
-    nest = LoopNest([S])
-    io, ii = nest.split_with_mask(nest.get_loops_for(S)[0], 8)
-    nest.set_gpu_block_index(io, 0)
-    nest.set_gpu_thread_index(ii, 0)
-    nest.cache_accesses(A, "Ac", ii)
-    k = build(nest, [A, S, N, M], target="cuda")
+    nest, args = copy_per_thread()
+    N, M = args[2:]
+    k = build(nest, args, target="cuda")
     scratch = k.module.scratch_nbytes({id(N): 200_000, id(M): 200_000})
     assert scratch == [200_000 * 200_000 * 4]
     with pytest.raises(LaunchLimitError, match="160000000000 bytes of global scratch memory"):
         check_scratch(k.name, scratch, 80 << 30)
     check_scratch(k.name, k.module.scratch_nbytes({id(N): 100, id(M): 100}), 80 << 30)
+    a = np.arange(5, dtype=np.float32)
+    for run in [build(nest, args, target="ireval")] + ([lambda *xs: run_on_host(k, *xs)] if HAVE_EMU else []):
+        s = np.zeros(11, np.float32)
+        run(a, s, 5, 11)
+        np.testing.assert_array_equal(s, 10.0 * np.arange(1, 12))

@@ -96,16 +96,8 @@ def test_scratch_larger_than_the_device_is_refused_before_launch(cuda_device):
     """A copy of A per thread (a global slice per thread, sized by N): at N = M = 200,000 the
     slices need 160 GB; the launch raises LaunchLimitError, S is left as it was, and a call
     at small sizes runs."""
-    from te import Reduce, Sum, cast
-    N, M = Var("N", int32), Var("M", int32)
-    A = Buffer("A", (N,), float32)
-    S = Reduce("S", (M,), Sum(), lambda i, k: A[k] * cast(i + 1, "float32"), (N,))
-    nest = LoopNest([S])
-    io, ii = nest.split_with_mask(nest.get_loops_for(S)[0], 8)
-    nest.set_gpu_block_index(io, 0)
-    nest.set_gpu_thread_index(ii, 0)
-    nest.cache_accesses(A, "Ac", ii)
-    k = build(nest, [A, S, N, M], target="cuda")
+    nest, args = examples.copy_per_thread()
+    k = build(nest, args, target="cuda")
     s = np.full(200_000, -1.0, np.float32)
     with pytest.raises(launch.LaunchLimitError, match="global scratch memory"):
         k(np.ones(200_000, np.float32), s, 200_000, 200_000)
