@@ -31,6 +31,7 @@ from loopnest.index_checks import drop_index_checks
 from loopnest.passes import legalize_for_target
 from loopnest.queries import external_buffers, stmt_free_vars, stmt_stored_buffers
 from loopnest.stmt import ExternCall, For, ForKind, Stmt, iter_stmts, stmt_exprs
+from loopnest.target import host_target
 
 from ..kernel import BuildError, Kernel, Param, sanitize_name
 from . import evex_check, jit
@@ -269,27 +270,18 @@ _STREAMING: list = []
 
 
 def streaming_store_bytes() -> int:
-    """Outputs of at least this many bytes (that the kernel never reads) get streaming stores
-    (``EmitOptions.nontemporal_min_bytes``): half the last-level cache of this machine (from
-    ``/sys``; 16 MiB when unknown). ``TE_LLVM_STREAMING_STORES=0`` turns them off; another
-    integer sets the threshold in bytes."""
+    """The streaming-store threshold (``EmitOptions.nontemporal_min_bytes``, see
+    ``streaming.streaming_outputs``): half the last-level cache of this machine
+    (``loopnest.target.host_target``), the part of it a kernel can count on keeping.
+    ``TE_LLVM_STREAMING_STORES=0`` turns streaming stores off; another integer sets the
+    threshold in bytes."""
     if not _STREAMING:
-        import os
         env = os.environ.get("TE_LLVM_STREAMING_STORES", "").strip()
         if env.isdigit():
             _STREAMING.append(int(env))
         else:
-            llc = 0
-            base = "/sys/devices/system/cpu/cpu0/cache"
-            try:
-                for d in os.listdir(base):
-                    with open(os.path.join(base, d, "size")) as f:
-                        text = f.read().strip()
-                    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-                    llc = max(llc, int(text.rstrip("KMG")) * mult)
-            except (OSError, ValueError):
-                llc = 0
-            _STREAMING.append(llc // 2 if llc >= (1 << 20) else 16 << 20)
+            t = host_target()
+            _STREAMING.append(max(t.l2_bytes, t.l3_bytes) // 2)
     return _STREAMING[0]
 
 

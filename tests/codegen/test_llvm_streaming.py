@@ -5,6 +5,8 @@ The threshold is lowered for the tests (``build._STREAMING``) so small arrays qu
 """
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 import pytest
 
@@ -99,3 +101,31 @@ def test_reduction_output_does_not_stream(small_threshold):
     s = np.zeros(64, np.float32)
     k(a, s)
     assert np.array_equal(s, np.full(64, 256, np.float32))
+
+
+def _aligned_view(n: int, byte_offset: int) -> np.ndarray:
+    """A float32 array of ``n`` elements whose address is ``byte_offset`` past a multiple of 64."""
+    raw = np.zeros(n + 64, np.float32)
+    start = (-raw.ctypes.data % 64 + byte_offset) // 4
+    return raw[start:start + n]
+
+
+@pytest.mark.parametrize("offset", [0, 16, 32, 4])
+def test_streaming_stores_at_every_alignment(small_threshold, offset):
+    """A 64-byte vector store streams whole where its address is 64-byte aligned, in 16-byte
+    pieces where it is 16-byte aligned (numpy's large arrays), plainly elsewhere: the same
+    values on every path, and no 8-byte ``movnti`` stores of general registers."""
+    n = 1024 + 16 + 3
+    A = Buffer("A", (n,), float32)
+    Y = Compute("Y", (n,), lambda i: A[i] * 2.0 + 1.0)
+    k = build(_vector_nest([Y], lanes=16, parallel=False), [A, Y], target="llvm")
+    assert k.source.count("!nontemporal") >= 2
+    a = np.arange(n, dtype=np.float32)
+    y = _aligned_view(n, offset)
+    k(a, y)
+    assert np.array_equal(y, a * 2 + 1)
+    if platform.machine() in ("x86_64", "AMD64"):
+        from llvmlite import binding as llvm
+        from codegen.llvm import jit
+        asm = jit._shared_tm(3).emit_assembly(llvm.parse_assembly(k.optimized_source))
+        assert "movntps" in asm and "movnti" not in asm
