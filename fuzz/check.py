@@ -41,14 +41,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from codegen import BuildError, build
-from codegen.llvm import evex_check
+from codegen.llvm import evex_check, streaming_store_threshold
 from loopnest import LoopNest, ScheduleError
 from loopnest.kinds import ForKind
 from loopnest.stmt import For, iter_stmts
 
 from .programs import Program, to_te
 from .reference import evaluate, expected_outcome, input_data
-from .schedules import GPU_OPS, DrawState, apply_step, draw_step
+from .schedules import GPU_OPS, VECTOR_FINISH_PROBABILITY, DrawState, apply_step, draw_step, draw_vector_step
 
 TARGETS = ("ireval", "llvm", "cuda")
 
@@ -118,13 +118,37 @@ class Case:
         return self.inputs + self.outputs + list(self.sizes)
 
     def run(self, nest, target: str, **options) -> list:
-        """Build ``nest`` for ``target`` and run it on the case's data; the outputs."""
-        outs = [np.zeros(self.program.shape(self.program.tensor(t.name)), self.dtype(t)) for t in self.outputs]
-        if target == "ireval":
-            options = {"poison": True, **options}
-        build(nest, self.args, target=target, **options)(
-            *[self.data[b.name] for b in self.inputs], *outs, *self.sizes.values())
+        """Build ``nest`` for ``target`` and run it on the case's data; the outputs. On LLVM
+        every output the kernel only writes gets streaming stores (``streaming_store_threshold``),
+        and the outputs start 0, 16 or one element past a 64-byte boundary (by the data
+        seed): each of the stores' alignment paths is taken."""
+        shapes = [self.program.shape(self.program.tensor(t.name)) for t in self.outputs]
+        if target == "llvm":
+            offset = (0, 16, None)[self.program.data_seed % 3]
+            outs = [_zeros_at(shape, self.dtype(t), offset) for shape, t in zip(shapes, self.outputs)]
+            with streaming_store_threshold(1):
+                kernel = build(nest, self.args, target=target, **options)
+        else:
+            outs = [np.zeros(shape, self.dtype(t)) for shape, t in zip(shapes, self.outputs)]
+            if target == "ireval":
+                options = {"poison": True, **options}
+            kernel = build(nest, self.args, target=target, **options)
+        kernel(*[self.data[b.name] for b in self.inputs], *outs, *self.sizes.values())
         return outs
+
+
+def _zeros_at(shape, dtype: np.dtype, offset: int | None) -> np.ndarray:
+    """Zeros whose data starts ``offset`` bytes past a multiple of 64 (None: one element past).
+
+    >>> a = _zeros_at((3, 5), np.dtype("float32"), 16)
+    >>> a.shape, a.ctypes.data % 64, float(a.sum())
+    ((3, 5), 16, 0.0)
+    """
+    offset = dtype.itemsize if offset is None else offset
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.zeros(nbytes + 128, np.uint8)
+    start = -raw.ctypes.data % 64 + offset
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
 def _differs(got: list, want: list, names: list) -> str:
@@ -351,6 +375,14 @@ def check_schedule(case: Case, steps: list | None, targets=TARGETS, rnd: random.
         if not _apply(nest, step, result):
             return result
         state.update(nest, step["op"])
+    if drawing and not gpu and rnd.random() < VECTOR_FINISH_PROBABILITY:
+        for _ in range(2):          # split an innermost loop if need be, then vectorize
+            step = draw_vector_step(nest, rnd)
+            result.steps.append(step)
+            if not _apply(nest, step, result):
+                return result
+            if step["op"] == "vectorize":
+                break
     raised = {}
     for target in targets:
         r = _check_target(case, nest, target, result, nvcc, emulate)

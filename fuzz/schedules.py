@@ -31,17 +31,19 @@ from te.queries import expr_size, fold_int, loads
 #: every drawn operation with its weight: the transforms of LoopNest, and simplify
 OPS = {
     "split_with_tail": 3, "split_with_mask": 3, "tile": 1, "slice_head": 1, "slice_tail": 1, "normalize": 1,
-    "reorder": 1, "reorder_axis": 1, "fuse": 4, "flatten": 1, "distribute": 1, "vectorize": 1, "unroll": 1,
+    "reorder": 1, "reorder_axis": 1, "fuse": 4, "flatten": 1, "distribute": 1, "vectorize": 2, "unroll": 1,
     "parallelize": 1, "set_gpu_block_index": 1, "set_gpu_thread_index": 1, "compute_inline": 4,
     "compute_at": 4, "store_at": 2, "cache_accesses": 3, "rfactor": 2, "privatize": 2, "eliminate_dead_stores": 1,
     "simplify": 1, "tensorize": 1, "gpu_matmul": 1, "auto_schedule": 1,
 }
 GPU_OPS = ("set_gpu_block_index", "set_gpu_thread_index", "tensorize", "gpu_matmul")
 #: the operations drawn more often right after an operation (where defects hide: chains of
-#: inlining, cache buffers of split and masked loops, splits of cache loops)
+#: inlining, cache buffers of split and masked loops, splits of cache loops; vectorized
+#: split loops, whose strided loads are gathers and whose stores may stream)
 FOLLOW_UPS = {
-    "split_with_mask": ("cache_accesses", "split_with_tail", "compute_at"),
-    "split_with_tail": ("cache_accesses", "split_with_mask", "compute_at"),
+    "split_with_mask": ("cache_accesses", "split_with_tail", "compute_at", "vectorize"),
+    "split_with_tail": ("cache_accesses", "split_with_mask", "compute_at", "vectorize"),
+    "tile": ("vectorize", "cache_accesses"),
     "cache_accesses": ("split_with_tail", "split_with_mask", "cache_accesses", "compute_at"),
     "compute_inline": ("compute_inline", "compute_at", "fuse"),
     "compute_at": ("compute_inline", "compute_at", "fuse", "cache_accesses", "store_at"),
@@ -148,6 +150,32 @@ def _target(rnd: random.Random) -> dict:
             "l2_bytes": rnd.choice([256, 4096, 1 << 20])}
 
 
+#: the share of CPU schedules that end by vectorizing an innermost loop (``draw_vector_step``):
+#: vectorized loops reach gathers, vector tails and the streaming stores of the LLVM backend
+VECTOR_FINISH_PROBABILITY = 0.4
+
+
+def draw_vector_step(nest, rnd: random.Random) -> dict:
+    """A step towards a vectorized innermost loop: vectorize one of a constant extent, else
+    split an innermost loop by 2 to 8 (a constant inner loop for the next step).
+
+    >>> from te import Buffer, Compute, Var
+    >>> from loopnest import LoopNest
+    >>> N = Var("N"); A = Buffer("A", (N,), "float32")
+    >>> nest = LoopNest([Compute("B", (N,), lambda i: A[i] + 1.0)])
+    >>> draw_vector_step(nest, random.Random(0))["op"]
+    'split_with_tail'
+    """
+    innermost = [lp for lp in nest.get_all_loops() if not nest.get_inner_loops(lp)]
+    const = [lp.name for lp in innermost if isinstance(lp.extent, int) and lp.extent > 1]
+    if const:
+        return {"op": "vectorize", "args": [_loop(rnd.choice(const))], "kwargs": {}}
+    pick = rnd.choice(innermost).name if innermost else None
+    if pick is None:
+        return {"op": "simplify", "args": [], "kwargs": {}}
+    return {"op": "split_with_tail", "args": [_loop(pick), rnd.randint(2, 8)], "kwargs": {}}
+
+
 def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
     """A random step for ``nest`` (not applied; call ``state.update`` after applying it).
     ``gpu``: draw GPU bindings too. A schedule's first step is ``auto_schedule`` in one
@@ -174,7 +202,11 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
         x = pick()
         ys = inner(x)
         args = [x, _loop(ys[0]) if ys else pick(), rnd.randint(1, 4), rnd.randint(1, 4)]
-    elif op in ("normalize", "distribute", "vectorize", "parallelize"):
+    elif op == "vectorize":     # mostly an innermost loop of a constant extent: the ones that vectorize
+        inner_const = [lp.name for lp in nest.get_all_loops()
+                       if isinstance(lp.extent, int) and not nest.get_inner_loops(lp)]
+        args = [_loop(rnd.choice(inner_const)) if inner_const and rnd.random() < 0.6 else pick()]
+    elif op in ("normalize", "distribute", "parallelize"):
         args = [pick()]
     elif op in ("reorder", "reorder_axis", "flatten"):
         x = pick()

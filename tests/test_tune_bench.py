@@ -9,6 +9,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from tune.api import CONFIRM_MARGIN
+
 pytest.importorskip("codegen.llvm")
 
 from bench import tune_bench  # noqa: E402
@@ -47,8 +49,10 @@ def _check_report(report: dict, flops: float, tol: float) -> None:
             running = min(running, r["cost_s"])
         assert r["best_s"] == (running if math.isfinite(running) else None)
     best = report["best"]
-    assert best["tuner_median_s"] == pytest.approx(running)
-    assert best["tuner_gflops"] == pytest.approx(flops / running / 1e9)
+    # the kept candidate: the fastest recorded one, or one within CONFIRM_MARGIN of it that
+    # was faster when the finalists were timed again (tune.api.confirm_best)
+    assert running <= best["tuner_median_s"] <= running * CONFIRM_MARGIN
+    assert best["tuner_gflops"] == pytest.approx(flops / best["tuner_median_s"] / 1e9)
     assert curve[best["found_at_trial"] - 1]["cost_s"] == best["tuner_median_s"]
     assert best["correct"] and best["max_rel_err"] <= tol
     assert best["gflops"] == pytest.approx(flops / best["retimed_s"] / 1e9)

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import os
+import statistics
 import time
 from typing import Any, Callable, Mapping, Sequence
 
 from te.tensor import Tensor
 
+from .builder import build_candidate
 from .database import Database, Record
 from .device import device_fingerprint
 from .errors import TuneError
@@ -25,9 +27,10 @@ from .executor import LocalExecutor
 from .runner import MeasureOptions, Runner
 from .space import ScheduleSpace
 from .task import Task, workload_key
+from .timing import time_callable
 from .tuner import Tuner, TuneResult
 
-__all__ = ["autotune", "apply_best", "open_db", "tune_task"]
+__all__ = ["autotune", "apply_best", "confirm_best", "open_db", "tune_task", "CONFIRM_MARGIN"]
 
 
 def open_db(db: str | os.PathLike | Database | None) -> Database:
@@ -73,7 +76,8 @@ def autotune(outputs: Sequence[Tensor] | Tensor, args: Sequence[Any], target: st
              inputs: Mapping[str, Any] | None = None, reference: Any = None, seed: int = 0,
              build_timeout: float | None = None, run_timeout: float | None = None, executor: Any = None,
              repeats: int = 5, warmup: int = 1, min_repeat_s: float = 0.01, build_options: dict | None = None,
-             progress: bool = True, return_result: bool = False, time_budget_s: float | None = None):
+             progress: bool = True, return_result: bool = False, time_budget_s: float | None = None,
+             confirm: int = 3):
     """Tune the schedule of ``outputs`` and return ``(kernel, record)``: the best kernel, built
     for ``target``, and its database record.
 
@@ -89,6 +93,13 @@ def autotune(outputs: Sequence[Tensor] | Tensor, args: Sequence[Any], target: st
     ``time_budget_s`` ends the search after that many seconds from this call (counting the
     reference computation), whichever of it and ``trials`` comes first; the final build
     comes after. ``return_result=True`` returns ``(kernel, record, TuneResult)``.
+
+    The search measures each candidate once, in a worker, so on a busy machine two
+    candidates a few percent apart can trade places by chance. ``confirm`` (default 3)
+    candidates, the fastest recorded ones within ``CONFIRM_MARGIN`` of the best, are timed
+    again in this process in alternating rounds (``confirm_best``: each sees the same load)
+    and the fastest of those rounds is returned; the database keeps what the search
+    measured. ``confirm=1`` returns the best record as measured.
 
     >>> # kernel, record = autotune([C], [A, B, C], trials=50, db="matmul.db")
     """
@@ -119,13 +130,63 @@ def autotune(outputs: Sequence[Tensor] | Tensor, args: Sequence[Any], target: st
         raise TuneError(f"no candidate of {[t.name for t in outputs]} built and ran correctly in {trials} trials; "
                         f"failures: {result.errors()}; first error: "
                         f"{next((r.error for r in result.records if r.error), 'none')}")
-    from codegen import build
-    from loopnest import LoopNest
-    nest = LoopNest(outputs).replay(best.trace)
-    kernel = build(nest, task.args, target=target, **dict(build_options or {}))
+    candidates = ([stored] if stored is not None else []) + result.records
+    best, kernel = confirm_best(task, candidates, confirm, options, progress)
+    if kernel is None:
+        kernel = build_candidate(task, best.trace, target, dict(build_options or {}))
     if return_result:
         return kernel, best, result
     return kernel, best
+
+
+#: candidates measured within this factor of the best recorded time are timed again by ``confirm_best``
+CONFIRM_MARGIN = 1.25
+
+
+def confirm_best(task: Task, records: Sequence[Record], count: int, options: MeasureOptions,
+                 progress: bool = False, rounds: int = 7) -> tuple[Record, Any]:
+    """The fastest of ``records`` (successful ones, each schedule once) when timed again here:
+    the ``count`` fastest recorded ones within ``CONFIRM_MARGIN`` of the best are built and
+    run in ``rounds`` alternating rounds (each round calls each kernel for at least
+    ``options.min_repeat_s``; the median round decides). Returns ``(record, kernel)``; the
+    kernel is None when only one candidate qualified (nothing was built).
+
+    >>> from tune.database import Record
+    >>> r = Record(workload_key="w", target="llvm", device="d", trace="[]", point={}, median=1.0)
+    >>> confirm_best(None, [r], 3, MeasureOptions())
+    (Record(...), None)
+    """
+    ok = sorted((r for r in records if r.ok), key=lambda r: r.cost)
+    finalists: list[Record] = []
+    for r in ok:
+        if len(finalists) >= count or r.cost > ok[0].cost * CONFIRM_MARGIN:
+            break
+        if all(f.trace != r.trace for f in finalists):
+            finalists.append(r)
+    if len(finalists) < 2:
+        return ok[0], None
+    builder = options.builder or build_candidate
+    kernels = [builder(task, r.trace, options.target, dict(options.build_options)) for r in finalists]
+    calls = []
+    for kernel in kernels:
+        kwargs = task.call_kwargs(task.fresh_arrays())
+        calls.append(lambda k=kernel, kw=kwargs: k(**kw))
+    numbers = [time_callable(call, warmup=options.warmup, repeats=1, min_repeat_s=options.min_repeat_s).number
+               for call in calls]
+    seconds: list[list[float]] = [[] for _ in calls]
+    for _ in range(rounds):
+        for call, number, out in zip(calls, numbers, seconds):
+            t = time.perf_counter()
+            for _ in range(number):
+                call()
+            out.append((time.perf_counter() - t) / number)
+    medians = [statistics.median(s) for s in seconds]
+    pick = min(range(len(finalists)), key=medians.__getitem__)
+    if progress:
+        timed = ", ".join(f"{m * 1e3:.3f} ms" for m in medians)
+        print(f"confirmed the {len(finalists)} fastest candidates in {rounds} alternating rounds: {timed}; "
+              f"kept candidate {pick + 1} (recorded {finalists[pick].cost * 1e3:.3f} ms)", flush=True)
+    return finalists[pick], kernels[pick]
 
 
 def apply_best(nest, db: str | os.PathLike | Database, target: str = "llvm", device: str | None = None,

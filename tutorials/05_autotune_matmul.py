@@ -80,7 +80,10 @@ assert np.allclose(c2, c, rtol=1e-5, atol=1e-5)
 _, again, result2 = autotune([C], [A, B, C], target=TARGET, trials=TRIALS, db=db, strategy="model",
                              reference=reference, progress=False, return_result=True)
 print(f"\nsecond run: {result2.measured} measured, {result2.reused} from the database")
-assert result2.measured == 0 and again.trace == record.trace
+assert result2.measured == 0
+# (the few fastest candidates are timed again in alternating rounds before one is returned:
+#  on a busy machine the second run may keep another of them; the database keeps what the
+#  search measured, which is what apply_best replays)
 
 # 6. The automatic space, looked at: its knobs and the seed points measured first.
 from tune import auto_space

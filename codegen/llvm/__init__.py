@@ -35,8 +35,9 @@ cache), ``runtime``
 (parallel loops), ``pool`` (the native thread pool), ``cache_key`` (structural keys),
 ``build`` (``build_llvm`` and ``LLVMKernel``).
 """
-from .build import LLVMKernel, build_llvm
+from .build import LLVMKernel, build_llvm, streaming_store_threshold
 from .jit import cache_stats, clear_cache
 from .runtime import get_num_threads, set_num_threads
 
-__all__ = ["build_llvm", "LLVMKernel", "cache_stats", "clear_cache", "set_num_threads", "get_num_threads"]
+__all__ = ["build_llvm", "LLVMKernel", "cache_stats", "clear_cache", "set_num_threads", "get_num_threads",
+           "streaming_store_threshold"]

@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import math
@@ -43,7 +44,7 @@ from .memory import INDEX_OUT_OF_RANGE, index_sites
 from .parallel import RESERVED_SYMBOLS, RUNTIMES
 from .types import arg_type, round_to_dtype
 
-__all__ = ["build_llvm", "LLVMKernel"]
+__all__ = ["build_llvm", "LLVMKernel", "streaming_store_threshold"]
 
 _INT_CTYPES = {"int8": ctypes.c_int8, "int16": ctypes.c_int16, "int32": ctypes.c_int32, "int64": ctypes.c_int64,
                "uint8": ctypes.c_uint8, "uint16": ctypes.c_uint16, "uint32": ctypes.c_uint32,
@@ -283,6 +284,31 @@ def streaming_store_bytes() -> int:
             t = host_target()
             _STREAMING.append(max(t.l2_bytes, t.l3_bytes) // 2)
     return _STREAMING[0]
+
+
+@contextlib.contextmanager
+def streaming_store_threshold(min_bytes: int):
+    """Within the block, kernels built (in this thread or any other) take ``min_bytes`` as the
+    streaming-store threshold instead of ``streaming_store_bytes()``: 1 streams every
+    constant-size output a kernel never reads (the random tester uses it to reach the
+    streaming stores with small arrays), 0 none.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> from codegen import build
+    >>> A = Buffer("A", (64,), "float32"); B = Compute("B", (64,), lambda i: A[i] + 1.0)
+    >>> nest = LoopNest([B]); _, v, _ = nest.split_with_tail(nest.get_loops_for(B)[0], 16)
+    >>> _ = nest.vectorize(v)
+    >>> with streaming_store_threshold(1):
+    ...     "!nontemporal" in build(nest, [A, B], target="llvm").source
+    True
+    """
+    saved = list(_STREAMING)
+    _STREAMING[:] = [min_bytes]
+    try:
+        yield
+    finally:
+        _STREAMING[:] = saved
 
 
 _DATA_OFFSET: list = []

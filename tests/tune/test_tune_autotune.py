@@ -31,7 +31,7 @@ def test_autotune_small_matmul_end_to_end(tmp_path):
     dbp = tmp_path / "mm.db"
     kernel, record, result = autotune(w.outputs, w.args, target=TARGET, trials=10, db=dbp, strategy="evolutionary",
                                       reference=w.reference, repeats=2, min_repeat_s=0.001, progress=False,
-                                      return_result=True, timeout=60)
+                                      return_result=True, timeout=60, confirm=1)
     assert record.ok and record.median > 0 and record.target == TARGET
     assert len(result.records) == 10 and result.records[0].point == {"baseline": True}
     assert record.median == min(r.median for r in result.records if r.ok)
@@ -54,7 +54,7 @@ def test_autotune_small_matmul_end_to_end(tmp_path):
     np.testing.assert_allclose(c2, c, rtol=1e-5, atol=1e-5)
     # a second run with the same database re-measures nothing
     _, record2, result2 = autotune(w.outputs, w.args, target=TARGET, trials=10, db=dbp, strategy="evolutionary",
-                                   reference=w.reference, progress=False, return_result=True)
+                                   reference=w.reference, progress=False, return_result=True, confirm=1)
     assert result2.measured == 0 and result2.reused == 10 and record2.trace == record.trace
 
 
