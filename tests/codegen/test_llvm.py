@@ -640,6 +640,26 @@ def test_vector_gather_scatter_and_strided_access():
     assert "<4 x i32> <i32 0, i32 2, i32 4, i32 6>" in k.source
 
 
+@pytest.mark.parametrize("dt", ["bool", "int8", "uint8", "int16", "float16", "bfloat16", "float64", "int64"])
+def test_strided_vector_loads_gather_every_element_type(dt):
+    """``A[3 i]`` vectorized is one ``llvm.masked.gather`` of the storage type (i8 bools,
+    i16 bit patterns of the 16-bit floats), equal to IREval and numpy's slice."""
+    A = Buffer("A", (64,), dt)
+    B = Compute("B", (20,), lambda i: A[i * 3])
+    nest = LoopNest([B])
+    _, v, _ = nest.split_with_tail(nest.get_loops_for(B)[0], 8)
+    nest.vectorize(v)
+    np_dt = ml_dtypes.bfloat16 if dt == "bfloat16" else np.dtype(dt)
+    a = (np.arange(64) % 3 == 0) if dt == "bool" else (np.arange(64) % 7).astype(np_dt)
+    got = {}
+    for target in ("ireval", "llvm"):
+        k = build(nest, [A, B], target=target)
+        got[target] = np.zeros(20, np_dt)
+        k(a, got[target])
+    assert "llvm.masked.gather" in k.source
+    assert np.array_equal(got["llvm"], got["ireval"]) and np.array_equal(got["llvm"], a[::3][:20])
+
+
 def test_vector_if_then_else_loads_only_the_taken_lanes():
     n, w = 10, 4
     A = Buffer("A", (n,), float32)
