@@ -98,12 +98,16 @@ def autotune(outputs: Sequence[Tensor] | Tensor, args: Sequence[Any], target: st
     candidates a few percent apart can trade places by chance. ``confirm`` (default 3)
     candidates, the fastest recorded ones within ``CONFIRM_MARGIN`` of the best, are timed
     again in this process in alternating rounds (``confirm_best``: each sees the same load)
-    and the fastest of those rounds is returned; the database keeps what the search
-    measured. ``confirm=1`` returns the best record as measured.
+    and the fastest of those rounds is returned (after ``time_budget_s``, like the final
+    build); the database keeps what the search measured. ``confirm=1`` returns the best
+    record as measured.
 
     >>> # kernel, record = autotune([C], [A, B, C], trials=50, db="matmul.db")
     """
     from .auto import auto_space
+    if isinstance(confirm, bool) or not isinstance(confirm, int) or confirm < 1:
+        raise ValueError(f"confirm must be a positive int (how many of the fastest candidates to time again; "
+                         f"1: none), got {confirm!r}")
     started = time.monotonic()
     if isinstance(outputs, Tensor):
         outputs = [outputs]

@@ -60,3 +60,13 @@ def test_autotune_confirms_and_returns_a_correct_kernel():
     c = np.zeros((16, 16), np.float32)
     kernel(a, b, c)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_autotune_refuses_a_confirm_count_that_is_not_a_positive_int():
+    import pytest
+    from tune import autotune
+    from tune.workloads import matmul
+    w = matmul(4, 4, 4)
+    for bad in (0, -1, 2.5, True, "3"):
+        with pytest.raises(ValueError, match="confirm must be a positive int"):
+            autotune(w.outputs, w.args, target="llvm", trials=1, progress=False, confirm=bad)
