@@ -413,6 +413,37 @@ def test_a_compute_at_copy_gathered_in_a_parallel_loop_and_its_tail_is_private_t
         np.testing.assert_array_equal(got, want)
 
 
+def test_cache_accesses_refuses_a_local_buffer_shared_by_a_parallel_loop_inside():
+    """Seed 87, case 259: ``cache1`` (a cache of T1 that each parallel iteration kept to
+    itself) cached again at the serial loop around the parallel one gave one local element
+    ``cache4[0]`` that every parallel iteration wrote and read, and that the copy back read
+    after the loop: a race. Refused, the nest unchanged; the same cache of a buffer whose
+    parallel iterations write elements of their own is accepted."""
+    from te import floordiv
+    T1 = Compute("T1", (6,), lambda i0: 1.0)
+    T2 = Compute("T2", (6,), lambda i0: cast(T1[floordiv(i0, 2)], "int32"))
+    nest = LoopNest([T2])
+    nest.cache_accesses(nest.buffer("T1"), "cache1", nest.loop("i0"))
+    nest.split_with_mask(nest.loop("i0"), 3)
+    nest.parallelize(nest.loop("i0_inner"))
+    before, history = str(nest), list(nest.history)
+    with pytest.raises(ScheduleError, match="local buffer cache4 would make the iterations of the parallel loop"):
+        nest.cache_accesses(nest.buffer("cache1"), "cache4", nest.loop("i0_outer"))
+    assert str(nest) == before and nest.history == history
+    got = np.zeros(6, np.int32)
+    build(nest, [T2], target="ireval", check_races=True)(got)
+    np.testing.assert_array_equal(got, np.ones(6, np.int32))
+    # parallel iterations writing elements of their own: the local buffer stays legal
+    B = Compute("B", (8,), lambda i: cast(i, "float32") * 2.0)
+    nest = LoopNest([B])
+    io, ii, _ = nest.split_with_tail(nest.get_loops_for(B)[0], 4)
+    nest.parallelize(ii)
+    nest.cache_accesses(B, "B_local", io)
+    got = np.zeros(8, np.float32)
+    build(nest, [B], target="ireval", check_races=True)(got)
+    np.testing.assert_array_equal(got, np.arange(8, dtype=np.float32) * 2)
+
+
 def test_cuda_builds_a_cache_copy_sized_at_launch_inside_thread_loops():
     """Once refused by the CUDA build; now a global buffer with one slice per thread
     (tests/codegen/test_cuda_global_slices.py runs it on the host emulation)."""

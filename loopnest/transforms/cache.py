@@ -236,7 +236,8 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
     ``buf`` that a loop nest declared a warp MMA (``tensorize``) reads or writes, a parallel
     or GPU-bound ``loop`` whose copy-back would write elements the iteration did not (other
     iterations may be writing them), and copies that would make the iterations of a
-    parallel or GPU-bound loop around ``loop`` share elements of ``buf`` that they write.
+    parallel or GPU-bound loop around ``loop`` share elements of ``buf`` that they write,
+    or the iterations of one inside ``loop`` share elements of the local buffer.
     """
     try:
         check_identifier(name, "cache buffer")
@@ -306,4 +307,11 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
     refuse_sharing_by_concurrent_loops(nest, buf, f"cannot cache {buf.name} in loop {loop.name}: the copies of the "
                                        "region", chain, "cache a smaller region (an inner loop), or before binding "
                                        "the loop")
+    # one local buffer per iteration of ``loop``: the parallel loops inside it must not share
+    # it either (seed 87, case 259: a buffer each parallel iteration kept to itself became one
+    # local element that every iteration wrote, and that the copy back read after the loop)
+    inner = [g for g in iter_stmts(new_f.body) if isinstance(g, For) and g.kind in ForKind.CONCURRENT]
+    refuse_sharing_by_concurrent_loops(nest, local, f"cannot cache {buf.name} in loop {loop.name}: its local "
+                                       f"buffer {name}", inner, "cache inside the parallel loop, or before "
+                                       "binding it")
     return local
