@@ -32,6 +32,8 @@ def main(argv: list | None = None) -> int:
     args = ap.parse_args(argv)
     if not args.no_verify:
         os.environ.setdefault("LOOPNEST_VERIFY", "1")
+    import faulthandler
+    faulthandler.enable()       # a crash in generated code prints where it happened
     from .campaign import run_campaign
     targets = [t.strip() for t in args.targets.split(",") if t.strip()]
     emulate = "cuda" in targets and not args.no_emulate

@@ -126,13 +126,21 @@ def _count_features(summary: Summary, case: Case) -> None:
     summary.drawn["empty"] += any(p.extent(d) == 0 for t in p.tensors for d in t.dims + t.rdims)
 
 
+#: the file in ``--out`` naming the case being run (the command that reruns it alone)
+IN_PROGRESS = "IN_PROGRESS"
+
+
 def run_campaign(seed: int, count: int | None = None, seconds: float | None = None, targets=("ireval", "llvm"),
                  out: str | os.PathLike | None = None, nvcc: bool = False, emulate: bool = False,
                  cases: list | None = None, quiet: bool = False, progress_every: float = 10.0,
                  case_seconds: float | None = None) -> Summary:
     """Run schedules until ``count`` of them ran or ``seconds`` passed (cases ``0, 1, ...``
     or the given ``cases``); write reproducers into ``out`` when given. ``case_seconds``
-    bounds each schedule (and each program's own check): one running longer is a failure."""
+    bounds each schedule (and each program's own check): one running longer is a failure.
+
+    Kernels run in this process, so a kernel that crashes it (a fault in generated code)
+    ends the campaign before a reproducer is written: ``out/IN_PROGRESS`` names the seed and
+    case running at any time (removed when the campaign ends), to rerun with ``--case``."""
     targets = tuple(targets)
     unknown = set(targets) - set(TARGETS)
     if unknown:
@@ -158,6 +166,9 @@ def run_campaign(seed: int, count: int | None = None, seconds: float | None = No
             break
         if seconds is not None and time.monotonic() - start >= seconds:
             break
+        if out_dir is not None:
+            (out_dir / IN_PROGRESS).write_text(f"python -m fuzz --seed {seed} --case {case_id} "
+                                               f"--targets {','.join(targets)}\n")
         rnd = random.Random(f"{seed}/{case_id}")
         case = Case(random_program(rnd))
         summary.programs += 1
@@ -177,6 +188,8 @@ def run_campaign(seed: int, count: int | None = None, seconds: float | None = No
         if not quiet and time.monotonic() - last >= progress_every:
             last = time.monotonic()
             print(summary.line(last - start), flush=True)
+    if out_dir is not None:
+        (out_dir / IN_PROGRESS).unlink(missing_ok=True)
     if not quiet:
         print(summary.line(time.monotonic() - start), flush=True)
     return summary

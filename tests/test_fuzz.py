@@ -193,3 +193,22 @@ def test_matmul_programs_get_gpu_matmul_trees_with_random_tiles():
         assert result.failures == [], [str(f) for f in result.failures]
         applied += bool(result.steps) and result.steps[0]["op"] == "gpu_matmul" and result.refused == 0
     assert applied >= 1
+
+
+def test_a_campaign_names_the_case_it_runs_for_a_crash_to_leave_behind(tmp_path, monkeypatch):
+    """Kernels run in the tester's process: a crash in generated code ends the campaign
+    before any reproducer. ``IN_PROGRESS`` in ``--out`` holds the command that reruns the
+    case running; a campaign that ends removes it."""
+    import fuzz.campaign as campaign
+
+    class Crash(BaseException):
+        pass
+
+    def crash(*args, **kwargs):
+        raise Crash
+    run_campaign(seed=3, count=1, targets=("ireval",), out=tmp_path, quiet=True)
+    assert not (tmp_path / campaign.IN_PROGRESS).exists()
+    monkeypatch.setattr(campaign, "check_schedule", crash)
+    with pytest.raises(Crash):
+        run_campaign(seed=3, cases=[7], targets=("ireval", "llvm"), out=tmp_path, quiet=True)
+    assert (tmp_path / campaign.IN_PROGRESS).read_text() == "python -m fuzz --seed 3 --case 7 --targets ireval,llvm\n"
