@@ -52,12 +52,23 @@ _stats = {"memory_hits": 0, "memory_misses": 0, "compiles": 0, "disk_hits": 0, "
 _memory: "OrderedDict[Any, Any]" = OrderedDict()
 
 
+#: LLVM command-line options set once per process (they hold for every module this process
+#: compiles). ``-enable-if-conversion=false``: LLVM's loop vectorizer leaves loops with
+#: conditional blocks alone (the schedule's ``vectorize`` emits its own vector code). LLVM
+#: 22's vectorizer predicated a remainder on lane 0 of a mask and then gathered through its
+#: result under the whole mask: a kernel of two stages with an ``if_then_else`` crashed
+#: (tests/codegen/test_llvm_vectorizer_workaround.py).
+LLVM_OPTIONS = ("-enable-if-conversion=false",)
+
+
 def _init() -> None:
     global _init_done
     if _init_done:
         return
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    for option in LLVM_OPTIONS:
+        llvm.set_option("", option)
     libm = ctypes.util.find_library("m")
     if libm:
         try:
@@ -246,8 +257,9 @@ def remember(key, source: str, compiled: Compiled) -> None:
 
 #: part of every disk-cache key: raised when the same IR on the same LLVM compiles to other
 #: code (2: kernels with LLVM 22's AVX-512 encoding defect are compiled again, ``evex_check``;
-#: objects cached before may hold the defect)
-CODEGEN_REVISION = 2
+#: objects cached before may hold the defect; 3: ``LLVM_OPTIONS``, objects cached before may
+#: hold the loop vectorizer's mis-predicated gathers)
+CODEGEN_REVISION = 3
 
 
 def content_hash(ir_text: str, opt: int) -> str:
