@@ -289,9 +289,9 @@ def streaming_store_bytes() -> int:
 @contextlib.contextmanager
 def streaming_store_threshold(min_bytes: int):
     """Within the block, kernels built (in this thread or any other) take ``min_bytes`` as the
-    streaming-store threshold instead of ``streaming_store_bytes()``: 1 streams every
-    constant-size output a kernel never reads (the random tester uses it to reach the
-    streaming stores with small arrays), 0 none.
+    streaming-store threshold instead of ``streaming_store_bytes()``: 1 streams every output
+    a kernel never reads, whatever its size (the random tester uses it to reach the streaming
+    stores with small arrays), 0 none. ``min_bytes`` must be an int of at least 0.
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest
@@ -302,7 +302,15 @@ def streaming_store_threshold(min_bytes: int):
     >>> with streaming_store_threshold(1):
     ...     "!nontemporal" in build(nest, [A, B], target="llvm").source
     True
+    >>> with streaming_store_threshold(-1):
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    ValueError: streaming_store_threshold takes a byte count of at least 0 (0: no streaming stores, 1: every output never read), got -1
     """
+    if isinstance(min_bytes, bool) or not isinstance(min_bytes, int) or min_bytes < 0:
+        raise ValueError("streaming_store_threshold takes a byte count of at least 0 (0: no streaming stores, "
+                         f"1: every output never read), got {min_bytes!r}")
     saved = list(_STREAMING)
     _STREAMING[:] = [min_bytes]
     try:

@@ -131,3 +131,27 @@ def test_streaming_stores_at_every_alignment(small_threshold, offset):
         from codegen.llvm import jit
         asm = jit._shared_tm(3).emit_assembly(llvm.parse_assembly(k.optimized_source))
         assert "movntps" in asm and "movnti" not in asm
+
+
+def test_the_threshold_is_half_the_last_level_cache_of_the_host(monkeypatch):
+    """``streaming_store_bytes`` reads the cache sizes through ``loopnest.target.host_target``
+    (a reader of its own once stopped at ``/sys``'s ``uevent`` entry and fell back to 16 MiB
+    on every machine); ``TE_LLVM_STREAMING_STORES`` overrides it."""
+    from loopnest.target import host_target
+    monkeypatch.delenv("TE_LLVM_STREAMING_STORES", raising=False)
+    monkeypatch.setattr(llvm_build, "_STREAMING", [])
+    t = host_target()
+    assert llvm_build.streaming_store_bytes() == max(t.l2_bytes, t.l3_bytes) // 2
+    monkeypatch.setenv("TE_LLVM_STREAMING_STORES", "12345")
+    monkeypatch.setattr(llvm_build, "_STREAMING", [])
+    assert llvm_build.streaming_store_bytes() == 12345
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, True, "4096"])
+def test_a_threshold_that_is_not_a_byte_count_is_refused(bad):
+    from codegen.llvm import streaming_store_threshold
+    saved = list(llvm_build._STREAMING)
+    with pytest.raises(ValueError, match="byte count of at least 0"):
+        with streaming_store_threshold(bad):
+            pass
+    assert llvm_build._STREAMING == saved

@@ -33,6 +33,19 @@ def test_a_guarded_remainder_in_a_vectorizable_loop_runs_and_agrees_with_ireval(
     assert proc.returncode == 0 and proc.stdout.strip().endswith("same"), (proc.returncode, proc.stderr[-2000:])
 
 
-def test_the_llvm_options_are_set_before_the_first_build():
-    from codegen.llvm import jit
-    assert "-enable-if-conversion=false" in jit.LLVM_OPTIONS
+def test_llvm_leaves_loops_with_conditional_blocks_to_the_schedule():
+    """The option is in effect: an unscheduled loop with an ``if_then_else`` is not vectorized
+    by LLVM (without the option LLVM 22 makes it a ``vector.body`` of 8 or 16 lanes), and it
+    still gives the right values."""
+    import numpy as np
+    from codegen import build
+    from loopnest import LoopNest
+    from te import Buffer, Compute, if_then_else
+    A = Buffer("A", (1024,), "float32")
+    B = Compute("B", (1024,), lambda i: if_then_else(i >= 2, A[i - 2] * 2.0, 0.0))
+    k = build(LoopNest([B]), [A, B], target="llvm")
+    assert "vector.body" not in k.optimized_source
+    a = np.arange(1024, dtype=np.float32)
+    b = np.full(1024, np.nan, np.float32)
+    k(a, b)
+    np.testing.assert_array_equal(b, np.concatenate([[0, 0], a[:-2] * 2]).astype(np.float32))
