@@ -131,6 +131,7 @@ def _outline(em, s: For, ctx_t: ir.Type, cbufs, cvars) -> ir.Function:
     fn = ir.Function(em.module, ir.FunctionType(VOID, [I64, I64, PTR]), name=name)
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")   # else LLVM copies the whole body into the kernel's one-thread path
     flo, fhi, ctx = fn.args
     flo.name, fhi.name, ctx.name = "lo", "hi", "ctx"
     b = ir.IRBuilder(fn.append_basic_block("entry"))

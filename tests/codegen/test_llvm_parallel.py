@@ -178,6 +178,24 @@ def test_serial_runtime_and_source_shape():
         assert np.array_equal(b, a + 1)
 
 
+def test_outlined_body_is_not_copied_into_the_one_thread_path(runtime):
+    """The body a parallel loop outlines is called from the kernel's one-thread path, not
+    inlined there: a copy would double the code LLVM optimises and generates."""
+    A = Buffer("A", (256,), float32)
+    B = Compute("B", (256,), lambda i: te.sqrt(A[i]) * 3.0 + A[255 - i])
+    k = build(parallel_nest([B], ["i"]), [A, B], target="llvm", parallel_runtime=runtime)
+    ir = k.optimized_source
+    kernel = ir[ir.index("define i32 @te_" + k.name + "("):]
+    kernel = kernel[:kernel.index("\n}\n")]
+    assert "sqrt" in ir and "sqrt" not in kernel, "the loop body was copied into the kernel"
+    assert "_par1(" in kernel
+    a = np.arange(256, dtype=np.float32)
+    b = np.zeros(256, np.float32)
+    set_num_threads(1)
+    k(a, b)
+    assert np.allclose(b, np.sqrt(a) * 3 + a[::-1])
+
+
 def _run_fork_script(runtime: str, child_calls: int, **env) -> subprocess.CompletedProcess:
     """Build ``B = A * 2`` with a parallel loop on ``runtime`` in a fresh interpreter, run it,
     fork, run it ``child_calls`` times in the child and print the child's exit code (0: every
