@@ -23,9 +23,9 @@ from .index_checks import guard_data_dependent_indices
 from .legalize import (expand_float_min_max, guard_int_division, lower_low_precision, mask_shift_amounts,
                        short_circuit, unsigned_division, widen_indices)
 from .legalize_vectors import legalize_vectors, scalarize_vectors
-from .queries import own_loaded_ids, stmt_writes
+from .queries import TouchedBuffers, stmt_writes
 from .kinds import ForKind
-from .stmt import Allocate, Block, ExternCall, For, Free, Stmt, StmtMutator, Store, iter_stmts, stmt_children
+from .stmt import Allocate, Block, For, Free, Stmt, StmtMutator, Store, iter_stmts
 from .vectorize_lowering import lower_vectorized_loops
 
 
@@ -164,39 +164,16 @@ def vectorize(nest, root: Stmt) -> Stmt:
     return lower_vectorized_loops(root)
 
 
-class _Touched:
-    """``stmt_touches`` for many statements and buffers: the ids of the buffers a statement's
-    subtree loads or stores, computed once per statement object (statements are immutable,
-    and the trees of successive allocations share all but the statements around them)."""
-
-    def __init__(self):
-        self.memo: dict[int, tuple] = {}
-
-    def __call__(self, s: Stmt) -> set[int]:
-        hit = self.memo.get(id(s))
-        if hit is not None and hit[0] is s:
-            return hit[1]
-        out = set(own_loaded_ids(s))
-        if type(s) is Store:
-            out.add(id(s.buffer))
-        elif type(s) is ExternCall:
-            out.update(id(b) for b in s.buffers)
-        for x in stmt_children(s):
-            out |= self(x)
-        self.memo[id(s)] = (s, out)
-        return out
-
-
 class _Allocator(StmtMutator):
     """Wrap the tightest Block range that uses ``buf`` in Allocate/Free, going into a loop
     only when ``keep_inside(loop)`` allows it."""
 
     def __init__(self, buf, scope="global", keep_inside: Callable[[For], bool] = lambda f: True,
-                 touched: _Touched | None = None, loop_of: Callable = lambda var: None):
+                 touched: TouchedBuffers | None = None, loop_of: Callable = lambda var: None):
         self.buf = buf
         self.scope = scope
         self.keep_inside = keep_inside
-        self.touched = touched or _Touched()
+        self.touched = touched or TouchedBuffers()
         self.loop_of = loop_of
         self.done = False
 
@@ -294,7 +271,7 @@ def insert_allocations(nest, root: Stmt) -> Stmt:
     }
     free(T1);
     """
-    touched = _Touched()
+    touched = TouchedBuffers()
     scheduled = {id(s.var): s for s in iter_stmts(nest.root) if isinstance(s, For)}
     for buf in nest.intermediates:
         scope = getattr(buf, "scope", "global")

@@ -23,10 +23,10 @@ from typing import Any, Iterable
 from te.expr import Expr, Load, Var
 from te.queries import free_vars, has_load, loaded_buffers, loads
 
-from .stmt import Allocate, ExternCall, For, Let, Stmt, Store, iter_stmts, stmt_depth, stmt_exprs
+from .stmt import Allocate, ExternCall, For, Let, Stmt, Store, iter_stmts, stmt_children, stmt_depth, stmt_exprs
 
-__all__ = ["stmt_free_vars", "own_loaded_ids", "stmt_loads", "stmt_reads", "stmt_writes", "stmt_touches", "stores_to",
-           "stmt_loaded_buffers", "stmt_stored_buffers", "external_buffers", "stmt_depth"]
+__all__ = ["stmt_free_vars", "own_loaded_ids", "TouchedBuffers", "stmt_loads", "stmt_reads", "stmt_writes",
+           "stmt_touches", "stores_to", "stmt_loaded_buffers", "stmt_stored_buffers", "external_buffers", "stmt_depth"]
 
 
 def stmt_free_vars(root: Stmt, extra: Iterable[Expr] = (), *, exclude: Iterable[Var] = (),
@@ -133,6 +133,41 @@ def own_loaded_ids(s: Stmt) -> frozenset:
             _OWN_LOADS.clear()
         _OWN_LOADS[id(s)] = (s, ids)
     return ids
+
+
+class TouchedBuffers:
+    """``stmt_touches`` for many statements and buffers: ``touched(s)`` is the set of ids of
+    the buffers that ``s``'s subtree loads or stores (an ExternCall's buffers included),
+    computed once per statement object for the life of this object (statements are
+    immutable, and the trees of successive rewrites share all but the statements around
+    them). Keep one for a pass or an analysis, not longer: it keeps the statements it saw.
+
+    >>> from te import Buffer, Var
+    >>> from loopnest.stmt import Block, For
+    >>> A, B, C = (Buffer(x, (8,), "float32") for x in "ABC")
+    >>> i = Var("i")
+    >>> touched = TouchedBuffers()
+    >>> loop = For(i, 0, 8, Block([Store(B, (i,), A[i])]))
+    >>> id(A) in touched(loop), id(B) in touched(loop), id(C) in touched(loop)
+    (True, True, False)
+    """
+
+    def __init__(self):
+        self.memo: dict[int, tuple] = {}
+
+    def __call__(self, s: Stmt) -> set[int]:
+        hit = self.memo.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        out = set(own_loaded_ids(s))
+        if type(s) is Store:
+            out.add(id(s.buffer))
+        elif type(s) is ExternCall:
+            out.update(id(b) for b in s.buffers)
+        for x in stmt_children(s):
+            out |= self(x)
+        self.memo[id(s)] = (s, out)
+        return out
 
 
 def _all_exprs(root: Stmt) -> list:

@@ -36,7 +36,7 @@ from te.functor import Functor
 from te.queries import fold_int, free_vars, loads
 from te.simplify import simplify
 
-from ..queries import stmt_free_vars
+from ..queries import TouchedBuffers, stmt_free_vars
 from .budget import within_budget
 from ..stmt import Block, Cond, For, Let, Stmt, Store, stmt_exprs
 
@@ -246,11 +246,14 @@ class _Collector(Functor):
     auxiliaries of C divisions), ``cons`` the constraints on them (loop bounds, affine
     conditions). ``exact`` turns False when a bound, condition or index was dropped.
     ``walk`` dispatches on the statement class to ``visit_<Class>(s, inner, cons)``
-    (``te.functor.Functor``); other statements only have their loads recorded.
+    (``te.functor.Functor``); other statements only have their loads recorded. A statement
+    of a Block that does not touch ``buffer`` (``touched``) is skipped: its loops and
+    conditions bound no access.
     """
 
-    def __init__(self, buffer, env: dict, reads: bool, writes: bool):
+    def __init__(self, buffer, env: dict, reads: bool, writes: bool, touched: TouchedBuffers):
         self.buffer = buffer
+        self.touched = touched
         self.env = env
         self.reads = reads
         self.writes = writes
@@ -270,8 +273,10 @@ class _Collector(Functor):
             self._loads(e, inner, cons)
 
     def visit_Block(self, s: Block, inner: list[str], cons: list[str]):
+        key = id(self.buffer)
         for x in s.stmts:
-            self.visit(x, inner, cons)
+            if key in self.touched(x):
+                self.visit(x, inner, cons)
 
     def visit_Store(self, s: Store, inner: list[str], cons: list[str]):
         self._stmt_loads(s, inner, cons)
@@ -598,6 +603,17 @@ class _Region:
     size_ids: frozenset = frozenset()  # ids of the buffer's size variables (>= 0 in ``ctx``)
 
 
+_LAST_TOUCHED: list = [None, None]     # [statement, its TouchedBuffers]: one walked tree, many buffers
+
+
+def _touched(stmt) -> TouchedBuffers:
+    """A ``TouchedBuffers`` for walks of ``stmt``: the same one while the calls walk the same
+    tree (a pass asking about each of its buffers), a new one for another tree."""
+    if _LAST_TOUCHED[0] is not stmt:
+        _LAST_TOUCHED[:] = [stmt, TouchedBuffers()]
+    return _LAST_TOUCHED[1]
+
+
 def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -> _Region | None:
     ndim = buffer.ndim
     ranges = dict(_outer_ranges_from_nest(nest, outer_vars))
@@ -612,7 +628,7 @@ def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -
             params.append(v)
     env = {id(v): f"p{k}" for k, v in enumerate(params)}
     pdecl = f"[{', '.join(env[id(v)] for v in params)}] -> " if params else ""
-    col = _Collector(buffer, dict(env), reads, writes)
+    col = _Collector(buffer, dict(env), reads, writes, _touched(stmt))
     col.walk(stmt, [], [])
     if not col.pieces:
         return None
