@@ -5,13 +5,14 @@ indices are flattened; loops it cannot lower stay vectorized loops.
 from __future__ import annotations
 
 from te import expr as E
-from te.expr import Broadcast, IntImm, Ramp, Var
+from te.expr import Broadcast, IntImm, Ramp, Var, substitute
+from te.queries import has_load, int_value, uses_var
 
 from .lazy_analysis import legality_checks
-from .stmt import Block, For, ForKind, Let, Stmt, StmtMutator, Store
+from .stmt import Block, Cond, For, ForKind, Let, Stmt, StmtMutator, Store, as_block
 from .transforms._rewrite import add, mul, sub, substitute_stmt, tidy
 
-__all__ = ["lower_vectorized_loops"]
+__all__ = ["lower_vectorized_loops", "versioned", "interval_condition", "affine_in"]
 
 
 def lower_vectorized_loops(root: Stmt) -> Stmt:
@@ -26,9 +27,15 @@ def lower_vectorized_loops(root: Stmt) -> Stmt:
         }
         ->  B[ramp(i_outer * 4, 1, 4)] = A[ramp(i_outer * 4, 1, 4)] + broadcast(1.0f, 4);
 
+    A body that is one ``if`` whose condition is affine in the loop variable (the guard of
+    ``split_with_mask``: ``i_outer * 8 + i_inner < n``), or whose ``if_then_else``
+    conditions that vary across the lanes are (a padded border), is versioned
+    (``versioned``): the vector statements where the conditions hold for every lane, the
+    loop itself, serial, where they do not (the last, partial vector; a border's vectors).
+
     Loops it cannot lower stay vectorized loops (backends run them serially, with a hint):
-    inner loops or ifs in the body, a store whose index does not depend on the loop, an
-    ``if_then_else`` whose condition varies across lanes, a non-constant extent. Lowering
+    inner loops or other ifs in the body, a store whose index does not depend on the loop, an
+    ``if_then_else`` whose lane-varying condition is not affine, a non-constant extent. Lowering
     runs the statements of the body one after the other for all lanes, which the legality
     check of ``vectorize`` (no dependence carried by the loop) makes equivalent to the loop.
 
@@ -58,11 +65,155 @@ def _vectorize_loop(f: For) -> Stmt | None:
         return None
     if n == 1:
         return substitute_stmt(f.body, {f.var: f.start})
+    return _lanes(f, f.body, n) or versioned(f, n)
+
+
+def _lanes(f: For, body: Stmt, n: int) -> Stmt | None:
+    """``body`` for the ``n`` lanes of loop ``f`` at once; None when it cannot be."""
     try:
-        v = _Vectorizer(f.var, tidy(f.start), n)
-        return v.stmt(f.body)
+        return _Vectorizer(f.var, tidy(f.start), n).stmt(body)
     except TypeError:  # some node cannot take vector operands: leave the loop
         return None
+
+
+def versioned(f: For, n: int) -> Stmt | None:
+    """For a vectorized loop ``f`` of ``n`` iterations guarded by conditions that hold on an
+    interval of its variable (``interval_condition``) -- its body one ``if (c) then``, or
+    its ``if_then_else(c, t, e)`` expressions whose ``c`` varies across the lanes --:
+    ``if (each c at the first lane and at the last) {the body for all lanes, each if_then_else
+    replaced by its t} else {f, serial}``. Where ``c`` holds at both ends of the lanes it
+    holds for every lane, so the vector statements compute exactly what the loop would;
+    None when there is no such condition or the body does not vectorize even so.
+
+    >>> from te import Buffer, Var
+    >>> A, B = Buffer("A", (10,), "float32"), Buffer("B", (10,), "float32")
+    >>> o, i = Var("o"), Var("i")
+    >>> body = Block((Cond(o * 4 + i < 10, Block((Store(B, (o * 4 + i,), A[o * 4 + i] * 2.0),))),))
+    >>> print(versioned(For(i, 0, 4, body, ForKind.VECTORIZED), 4))
+    if (o * 4 < 10 && o * 4 + 3 < 10) {
+      B[ramp(o * 4, 1, 4)] = A[ramp(o * 4, 1, 4)] * broadcast(2.0f, 4);
+    } else {
+      for (int i = 0; i < 4; i++) {
+        if (o * 4 + i < 10) {
+          B[o * 4 + i] = A[o * 4 + i] * 2.0f;
+        }
+      }
+    }
+    >>> pad = E.IfThenElse(o * 4 + i >= 1, A[o * 4 + i - 1], E.FloatImm(0.0, "float32"))
+    >>> print(versioned(For(i, 0, 4, Block((Store(B, (o * 4 + i,), pad),)), ForKind.VECTORIZED), 4))
+    if (o * 4 >= 1 && o * 4 + 3 >= 1) {
+      B[ramp(o * 4, 1, 4)] = A[ramp(o * 4 - 1, 1, 4)];
+    } else {
+      for (int i = 0; i < 4; i++) {
+        B[o * 4 + i] = if_then_else(o * 4 + i >= 1, A[o * 4 + i - 1], 0.0f);
+      }
+    }
+    """
+    body, guards = f.body, []
+    stmts = body.stmts
+    if (len(stmts) == 1 and isinstance(stmts[0], Cond) and stmts[0].otherwise is None
+            and interval_condition(stmts[0].cond, f.var)):
+        guards.append(stmts[0].cond)
+        body = stmts[0].then
+    taken = _TakenBranches(f.var)
+    body = taken.visit(body)
+    guards += taken.conditions
+    if not guards:
+        return None
+    fast = _lanes(f, body, n)
+    if fast is None:
+        return None
+    first, last = tidy(f.start), tidy(add(f.start, n - 1))
+    tests: dict = {}         # printed form -> test: each once, those not using f.var unchanged
+    for c in guards:
+        for term in _conjuncts(c):
+            for t in ([term] if not uses_var(term, f.var) else
+                      [substitute(term, {f.var: first}), substitute(term, {f.var: last})]):
+                tests.setdefault(str(t), t)
+    every_lane = None
+    for t in tests.values():
+        every_lane = t if every_lane is None else E.And(every_lane, t)
+    every_lane = tidy(every_lane)
+    serial = f.replace(kind=ForKind.SERIAL)
+    known = int_value(every_lane)
+    if known is not None:       # a constant extent and start: one of the two is all there is
+        return as_block(fast) if known else Block((serial,))
+    return Cond(every_lane, as_block(fast), Block((serial,)))
+
+
+class _TakenBranches(StmtMutator):
+    """Replace each ``if_then_else(c, t, e)`` whose condition ``c`` varies with ``var`` and
+    holds on an interval of it by ``t``, noting ``c`` in ``conditions`` (valid where every
+    ``c`` holds for every lane)."""
+
+    def __init__(self, var: Var):
+        self.var = var
+        self.conditions: list = []
+
+    def visit_expr(self, e: E.Expr) -> E.Expr:
+        return _TakenExpr(self).visit(e)
+
+
+class _TakenExpr(E.ExprMutator):
+    def __init__(self, owner: _TakenBranches):
+        self.owner = owner
+
+    def visit_IfThenElse(self, e: E.IfThenElse) -> E.Expr:
+        var = self.owner.var
+        if uses_var(e.cond, var) and interval_condition(e.cond, var):
+            self.owner.conditions.append(e.cond)
+            return self.visit(e.t)
+        return self.generic(e)
+
+
+def _conjuncts(c: E.Expr) -> list:
+    return _conjuncts(c.a) + _conjuncts(c.b) if isinstance(c, E.And) else [c]
+
+
+_INTERVAL_COMPARISONS = (E.LT, E.LE, E.GT, E.GE, E.EQ)
+
+
+def interval_condition(c: E.Expr, var: Var) -> bool:
+    """Whether the values of ``var`` that satisfy ``c`` form an interval, as this test can
+    show: ``c`` is a comparison (``< <= > >= ==``, not ``!=``) of two expressions affine in
+    ``var`` (``affine_in``), or a conjunction of such, with no loads. The expressions must be
+    signed integers of 32 or 64 bits, whose arithmetic does not wrap (an index that
+    overflows is out of bounds either way); unsigned and 8/16-bit arithmetic wraps, which
+    breaks the interval.
+
+    >>> from te import Var, cast
+    >>> i, n = Var("i"), Var("n")
+    >>> interval_condition((i * 4 + 1 < n) & (i >= 2), i), interval_condition(i % 4 < 2, i)
+    (True, False)
+    >>> interval_condition(cast(i, "uint32") - 2 < 3, i)    # wraps below 0
+    False
+    """
+    if has_load(c):
+        return False
+    if isinstance(c, E.And):
+        return interval_condition(c.a, var) and interval_condition(c.b, var)
+    return (isinstance(c, _INTERVAL_COMPARISONS) and c.a.dtype.is_int and c.a.dtype.bits >= 32
+            and not c.a.dtype.is_vector and affine_in(c.a, var) and affine_in(c.b, var))
+
+
+def affine_in(e: E.Expr, var: Var) -> bool:
+    """Whether ``e`` is ``a * var + b`` with ``a`` and ``b`` not using ``var``: built from
+    ``var`` by ``+``, ``-`` and ``*`` by expressions without it.
+
+    >>> from te import Var
+    >>> i, n = Var("i"), Var("n")
+    >>> affine_in((i + 2) * n - i, i), affine_in(i * i, i), affine_in(i / 2, i)
+    (True, False, False)
+    """
+    if not uses_var(e, var):
+        return True
+    if e is var:
+        return True
+    if isinstance(e, (E.Add, E.Sub)):
+        return affine_in(e.a, var) and affine_in(e.b, var)
+    if isinstance(e, E.Mul):
+        return (not uses_var(e.a, var) and affine_in(e.b, var)) or (not uses_var(e.b, var) and affine_in(e.a, var))
+    return False
 
 
 class _Fail(Exception):

@@ -40,7 +40,8 @@ pointers. Semantics follow the TIR spec and the interpreter:
 Loops: serial loops are counted loops on an i64 induction variable; ``unrolled`` loops with
 a constant extent of at most ``UNROLL_LIMIT`` are copied, others get
 ``llvm.loop.unroll.count``; loops still ``vectorized`` after preparation get
-``llvm.loop.vectorize.enable``; other serial loops carry the unrolling hint of
+``llvm.loop.vectorize.enable`` where their body is one basic block (LLVM does not if-convert
+others: ``jit.LLVM_OPTIONS``); other serial loops carry the unrolling hint of
 ``loop_hints`` (left to LLVM, unrolled twice, or not unrolled: LLVM's own unrolling of
 outer loops costs compile time and gains nothing); ``parallel`` loops are outlined and run
 through a parallel runtime (``parallel``); a parallel loop inside a parallel body runs serially.
@@ -285,14 +286,17 @@ class _Emitter(Functor):
             self.serial_loop(st, s, loop_md(self.module, ("llvm.loop.unroll.count", ir.Constant(I32, UNROLL_COUNT))))
             return
         if kind == ForKind.VECTORIZED:
-            self.serial_loop(st, s, loop_md(self.module, ("llvm.loop.vectorize.enable", ir.Constant(I1, 1))))
+            # LLVM warns on stderr about a loop that asks for vectorization and is more than one block
+            self.serial_loop(st, s, lambda one_block: loop_md(self.module, ("llvm.loop.vectorize.enable",
+                                                                              ir.Constant(I1, 1)))
+                             if one_block else unroll_hint(self.module, s))
             return
         if kind == ForKind.PARALLEL and not st.in_parallel and self.opts.parallel_runtime != "serial":
             parallel_loop(self, st, s)
             return
         self.serial_loop(st, s, unroll_hint(self.module, s))
 
-    def serial_loop(self, st: FnState, s: For, md: ir.MDValue | None):
+    def serial_loop(self, st: FnState, s: For, md):
         lo, hi = self.index(st, s.start), self.index(st, s.stop)
 
         def body(iv):

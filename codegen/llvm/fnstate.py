@@ -104,8 +104,9 @@ class FnState:
         self.vars.pop(id(var), None)
 
     def counted_loop(self, lo: ir.Value, hi: ir.Value, name: str, body: Callable[[ir.Value], None],
-                     md: ir.MDValue | None) -> None:
-        """``for (i64 iv = lo; iv < hi; ++iv) body(iv)``, with ``md`` as its ``!llvm.loop``."""
+                     md: "ir.MDValue | Callable[[bool], ir.MDValue | None] | None") -> None:
+        """``for (i64 iv = lo; iv < hi; ++iv) body(iv)``, with ``md`` as its ``!llvm.loop``
+        (a callable ``md`` is called with whether the body is one basic block, and gives it)."""
         b = self.b
         pre = b.block
         body_bb = self.fn.append_basic_block(f"{name}_loop")
@@ -118,6 +119,8 @@ class FnState:
         nxt = b.add(iv, ir.Constant(I64, 1), name=f"{name}_next", flags=("nsw",))  # iv < hi: no overflow
         iv.add_incoming(nxt, b.block)
         br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
+        if callable(md):
+            md = md(b.block is body_bb)
         if md is not None:
             br.set_metadata("llvm.loop", md)
         b.position_at_end(exit_bb)

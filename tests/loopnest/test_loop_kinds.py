@@ -177,10 +177,13 @@ def test_lowering_leaves_loops_it_cannot_vectorize():
     nest.vectorize(i)                      # legal, but the body holds a loop: stays a loop
     _, left = _lowered(nest)
     assert [f.var.name for f in left] == ["i"]
-    # a hand-made tree: a condition in the body
+    # a hand-made tree: a condition in the body that is not an interval of the lanes
     i = Var("i")
-    root = Block([For(i, 0, 4, Block([Cond(i < 2, Block([Store(A, (i,), 1.0)]))]), ForKind.VECTORIZED)])
+    root = Block([For(i, 0, 4, Block([Cond(i % 2 == 0, Block([Store(A, (i,), 1.0)]))]), ForKind.VECTORIZED)])
     assert lower_vectorized_loops(root) is root
+    # one that is: vector code where every lane passes (here none does), else the loop, serial
+    root = Block([For(i, 0, 4, Block([Cond(i < 2, Block([Store(A, (i,), 1.0)]))]), ForKind.VECTORIZED)])
+    assert str(lower_vectorized_loops(root)) == str(Block([root.stmts[0].replace(kind=ForKind.SERIAL)]))
 
 
 def test_lowering_let_and_extent_one():
