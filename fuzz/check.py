@@ -33,8 +33,12 @@ Exception`` below) and reports it as a :class:`Failure`.
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import random
 import re
+import sys
+import tempfile
 import zlib
 from dataclasses import dataclass, field
 
@@ -58,10 +62,11 @@ class Failure:
     """One failed check. ``kind``: crash (a transform raised something other than
     ScheduleError), refusal (a refused transform changed the nest), invalid (an accepted
     transform left a nest that does not verify), build (an accepted schedule does not
-    build), run (the kernel raised), wrong (values differ from the unscheduled program),
-    reference (the unscheduled program differs from numpy), replay (the history does not
-    replay to the same nest), noerror (a target ran where another raised IndexError on index
-    data out of range). ``where``: the transform or target."""
+    build, or LLVM printed a diagnostic building it), run (the kernel raised), wrong (values
+    differ from the unscheduled program), reference (the unscheduled program differs from
+    numpy), replay (the history does not replay to the same nest), noerror (a target ran
+    where another raised IndexError on index data out of range). ``where``: the transform
+    or target."""
     kind: str
     where: str
     error: str
@@ -98,6 +103,7 @@ class Case:
     def __init__(self, program: Program):
         self.program = program
         self.te_error = None
+        self.llvm_diagnostics: list = []   # what LLVM printed building the last llvm kernel (Case.run)
         try:
             self.outputs, self.inputs, self.sizes = to_te(program)
         except Exception as e:  # the fuzzer reports every exception (check_program does)
@@ -126,8 +132,9 @@ class Case:
         if target == "llvm":
             offset = (0, 16, None)[self.program.data_seed % 3]
             outs = [_zeros_at(shape, self.dtype(t), offset) for shape, t in zip(shapes, self.outputs)]
-            with streaming_store_threshold(1):
+            with streaming_store_threshold(1), stderr_of_native_code() as printed:
                 kernel = build(nest, self.args, target=target, **options)
+            self.llvm_diagnostics = [line for line in printed["text"].splitlines() if LLVM_DIAGNOSTIC in line]
         else:
             outs = [np.zeros(shape, self.dtype(t)) for shape, t in zip(shapes, self.outputs)]
             if target == "ireval":
@@ -135,6 +142,41 @@ class Case:
             kernel = build(nest, self.args, target=target, **options)
         kernel(*[self.data[b.name] for b in self.inputs], *outs, *self.sizes.values())
         return outs
+
+
+#: what begins every diagnostic LLVM prints about IR without debug locations (``warning: <unknown>:0:0:
+#: loop not vectorized: ...``): a build must print none
+LLVM_DIAGNOSTIC = "<unknown>:0:0:"
+
+
+@contextlib.contextmanager
+def stderr_of_native_code():
+    """Capture what is written to file descriptor 2 in the block (by LLVM, which prints its
+    diagnostics there, not through ``sys.stderr``): ``with stderr_of_native_code() as printed``
+    leaves the text in ``printed["text"]``, and writes it to ``sys.stderr`` too.
+
+    >>> with stderr_of_native_code() as printed:
+    ...     _ = os.write(2, b"written by native code\\n")
+    >>> printed["text"]
+    'written by native code\\n'
+    """
+    printed = {"text": ""}
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as tmp:
+            os.dup2(tmp.fileno(), 2)
+            try:
+                yield printed
+            finally:
+                sys.stderr.flush()
+                os.dup2(saved, 2)
+                tmp.seek(0)
+                printed["text"] = tmp.read().decode(errors="replace")
+    finally:
+        os.close(saved)
+    if printed["text"]:
+        sys.stderr.write(printed["text"])
 
 
 def _zeros_at(shape, dtype: np.dtype, offset: int | None) -> np.ndarray:
@@ -272,6 +314,9 @@ def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emu
             outs = case.run(nest, target)
             if target == "llvm":
                 result.failures += _llvm_encoding(case, nest)
+                if case.llvm_diagnostics:
+                    result.failures.append(Failure("build", "llvm", "LLVMDiagnostic",
+                                                   f"LLVM printed: {case.llvm_diagnostics[0]}"))
     except IndexError as e:
         if case.expected == "values":
             f = _error(e)

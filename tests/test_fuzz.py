@@ -212,3 +212,36 @@ def test_a_campaign_names_the_case_it_runs_for_a_crash_to_leave_behind(tmp_path,
     with pytest.raises(Crash):
         run_campaign(seed=3, cases=[7], targets=("ireval", "llvm"), out=tmp_path, quiet=True)
     assert (tmp_path / campaign.IN_PROGRESS).read_text() == "python -m fuzz --seed 3 --case 7 --targets ireval,llvm\n"
+
+
+def test_an_llvm_diagnostic_during_a_build_is_a_failure(monkeypatch):
+    """LLVM prints its diagnostics on file descriptor 2 ("warning: <unknown>:0:0: loop not
+    vectorized"), where a build that asked it to vectorize a loop of several blocks left
+    them (a loop vectorized with an if_then_else whose condition reads data). The tester
+    captures them: with the request made again for every vectorized loop, it reports one."""
+    from llvmlite import ir
+
+    from codegen.llvm import emit, jit
+    from codegen.llvm.decls import loop_md
+    from codegen.llvm.types import I1
+    program = Program({"N": 300}, [
+        TensorSpec("A", "float32", [["N", 0]]),
+        TensorSpec("B", "float32", [["N", 0]],
+                   ["ite", ["cmp", "gt", "op", ["ld", "A", [["i", 0]]], ["c", 0.0, "float32"]],
+                    ["ld", "A", [["fmod", ["mul", ["i", 0], ["c", 7, "int32"]], ["n", "N"]]]], ["c", 0.0, "float32"]])],
+        ["B"], 0)
+    case = Case(program)
+    steps = [{"op": "split_with_tail", "args": [{"loop": "i0"}, 64]},
+             {"op": "vectorize", "args": [{"loop": "i0_inner"}]}]
+    assert not check_schedule(case, steps, targets=("llvm",)).failures
+
+    def always_asks(self, st, s, md):
+        if s.kind == "vectorized":
+            md = loop_md(self.module, ("llvm.loop.vectorize.enable", ir.Constant(I1, 1)))
+        return original(self, st, s, md)
+    original = emit._Emitter.serial_loop
+    monkeypatch.setattr(emit._Emitter, "serial_loop", always_asks)
+    jit.clear_cache()       # the kernel built above is remembered by its nest, not by its IR
+    failures = check_schedule(Case(program), steps, targets=("llvm",)).failures
+    assert [f.signature for f in failures] == ["build:llvm:LLVMDiagnostic"], failures
+    assert "loop not vectorized" in failures[0].message
