@@ -1,9 +1,10 @@
-"""Regression tests of defects the random tester (``python -m fuzz``) found in CUDA launch
-dimensions, in ``auto_schedule`` and in the tester itself: each is the minimised program and schedule of one finding,
-checked as the tester checks it (IREval and the CUDA host emulation give the unscheduled
-program's values)."""
+"""Regression tests of defects the random tester (``python -m fuzz``) found in the CUDA backend
+(launch dimensions, where buffers live), in ``auto_schedule`` and in the tester itself: each
+is the minimised program and schedule of one finding, checked as the tester checks it
+(IREval and the CUDA host emulation give the unscheduled program's values)."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -549,3 +550,54 @@ def test_tensorize_of_a_loop_inside_a_declared_mma_is_refused():
     with pytest.raises(ScheduleError, match="loop kk around it is already declared a warp MMA"):
         nest.tensorize(nest.loop("tj21"))
     assert str(nest) == before
+
+
+# ---------------------------------------------------------------------------------------
+# the initialising loops of a tensor-core accumulator tiled with a mask (seed 91, case 50):
+# the accumulator's per-thread range was taken from the loops' box, 6 elements where the
+# mask lets 4 through, so it stayed in shared memory and the MMA refused it at build time
+# ---------------------------------------------------------------------------------------
+def test_a_masked_tile_of_the_accumulator_init_keeps_it_in_registers():
+    A, B = Buffer("A", (16, 16), "bfloat16"), Buffer("B", (16, 64), "bfloat16")
+    C = Reduce("C", (16, 64), Sum(), lambda i, j, r: cast(A[i, r], "float32") * cast(B[r, j], "float32"), (16,))
+    nest = LoopNest([C])
+    nest.gpu_matmul(tensor_cores=True, BM=16, BN=32, WM=16, WN=32, BK=16, prefetch="shared", stages=3)
+    nest.tile(nest.loop("tj4"), nest.loop("v5"), 4, 3)          # v5: 4 accumulators, by 3 with a mask
+    kernel = build(nest, [A, B, C], target="cuda")
+    assert "mma.sync" in kernel.source
+    rng = np.random.default_rng(0)
+    a = rng.integers(-3, 4, (16, 16)).astype("float32")
+    b = rng.integers(-3, 4, (16, 64)).astype("float32")
+    a16, b16 = a.astype(ml_dtypes.bfloat16), b.astype(ml_dtypes.bfloat16)
+    c = np.zeros((16, 64), np.float32)
+    build(nest, [A, B, C], target="ireval")(a16, b16, c)
+    np.testing.assert_array_equal(c, a @ b)
+    if HAVE_EMU:
+        c = np.zeros((16, 64), np.float32)
+        run_on_host(kernel, a16, b16, c)
+        np.testing.assert_array_equal(c, a @ b)
+
+
+# ---------------------------------------------------------------------------------------
+# a tile loop of a declared MMA reordered around it (seed 91, case 376): the CUDA backend
+# matched the larger nest from the tile loop, a warp MMA too, and then refused the declared
+# loop kk as not reached by the warp, at build time
+# ---------------------------------------------------------------------------------------
+def test_a_declared_mma_inside_a_larger_mma_nest_builds_with_tensor_cores():
+    A, B = Buffer("A", (16, 64), "float16"), Buffer("B", (64, 16), "float16")
+    C = Reduce("C", (16, 16), Sum(), lambda i, j, r: cast(A[i, r], "float32") * cast(B[r, j], "float32"), (64,))
+    nest = LoopNest([C])
+    nest.gpu_matmul(tensor_cores=True, BM=16, BN=16, WM=16, WN=8, BK=32, prefetch="shared", stages=4)
+    nest.reorder([nest.loop("kk"), nest.loop("ti50"), nest.loop("tj51")], [1, 0, 2])
+    kernel = build(nest, [A, B, C], target="cuda")
+    assert "mma.sync" in kernel.source
+    rng = np.random.default_rng(0)
+    a = rng.integers(-3, 4, (16, 64)).astype("float32")
+    b = rng.integers(-3, 4, (64, 16)).astype("float32")
+    c = np.zeros((16, 16), np.float32)
+    build(nest, [A, B, C], target="ireval")(a.astype(np.float16), b.astype(np.float16), c)
+    np.testing.assert_array_equal(c, a @ b)
+    if HAVE_EMU:
+        c = np.zeros((16, 16), np.float32)
+        run_on_host(kernel, a.astype(np.float16), b.astype(np.float16), c)
+        np.testing.assert_array_equal(c, a @ b)

@@ -295,9 +295,10 @@ def promote_private(plan: CudaPlan, k: KernelPlan) -> None:
         if lo_hi is None or lo_hi[0] < 0:
             st["ok"] = False
             return
-        st["R"] = max(st["R"], lo_hi[1] + span)
+        st["R"] = max(st["R"], guarded_max(rest, lo_hi[1], accesses.limits, ranges) + span)
 
-    _Accesses(info, check_index).visit(k.stmt, {}, {})
+    accesses = _Accesses(info, check_index)
+    accesses.visit(k.stmt, {}, {})
     for bid, st in info.items():
         if not st["ok"] or st["coef"] is None:
             continue
@@ -391,6 +392,7 @@ class _Accesses(StmtWalk):
 
     def __init__(self, bids, on_index):
         self.bids, self.on_index = bids, on_index
+        self.limits: list = []      # (e, c): e <= c where the access is (the guards around it)
 
     def visit_For(self, s: For, threads: dict, ranges: dict) -> None:
         lo, hi = fold_int(s.start), fold_int(s.stop)
@@ -414,7 +416,12 @@ class _Accesses(StmtWalk):
                 self.on_index(id(ld.buffer), _index_of(ld), threads, ranges)
         narrowed = narrow_ranges(s.cond, ranges)
         if narrowed is not None:
-            self.visit(s.then, threads, narrowed)
+            limits = upper_limits(s.cond)
+            self.limits.extend(limits)
+            try:
+                self.visit(s.then, threads, narrowed)
+            finally:
+                del self.limits[len(self.limits) - len(limits):]
         if s.otherwise is not None:
             self.visit(s.otherwise, threads, ranges)
 
@@ -423,6 +430,41 @@ class _Accesses(StmtWalk):
             if id(ld.buffer) in self.bids:
                 self.on_index(id(ld.buffer), _index_of(ld), threads, ranges)
         super().generic(s, threads, ranges)
+
+
+def upper_limits(cond: Expr) -> list:
+    """The ``(e, c)`` with ``e <= c`` (``c`` constant) that ``cond`` says where it holds: its
+    conjuncts ``e < c`` and ``e <= c``.
+
+    >>> from te import Var
+    >>> o, i, n = Var("o"), Var("i"), Var("n")
+    >>> [(str(e), c) for e, c in upper_limits((o * 3 + i < 4) & (i <= n) & (o <= 1))]
+    [('o * 3 + i', 3), ('o', 1)]
+    """
+    if isinstance(cond, E.And):
+        return upper_limits(cond.a) + upper_limits(cond.b)
+    c = fold_int(cond.b) if type(cond) in (E.LT, E.LE) else None
+    return [] if c is None else [(cond.a, c - (1 if type(cond) is E.LT else 0))]
+
+
+def guarded_max(e: Expr, hi: int, limits: list, ranges: dict) -> int:
+    """An upper bound of ``e`` no larger than ``hi`` (its bound over the box ``ranges``), with
+    the guards ``limits`` (``(g, c)``: ``g <= c``) around it: ``e = (e - g) + g`` is at most
+    the bound of ``e - g`` plus ``c`` -- exact where ``g`` is a part of ``e``, a mask's
+    ``o * 3 + i < 4`` in the index ``t * 4 + o * 3 + i`` (the box alone allows ``o = 1, i = 2``).
+
+    >>> from te import Var
+    >>> t, o, i = Var("t"), Var("o"), Var("i")
+    >>> ranges = {id(t): (0, 3), id(o): (0, 1), id(i): (0, 2)}
+    >>> e = t * 4 + o * 3 + i
+    >>> interval(e, ranges)[1], guarded_max(e, 17, [(o * 3 + i, 3)], ranges)
+    (17, 15)
+    """
+    for g, c in limits:
+        rest = interval(simplify(e - g), ranges) if g.dtype == e.dtype else None
+        if rest is not None:
+            hi = min(hi, rest[1] + c)
+    return hi
 
 
 def narrow_ranges(cond: Expr, ranges: dict) -> dict | None:

@@ -35,7 +35,7 @@ from te.expr import IntImm
 from te.layout import Layout
 from te.queries import uses_var
 from te.simplify import is_const_int, simplify
-from loopnest.stmt import Block, Cond, For, ForKind
+from loopnest.stmt import Block, Cond, For, ForKind, iter_stmts
 from loopnest.transforms.tensorize import MmaMatch, NotAnMma, match_mma
 
 from ..kernel import BuildError
@@ -72,7 +72,9 @@ def plan_tensor_cores(plan) -> None:
     (``plan.tensorized``) that is not one."""
     for k in plan.kernels:
         _walk(plan, k, k.region, None)
-    done = {m.root.var for m in plan.mma.values()}
+    # a declared nest is printed when it is one, or lies inside a larger nest that is one
+    # (a loop around it, moved inside the warp by a reorder, made a tile loop of the MMA)
+    done = {f.var for m in plan.mma.values() for f in iter_stmts(m.root) if isinstance(f, For)}
     for var, intrinsic in plan.tensorized.items():
         if var not in done:
             raise BuildError(f"loop {var.name} was tensorized as {intrinsic}, but the CUDA backend cannot print it "
