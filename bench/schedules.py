@@ -17,7 +17,7 @@ Tile shapes come from a :class:`loopnest.Target` (``target=None``: the host):
 from __future__ import annotations
 
 from loopnest import LoopNest, Target
-from loopnest.auto.schedule import matmul_kc, vector_lanes
+from loopnest.auto.schedule import matmul_kc
 from loopnest.target import resolve_target
 
 
@@ -153,8 +153,7 @@ def _largest_divisor(n, at_most: int) -> int:
 def conv2d_schedule(nest: LoopNest, Y, co_tile: int | None = None, y_tile: int | None = None, cols: int | None = None,
                     parallel: bool = True, target: Target | None = None) -> None:
     """Direct convolution with register blocking: the zero-padded input is materialized
-    once (so the convolution's loads need no bounds tests and vectorize; the copy's rows
-    vectorized, at the native lanes or half of them, ``vector_lanes``), then a tile of
+    once (so the convolution's loads need no bounds tests and vectorize), then a tile of
     ``co_tile`` output channels x ``y_tile`` output rows x ``cols`` output columns
     (``conv2d_tile(target)``: 4 x 2 x 8, eight AVX2 registers; 4 x 4 x 16, sixteen AVX-512
     ones) accumulates in registers while the reduction runs over the input channels, with
@@ -178,16 +177,8 @@ def conv2d_schedule(nest: LoopNest, Y, co_tile: int | None = None, y_tile: int |
     co_tile, y_tile, cols = co_tile or tile[0], y_tile or tile[1], cols or tile[2]
     P = next((t for t in nest.tensors if t.name == "P"), None)
     b, co, y, x, ci, ry, rx = separate_init(nest, Y)
-    if P is not None:
-        p_loops = nest.get_loops_for(P)
-        if parallel:
-            nest.parallelize(p_loops[1])                     # input channels of the padding copy
-        # its rows vectorized: vector copies inside, the border's vectors serially
-        # (loopnest.vectorize_lowering.versioned); 0.10 -> 0.034 ms at 64 x 58 x 58
-        if isinstance(p_loops[-1].extent, int):
-            lanes = vector_lanes(resolve_target(target), P.dtype, p_loops[-1].extent)
-            _, p_inner, _ = nest.split_with_tail(p_loops[-1], lanes)
-            nest.vectorize(p_inner)
+    if P is not None and parallel:
+        nest.parallelize(nest.get_loops_for(P)[1])          # input channels of the padding copy
     co_tile = _largest_divisor(co.extent, co_tile)
     y_tile = _largest_divisor(y.extent, y_tile)
     coo, coi, _ = nest.split_with_tail(co, co_tile)
