@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from te import expr as E
 from te.expr import Broadcast, IntImm, Ramp, Var, substitute
-from te.queries import has_load, int_value, uses_var
+from te.queries import has_load, int_value, structural_key, uses_var
 
 from .lazy_analysis import legality_checks
 from .stmt import Block, Cond, For, ForKind, Let, Stmt, StmtMutator, Store, as_block
@@ -124,12 +124,12 @@ def versioned(f: For, n: int) -> Stmt | None:
     if fast is None:
         return None
     first, last = tidy(f.start), tidy(add(f.start, n - 1))
-    tests: dict = {}         # printed form -> test: each once, those not using f.var unchanged
+    tests: dict = {}         # each test once (those not using f.var unchanged)
     for c in guards:
         for term in _conjuncts(c):
             for t in ([term] if not uses_var(term, f.var) else
                       [substitute(term, {f.var: first}), substitute(term, {f.var: last})]):
-                tests.setdefault(str(t), t)
+                tests.setdefault(structural_key(t, vars_by_identity=True), t)
     every_lane = None
     for t in tests.values():
         every_lane = t if every_lane is None else E.And(every_lane, t)
