@@ -48,8 +48,8 @@ from te.tensor import Tensor
 from ..errors import ScheduleError
 from ..queries import stmt_loads
 from ..target import Target, resolve_target
-from .templates import (blocks_leftover_columns, contraction, pack_candidate, several, reduction as plain_reduction,
-                        vector_reduction, vectorize_split)
+from .templates import (blocks_leftover_columns, contraction, deferred_unrolls, pack_candidate, pending_unrolls,
+                        several, reduction as plain_reduction, vector_reduction, vectorize_split)
 from .classify import classify, const_extent, consumers_of, sliced_loop
 
 __all__ = ["auto_schedule", "AutoScheduleReport", "TensorChoice", "contraction_params", "gathers", "matmul_kc",
@@ -367,11 +367,15 @@ class _Planner:
         """Run ``fn(*args)``; on ScheduleError undo everything it applied and return False, else
         True unless ``fn`` returned False (it declined and changed nothing)."""
         saved, n = self.nest._snapshot(), len(self.nest.history)
+        pending = pending_unrolls()
+        noted = len(pending) if pending is not None else 0
         try:
             result = fn(*args)
         except ScheduleError:
             self.nest._restore(saved)
             del self.nest.history[n:]
+            if pending is not None:
+                del pending[noted:]
             return False
         return result is not False
 
@@ -426,6 +430,16 @@ class _Planner:
 
     # -- the whole nest ------------------------------------------------------------------------
     def run(self) -> None:
+        # the templates' full unrolls come last: the legality checks of everything else then
+        # analyse the loops rolled (the schedule is the same)
+        with deferred_unrolls() as pending:
+            self._schedule_tensors()
+        for loop in pending:
+            self.attempt(self.nest.unroll, loop)
+        order = {t.name: n for n, t in enumerate(self.tensors)}
+        self.report.choices.sort(key=lambda c: order.get(c.name, len(order)))
+
+    def _schedule_tensors(self) -> None:
         for t in reversed(self.tensors):
             reason = self.inline_reason(t)
             if reason and self.attempt(self.nest.compute_inline, t):
@@ -445,8 +459,6 @@ class _Planner:
             self.schedule_root(t, placed)
             done.add(t.name)
         self.attempt(self.nest.eliminate_dead_stores)
-        order = {t.name: n for n, t in enumerate(self.tensors)}
-        self.report.choices.sort(key=lambda c: order.get(c.name, len(order)))
 
     def place_group(self, out: Tensor, group: list[Tensor], rows: int) -> list[Tensor]:
         """``compute_at`` the producers of ``group`` at the row loop of ``out`` (a strip of
