@@ -192,17 +192,22 @@ def conv2d_schedule(nest: LoopNest, Y, co_tile: int | None = None, y_tile: int |
         coi, coi_tail = nest.distribute(coi)[:2]
         coo, coo_tail = nest.distribute(coo)[:2]
         ci_t, ry_t, rx_t = nest.get_inner_loops(xtail)
-        _register_block(nest, Y, "Y_tail", [coo_tail, coi_tail, yo_tail, yi_tail, None, xtail, ci_t, ry_t, rx_t],
-                        parallel)
-    _register_block(nest, Y, "Y_local", [coo, coi, yo, yi, xo, xi, ci, ry, rx], parallel)
+        unroll = _register_block(nest, Y, "Y_tail", [coo_tail, coi_tail, yo_tail, yi_tail, None, xtail, ci_t, ry_t,
+                                                     rx_t], parallel)
+    else:
+        unroll = []
+    unroll += _register_block(nest, Y, "Y_local", [coo, coi, yo, yi, xo, xi, ci, ry, rx], parallel)
+    for lp in unroll:      # last: the legality checks above then analyse the loops rolled
+        nest.unroll(lp)
 
 
-def _register_block(nest: LoopNest, Y, local: str, loops: list, parallel: bool) -> None:
+def _register_block(nest: LoopNest, Y, local: str, loops: list, parallel: bool) -> list:
     """Reorder ``coo, coi, yo, yi, xo, xi, ci, ry, rx`` (``xo`` may be None) to ``coo, yo,
     xo, ci, ry, rx, coi, yi, xi``, keep the tile of Y in a local buffer ``local`` (in
-    registers once unrolled), vectorize the columns and unroll the rest of the tile and the
-    filter's rows (neighbouring output rows share their input rows). The filter's columns
-    stay a loop: unrolling them too doubled the compile time (1.2 s) for no speed."""
+    registers once unrolled) and vectorize the columns; returns the loops to unroll: the
+    rest of the tile and the filter's rows (neighbouring output rows share their input
+    rows). The filter's columns stay a loop: unrolling them too doubled the compile time
+    (1.2 s) for no speed."""
     coo, coi, yo, yi, xo, xi, ci, ry, rx = loops
     order = [coo, yo, xo, ci, ry, rx, coi, yi, xi]
     loops = [lp for lp in loops if lp is not None]
@@ -211,6 +216,4 @@ def _register_block(nest: LoopNest, Y, local: str, loops: list, parallel: bool) 
         nest.parallelize(coo)
     nest.cache_accesses(Y, local, xo if xo is not None else yo)
     nest.vectorize(xi)
-    for lp in (yi, coi, ry):
-        if lp.extent > 1:
-            nest.unroll(lp)
+    return [lp for lp in (yi, coi, ry) if lp.extent > 1]
