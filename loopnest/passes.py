@@ -26,7 +26,7 @@ from .legalize_vectors import legalize_vectors, scalarize_vectors
 from .queries import TouchedBuffers, stmt_writes
 from .kinds import ForKind
 from .stmt import Allocate, Block, For, Free, Stmt, StmtMutator, Store, iter_stmts
-from .vectorize_lowering import lower_vectorized_loops
+from .vectorize_lowering import lower_vectorized_loops, version_guarded_loops
 
 
 class _SimplifyStmt(StmtMutator):
@@ -334,7 +334,8 @@ PASSES: list[tuple[str, Callable]] = [
 #: language's edge cases that IREval implements directly (see ``loopnest.legalize``).
 TARGET_PASSES: dict[str, list[tuple[str, Callable]]] = {
     "ireval": [],
-    "llvm": [("guard_int_division", guard_int_division), ("mask_shift_amounts", mask_shift_amounts),
+    "llvm": [("version_guarded_vectors", lambda nest, root: version_guarded_loops(root)),
+             ("guard_int_division", guard_int_division), ("mask_shift_amounts", mask_shift_amounts),
              ("lower_low_precision", lower_low_precision), ("legalize_vectors", legalize_vectors),
              ("short_circuit", short_circuit), ("unsigned_division", unsigned_division), ("verify", verify_pass)],
     "cuda": [("guard_int_division", guard_int_division), ("mask_shift_amounts", mask_shift_amounts),

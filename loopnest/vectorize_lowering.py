@@ -12,7 +12,7 @@ from .lazy_analysis import legality_checks
 from .stmt import Block, Cond, For, ForKind, Let, Stmt, StmtMutator, Store, as_block
 from .transforms._rewrite import add, mul, sub, substitute_stmt, tidy
 
-__all__ = ["lower_vectorized_loops", "versioned", "interval_condition", "affine_in"]
+__all__ = ["lower_vectorized_loops", "version_guarded_loops", "versioned", "interval_condition", "affine_in"]
 
 
 def lower_vectorized_loops(root: Stmt) -> Stmt:
@@ -27,15 +27,11 @@ def lower_vectorized_loops(root: Stmt) -> Stmt:
         }
         ->  B[ramp(i_outer * 4, 1, 4)] = A[ramp(i_outer * 4, 1, 4)] + broadcast(1.0f, 4);
 
-    A body that is one ``if`` whose condition is affine in the loop variable (the guard of
-    ``split_with_mask``: ``i_outer * 8 + i_inner < n``), or whose ``if_then_else``
-    conditions that vary across the lanes are (a padded border), is versioned
-    (``versioned``): the vector statements where the conditions hold for every lane, the
-    loop itself, serial, where they do not (the last, partial vector; a border's vectors).
-
     Loops it cannot lower stay vectorized loops (backends run them serially, with a hint):
-    inner loops or other ifs in the body, a store whose index does not depend on the loop, an
-    ``if_then_else`` whose lane-varying condition is not affine, a non-constant extent. Lowering
+    inner loops or ifs in the body, a store whose index does not depend on the loop, an
+    ``if_then_else`` whose condition varies across lanes, a non-constant extent. On LLVM,
+    ``version_guarded_loops`` then versions those guarded by an affine ``if`` or
+    ``if_then_else`` (``split_with_mask``, a padded border). Lowering
     runs the statements of the body one after the other for all lanes, which the legality
     check of ``vectorize`` (no dependence carried by the loop) makes equivalent to the loop.
 
@@ -65,7 +61,37 @@ def _vectorize_loop(f: For) -> Stmt | None:
         return None
     if n == 1:
         return substitute_stmt(f.body, {f.var: f.start})
-    return _lanes(f, f.body, n) or versioned(f, n)
+    return _lanes(f, f.body, n)
+
+
+def version_guarded_loops(root: Stmt) -> Stmt:
+    """The LLVM target's pass ``version_guarded_vectors``: each loop still vectorized after
+    ``lower_vectorized_loops`` whose guards allow it becomes ``versioned`` (vector code where
+    every guard holds for every lane, the loop, serial, elsewhere). Only LLVM gets it: CUDA
+    runs a vector statement as one statement per lane, so there the loop stays one loop.
+
+    >>> from te import Buffer, Var
+    >>> A = Buffer("A", (10,), "float32")
+    >>> i = Var("i")
+    >>> loop = For(i, 0, 4, Block((Cond(i < 3, Block((Store(A, (i,), 1.0),))),)), ForKind.VECTORIZED)
+    >>> print(version_guarded_loops(Block((loop,))))
+    for (int i = 0; i < 4; i++) {
+      if (i < 3) {
+        A[i] = 1.0f;
+      }
+    }
+    """
+    return _VersionGuarded().visit(root)
+
+
+class _VersionGuarded(StmtMutator):
+    def visit_For(self, s: For):
+        s = self.generic(s)
+        if s.kind != ForKind.VECTORIZED:
+            return s
+        n = legality_checks().constant_extent(s)
+        out = versioned(s, n) if n is not None and n > 1 else None
+        return s if out is None else out
 
 
 def _lanes(f: For, body: Stmt, n: int) -> Stmt | None:

@@ -1,8 +1,8 @@
 """Vectorized loops guarded by an ``if`` (``split_with_mask``) or holding an ``if_then_else``
-whose condition varies across the lanes (the border of a padded input): the vectorize pass
-versions them (``loopnest.vectorize_lowering.versioned``): vector statements where the
-conditions hold for every lane, the loop run serially elsewhere (the last, partial vector;
-the vectors that straddle a border).
+whose condition varies across the lanes (the border of a padded input): the LLVM target's
+pass ``version_guarded_vectors`` versions them (``loopnest.vectorize_lowering.versioned``):
+vector statements where the conditions hold for every lane, the loop run serially elsewhere
+(the last, partial vector; the vectors that straddle a border).
 
 LLVM's loop vectorizer does not if-convert (``codegen.llvm.jit.LLVM_OPTIONS``), so before
 this a guarded vectorized loop stayed scalar (a row sum over a symbolic N under
@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 from codegen import build
 from loopnest import LoopNest
 from loopnest.stmt import Block, Cond, For, ForKind, Store, iter_stmts
-from loopnest.vectorize_lowering import lower_vectorized_loops
+from loopnest.passes import legalize_for_target
+from loopnest.vectorize_lowering import lower_vectorized_loops, version_guarded_loops
 from te import Buffer, Compute, Reduce, Sum, Var, cast, float32, if_then_else, int32
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -42,8 +43,10 @@ def _masked_scale(n: int, lanes: int):
 
 def test_the_masked_loop_becomes_a_vector_statement_and_a_serial_remainder():
     nest, _, _ = _masked_scale(1000, 64)
-    text = str(nest.prepare_for_codegen())
-    assert "if (i_outer * 64 + 63 < 1000) {" in text
+    prepared = nest.prepare_for_codegen()
+    assert "vectorized for" in str(prepared)     # versioned for LLVM only: CUDA keeps the loop
+    text = str(legalize_for_target(prepared, "llvm"))
+    assert "i_outer * 64 + 63 < 1000) {" in text
     assert "B[ramp(i_outer * 64, 1, 64)] = A[ramp(i_outer * 64, 1, 64)] * broadcast(2.0f, 64)" in text
     assert "vectorized" not in text and "for (int i_inner = 0; i_inner < 64; i_inner++) {" in text
 
@@ -131,7 +134,7 @@ def test_conditions_that_are_not_intervals_stay_loops():
               A[i] > 0.0]                          # loads
     for guard in guards:
         body = Block((Cond(guard, Block((Store(B, (o * 8 + i,), A[o * 8 + i] + 1.0),))),))
-        out = lower_vectorized_loops(Block((For(i, 0, 8, body, ForKind.VECTORIZED),)))
+        out = version_guarded_loops(lower_vectorized_loops(Block((For(i, 0, 8, body, ForKind.VECTORIZED),))))
         kinds = [s.kind for s in iter_stmts(out) if isinstance(s, For)]
         assert kinds == [ForKind.VECTORIZED], f"{guard}: {out}"
 
@@ -157,7 +160,7 @@ def test_versioned_loops_run_exactly_the_iterations_the_guard_allows(a, b, c, d,
     else:
         body = Block((Cond(guard, Block((Store(B, (x,), A[x] * 3 + 1),))),))
     root = Block((For(o, 0, outer, Block((For(i, 0, lanes, body, ForKind.VECTORIZED),))),))
-    lowered = lower_vectorized_loops(root)
+    lowered = version_guarded_loops(lower_vectorized_loops(root))
 
     class Nest:
         prepared = True
