@@ -43,15 +43,20 @@ def lower_vectorized_loops(root: Stmt) -> Stmt:
     >>> print(lower_vectorized_loops(Block((loop,))))
     B[ramp(0, 1, 8)] = A[ramp(0, 1, 8)] + broadcast(1.0f, 8);
     """
-    return _LowerVectorized().visit(root)
+    return _EachVectorizedLoop(_vectorize_loop).visit(root)
 
 
-class _LowerVectorized(StmtMutator):
+class _EachVectorizedLoop(StmtMutator):
+    """Rewrite each vectorized loop, inner loops first, by ``rewrite(loop)`` (None: keep it)."""
+
+    def __init__(self, rewrite):
+        self.rewrite = rewrite
+
     def visit_For(self, s: For):
         s = self.generic(s)
         if s.kind != ForKind.VECTORIZED:
             return s
-        out = _vectorize_loop(s)
+        out = self.rewrite(s)
         return s if out is None else out
 
 
@@ -81,17 +86,12 @@ def version_guarded_loops(root: Stmt) -> Stmt:
       }
     }
     """
-    return _VersionGuarded().visit(root)
+    return _EachVectorizedLoop(_version_loop).visit(root)
 
 
-class _VersionGuarded(StmtMutator):
-    def visit_For(self, s: For):
-        s = self.generic(s)
-        if s.kind != ForKind.VECTORIZED:
-            return s
-        n = legality_checks().constant_extent(s)
-        out = versioned(s, n) if n is not None and n > 1 else None
-        return s if out is None else out
+def _version_loop(f: For) -> Stmt | None:
+    n = legality_checks().constant_extent(f)
+    return versioned(f, n) if n is not None and n > 1 else None
 
 
 def _lanes(f: For, body: Stmt, n: int) -> Stmt | None:
@@ -106,17 +106,18 @@ def versioned(f: For, n: int) -> Stmt | None:
     """For a vectorized loop ``f`` of ``n`` iterations guarded by conditions that hold on an
     interval of its variable (``interval_condition``) -- its body one ``if (c) then``, or
     its ``if_then_else(c, t, e)`` expressions whose ``c`` varies across the lanes --:
-    ``if (each c at the first lane and at the last) {the body for all lanes, each if_then_else
-    replaced by its t} else {f, serial}``. Where ``c`` holds at both ends of the lanes it
-    holds for every lane, so the vector statements compute exactly what the loop would;
-    None when there is no such condition or the body does not vectorize even so.
+    ``if (each c at the first lane and at the last, and no side of c wraps in between)
+    {the body for all lanes, each if_then_else replaced by its t} else {f, serial}``
+    (``_no_wrap_tests``). Where ``c`` holds at both ends of the lanes it holds for every
+    lane, so the vector statements compute exactly what the loop would; None when there is
+    no such condition or the body does not vectorize even so.
 
     >>> from te import Buffer, Var
     >>> A, B = Buffer("A", (10,), "float32"), Buffer("B", (10,), "float32")
     >>> o, i = Var("o"), Var("i")
     >>> body = Block((Cond(o * 4 + i < 10, Block((Store(B, (o * 4 + i,), A[o * 4 + i] * 2.0),))),))
     >>> print(versioned(For(i, 0, 4, body, ForKind.VECTORIZED), 4))
-    if (o * 4 < 10 && o * 4 + 3 < 10) {
+    if (o * 4 < 10 && o * 4 + 3 < 10 && o * 4 <= o * 4 + 3) {
       B[ramp(o * 4, 1, 4)] = A[ramp(o * 4, 1, 4)] * broadcast(2.0f, 4);
     } else {
       for (int i = 0; i < 4; i++) {
@@ -127,7 +128,7 @@ def versioned(f: For, n: int) -> Stmt | None:
     }
     >>> pad = E.IfThenElse(o * 4 + i >= 1, A[o * 4 + i - 1], E.FloatImm(0.0, "float32"))
     >>> print(versioned(For(i, 0, 4, Block((Store(B, (o * 4 + i,), pad),)), ForKind.VECTORIZED), 4))
-    if (o * 4 >= 1 && o * 4 + 3 >= 1) {
+    if (o * 4 >= 1 && o * 4 + 3 >= 1 && o * 4 <= o * 4 + 3) {
       B[ramp(o * 4, 1, 4)] = A[ramp(o * 4 - 1, 1, 4)];
     } else {
       for (int i = 0; i < 4; i++) {
@@ -153,8 +154,14 @@ def versioned(f: For, n: int) -> Stmt | None:
     tests: dict = {}         # each test once (those not using f.var unchanged)
     for c in guards:
         for term in _conjuncts(c):
-            for t in ([term] if not uses_var(term, f.var) else
-                      [substitute(term, {f.var: first}), substitute(term, {f.var: last})]):
+            if not uses_var(term, f.var):
+                tests.setdefault(structural_key(term, vars_by_identity=True), term)
+                continue
+            at = [substitute(term, {f.var: first}), substitute(term, {f.var: last})]
+            steady = _no_wrap_tests(term, f.var, first, last, n)
+            if steady is None:
+                return None
+            for t in at + steady:
                 tests.setdefault(structural_key(t, vars_by_identity=True), t)
     every_lane = None
     for t in tests.values():
@@ -192,6 +199,35 @@ class _TakenExpr(E.ExprMutator):
         return self.generic(e)
 
 
+def _no_wrap_tests(cmp: E.Expr, var: Var, first: E.Expr, last: E.Expr, n: int) -> list | None:
+    """Tests that no side of the comparison ``cmp`` wraps between the lanes ``first`` and
+    ``last`` (integer arithmetic wraps: ``i * 268435456`` over 16 lanes of int32 passes 2^31
+    at lane 8, so a condition can hold at both ends and not between). A side ``e`` that
+    moves by a constant ``a`` per lane, with ``|a| * (n - 1)`` below half the type's range,
+    wraps at most once, and then ends below where it started (``a > 0``): the test is
+    ``e(first) <= e(last)`` (``>=`` for ``a < 0``). None when a side's step is not such a
+    constant.
+
+    >>> from te import Var
+    >>> o, i = Var("o"), Var("i")
+    >>> [str(t) for t in _no_wrap_tests(o * 4 + i < 10, i, IntImm(0), IntImm(3), 4)]
+    ['o * 4 <= o * 4 + 3']
+    >>> _no_wrap_tests(i * o < 10, i, IntImm(0), IntImm(3), 4) is None     # a step of o
+    True
+    """
+    tests = []
+    for e in (cmp.a, cmp.b):
+        if not uses_var(e, var):
+            continue
+        one, zero = substitute(e, {var: IntImm(1, var.dtype)}), substitute(e, {var: IntImm(0, var.dtype)})
+        step = int_value(tidy(sub(one, zero)))
+        if step is None or abs(step) * (n - 1) >= 1 << (e.dtype.bits - 1):
+            return None
+        lo, hi = tidy(substitute(e, {var: first})), tidy(substitute(e, {var: last}))
+        tests.append(E.LE(lo, hi) if step > 0 else E.GE(lo, hi))
+    return tests
+
+
 def _conjuncts(c: E.Expr) -> list:
     return _conjuncts(c.a) + _conjuncts(c.b) if isinstance(c, E.And) else [c]
 
@@ -202,10 +238,9 @@ _INTERVAL_COMPARISONS = (E.LT, E.LE, E.GT, E.GE, E.EQ)
 def interval_condition(c: E.Expr, var: Var) -> bool:
     """Whether the values of ``var`` that satisfy ``c`` form an interval, as this test can
     show: ``c`` is a comparison (``< <= > >= ==``, not ``!=``) of two expressions affine in
-    ``var`` (``affine_in``), or a conjunction of such, with no loads. The expressions must be
-    signed integers of 32 or 64 bits, whose arithmetic does not wrap (an index that
-    overflows is out of bounds either way); unsigned and 8/16-bit arithmetic wraps, which
-    breaks the interval.
+    ``var`` (``affine_in``), or a conjunction of such, with no loads, on signed integers of
+    32 or 64 bits. (That holds for the exact values; integer arithmetic wraps, so
+    ``versioned`` also tests at run time that no lane wraps.)
 
     >>> from te import Var, cast
     >>> i, n = Var("i"), Var("n")

@@ -40,7 +40,7 @@ def deferred_unrolls():
     list yielded receives the loops, in order, for the caller to unroll after its other
     transforms, whose legality checks then analyse the loops rolled (the automatic
     scheduler's checks of a convolution's padding copy ran over the 48 unrolled copies of
-    the convolution's body: 626 -> 351 ms to schedule it). Outside such a block the
+    the convolution's body: 619 -> 218 ms to schedule it). Outside such a block the
     templates unroll at once.
 
     >>> from te import Buffer, Reduce, Sum

@@ -46,7 +46,7 @@ def test_the_masked_loop_becomes_a_vector_statement_and_a_serial_remainder():
     prepared = nest.prepare_for_codegen()
     assert "vectorized for" in str(prepared)     # versioned for LLVM only: CUDA keeps the loop
     text = str(legalize_for_target(prepared, "llvm"))
-    assert "i_outer * 64 + 63 < 1000) {" in text
+    assert "if (i_outer * 64 < 1000 && i_outer * 64 + 63 < 1000 && i_outer * 64 <= i_outer * 64 + 63) {" in text
     assert "B[ramp(i_outer * 64, 1, 64)] = A[ramp(i_outer * 64, 1, 64)] * broadcast(2.0f, 64)" in text
     assert "vectorized" not in text and "for (int i_inner = 0; i_inner < 64; i_inner++) {" in text
 
@@ -91,6 +91,23 @@ def test_vectorized_padding_is_vector_code_inside_and_right_at_the_borders(targe
     p = np.full((3, h + 2, w + 2), np.nan, np.float32)
     k(x, p)
     np.testing.assert_array_equal(p, np.pad(x, ((0, 0), (1, 1), (1, 1))))
+
+
+def test_a_guard_that_wraps_between_the_lanes_takes_the_serial_path():
+    """``i * 268435456 >= -1073741824`` holds at lanes 0 and 15 of int32 and not at 8-11,
+    where the product wraps past 2^31: checking the ends alone stored A there."""
+    A = Buffer("A", (64,), float32)
+    B = Compute("B", (64,), lambda i: if_then_else(i * 268435456 >= -1073741824, A[i], -1.0))
+    nest = LoopNest([B])
+    _, inner, _ = nest.split_with_tail(nest.get_loops_for(B)[0], 16)
+    nest.vectorize(inner)
+    a = np.arange(64, dtype=np.float32)
+    holds = np.arange(64, dtype=np.int32) * np.int32(268435456) >= -1073741824
+    assert not holds[8] and holds[0] and holds[15]
+    for target in ("ireval", "llvm"):
+        b = np.zeros(64, np.float32)
+        build(nest, [A, B], target=target)(a, b)
+        np.testing.assert_array_equal(b, np.where(holds, a, -1.0).astype(np.float32), err_msg=target)
 
 
 def test_llvm_prints_no_vectorizer_warnings():
@@ -140,13 +157,15 @@ def test_conditions_that_are_not_intervals_stay_loops():
 
 
 @settings(max_examples=60, deadline=None)
-@given(a=st.integers(-3, 3), b=st.integers(-20, 20), c=st.integers(-20, 40), d=st.integers(-20, 20),
+@given(a=st.one_of(st.integers(-3, 3), st.sampled_from([1 << 28, -(1 << 28), 3 << 28, 1 << 30])),
+       b=st.integers(-20, 20), c=st.integers(-(1 << 30), 40), d=st.integers(-20, 20),
        op=st.sampled_from(["<", "<=", ">", ">=", "=="]), both=st.booleans(),
-       lanes=st.sampled_from([2, 4, 8]), outer=st.integers(1, 5), as_select=st.booleans())
+       lanes=st.sampled_from([2, 4, 8, 16]), outer=st.integers(1, 5), as_select=st.booleans())
 def test_versioned_loops_run_exactly_the_iterations_the_guard_allows(a, b, c, d, op, both, lanes, outer, as_select):
     """Random affine guards over an outer x vector nest, as an ``if`` around the store or an
-    ``if_then_else`` in its value: the lowered nest stores exactly where the guard holds
-    (IREval, against numpy's evaluation of the guard)."""
+    ``if_then_else`` in its value, some with steps that make int32 wrap inside a vector:
+    the lowered nest (IREval) and the LLVM kernel store exactly where the guard holds, as
+    numpy evaluates it with the same wrapping arithmetic."""
     n = outer * lanes
     A, B = Buffer("A", (n,), int32), Buffer("B", (n,), int32)
     o, i = Var("o"), Var("i")
@@ -167,12 +186,15 @@ def test_versioned_loops_run_exactly_the_iterations_the_guard_allows(a, b, c, d,
         inputs, outputs, intermediates = [A], [B], []
     nest = Nest()
     nest.root = lowered
+    unlowered = Nest()
+    unlowered.root = root               # LLVM versions it in its own pass
     av = np.arange(n, dtype=np.int32) * 5 - 7
-    bv = np.full(n, -99, np.int32)
-    build(nest, [A, B], target="ireval")(av, bv)
-    xs = np.arange(n)
-    lv = xs * a + b
+    xs = np.arange(n, dtype=np.int32)
+    lv = xs * np.int32(a) + np.int32(b)     # wraps as int32 does
     want = {"<": lv < c, "<=": lv <= c, ">": lv > c, ">=": lv >= c, "==": lv == c}[op]
     if both:
         want &= xs >= d
-    np.testing.assert_array_equal(bv, np.where(want, av * 3 + 1, -99))
+    for target, tree in (("ireval", nest), ("llvm", unlowered)):
+        bv = np.full(n, -99, np.int32)
+        build(tree, [A, B], target=target)(av, bv)
+        np.testing.assert_array_equal(bv, np.where(want, av * 3 + 1, -99), err_msg=target)

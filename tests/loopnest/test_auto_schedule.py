@@ -223,3 +223,29 @@ def test_row_reductions_fold_their_vector_partials_before_the_serial_sum():
     assert "mean_rf_lanes" in str(nest) and "mean_rf_1_lanes" in str(nest)
     _check(_run(nest, spec, "llvm"), spec)
     _check(_run(nest, spec, "ireval"), spec)
+
+
+def test_a_refused_template_drops_the_unrolls_it_noted():
+    """Inside ``deferred_unrolls`` a template notes its full unrolls; a template refused after
+    noting one is undone, its unrolls with it, so none is applied to a loop that is gone."""
+    from loopnest.auto.schedule import AutoScheduleReport, _Planner
+    from loopnest.auto.templates import deferred_unrolls, reduction
+    A = Buffer("A", (4, 8), "float32")
+    R = Reduce("R", (4,), Sum(), lambda i, k: A[i, k], (8,))
+    nest = LoopNest([R])
+    target = Target(vector_bits=256, cores=1)
+    planner = _Planner(nest, target, AutoScheduleReport(target))
+
+    noted = []
+
+    def noted_then_refused():
+        reduction(nest, R, {"unroll_k": 2})          # splits k_inner by 2, notes the unroll
+        noted.append([lp.name for lp in pending])
+        raise ScheduleError("refused after its unroll was noted")
+    with deferred_unrolls() as pending:
+        assert planner.attempt(reduction, nest, R, {"unroll_k": 4})
+        kept = list(pending)
+        assert not planner.attempt(noted_then_refused)
+    assert noted == [["k_inner", "k_inner_inner"]]
+    assert [lp.name for lp in kept] == ["k_inner"] and pending == kept
+    assert [s["op"] for s in nest.history] == ["split_with_tail"]
