@@ -30,6 +30,8 @@ float16 / bfloat16, so any evaluation order gives the same bits and results can 
 compared exactly; the exceptions are rounded exactly once where nothing reorders them: a
 division by a non-integer divisor truncated to an integer or stored as the last stage's
 value. Sizes are int32 or, in some programs, int64 (``Program.index_dtype``).
+Conditions may compare an index variable scaled by a large int32 constant, a product that
+wraps within the loop (only the comparison's outcome is used, never the product).
 
 >>> import random
 >>> p = random_program(random.Random(3))
@@ -58,6 +60,8 @@ INT_DIVISION = ("div", "mod", "fdiv", "fmod")
 COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 REDUCERS = ("Sum", "Max", "Min")
 DTYPES = ("float32", "int32")
+#: int32 multipliers whose products with small index values wrap (``wrapping_condition``)
+WRAPPING_MULTIPLIERS = (1 << 28, (1 << 28) + 3, 3 << 27, (1 << 30) - 1, -(1 << 28))
 #: every element dtype drawn, with its weight (low precision and int64 now and then)
 DTYPE_WEIGHTS = {"float32": 10, "int32": 10, "int64": 1, "float16": 0.7, "bfloat16": 0.7}
 LOW_PRECISION = ("float16", "bfloat16")
@@ -506,20 +510,38 @@ class _Generator:
             return [op, sub(), divisor]
         if kind == "select":
             op = rnd.choice(COMPARISONS)
-            if rnd.random() < 0.5:   # a condition on an index (the spelling users write: i == 0)
+            draw = rnd.random()
+            if draw < 0.4:   # a condition on an index (the spelling users write: i == 0)
                 k, ek = rnd.choice(ivars)
                 cond = ["cmp", op, rnd.choice(["op", "method"]), ["i", k], ["c", rnd.randrange(max(ek, 1)), "int32"]]
+            elif draw < 0.55:
+                cond = self.wrapping_condition(op, ivars)
             else:
                 cdt = rnd.choice(DTYPES)
                 cond = ["cmp", op, rnd.choice(["op", "method"]), self.expr(cdt, 1, ivars, reduce_vars),
                         self.expr(cdt, 0, ivars, reduce_vars)]
-            return ["sel", cond, sub(), sub()]
+            # if_then_else: a guard that code generation may turn into control flow (a
+            # vectorized loop versioned on it); select evaluates both sides
+            return ["ite" if rnd.random() < 0.3 else "sel", cond, sub(), sub()]
         other = rnd.choice([d for d in DTYPE_WEIGHTS if d != dtype]) if rnd.random() < 0.3 else \
             "int32" if dtype == "float32" else "float32"
         value = self.expr(other, depth - 1, ivars, reduce_vars)
         if integer and other == "float32" and rnd.random() < 0.2:   # rounded once, then truncated
             value = ["div", value, ["c", rnd.choice(INEXACT_DIVISORS), "float32"]]
         return ["cast", dtype, value]
+
+    def wrapping_condition(self, op: str, ivars: list):
+        """A comparison of an index variable scaled by a large int32 constant, whose product
+        wraps inside the loop (``i * 2**28`` passes 2**31 at i = 8): one side of the guard is
+        not monotonic in the variable, so holding at the first and last lane of a vector says
+        nothing of the lanes between (the test a versioned vector loop must not rely on)."""
+        rnd = self.rnd
+        k, _ = rnd.choice(ivars)
+        i = ["i", k] if self.ix == "int32" else ["cast", "int32", ["i", k]]
+        side = ["mul", i, ["c", rnd.choice(WRAPPING_MULTIPLIERS), "int32"]]
+        if rnd.random() < 0.5:
+            side = ["add", side, ["c", rnd.choice([1 << 30, -(1 << 30), 7]), "int32"]]
+        return ["cmp", op, "op", side, ["c", rnd.choice([-(1 << 30), 0, 1 << 29, -1]), "int32"]]
 
     def bits(self, dtype: str, sub, leaf, depth: int, ivars: list, reduce_vars: list):
         """A bit operation of ``dtype`` (an integer; float32: a power of two made by bitcast)."""

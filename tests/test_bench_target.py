@@ -68,8 +68,9 @@ def test_tile_shapes_follow_registers_and_caches():
     assert matmul_tile(AVX2) == (6, 16) and matmul_tile(AVX512) == (6, 64)
     rows, vectors = matmul_tile(AVX512)[0], matmul_tile(AVX512)[1] // 16
     assert rows * vectors + vectors + 1 <= AVX512.vector_registers     # accumulators, a row of B, a of A
-    assert matmul_kc(AVX512, 6, 64, 2048) == 1024                      # 6 x 1024 floats of A: half of L1
-    assert matmul_kc(AVX2, 6, 16, 2048) == 512
+    assert matmul_kc(AVX512, 6, 64, 4096) == 2048                      # 6 x 2048 floats of A: all of L1
+    assert matmul_kc(AVX512, 6, 64, 2048) == 0                         # all of k in one slice
+    assert matmul_kc(AVX2, 6, 16, 2048) == 1024
     assert matmul_kc(AVX2, 6, 16, 300) == 0                            # no power-of-two slice divides 300
     assert conv2d_tile(AVX2) == (4, 2, 8) and conv2d_tile(AVX512) == (4, 4, 16)
     assert transpose_tile(AVX2) == (1024, 64) and transpose_tile(AVX512) == (1024, 64)

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from fuzz.campaign import run_campaign
-from fuzz.check import Case, Failure, check_schedule
+from fuzz.check import Case, Failure, check_program, check_schedule
 from fuzz.minimize import reproducer_source
 from fuzz.programs import Program, TensorSpec
 from fuzz.schedules import OPS
@@ -245,3 +245,35 @@ def test_an_llvm_diagnostic_during_a_build_is_a_failure(monkeypatch):
     failures = check_schedule(Case(program), steps, targets=("llvm",)).failures
     assert [f.signature for f in failures] == ["build:llvm:LLVMDiagnostic"], failures
     assert "loop not vectorized" in failures[0].message
+
+
+def test_conditions_whose_sides_wrap_are_drawn_and_a_versioning_that_ignores_wrapping_is_caught(monkeypatch):
+    """Conditions compare an index scaled by a large int32 constant (``i * 2**28`` wraps at
+    i = 8), as ``select`` and as ``if_then_else``; a vectorized loop versioned on such a
+    guard must not take the fast path because the guard holds at the first and last lane.
+    With the no-wrap tests of the versioning removed (its defect before they existed), the
+    tester reports wrong values."""
+    import random
+
+    from codegen.llvm import jit
+    from fuzz.programs import WRAPPING_MULTIPLIERS, random_program
+    from loopnest import vectorize_lowering
+    drawn = [random_program(random.Random(seed)).to_json() for seed in range(300)]
+    wrapping = [t for t in drawn if any(f"[\"c\", {m}, \"int32\"]" in t for m in WRAPPING_MULTIPLIERS)]
+    assert len(wrapping) > 10 and any('"ite"' in t for t in wrapping)
+
+    program = Program({}, [
+        TensorSpec("A", "float32", [[64, 0]]),
+        TensorSpec("B", "float32", [[64, 0]],
+                   ["ite", ["cmp", "ge", "op", ["mul", ["i", 0], ["c", 1 << 28, "int32"]], ["c", -(1 << 30), "int32"]],
+                    ["ld", "A", [["i", 0]]], ["c", 2.0, "float32"]])],
+        ["B"], 0)
+    steps = [{"op": "split_with_tail", "args": [{"loop": "i0"}, 16]},
+             {"op": "vectorize", "args": [{"loop": "i0_inner"}]}]
+    case = Case(program)
+    assert not check_program(case)      # the unscheduled run on IREval: the values to match
+    assert not check_schedule(case, steps, targets=("ireval", "llvm")).failures
+    monkeypatch.setattr(vectorize_lowering, "_no_wrap_tests", lambda *args: [])
+    jit.clear_cache()       # the kernel built above is remembered by its nest, not by its IR
+    failures = check_schedule(case, steps, targets=("ireval", "llvm")).failures
+    assert [(f.kind, f.where) for f in failures] == [("wrong", "llvm")], failures

@@ -339,7 +339,7 @@ def test_the_two_parts_of_a_split_around_a_parallel_loop_each_allocate_its_cache
     from loopnest.stmt import Allocate, For, ForKind, iter_stmts
     nest = _matmul_nest(16, 64, 64, "float16")
     nest.auto_schedule(Target(vector_bits=512, vector_registers=32, cores=3, l1_bytes=32768, l2_bytes=1048576))
-    nest.split_with_tail(nest.loop("j_1_outer"), 3)
+    nest.split_with_tail(nest.loop("j_outer"), 3)
     prepared = nest.copy().prepare_for_codegen()
     parallel = [s for s in iter_stmts(prepared.root) if isinstance(s, For) and s.kind == ForKind.PARALLEL]
     assert len(parallel) == 2            # one in each part of the split

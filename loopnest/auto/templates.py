@@ -27,7 +27,7 @@ from te.tensor import Tensor
 from ..errors import ScheduleError
 from .classify import const_extent
 
-__all__ = ["separate_init", "contraction", "reduction", "elementwise",
+__all__ = ["accumulation_chain", "reorder_accumulation", "contraction", "reduction", "elementwise",
            "vector_reduction", "vectorize_split", "pack_candidate", "several", "deferred_unrolls",
            "pending_unrolls"]
 
@@ -88,23 +88,29 @@ def several(lp) -> bool:
     return n is None or n > 1
 
 
-def separate_init(nest, t: Tensor) -> list:
-    """Distribute the output loops of reduction ``t`` so its accumulation is a perfect nest
-    (the initialisation gets loops of its own); returns the accumulation's loops.
+def accumulation_chain(nest, top) -> list:
+    """Loop ``top`` and the loops below it down to the innermost, stepping over a reduction's
+    init stores: below a body of one loop, or of one loop and stores (``C[i, j] = 0`` beside
+    the reduction loop ``k``), the chain goes on into that loop. A ``reorder`` of the chain
+    distributes the stores in the way at the outermost loop that moves.
 
     >>> from te import Buffer, Reduce, Sum
     >>> from loopnest import LoopNest
     >>> A = Buffer("A", (4, 8), "float32")
     >>> R = Reduce("R", (4,), Sum(), lambda i, k: A[i, k], (8,))
-    >>> nest = LoopNest([R]); _ = separate_init(nest, R)
-    >>> [op["op"] for op in nest.history]
-    ['distribute']
+    >>> nest = LoopNest([R])
+    >>> [lp.name for lp in nest.get_inner_loops("i")], [lp.name for lp in accumulation_chain(nest, "i")]
+    ([], ['i', 'k'])
     """
-    for d in range(len(t.args) - 1, -1, -1):
-        loops = nest.get_loops_for(t)
-        if len(loops[d].stmt.body.stmts) > 1:
-            nest.distribute(loops[d])
-    return nest.get_loops_for(t)
+    from ..state import Loop
+    from ..stmt import For, Store
+    out = [nest.loop(top)]
+    while True:
+        stmts = out[-1].stmt.body.stmts
+        fors = [s for s in stmts if isinstance(s, For)]
+        if len(fors) != 1 or not all(isinstance(s, (For, Store)) for s in stmts):
+            return out
+        out.append(Loop(nest, fors[0].var))
 
 
 def pack_candidate(t: Tensor, placed=()) -> str | None:
@@ -173,7 +179,10 @@ def contraction(nest, t: Tensor, k: dict):
     >>> contraction(nest, C, p).kind
     'serial'
     """
-    loops = separate_init(nest, t)
+    # the init store stays beside the reduction loops: the reorder below distributes it
+    # inside the register tile, which then initialises its accumulator itself (no separate
+    # pass over the output, no copy of it into the accumulator)
+    loops = nest.get_loops_for(t)
     ns = len(t.args)
     spatial, red = list(loops[:ns]), list(loops[ns:])
     kk = k["kk"]
@@ -230,12 +239,11 @@ def contraction(nest, t: Tensor, k: dict):
     inner_red = [ki] + list(red[kk + 1:])
     reg = [lp for lp in (o_in, i_in, j_vec, j_lane) if lp is not None]
     top = (outer_fixed + [lp for lp in (o_in, i_tile) if lp is not None])[0]
-    current = [nest.loop(top)] + nest.get_inner_loops(top)    # the main nest (not the leftover rows)
-    wanted = tile_outer + inner_red + reg
-    pos = {lp.var: n for n, lp in enumerate(current)}
-    perm = [pos[lp.var] for lp in wanted]
-    if perm != list(range(len(perm))):
-        nest.reorder(current, perm)
+    #    in two steps: the output loops among themselves (the init store moves with them),
+    #    then the reduction loops into place, which distributes the init at the outermost
+    #    loop they pass: inside the tile loops when the reduction runs inside them
+    reorder_accumulation(nest, accumulation_chain(nest, top), tile_outer + inner_red + reg,
+                          groups["K"] + inner_red)
     # 6. parallel loops first: the local buffers created below are then allocated inside
     #    them (private to each iteration) and the legality check has less to analyse
     if k["par"]:
@@ -263,6 +271,45 @@ def contraction(nest, t: Tensor, k: dict):
     return tile_outer[0]
 
 
+def reorder_accumulation(nest, chain: list, wanted: list, reduction: list) -> None:
+    """Reorder ``chain`` (an ``accumulation_chain``) into the order of ``wanted`` (the same
+    loops) in two steps: the output loops among themselves (the init store moves with them),
+    then the ``reduction`` loops into place, which distributes the init at the outermost loop
+    they pass, so that it runs inside the loops the reduction stays inside.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4, 8), "float32"); B = Buffer("B", (8, 4), "float32")
+    >>> C = Reduce("C", (4, 4), Sum(), lambda i, j, k: A[i, k] * B[k, j], (8,))
+    >>> nest = LoopNest([C]); i, j, k = nest.get_loops_for(C)
+    >>> reorder_accumulation(nest, [i, j, k], [j, k, i], [k])
+    >>> print(nest)
+    for (int j = 0; j < 4; j++) {
+      for (int i_1 = 0; i_1 < 4; i_1++) {
+        C[i_1, j] = 0.0f;
+      }
+      for (int k = 0; k < 8; k++) {
+        for (int i = 0; i < 4; i++) {
+          C[i, j] = C[i, j] + A[i, k] * B[k, j];
+        }
+      }
+    }
+    """
+    red = {id(lp.var) for lp in reduction}
+    spatial = [lp for lp in wanted if id(lp.var) not in red]
+    _reorder_to(nest, [lp for lp in chain if id(lp.var) not in red], spatial)
+    _reorder_to(nest, accumulation_chain(nest, spatial[0]), wanted)
+
+
+def _reorder_to(nest, chain: list, wanted: list) -> None:
+    """Reorder the loops of ``chain`` (outermost first) into the order of ``wanted`` (the same
+    loops), if it differs."""
+    pos = {id(lp.var): n for n, lp in enumerate(chain)}
+    perm = [pos[id(lp.var)] for lp in wanted]
+    if perm != list(range(len(perm))):
+        nest.reorder(chain, perm)
+
+
 def _leftover_columns(nest, t: Tensor, spatial: list, j_rest, n_red: int, par: bool, lanes: int = 8) -> list:
     """Give the columns left over by the vector tiles (loop ``j_rest``) a nest of their own
     (the loops above them distributed), with the reduction outside the leftover columns,
@@ -273,7 +320,7 @@ def _leftover_columns(nest, t: Tensor, spatial: list, j_rest, n_red: int, par: b
     rest_top = j_rest
     for n in range(len(spatial) - 2, -1, -1):
         spatial[n], rest_top = nest.distribute(spatial[n])[:2]
-    chain = [nest.loop(rest_top)] + nest.get_inner_loops(rest_top)
+    chain = accumulation_chain(nest, rest_top)
     ns = len(chain) - n_red
     want = chain[:ns - 1] + chain[ns:] + [chain[ns - 1]]
     nest.reorder(chain, [chain.index(lp) for lp in want])
@@ -321,12 +368,11 @@ def _blocked_leftover_columns(nest, t: Tensor, k: dict, above: list, tile: set, 
     main, rest = list(above), [None] * len(above)
     for n in range(len(main) - 1, -1, -1):
         main[n], rest[n] = nest.distribute(main[n])[:2]
-    chain = [nest.loop(rest[0])] + nest.get_inner_loops(rest[0])
+    chain = accumulation_chain(nest, rest[0])
     red, cols = chain[len(chain) - n_red:], chain[len(chain) - n_red - 1]
     outer = [nest.loop(lp) for n, lp in enumerate(rest) if n not in tile]
     inner = [nest.loop(lp) for n, lp in enumerate(rest) if n in tile]
-    want = outer + red + inner + [cols]
-    nest.reorder(chain, [[lp.var for lp in chain].index(w.var) for w in want])
+    reorder_accumulation(nest, chain, outer + red + inner + [cols], red)
     if k["par"]:
         par = next((lp for lp in outer if several(lp)), None)
         if par is not None:
@@ -347,13 +393,12 @@ def _leftover_rows(nest, t: Tensor, k: dict, top, first, i_tail, n_red: int) -> 
     per column tile, the reduction inside it, the leftover rows (and the third-last
     dimension's tile) unrolled when their count is constant, accumulated in a local buffer;
     ``top`` is the outermost loop of the leftover nest (``first`` or a loop around it)."""
-    chain = [nest.loop(first)] + nest.get_inner_loops(first)
+    chain = accumulation_chain(nest, first)
     pos_i = [lp.var for lp in chain].index(i_tail.var)
     reg_outer, j_tile = chain[:pos_i + 1], chain[pos_i + 1]
     j_inner = chain[pos_i + 2:len(chain) - n_red]
     red = chain[len(chain) - n_red:]
-    want = [j_tile] + red + reg_outer + j_inner
-    nest.reorder(chain, [chain.index(lp) for lp in want])
+    reorder_accumulation(nest, chain, [j_tile] + red + reg_outer + j_inner, red)
     if k["par"]:
         top = j_tile if top is first else top
         par = next((lp for lp in [nest.loop(top)] + nest.get_inner_loops(top) if several(lp)), None)
