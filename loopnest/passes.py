@@ -23,9 +23,9 @@ from .index_checks import guard_data_dependent_indices
 from .legalize import (expand_float_min_max, guard_int_division, lower_low_precision, mask_shift_amounts,
                        short_circuit, unsigned_division, widen_indices)
 from .legalize_vectors import legalize_vectors, scalarize_vectors
-from .queries import TouchedBuffers, stmt_writes
+from .queries import TouchedBuffers, own_loaded_ids, stmt_writes
 from .kinds import ForKind
-from .stmt import Allocate, Block, For, Free, Stmt, StmtMutator, Store, iter_stmts
+from .stmt import Allocate, Block, ExternCall, For, Free, Stmt, StmtMutator, Store, iter_stmts
 from .vectorize_lowering import lower_vectorized_loops, version_guarded_loops
 
 
@@ -296,9 +296,36 @@ def _private_to(nest, buf, f: For) -> bool:
         # even where the dependence analysis cannot show it; it goes down to the parallel or
         # GPU loops, whose concurrent iterations must not share one copy (seed 50, case 227)
         return True
+    if _filled_in_each_iteration(nest, buf, f):
+        return True
     if id(f.var) not in polyhedral_domains().analyze(nest).loops:
         return False
     return legality_checks().privatizable(nest, buf, f.var)
+
+
+def _filled_in_each_iteration(nest, buf, f: For) -> bool:
+    """Whether each iteration of ``f`` reads only elements of ``buf`` that it wrote, shown
+    without the dependence analysis (whose build dominates this pass for an unrolled register
+    tile): ``buf`` is a ``cache_accesses`` copy made at a loop L, each iteration of L reads
+    only what it wrote (the copy in at its start covers every other read), and ``f`` is L or
+    a loop that was around L when the copy was made, with only such loops between them (an
+    iteration of ``f`` holds whole iterations of L, values are not read across them), and L
+    holds every access to ``buf`` inside ``f``. Anything else (L split, unrolled or copied
+    since, loops made later between them) is left to the analysis."""
+    from .transforms._rewrite import loop_path
+    made_at = nest._cache_loops.get(id(buf))
+    if made_at is None:
+        return False
+    var, around = made_at
+    paths = loop_path(f, lambda s: isinstance(s, For) and s.var is var)
+    if len(paths) != 1 or any(id(g.var) not in around for g in paths[0]):
+        return False
+    made = next(s for s in iter_stmts(f) if isinstance(s, For) and s.var is var)
+    for s in iter_stmts(f, skip=lambda s: s is made):
+        if id(buf) in own_loaded_ids(s) or isinstance(s, Store) and s.buffer is buf or \
+                isinstance(s, ExternCall) and any(b is buf for b in s.buffers):
+            return False
+    return True
 
 
 def final_simplify(nest, root: Stmt) -> Stmt:

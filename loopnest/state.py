@@ -134,6 +134,9 @@ class NestState:
         #: each iteration of the loop they are cached at fills them before it reads them, so
         #: they are private to every loop around that
         self._cache_buffers: dict[int, Buffer] = {}
+        #: id(cache buffer) -> (the variable of the loop it was made at, ids of the variables
+        #: of that loop and the loops around it then): ``passes._filled_in_each_iteration``
+        self._cache_loops: dict[int, tuple] = {}
         self._tensor_loops: dict[str, list[Var]] = {}
 
     def _init_from_stmt(self, stmt: Any, outputs: Sequence[Buffer]) -> None:
@@ -247,6 +250,7 @@ class NestState:
         new._tensorized = dict(self._tensorized)
         new._local_storage = dict(self._local_storage)
         new._cache_buffers = dict(self._cache_buffers)
+        new._cache_loops = dict(self._cache_loops)
         new.history = list(self.history)
         return new
 

@@ -304,6 +304,7 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
     nest.root = replace_loop(nest.root, f.var, lambda _: new_f)
     nest.add_buffer(local)
     nest._cache_buffers[id(local)] = local
+    nest._cache_loops[id(local)] = (f.var, frozenset(id(g.var) for g in chain))
     refuse_sharing_by_concurrent_loops(nest, buf, f"cannot cache {buf.name} in loop {loop.name}: the copies of the "
                                        "region", chain, "cache a smaller region (an inner loop), or before binding "
                                        "the loop")

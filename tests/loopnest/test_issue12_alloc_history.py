@@ -111,3 +111,54 @@ def test_simplify_is_recorded_and_replays():
     nest.prepare_for_codegen()
     with pytest.raises(ScheduleError, match="simplify: the nest was prepared for codegen"):
         nest.simplify()
+
+
+def _cached_matmul():
+    """A 12 x 8 matmul whose 2-row tiles accumulate in a cache copy ``C_local`` made at the
+    tile loop ``io`` (``i_inner_outer``), inside the loop ``o`` of 6-row blocks around it."""
+    from te import Reduce, Sum
+    A, B = Buffer("A", (12, 8), float32), Buffer("B", (8, 8), float32)
+    C = Reduce("C", (12, 8), Sum(), lambda i, j, k: A[i, k] * B[k, j], (8,))
+    nest = LoopNest([C])
+    i, j, k = nest.get_loops_for(C)
+    o, io, _ = nest.split_with_tail(i, 6)
+    io, _, _ = nest.split_with_tail(io, 2)
+    nest.reorder([io, nest.loop("i_inner_inner"), j, k], [0, 3, 1, 2])
+    nest.cache_accesses(C, "C_local", io)
+    return nest, o, io, A, B, C
+
+
+def test_a_cache_copy_is_allocated_in_its_loop_without_the_dependence_analysis(monkeypatch):
+    """A ``cache_accesses`` copy is filled before it is read in each iteration of the loop it
+    was made at, and so in each of a loop that was around that one: its allocation goes
+    inside without building the dependence analysis of the nest (``_filled_in_each_iteration``)."""
+    from loopnest import passes
+    from loopnest.analysis import legality
+    nest, o, io, A, B, C = _cached_matmul()
+    assert passes._filled_in_each_iteration(nest, nest.buffer("C_local"), o.stmt)
+    assert passes._filled_in_each_iteration(nest, nest.buffer("C_local"), io.stmt)
+
+    def no_analysis(*args):
+        raise AssertionError("the dependence analysis was asked")
+    monkeypatch.setattr(legality, "privatizable", no_analysis)
+    text = str(nest.copy().prepare_for_codegen())
+    assert "for (int i_inner_outer = 0; i_inner_outer < 3; i_inner_outer++) {\n    float32 C_local" in text, text
+    a, b = np.arange(96, dtype=np.float32).reshape(12, 8) % 5, np.arange(64, dtype=np.float32).reshape(8, 8) % 3
+    got = np.zeros((12, 8), np.float32)
+    build(nest, [A, B, C], target="ireval")(a, b, got)
+    np.testing.assert_array_equal(got, a @ b)
+
+
+def test_a_cache_copy_under_loops_made_after_it_is_left_to_the_dependence_analysis():
+    """A loop made around the cache loop after the copy (a split of the loop around it) may
+    hold the cache loop's iterations in another way: the test declines, and the analysis
+    decides (here too: inside)."""
+    from loopnest import passes
+    nest, o, io, A, B, C = _cached_matmul()
+    oo, _, _ = nest.split_with_tail(o, 2)
+    assert not passes._filled_in_each_iteration(nest, nest.buffer("C_local"), oo.stmt)
+    assert privatizable(nest, nest.buffer("C_local"), oo)
+    a, b = np.arange(96, dtype=np.float32).reshape(12, 8) % 5, np.arange(64, dtype=np.float32).reshape(8, 8) % 3
+    got = np.zeros((12, 8), np.float32)
+    build(nest, [A, B, C], target="ireval")(a, b, got)
+    np.testing.assert_array_equal(got, a @ b)
