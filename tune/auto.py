@@ -126,7 +126,7 @@ class _Template:
         tile: its rows and vectors unrolled, its lanes vectorized, accumulated in a local
         buffer (``cache_accesses``) that LLVM keeps in registers. ``pack`` copies the operand
         that does not follow the rows into a contiguous buffer above the row tile loop,
-        ``unroll_r`` unrolls the small reduction loops, ``par`` parallelizes the outermost
+        ``unroll_r`` unrolls the small reduction loops but the innermost, ``par`` parallelizes the outermost
         tile loop that is not a reduction.
         """
         name = t.name

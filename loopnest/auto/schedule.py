@@ -193,7 +193,7 @@ def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
     output channels x 2 rows (4 rows with 32 registers) x 1 vector (of the native lanes
     where the columns left over get a register tile too:
     ``templates.blocks_leftover_columns``), row tiles outermost,
-    the filter window unrolled.
+    the filter's rows unrolled (its columns stay a loop).
 
     >>> from te import Buffer, Reduce, Sum
     >>> A = Buffer("A", (64, 2048), "float32"); B = Buffer("B", (2048, 64), "float32")

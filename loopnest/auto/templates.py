@@ -160,7 +160,7 @@ def contraction(nest, t: Tensor, k: dict):
     not cut), ``n_small_red`` (reduction loops after it), ``order`` (of the tile loops:
     ``i`` row tiles, ``j`` column tiles, ``K`` reduction slices), ``pack`` and
     ``pack_buffer`` (copy the operand that does not follow the rows into a contiguous
-    buffer above the row tile loop), ``unroll_r`` (unroll the small reduction loops),
+    buffer above the row tile loop), ``unroll_r`` (unroll the small reduction loops but the innermost),
     ``par`` (parallelize the outermost tile loop that is not a reduction).
 
     The register tile accumulates in a local buffer that LLVM keeps in registers; columns
@@ -266,9 +266,17 @@ def contraction(nest, t: Tensor, k: dict):
         if lp is not None and several(lp):
             _unroll(nest, lp)
     if k["unroll_r"]:
-        for lp in inner_red[1:][::-1]:
-            _unroll(nest, lp)
+        _unroll_small_reductions(nest, inner_red[1:])
     return tile_outer[0]
+
+
+def _unroll_small_reductions(nest, loops: list) -> None:
+    """Unroll the small reduction loops ``loops`` (a convolution's filter window), innermost
+    first, but the innermost: the filter's columns stay a loop (unrolling them too doubled
+    the build of conv2d 64 x 56 x 56, 0.8 -> 1.5-1.9 s, for the same speed), its rows are
+    unrolled (neighbouring output rows share their input rows)."""
+    for lp in loops[:-1][::-1]:
+        _unroll(nest, lp)
 
 
 def reorder_accumulation(nest, chain: list, wanted: list, reduction: list) -> None:
@@ -383,8 +391,7 @@ def _blocked_leftover_columns(nest, t: Tensor, k: dict, above: list, tile: set, 
         if several(lp):
             _unroll(nest, lp)
     if k["unroll_r"]:
-        for lp in red[1:][::-1]:
-            _unroll(nest, lp)
+        _unroll_small_reductions(nest, red[1:])
     return main
 
 
@@ -412,8 +419,7 @@ def _leftover_rows(nest, t: Tensor, k: dict, top, first, i_tail, n_red: int) -> 
         if n is not None and n > 1:
             _unroll(nest, lp)
     if k["unroll_r"]:
-        for lp in red[len(red) - k["n_small_red"]:][::-1]:
-            _unroll(nest, lp)
+        _unroll_small_reductions(nest, red[len(red) - k["n_small_red"]:])
 
 
 def reduction(nest, t: Tensor, k: dict):
