@@ -310,13 +310,17 @@ def _filled_in_each_iteration(nest, buf, f: For) -> bool:
     only what it wrote (the copy in at its start covers every other read), and ``f`` is L or
     a loop that was around L when the copy was made, with only such loops between them (an
     iteration of ``f`` holds whole iterations of L, values are not read across them), and L
-    holds every access to ``buf`` inside ``f``. Anything else (L split, unrolled or copied
-    since, loops made later between them) is left to the analysis."""
+    holds every access to ``buf`` inside ``f``. Every loop around L must have been around it
+    then (a loop moved out of L would run L's iterations in pieces). Anything else (L split,
+    unrolled or copied since, loops made later around it) is left to the analysis."""
     from .transforms._rewrite import loop_path
     made_at = nest._cache_loops.get(id(buf))
     if made_at is None:
         return False
     var, around = made_at
+    chain = nest.loop_index().enclosing(var)
+    if not chain or any(id(g.var) not in around for g in chain):
+        return False
     paths = loop_path(f, lambda s: isinstance(s, For) and s.var is var)
     if len(paths) != 1 or any(id(g.var) not in around for g in paths[0]):
         return False
