@@ -40,8 +40,8 @@ pointers. Semantics follow the TIR spec and the interpreter:
 Loops: serial loops are counted loops on an i64 induction variable; ``unrolled`` loops with
 a constant extent of at most ``UNROLL_LIMIT`` are copied, others get
 ``llvm.loop.unroll.count``; loops still ``vectorized`` after preparation get
-``llvm.loop.vectorize.enable`` where their body is one basic block (LLVM does not if-convert
-others: ``jit.LLVM_OPTIONS``); other serial loops carry the unrolling hint of
+``llvm.loop.vectorize.enable`` where their body is one basic block of scalar code (LLVM does not
+if-convert others, ``jit.LLVM_OPTIONS``, nor vectorize vector code); other serial loops carry the unrolling hint of
 ``loop_hints`` (left to LLVM, unrolled twice, or not unrolled: LLVM's own unrolling of
 outer loops costs compile time and gains nothing); ``parallel`` loops are outlined and run
 through a parallel runtime (``parallel``); a parallel loop inside a parallel body runs serially.
@@ -286,10 +286,11 @@ class _Emitter(Functor):
             self.serial_loop(st, s, loop_md(self.module, ("llvm.loop.unroll.count", ir.Constant(I32, UNROLL_COUNT))))
             return
         if kind == ForKind.VECTORIZED:
-            # LLVM warns on stderr about a loop that asks for vectorization and is more than one block
-            self.serial_loop(st, s, lambda one_block: loop_md(self.module, ("llvm.loop.vectorize.enable",
-                                                                              ir.Constant(I1, 1)))
-                             if one_block else unroll_hint(self.module, s))
+            # LLVM warns on stderr about a loop that asks for vectorization and is more than one
+            # block, or already computes on vectors (a vectorized loop inside: seed 103, case 26)
+            self.serial_loop(st, s, lambda block: loop_md(self.module, ("llvm.loop.vectorize.enable",
+                                                                          ir.Constant(I1, 1)))
+                             if block is not None and not _vector_valued(block) else unroll_hint(self.module, s))
             return
         if kind == ForKind.PARALLEL and not st.in_parallel and self.opts.parallel_runtime != "serial":
             parallel_loop(self, st, s)
@@ -537,3 +538,15 @@ def _const_extent(s: For) -> int | None:
     if isinstance(stop, E.Add) and isinstance(stop.b, IntImm) and E.structural_equal(stop.a, s.start):
         return stop.b.value
     return None
+
+
+def _vector_valued(block: ir.Block) -> bool:
+    """Whether an instruction of ``block`` has a vector type: LLVM's loop vectorizer takes
+    scalar code only ("instruction return type cannot be vectorized").
+
+    >>> fn = ir.Function(ir.Module(), ir.FunctionType(ir.VoidType(), [ir.VectorType(I32, 4)]), "f")
+    >>> block = fn.append_basic_block(); b = ir.IRBuilder(block)
+    >>> _ = b.add(fn.args[0], fn.args[0]); _vector_valued(block)
+    True
+    """
+    return any(isinstance(i.type, ir.VectorType) for i in block.instructions)

@@ -106,7 +106,8 @@ class FnState:
     def counted_loop(self, lo: ir.Value, hi: ir.Value, name: str, body: Callable[[ir.Value], None],
                      md: "ir.MDValue | Callable[[bool], ir.MDValue | None] | None") -> None:
         """``for (i64 iv = lo; iv < hi; ++iv) body(iv)``, with ``md`` as its ``!llvm.loop``
-        (a callable ``md`` is called with whether the body is one basic block, and gives it)."""
+        (a callable ``md`` is called with the body's basic block, None when the body is
+        several blocks, and gives it)."""
         b = self.b
         pre = b.block
         body_bb = self.fn.append_basic_block(f"{name}_loop")
@@ -120,7 +121,7 @@ class FnState:
         iv.add_incoming(nxt, b.block)
         br = b.cbranch(b.icmp_signed("<", nxt, hi), body_bb, exit_bb)
         if callable(md):
-            md = md(b.block is body_bb)
+            md = md(body_bb if b.block is body_bb else None)
         if md is not None:
             br.set_metadata("llvm.loop", md)
         b.position_at_end(exit_bb)

@@ -26,7 +26,7 @@ from loopnest import LoopNest
 from loopnest.stmt import Block, Cond, For, ForKind, Store, iter_stmts
 from loopnest.passes import legalize_for_target
 from loopnest.vectorize_lowering import lower_vectorized_loops, version_guarded_loops
-from te import Buffer, Compute, Reduce, Sum, Var, cast, float32, if_then_else, int32
+from te import Buffer, Compute, Reduce, Sum, Var, cast, float32, if_then_else, int32, maximum, minimum
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -108,6 +108,31 @@ def test_a_guard_that_wraps_between_the_lanes_takes_the_serial_path():
         b = np.zeros(64, np.float32)
         build(nest, [A, B], target=target)(a, b)
         np.testing.assert_array_equal(b, np.where(holds, a, -1.0).astype(np.float32), err_msg=target)
+
+
+def test_a_vectorized_loop_around_a_vectorized_loop_asks_llvm_nothing():
+    """Seed 103, case 26: a vectorized loop of 9 around another stays a loop whose body
+    computes on 9-lane vectors (gathers, conversions, a max); LLVM's loop vectorizer takes
+    scalar code only, and printed "loop not vectorized: instruction return type cannot be
+    vectorized" when asked."""
+    from fuzz.check import stderr_of_native_code
+    A, T = Buffer("A", (10, 7), float32), Buffer("T", (9, 9), float32)
+    B = Compute("B", (9, 9), lambda i, j: maximum(cast(T[8 - j, minimum(i, 8)], "int32"),
+                                                  cast(A[i % 3, minimum(j, 6)], "int32")))
+    nest = LoopNest([B])
+    i, j = nest.get_loops_for(B)
+    nest.vectorize(j)
+    nest.vectorize(i)
+    with stderr_of_native_code() as printed:
+        kernel = build(nest, [A, T, B], target="llvm", cache=False)
+    assert "not vectorized" not in printed["text"], printed["text"]
+    rng = np.random.default_rng(103)
+    a = rng.integers(-3, 4, (10, 7)).astype(np.float32)
+    t = rng.integers(-3, 4, (9, 9)).astype(np.float32)
+    b = np.zeros((9, 9), np.int32)
+    kernel(a, t, b)
+    ii, jj = np.meshgrid(np.arange(9), np.arange(9), indexing="ij")
+    np.testing.assert_array_equal(b, np.maximum(t[8 - jj, np.minimum(ii, 8)], a[ii % 3, np.minimum(jj, 6)]))
 
 
 def test_llvm_prints_no_vectorizer_warnings():
