@@ -127,16 +127,17 @@ class Case:
         """Build ``nest`` for ``target`` and run it on the case's data; the outputs. On LLVM
         every output the kernel only writes gets streaming stores (``streaming_store_threshold``),
         and the outputs start 0, 16 or one element past a 64-byte boundary (by the data
-        seed): each of the stores' alignment paths is taken."""
+        seed): each of the stores' alignment paths is taken. Outputs start filled with
+        ``OUTPUT_FILL`` bytes on every target."""
         shapes = [self.program.shape(self.program.tensor(t.name)) for t in self.outputs]
         if target == "llvm":
             offset = (0, 16, None)[self.program.data_seed % 3]
-            outs = [_zeros_at(shape, self.dtype(t), offset) for shape, t in zip(shapes, self.outputs)]
+            outs = [_output_at(shape, self.dtype(t), offset) for shape, t in zip(shapes, self.outputs)]
             with streaming_store_threshold(1), stderr_of_native_code() as printed:
                 kernel = build(nest, self.args, target=target, **options)
             self.llvm_diagnostics = [line for line in printed["text"].splitlines() if LLVM_DIAGNOSTIC in line]
         else:
-            outs = [np.zeros(shape, self.dtype(t)) for shape, t in zip(shapes, self.outputs)]
+            outs = [_output_at(shape, self.dtype(t)) for shape, t in zip(shapes, self.outputs)]
             if target == "ireval":
                 options = {"poison": True, **options}
             kernel = build(nest, self.args, target=target, **options)
@@ -179,16 +180,22 @@ def stderr_of_native_code():
         sys.stderr.write(printed["text"])
 
 
-def _zeros_at(shape, dtype: np.dtype, offset: int | None) -> np.ndarray:
-    """Zeros whose data starts ``offset`` bytes past a multiple of 64 (None: one element past).
+#: the byte every output starts filled with: not zero, so an element the kernel leaves
+#: unwritten, or a sum whose init is lost, differs from the reference
+OUTPUT_FILL = 0x5A
 
-    >>> a = _zeros_at((3, 5), np.dtype("float32"), 16)
-    >>> a.shape, a.ctypes.data % 64, float(a.sum())
-    ((3, 5), 16, 0.0)
+
+def _output_at(shape, dtype: np.dtype, offset: int | None = 0) -> np.ndarray:
+    """An output array filled with ``OUTPUT_FILL`` bytes whose data starts ``offset`` bytes
+    past a multiple of 64 (None: one element past).
+
+    >>> a = _output_at((3, 5), np.dtype("int32"), 16)
+    >>> a.shape, a.ctypes.data % 64, hex(int(a[0, 0]))
+    ((3, 5), 16, '0x5a5a5a5a')
     """
     offset = dtype.itemsize if offset is None else offset
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.zeros(nbytes + 128, np.uint8)
+    raw = np.full(nbytes + 128, OUTPUT_FILL, np.uint8)
     start = -raw.ctypes.data % 64 + offset
     return raw[start:start + nbytes].view(dtype).reshape(shape)
 
@@ -303,7 +310,7 @@ def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emu
                 kernel.compile("sm_80")
             if not emulate:
                 return None
-            outs = [np.zeros(case.program.shape(case.program.tensor(t.name)), case.dtype(t)) for t in case.outputs]
+            outs = [_output_at(case.program.shape(case.program.tensor(t.name)), case.dtype(t)) for t in case.outputs]
             args = [*[case.data[b.name] for b in case.inputs], *outs, *case.sizes.values()]
             if emulate == "gpu":        # a real GPU (fuzz --gpu)
                 kernel(*args)

@@ -216,8 +216,12 @@ CUDA = {cuda}
 EXPECT = {expect!r}
 
 
+def output(shape, dtype):   # filled with 0x5A bytes, not zeros: an unwritten element shows
+    return np.full(int(np.prod(shape)) * np.dtype(dtype).itemsize, 0x5A, np.uint8).view(dtype).reshape(shape)
+
+
 def run(nest, target):
-    outs = [np.zeros(WANT[t.name][1], WANT[t.name][2]) for t in OUTPUTS]
+    outs = [output(WANT[t.name][1], WANT[t.name][2]) for t in OUTPUTS]
     options = {{"ireval": {{"poison": True}},
                "ireval-races": {{"poison": True, "check_races": True}}}}.get(target, {{}})
     build(nest, INPUTS + OUTPUTS + list(SIZES), target=target.split("-")[0], **options)(
@@ -282,7 +286,7 @@ try:
         print(kernel.source)
         from codegen.cuda.emulate import host_compiler, run_on_host
         if host_compiler() is not None:
-            got = [np.zeros(WANT[t.name][1], WANT[t.name][2]) for t in OUTPUTS]
+            got = [output(WANT[t.name][1], WANT[t.name][2]) for t in OUTPUTS]
 
             def emulate():
                 run_on_host(kernel, *[np.array(DATA[b.name][0], DATA[b.name][2]).reshape(DATA[b.name][1])

@@ -40,9 +40,9 @@ pointers. Semantics follow the TIR spec and the interpreter:
 Loops: serial loops are counted loops on an i64 induction variable; ``unrolled`` loops with
 a constant extent of at most ``UNROLL_LIMIT`` are copied, others get
 ``llvm.loop.unroll.count``; loops still ``vectorized`` after preparation get
-``llvm.loop.vectorize.enable`` where their body is one basic block of scalar code (LLVM does not
-if-convert others, ``jit.LLVM_OPTIONS``, nor vectorize vector code); other serial loops carry the unrolling hint of
-``loop_hints`` (left to LLVM, unrolled twice, or not unrolled: LLVM's own unrolling of
+``llvm.loop.vectorize.enable`` where their body is one basic block of scalar code (LLVM does
+not if-convert others, ``jit.LLVM_OPTIONS``, nor vectorize vector code); other serial loops
+carry the unrolling hint of ``loop_hints`` (left to LLVM, unrolled twice, or not unrolled: LLVM's own unrolling of
 outer loops costs compile time and gains nothing); ``parallel`` loops are outlined and run
 through a parallel runtime (``parallel``); a parallel loop inside a parallel body runs serially.
 Allocations of a constant size up to ``STACK_LIMIT`` bytes are ``alloca``s in the entry

@@ -25,6 +25,8 @@ from te.queries import loads, uses_var
 from te.tensor import Tensor
 
 from ..errors import ScheduleError
+from ..loop import Loop
+from ..stmt import For, Store
 from .classify import const_extent
 
 __all__ = ["accumulation_chain", "reorder_accumulation", "contraction", "reduction", "elementwise",
@@ -62,7 +64,14 @@ def deferred_unrolls():
 
 
 def pending_unrolls() -> list | None:
-    """The list of an active ``deferred_unrolls`` block, else None."""
+    """The list of an active ``deferred_unrolls`` block, else None.
+
+    >>> pending_unrolls() is None
+    True
+    >>> with deferred_unrolls() as pending:
+    ...     pending_unrolls() is pending
+    True
+    """
     return _PENDING.get()
 
 
@@ -102,8 +111,6 @@ def accumulation_chain(nest, top) -> list:
     >>> [lp.name for lp in nest.get_inner_loops("i")], [lp.name for lp in accumulation_chain(nest, "i")]
     ([], ['i', 'k'])
     """
-    from ..state import Loop
-    from ..stmt import For, Store
     out = [nest.loop(top)]
     while True:
         stmts = out[-1].stmt.body.stmts
