@@ -21,6 +21,10 @@
   overlap between threads.
 * Register promotion: a shared buffer that each thread uses privately (see
   :func:`promote_private`) becomes a thread-local array.
+* A kernel whose shared buffers need more than the limit (``max_shared_bytes``) moves the
+  largest of them to global memory, one slice per block (and per thread of a sliced
+  array's axes), until the rest fits: slower, but the schedule builds. A buffer allocated
+  with scope ``"shared"`` stays; the build is refused when those alone do not fit.
 
 Before (IR)::
 
@@ -87,18 +91,14 @@ def assign_memory_scopes(plan: CudaPlan) -> None:
         _classify_allocs(plan, k)
         promote_private(plan, k)
         shared = [p for p in _placements_in(plan, k) if p.scope == "shared"]
+        if _padded_total(shared) > plan.max_shared:
+            shared = _spill_to_global(plan, k, shared)
         # each shared array is 16-byte aligned: count its padded size (and place it there when
         # the kernel takes dynamic shared memory)
         k.shared_bytes = 0
         for p in shared:
             p.offset = k.shared_bytes
-            k.shared_bytes += -(-p.nbytes // 16) * 16
-        if k.shared_bytes > plan.max_shared:
-            names = ", ".join(f"{p.buffer.name} ({p.nbytes} B)" for p in shared)
-            raise BuildError(f"kernel {k.index} needs {k.shared_bytes} bytes of shared memory ({names}), more "
-                             f"than the limit of {plan.max_shared} bytes; use smaller tiles, or build with a larger "
-                             "max_shared_bytes (up to the device's opt-in limit: 163 KiB on sm_80, 227 KiB on sm_90; "
-                             "more than 48 KiB is taken as dynamic shared memory)")
+            k.shared_bytes += _padded(p)
     size_ids = plan.size_ids
     for b in plan.scratch:
         bad = [v for v in free_vars(b.dims) if id(v) not in size_ids]
@@ -106,6 +106,45 @@ def assign_memory_scopes(plan: CudaPlan) -> None:
             raise BuildError(f"the size of intermediate {b.name} depends on {', '.join(v.name for v in bad)}, "
                              "which is not a size argument (an intermediate outside the kernels, in a loop "
                              "the launcher runs, is allocated once for the whole call)")
+
+
+def _padded(p: Placement) -> int:
+    return -(-p.nbytes // 16) * 16
+
+
+def _padded_total(shared: list[Placement]) -> int:
+    return sum(_padded(p) for p in shared)
+
+
+def _spill_to_global(plan: CudaPlan, k: KernelPlan, shared: list[Placement]) -> list[Placement]:
+    """Move shared buffers of kernel ``k``, largest first, to global memory (one slice per
+    block, and per thread of a sliced buffer's axes: what the shared array gave) until the
+    rest fits in ``plan.max_shared`` bytes; returns the buffers left in shared memory. A
+    buffer allocated with scope ``"shared"`` stays; refuses when the rest cannot fit.
+    The barriers stay where they are: ``__syncthreads()`` orders global memory within a block
+    as it does shared memory."""
+    need = _padded_total(shared)
+    movable = sorted((p for p in shared if not p.pinned),
+                     key=lambda p: -p.nbytes)
+    keep = list(shared)
+    for p in movable:
+        if _padded_total(keep) <= plan.max_shared:
+            break
+        keep.remove(p)
+    if _padded_total(keep) > plan.max_shared:
+        names = ", ".join(f"{p.buffer.name} ({p.nbytes} B)" for p in shared)
+        asked = [p.buffer.name for p in keep if p not in movable]
+        raise BuildError(f"kernel {k.index} needs {need} bytes of shared memory ({names}), more than the limit of "
+                         f"{plan.max_shared} bytes, even with every buffer that does not ask for shared memory moved "
+                         f"to global memory ({', '.join(asked)} ask for it); use smaller tiles, or build with a "
+                         "larger max_shared_bytes (up to the device's opt-in limit: 163 KiB on sm_80, 227 KiB on "
+                         "sm_90; more than 48 KiB is taken as dynamic shared memory)")
+    for p in shared:
+        if p not in keep:
+            _place_global_slices(plan, k, p.buffer, p.slice_axes)
+            plan.placements[id(p.buffer)].spilled = True
+    k.spilled_shared_bytes = need
+    return keep
 
 
 def _place(plan: CudaPlan, p: Placement) -> None:
@@ -193,7 +232,7 @@ def _classify(plan: CudaPlan, k: KernelPlan, a: Allocate, bound: frozenset, afte
         # a tensor of a size known only at launch outside thread loops: one global buffer,
         # shared by all blocks (see the module docstring for when that is exact)
         scope, slice_axes, slice_dims = "global", (), ()
-    _place(plan, Placement(b, scope, k.index, slice_axes=slice_axes, slice_dims=slice_dims))
+    _place(plan, Placement(b, scope, k.index, slice_axes=slice_axes, slice_dims=slice_dims, pinned=want == scope))
 
 
 def _place_global_slices(plan: CudaPlan, k: KernelPlan, b, axes: tuple) -> None:

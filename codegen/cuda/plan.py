@@ -207,6 +207,8 @@ class Placement:
     private_slots: dict | None = None
     offset: int = 0
     slice_stride: Any = None        # global with slices: elements per slice (an expression)
+    spilled: bool = False           # global because the kernel's shared buffers were over the limit
+    pinned: bool = False            # its Allocate asked for this scope
 
     @property
     def slices(self) -> int:
@@ -256,6 +258,7 @@ class KernelPlan:
     block: tuple = (1, 1, 1)
     guarded: frozenset = frozenset()
     shared_bytes: int = 0
+    spilled_shared_bytes: int = 0   # the shared bytes asked for when some moved to global memory
     barriers: list[Stmt] = field(default_factory=list)
     guards: dict[int, Guard] = field(default_factory=dict)
     args: list[ArgRef] = field(default_factory=list)
@@ -284,7 +287,8 @@ class KernelPlan:
 
 
 def _dim(d) -> str:
-    return str(d) if isinstance(d, int) else expr_to_str(d)
+    n = d if isinstance(d, int) else fold_int(d)
+    return str(n) if n is not None else expr_to_str(d)
 
 
 def _first_line(s: Stmt, width: int = 72) -> str:
@@ -405,8 +409,11 @@ class CudaPlan:
             if p.slice_stride is not None:
                 per = " and per thread of " + "/".join(f"threadIdx.{AXES[a]}" for a in p.slice_axes) \
                     if p.slice_axes else ""
+                k = self.kernels[p.kernel]
+                why = (f"moved out of shared memory: the kernel's shared buffers need {k.spilled_shared_bytes} B, "
+                       f"more than the limit of {self.max_shared} B" if p.spilled else "its size is known only at launch")
                 out.append(f"  {p.buffer.name}: one slice of {_dim(p.slice_stride)} x {p.buffer.dtype} per block{per}"
-                           f" of kernel {self.kernels[p.kernel].name} (its size is known only at launch)")
+                           f" of kernel {k.name} ({why})")
         for k in self.kernels:
             mine = [p for p in self.placements.values() if p.kernel == k.index and p.scope != "global"]
             if not mine:

@@ -77,8 +77,11 @@ def plan_tensor_cores(plan) -> None:
     done = {f.var for m in plan.mma.values() for f in iter_stmts(m.root) if isinstance(f, For)}
     for var, intrinsic in plan.tensorized.items():
         if var not in done:
+            spilled = list(dict.fromkeys(p.buffer.name for p in plan.placements.values() if p.spilled))
+            hint = (f" ({', '.join(spilled)} moved to global memory: the kernel's shared buffers need more than "
+                    f"{plan.max_shared} bytes; use smaller tiles, or a larger max_shared_bytes)" if spilled else "")
             raise BuildError(f"loop {var.name} was tensorized as {intrinsic}, but the CUDA backend cannot print it "
-                             f"with tensor cores: {plan.mma_refusals.get(var, _NOT_A_WARP)}")
+                             f"with tensor cores: {plan.mma_refusals.get(var, _NOT_A_WARP)}{hint}")
 
 
 def _walk(plan, kernel, s, lane) -> None:

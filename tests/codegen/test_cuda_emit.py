@@ -425,18 +425,54 @@ def test_refuses_two_dimensional_blocks_over_the_limit():
         build(nest2, [A, B], target="cuda", max_threads_per_block=512)
 
 
-def test_refuses_more_shared_memory_than_48kib():
+def _read_across_threads_nest(size=13000):
+    """``big`` (``size`` floats: 52000 bytes by default) is written by one thread loop and read
+    across threads by the next: shared memory, more than a kernel may declare statically."""
     A = Buffer("A", (4, 64), float32)
     Y = Compute("Y", (4, 64), lambda i, j: A[i, j])
-    big = Buffer("big", (13000,), float32)                 # 52000 bytes
+    big = Buffer("big", (size,), float32)
     nest = _bound_nest([64, 64], lambda k, b, t: [Store(big, (t,), A[b, t])] if k == 0 else
-                       [Store(Y, (b, t), big[63 - t])], outputs=[Y], intermediates=[big])   # read across threads
-    with pytest.raises(BuildError, match=r"52000 bytes of shared memory \(big \(52000 B\)\), more than the "
-                                         r"limit of 49152"):
-        build(nest, [A, Y], target="cuda")
+                       [Store(Y, (b, t), big[63 - t])], outputs=[Y], intermediates=[big])
+    return nest, A, Y, big
+
+
+def test_shared_buffers_over_the_limit_move_to_global_memory_one_slice_per_block():
+    nest, A, Y, big = _read_across_threads_nest()
+    k = build(nest, [A, Y], target="cuda")
+    assert k.module.kernels[0].shared_bytes == 0
+    assert k.module.plan.describe_memory().splitlines() == [
+        "global, allocated by the launcher: big[4, 13000]",
+        "  big: one slice of 13000 x float32 per block of kernel k0_Y (moved out of shared memory: the kernel's "
+        "shared buffers need 52000 B, more than the limit of 49152 B)",
+        "kernel k0_Y: no shared memory"]
+    assert "__shared__" not in k.source and "__syncthreads()" in k.source
+    if HAVE_EMU:
+        a = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+        y = np.zeros_like(a)
+        run_on_host(k, a, y)
+        np.testing.assert_array_equal(y, a[:, ::-1])
+    # the largest buffers go first, until the rest fits
     ex = examples.matmul_tiled(32, 32, 32, 16)
-    with pytest.raises(BuildError, match="2048 bytes of shared memory"):
-        build(ex.nest, ex.args, target="cuda", max_shared_bytes=1024)
+    k = build(ex.nest, ex.args, target="cuda", max_shared_bytes=1024)
+    assert k.module.kernels[0].shared_bytes == 1024
+    scopes = {p.buffer.name: p.scope for p in k.module.plan.placements.values()}
+    assert sorted([scopes["As"], scopes["Bs"]]) == ["global", "shared"]
+    if HAVE_EMU:
+        arrays, expected = ex.make(np.random.default_rng(0))
+        run_on_host(k, **arrays)
+        np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-4, atol=1e-4)
+    if HAVE_NVCC:
+        assert k.compile("sm_80")
+
+
+def test_a_buffer_allocated_in_shared_memory_stays_there_and_the_build_refuses_what_does_not_fit():
+    nest, A, Y, big = _read_across_threads_nest()
+    big.scope = "shared"
+    with pytest.raises(BuildError, match=r"kernel 0 needs 52000 bytes of shared memory \(big \(52000 B\)\), more "
+                                         r"than the limit of 49152 bytes, even with every buffer that does not ask "
+                                         r"for shared memory moved to global memory \(big ask for it\)"):
+        build(nest, [A, Y], target="cuda")
+    assert build(nest, [A, Y], target="cuda", max_shared_bytes=64 * 1024).module.kernels[0].shared_bytes == 52000
 
 
 def _big_shared_nest():
@@ -993,3 +1029,23 @@ def test_the_emulation_precompiles_the_prelude_once_per_set_of_includes():
     assert outs == [True, True]
     heads = [path for text, path in emulate._HEADERS.items() if "cuda_fp16.h" in text]
     assert heads and all(os.path.exists(path + ".gch") for path in heads)
+
+
+def test_an_rfactor_buffer_too_large_for_shared_memory_builds_in_global_memory():
+    """Seed 106, case 110: the whole rfactor buffer C_rf (32 x 64 x 16 floats) sits inside the
+    thread-bound copy loop's kernel; it was accepted by the schedule and refused at build."""
+    B = Buffer("B", (16, 64), float32)
+    C = Reduce("C", (32, 64), Sum(), lambda i0, i1, r0: B[r0, i1], (16,))
+    nest = LoopNest([C])
+    nest.cache_accesses(nest.buffer("B"), "cache1", nest.loop("i1"))
+    nest.rfactor(nest.buffer("C"), nest.loop("r0"))
+    nest.set_gpu_thread_index(nest.loop("cache1_i0"), 2)
+    k = build(nest, [B, C], target="cuda")
+    assert "C_rf: one slice of 32768 x float32 per block" in k.module.plan.describe_memory()
+    b = np.random.default_rng(3).integers(-3, 4, (16, 64)).astype(np.float32)
+    if HAVE_EMU:
+        c = np.full((32, 64), np.nan, np.float32)
+        run_on_host(k, b, c)
+        np.testing.assert_array_equal(c, np.broadcast_to(b.sum(0), (32, 64)))
+    if HAVE_NVCC:
+        assert k.compile("sm_80")

@@ -47,6 +47,14 @@ def test_cuda_prints_the_nest_as_ldmatrix_and_mma_sync(dtype, tag):
     assert "_st(b_" not in k.source and "_st(tc_" not in k.source
 
 
+def test_operands_moved_out_of_shared_memory_by_the_limit_refuse_the_tensorized_build_and_say_why():
+    ex = mma_matmul_example(64, 64, 64, dtype="float16", **SMALL)      # As and Bs: 9728 bytes
+    with pytest.raises(BuildError, match=r"loop kk was tensorized as mma_m16n8k16, but .* As is in global memory; "
+                                         r".* \(As moved to global memory: the kernel's shared buffers need more "
+                                         r"than 6000 bytes; use smaller tiles, or a larger max_shared_bytes\)"):
+        build(ex.nest, ex.args, target="cuda", max_shared_bytes=6000)
+
+
 def test_the_printed_mmas_compute_what_the_nest_says_on_the_fragment_model():
     """Each printed mma.sync, run on the CPU model of ldmatrix and of the instruction with
     random shared memory, gives every lane the sums the nest's per-lane loops compute."""
