@@ -479,6 +479,10 @@ def _basic_set_expr(bs, params: list) -> E.Expr:
         terms, c0 = _terms(scaled.get_coefficient_val, scaled.get_constant_val(), params, divs,
                            scaled.dim(isl.dim_type.div))
         num = _sum(terms, c0)
+        if not _fits(num.dtype, den):       # a wrap modulo 2**32 of an int32 expression, say
+            if not _fits(int64, den):
+                raise _NotExpressible(f"a division by {den}")
+            num = E.Cast(int64, num)
         divs.append(num if den == 1 else E.FloorDiv(num, E.IntImm(den, num.dtype)))
     conds = []
     for c in bs.get_constraints():
@@ -520,8 +524,10 @@ def _fits(dt, c: int) -> bool:
 def _sum(terms: list, c0: int) -> E.Expr:
     """``sum(c * x) + c0`` in int32 when the variables are int32 and the constants fit,
     else in int64; positive terms first."""
-    dt = int32 if all(x.dtype == int32 for _, x in terms) and all(
-        _fits(int32, c) for c in [c0] + [c for c, _ in terms]) else int64
+    constants = [c0] + [c for c, _ in terms]
+    if not all(_fits(int64, c) for c in constants):
+        raise _NotExpressible(f"a constant out of int64's range in {constants}")
+    dt = int32 if all(x.dtype == int32 for _, x in terms) and all(_fits(int32, c) for c in constants) else int64
     out = None
     for c, x in sorted(terms, key=lambda t: t[0] < 0):
         x = x if x.dtype == dt else E.Cast(dt, x)

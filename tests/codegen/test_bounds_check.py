@@ -451,3 +451,21 @@ def test_cuda_kernels_check_regions_before_running_on_the_host():
 def test_doctests(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_a_condition_that_wraps_int32_gives_a_region_check_over_int64():
+    """Seed 108, case 3: isl writes the wrap of ``i0 * 1073741823`` (int32) as a division by
+    2**32, which the violation condition must compute in int64 (it raised TypeError)."""
+    N, M = Var("N", int32), Var("M", int32)
+    A = Buffer("A", (M + 2, N), float32)
+    T1 = Compute("T1", (M, N), lambda i0, i1: if_then_else(i0 * 1073741823 + 7 != 536870912, A[i0, i0], 1.0))
+    T2 = Compute("T2", (M + 1,), lambda i0: T1[i0 % 3, i0])
+    nest = LoopNest([T2])
+    nest.split_with_mask(nest.loop("i0"), 4)
+    a = np.arange(6 * 7, dtype=np.float32).reshape(6, 7)
+    want = np.zeros(5, np.float32)
+    build(LoopNest([T2]), [A, T2, N, M], target="ireval")(a, want, 7, 4)
+    for target in ("llvm", "ireval"):
+        got = np.full(5, np.nan, np.float32)
+        build(nest, [A, T2, N, M], target=target)(a, got, 7, 4)
+        np.testing.assert_array_equal(got, want)
