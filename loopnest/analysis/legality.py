@@ -26,14 +26,15 @@ import islpy as isl
 from te.queries import fold_int
 
 from ..errors import ScheduleError
-from ..stmt import For, iter_stmts
+from ..stmt import Block, Cond, For, LetStmt, iter_stmts
 from .dependences import (Dependence, _zero_prefix, buffers_carried_by, carried_by, dependences_in,
                           lex_negative_after, reads_written_in_iteration, reorder_violations, value_flow)
 from .domains import analyze, loop_var_of
 
 __all__ = ["refuse", "check_parallelize", "check_vectorize", "check_reorder", "check_fuse",
            "check_distribute", "check_gpu_bind", "blocking_parallel", "blocking_buffers",
-           "legal_parallel_loops", "privatizable", "constant_extent", "loops_text", "check_kinds_after"]
+           "legal_parallel_loops", "privatizable", "constant_extent", "loops_text", "check_kinds_after",
+           "way_to_loop"]
 
 
 def _name(loop: Any) -> str:
@@ -87,10 +88,61 @@ def blocking_buffers(nest: Any, loop: Any, privatize: bool = True) -> list:
     gets its value from the same iteration, does not count: it is allocated inside the loop
     body (``insert_allocations``), so each iteration has its own.
     """
-    bufs = buffers_carried_by(nest, loop)
+    bufs = buffers_carried_by(way_to_loop(nest, loop), loop)
     if privatize:
         bufs = [b for b in bufs if not privatizable(nest, b, loop)]
     return bufs
+
+
+def way_to_loop(nest_or_root: Any, loop: Any) -> Any:
+    """The nest's root keeping, in every block and branch on the way to ``loop`` (its first
+    loop of that variable in pre-order), only the statement that holds it. The statements
+    inside the loop keep their iteration domains and their order, so the dependences the
+    loop carries are those of the whole nest, and the analysis skips the rest of it (a
+    13-stage pipeline analysed once per stage while vectorizing each). The same tree again
+    when nothing is left out, so its cached analysis is found. KeyError when the loop is not
+    in the nest.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4,), "float32")
+    >>> B = Compute("B", (4,), lambda i: A[i] + 1.0)
+    >>> nest = LoopNest([B, Compute("C", (4,), lambda i: B[i] * 2.0)])
+    >>> print(way_to_loop(nest, nest.get_loops_for("C")[0]))
+    for (int i_1 = 0; i_1 < 4; i_1++) {
+      C[i_1] = B[i_1] * 2.0f;
+    }
+    """
+    root = getattr(nest_or_root, "root", nest_or_root)
+    var = loop_var_of(loop)
+    kept = _keep_way(root, var)
+    if kept is None:
+        raise KeyError(f"loop {var.name} is not in this statement tree")
+    return kept
+
+
+def _keep_way(s: Any, var: Any) -> Any:
+    if isinstance(s, For):
+        if s.var is var:
+            return s
+        body = _keep_way(s.body, var)
+        return None if body is None else s.replace(body=body)
+    if isinstance(s, Block):
+        for x in s.stmts:
+            kept = _keep_way(x, var)
+            if kept is not None:
+                return s if len(s.stmts) == 1 and kept is x else Block((kept,))
+        return None
+    if isinstance(s, Cond):
+        then = _keep_way(s.then, var)
+        if then is not None:
+            return s.replace(then=then, otherwise=None)
+        otherwise = _keep_way(s.otherwise, var) if s.otherwise is not None else None
+        return None if otherwise is None else s.replace(then=Block(()), otherwise=otherwise)
+    if isinstance(s, LetStmt):
+        body = _keep_way(s.body, var)
+        return None if body is None else s.replace(body=body)
+    return None
 
 
 def blocking_parallel(nest: Any, loop: Any, privatize: bool = True) -> list[Dependence]:
@@ -99,7 +151,7 @@ def blocking_parallel(nest: Any, loop: Any, privatize: bool = True) -> list[Depe
     bufs = blocking_buffers(nest, loop, privatize)
     if not bufs:
         return []
-    deps = carried_by(nest, loop, buffers=bufs[:1], first=True)
+    deps = carried_by(way_to_loop(nest, loop), loop, buffers=bufs[:1], first=True)
     if not deps:  # cannot happen: the fast query and the pairwise one agree
         raise AssertionError(f"dependence analysis: no carried dependence found on {bufs[0].name}")
     return deps
@@ -209,7 +261,7 @@ def constant_extent(f: Any) -> int | None:
 def check_vectorize(nest: Any, loop: Any, check_dependences: bool = True) -> None:
     """Legal when ``loop`` has a constant extent of at least 1 and carries no dependence
     (the spec: no lane may write what another lane reads, nor two lanes one element)."""
-    f = analyze(nest).loop_info(loop).loop
+    f = analyze(way_to_loop(nest, loop)).loop_info(loop).loop
     n = constant_extent(f)
     if n is None:
         from te.printer import expr_to_str

@@ -19,7 +19,7 @@ from loopnest.analysis.dependences import (buffers_carried_by, carried_by, compu
                                            value_flow)
 from loopnest.analysis.domains import analyze, const_int, provably_equal
 from loopnest.analysis.legality import (check_distribute, check_fuse, check_parallelize,
-                                        check_reorder, check_vectorize, legal_parallel_loops)
+                                        check_reorder, check_vectorize, legal_parallel_loops, way_to_loop)
 from loopnest.stmt import Block, Cond, For, Let, Store
 from nests import stencil_nest
 
@@ -270,6 +270,41 @@ def test_dependences_match_brute_force(ei, ej, stmts):
     slow = any(not lex_negative_after(d, 0, [0, 1], [1, 0]).is_empty() for d in compute_dependences(nest))
     assert bool(reorder_violations(nest, li, [0, 1], [1, 0])) == slow
     assert got == want
+
+
+@settings(max_examples=25)
+@given(ei=st.integers(1, 4), ej=st.integers(1, 4), cut=st.integers(-1, 4),
+       stmts=st.lists(st.tuples(st.tuples(st.sampled_from("XY"), _coef),
+                                st.lists(st.tuples(st.sampled_from("XY"), _coef), max_size=2)),
+                      min_size=2, max_size=4))
+def test_a_loop_carries_the_same_dependences_with_only_the_way_to_it_kept(ei, ej, cut, stmts):
+    """``way_to_loop`` drops the statements beside the path to a loop: the buffers that loop
+    carries are those the whole nest gives, for loops after siblings, under a branch, inside
+    a let."""
+    bufs = {n: Buffer(n, (64,), float32) for n in "XY"}
+    Z = Compute("Z", (ei, ej), lambda i, j: i + j)
+    nest = LoopNest([Z])
+    vi, vj = (l.var for l in nest.get_loops_for(Z))
+    vk, off = Var("k"), Var("off")
+
+    def store(spec, i, j):
+        (wb, (ci, cj, c)), reads = spec
+        val = 1.0
+        for rb, (ri, rj, rc) in reads:
+            val = val + bufs[rb][i * ri + j * rj + rc + 16]
+        return Store(bufs[wb], (i * ci + j * cj + c + 16,), val)
+    half = len(stmts) // 2
+    inner = For(vj, 0, ej, Block([store(x, vi, vj + off) for x in stmts[half:]]))
+    outer = For(vi, 0, ei, Block([store(x, vi, 0) for x in stmts[:half]]
+                                 + [Cond(vi < cut, Block([Let(off, vi % 2, Block([inner]))]))]))
+    before = For(vk, 0, 3, Block([store(x, vk, 1) for x in stmts]))
+    nest.root = Block([before, outer])
+    for loop in (vk, vi, vj):
+        kept = way_to_loop(nest, loop)
+        assert {b.name for b in buffers_carried_by(kept, loop)} == {b.name for b in buffers_carried_by(nest, loop)}
+        assert {b.name for b in buffers_carried_by(kept, loop)} == {d.buffer.name for d in carried_by(nest, loop)}
+    kept = way_to_loop(nest, vj)
+    assert way_to_loop(nest, vi).stmts == (outer,) and way_to_loop(kept, vj) is kept   # pruned already: as is
 
 
 def test_dependences_in_loop_and_value_flow():
