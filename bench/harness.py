@@ -5,8 +5,13 @@ noise only ever adds time, so besides the median each timing keeps the best samp
 ``time_interleaved`` times several candidates round-robin, so a burst of load hits all of
 them instead of whichever ran at the time. Each of its samples follows an untimed warm-up
 of the same function lasting ``WARM_S``: a core that idled (a single-threaded peer ran
-before) runs slowly for a millisecond or two after it wakes, and the threads of the
-previous candidate's thread pool may still be spinning.
+before) runs slowly for a millisecond or two after it wakes, the threads of the
+previous candidate's thread pool may still be spinning, and a candidate that streams more
+than the caches hold leaves the next one to fetch its data again: after one call of the
+unscheduled blur (a 15 MB intermediate), the automatic schedule's next calls took 2.4, 2.4,
+1.6, 1.5 ms, then 1.2 ms, about 8 ms in all. With a 3 ms warm-up, whichever schedule was
+timed after the unscheduled one came out 15-30% slower than the same code timed later
+(blur, transpose; 15 ms: within 10%, either order).
 
 >>> t = time_call(lambda: sum(range(1000)), repeats=5)
 >>> t.median > 0 and t.best <= t.median
@@ -25,7 +30,7 @@ from typing import Callable
 #: a sample lasts at least this long: faster functions are called several times per sample
 MIN_SAMPLE_S = 2e-3
 #: untimed running of a function before each of its interleaved samples
-WARM_S = 3e-3
+WARM_S = 15e-3
 
 
 @dataclass
