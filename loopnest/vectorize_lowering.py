@@ -98,7 +98,7 @@ def _version_loop(f: For) -> Stmt | None:
 def _lanes(f: For, body: Stmt, n: int) -> Stmt | None:
     """``body`` for the ``n`` lanes of loop ``f`` at once, in the pieces of ``lane_pieces``;
     None when it cannot be."""
-    out = []
+    pieces = []
     for offset, size in lane_pieces(n):
         start = tidy(add(f.start, offset))
         if size == 1:
@@ -110,8 +110,10 @@ def _lanes(f: For, body: Stmt, n: int) -> Stmt | None:
                 return None
             if piece is None:
                 return None
-        out.extend(as_block(piece).stmts)
-    return out[0] if len(out) == 1 else Block(tuple(out))
+        pieces.append(piece)
+    if len(pieces) == 1:
+        return pieces[0]
+    return Block(tuple(x for piece in pieces for x in as_block(piece).stmts))
 
 
 def lane_pieces(n: int) -> list[tuple[int, int]]:

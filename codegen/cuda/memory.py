@@ -124,23 +124,22 @@ def _spill_to_global(plan: CudaPlan, k: KernelPlan, shared: list[Placement]) -> 
     The barriers stay where they are: ``__syncthreads()`` orders global memory within a block
     as it does shared memory."""
     need = _padded_total(shared)
-    movable = sorted((p for p in shared if not p.pinned),
-                     key=lambda p: -p.nbytes)
-    keep = list(shared)
-    for p in movable:
-        if _padded_total(keep) <= plan.max_shared:
+    moved: set[int] = set()
+    for p in sorted((p for p in shared if not p.pinned), key=lambda p: -p.nbytes):
+        if _padded_total([x for x in shared if id(x) not in moved]) <= plan.max_shared:
             break
-        keep.remove(p)
+        moved.add(id(p))
+    keep = [p for p in shared if id(p) not in moved]
     if _padded_total(keep) > plan.max_shared:
         names = ", ".join(f"{p.buffer.name} ({p.nbytes} B)" for p in shared)
-        asked = [p.buffer.name for p in keep if p not in movable]
+        asked = ", ".join(p.buffer.name for p in keep if p.pinned)
         raise BuildError(f"kernel {k.index} needs {need} bytes of shared memory ({names}), more than the limit of "
                          f"{plan.max_shared} bytes, even with every buffer that does not ask for shared memory moved "
-                         f"to global memory ({', '.join(asked)} ask for it); use smaller tiles, or build with a "
-                         "larger max_shared_bytes (up to the device's opt-in limit: 163 KiB on sm_80, 227 KiB on "
+                         f"to global memory (allocated in shared memory: {asked}); use smaller tiles, or build with "
+                         "a larger max_shared_bytes (up to the device's opt-in limit: 163 KiB on sm_80, 227 KiB on "
                          "sm_90; more than 48 KiB is taken as dynamic shared memory)")
     for p in shared:
-        if p not in keep:
+        if id(p) in moved:
             _place_global_slices(plan, k, p.buffer, p.slice_axes)
             plan.placements[id(p.buffer)].spilled = True
     k.spilled_shared_bytes = need

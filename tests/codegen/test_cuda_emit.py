@@ -470,7 +470,7 @@ def test_a_buffer_allocated_in_shared_memory_stays_there_and_the_build_refuses_w
     big.scope = "shared"
     with pytest.raises(BuildError, match=r"kernel 0 needs 52000 bytes of shared memory \(big \(52000 B\)\), more "
                                          r"than the limit of 49152 bytes, even with every buffer that does not ask "
-                                         r"for shared memory moved to global memory \(big ask for it\)"):
+                                         r"for shared memory moved to global memory \(allocated in shared memory: big\)"):
         build(nest, [A, Y], target="cuda")
     assert build(nest, [A, Y], target="cuda", max_shared_bytes=64 * 1024).module.kernels[0].shared_bytes == 52000
 
