@@ -9,7 +9,9 @@ from te.expr import Broadcast, IntImm, Ramp, Var, substitute
 from te.queries import has_load, int_value, structural_key, uses_var
 
 from .lazy_analysis import legality_checks
+from .queries import stmt_loaded_buffers, stmt_stored_buffers
 from .stmt import Block, Cond, For, ForKind, Let, Stmt, StmtMutator, Store, as_block
+from .target import host_target
 from .transforms._rewrite import add, mul, sub, substitute_stmt, tidy
 
 __all__ = ["lower_vectorized_loops", "version_guarded_loops", "versioned", "interval_condition", "affine_in",
@@ -99,7 +101,7 @@ def _lanes(f: For, body: Stmt, n: int) -> Stmt | None:
     """``body`` for the ``n`` lanes of loop ``f`` at once, in the pieces of ``lane_pieces``;
     None when it cannot be."""
     pieces = []
-    for offset, size in lane_pieces(n):
+    for offset, size in lane_pieces(n, _register_lanes(body)):
         start = tidy(add(f.start, offset))
         if size == 1:
             piece = substitute_stmt(body, {f.var: start})
@@ -116,19 +118,29 @@ def _lanes(f: For, body: Stmt, n: int) -> Stmt | None:
     return Block(tuple(x for piece in pieces for x in as_block(piece).stmts))
 
 
-def lane_pieces(n: int) -> list[tuple[int, int]]:
+def _register_lanes(body: Stmt) -> int:
+    """Elements of the widest type ``body`` loads or stores that fit in one vector register of
+    the host (the machine LLVM generates code for)."""
+    bits = max((b.dtype.bits * b.dtype.lanes for b in stmt_loaded_buffers(body) + stmt_stored_buffers(body)),
+               default=32)
+    return max(1, host_target().vector_bits // bits)
+
+
+def lane_pieces(n: int, register_lanes: int = 16) -> list[tuple[int, int]]:
     """``(first lane, lanes)`` of the vector statements that compute ``n`` lanes: one piece,
-    or, for more than 8 lanes that are not a power of two, pieces of powers of two, largest
-    first. LLVM splits a power-of-two vector wider than the machine's registers into whole
-    registers, but one of 48 floats (3 AVX-512 registers) it takes apart element by element
-    and keeps in memory: a matmul tile of 6 x 48 ran at 5 GFLOP/s against 150 for 6 x 64.
+    or, for more lanes than one vector register holds (``register_lanes``) that are not a
+    power of two, pieces of powers of two, largest first. LLVM splits a power-of-two vector
+    wider than a register into whole registers, but one of 48 floats (3 AVX-512 registers) it
+    takes apart element by element and keeps in memory: a matmul tile of 6 x 48 ran at 5
+    GFLOP/s against 150 for 6 x 64, and 6 x 24 at 3 against 123 in pieces. Within one
+    register a vector stays whole (6 x 12 on one thread: 85 GFLOP/s whole, 69 in pieces).
     Lowering runs the body's statements for the lanes of a piece before the next piece,
     which the legality of ``vectorize`` (no lane depends on another) makes equivalent.
 
-    >>> lane_pieces(8), lane_pieces(6), lane_pieces(48), lane_pieces(25)
-    ([(0, 8)], [(0, 6)], [(0, 32), (32, 16)], [(0, 16), (16, 8), (24, 1)])
+    >>> lane_pieces(48), lane_pieces(12), lane_pieces(12, register_lanes=8), lane_pieces(25)
+    ([(0, 32), (32, 16)], [(0, 12)], [(0, 8), (8, 4)], [(0, 16), (16, 8), (24, 1)])
     """
-    if n <= 8 or n & (n - 1) == 0:
+    if n <= register_lanes or n & (n - 1) == 0:
         return [(0, n)]
     pieces, first = [], 0
     while first < n:
