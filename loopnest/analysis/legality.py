@@ -279,7 +279,7 @@ def check_vectorize(nest: Any, loop: Any, check_dependences: bool = True) -> Non
         refuse("vectorize", [loop], dep=deps[0], loop=loop, hint=_hint("vectorize", legal, loop))
 
 
-def check_kinds_after(nest: Any, new_root: Any, loops: Sequence[Any], op: str) -> None:
+def check_kinds_after(nest: Any, new_root: Any, loops: Sequence[Any], op: str, change: str = "once moved") -> None:
     """After a transform that moves loops (reorder, tile, ...): every parallel, vectorized
     or GPU loop among ``loops`` (Fors, handles or Vars) must still carry no dependence in
     ``new_root`` (a dependence of distance (1, 1) is carried by whichever loop is outer).
@@ -312,7 +312,7 @@ def check_kinds_after(nest: Any, new_root: Any, loops: Sequence[Any], op: str) -
             else:
                 check_gpu_bind(tmp, f.var, f"{f.kind}.{'xyz'[f.axis or 0]}")
         except ScheduleError as e:
-            raise ScheduleError(f"{op}: loop {f.var.name} is {f.kind}, and once moved, {e}") from None
+            raise ScheduleError(f"{op}: loop {f.var.name} is {f.kind}, and {change}, {e}") from None
 
 
 # ------------------------------------------------------------------------------------

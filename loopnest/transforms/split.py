@@ -301,7 +301,14 @@ def _slice(nest, loop, factor, side: str):
     if ext is None and f.kind == ForKind.VECTORIZED:
         rest = rest.replace(kind=ForKind.SERIAL)
     pieces = [piece, rest] if side == "head" else [rest, piece]
-    nest.root = replace_loop(nest.root, v, lambda _: pieces)
+    new_root = replace_loop(nest.root, v, lambda _: pieces)
+    # slicing keeps the order of every iteration, but the analysis of a parallel loop around
+    # it may no longer show an intermediate private to that loop's iterations (a bound
+    # min(...) of the sliced loop); its allocation would then be shared: refuse
+    around = [g.var for g in nest.loop_index().enclosing(v) if g.var is not v]
+    legality_checks().check_kinds_after(nest, new_root, around, f"slice_{side}",
+                                        f"with loop {v.name} sliced")
+    nest.root = new_root
     return (Loop(nest, pv), loop) if side == "head" else (loop, Loop(nest, pv))
 
 
@@ -320,7 +327,9 @@ def slice_head(nest, loop, factor: int):
     Returns ``(head, tail)``: the tail is ``loop`` itself (its handle stays valid, as do the
     handles of loops inside it; the head's inner loops are fresh copies). When ``factor``
     covers a constant extent nothing changes and ``(loop, None)`` is returned. With a
-    symbolic extent the head stops at ``min(start + factor, stop)``. Always legal.
+    symbolic extent the head stops at ``min(start + factor, stop)``. It keeps the order of
+    every iteration; it is refused only where the analysis of a parallel loop around it can
+    then no longer show that loop's intermediates private to its iterations.
     """
     return _slice(nest, loop, factor, "head")
 
@@ -340,7 +349,7 @@ def slice_tail(nest, loop, factor: int):
     Returns ``(head, tail)``: the head is ``loop`` itself (its handle and its inner loops'
     handles stay valid). When ``factor`` covers a constant extent nothing changes and
     ``(None, loop)`` is returned. With a symbolic extent the tail starts at
-    ``max(stop - factor, start)``. Always legal.
+    ``max(stop - factor, start)``. Refused as ``slice_head`` is.
     """
     return _slice(nest, loop, factor, "tail")
 

@@ -323,3 +323,26 @@ def test_docstring_examples(module):
     import importlib
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
+
+
+def test_slice_head_is_refused_where_a_parallel_loop_around_it_would_share_an_intermediate():
+    """Seed 114, case 172: T1 computed at the sliced loop inside a parallel loop. Once
+    sliced, the analysis no longer shows T1 private to the parallel loop's iterations, so
+    its allocation would have been one T1 for all of them (a data race): refused, and the
+    nest is as it was."""
+    from loopnest import Target
+    from te import Max, cast, floordiv, if_then_else, minimum
+    N, M = Var("N", int32), Var("M", int32)
+    T1 = Compute("T1", (N,), lambda i0: if_then_else(i0 >= 2, 1.0, 0.0))
+    T2 = Compute("T2", (M + 1,), lambda i0: cast(T1[i0 % 3], "int64") + cast(T1[minimum(i0, N - 1)], "int64")
+                 + cast(T1[floordiv(i0, 2)], "int64"))
+    T3 = Reduce("T3", (M,), Max(), lambda i0, r0: minimum(cast(T2[r0], "float32"), T1[minimum(r0, N - 1)]),
+                (M + 1,))
+    nest = LoopNest([T3])
+    nest.auto_schedule(Target(vector_bits=128, vector_registers=32, cores=3, l1_bytes=512, l2_bytes=1 << 20))
+    nest.compute_at(nest.buffer("T1"), nest.loop("r0_outer"))
+    before, history = str(nest), list(nest.history)
+    with pytest.raises(ScheduleError, match=r"slice_head: loop i0_2 is parallel, and with loop r0_outer sliced, "
+                                            r"cannot parallelize loop i0_2: .*flow dependence on T1"):
+        nest.slice_head(nest.loop("r0_outer"), 2)
+    assert str(nest) == before and nest.history == history
