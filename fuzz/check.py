@@ -321,6 +321,7 @@ def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emu
             outs = case.run(nest, target)
             if target == "llvm":
                 result.failures += _llvm_encoding(case, nest)
+                result.failures += _llvm_vector_widths(case, nest)
                 if case.llvm_diagnostics:
                     result.failures.append(Failure("build", "llvm", "LLVMDiagnostic",
                                                    f"LLVM printed: {case.llvm_diagnostics[0]}"))
@@ -390,6 +391,42 @@ def _llvm_encoding(case: Case, nest) -> list:
         return []
     return [Failure("build", "llvm", "EVEXEncoding", "a VEX-only instruction names a register of xmm16-31 "
                     f"and evex_check.at_risk did not flag the kernel: {lines[0]}")]
+
+
+_VECTOR_ACCESS = re.compile(r"(?:= load|store) <(\d+) x (i\d+|half|bfloat|float|double)>")
+_TYPE_BITS = {"half": 16, "bfloat": 16, "float": 32, "double": 64}
+
+
+def wide_odd_vectors(ir: str, vector_bits: int) -> list[str]:
+    """The vector loads and stores of the LLVM IR ``ir`` whose lanes are not a power of two and
+    take more than one ``vector_bits`` register: LLVM takes such a vector apart element by
+    element (a 6 x 48 matmul tile ran 30 times slower than 6 x 64), so the vectorize lowering
+    computes them in pieces (``loopnest.vectorize_lowering.lane_pieces``).
+
+    >>> wide_odd_vectors("%a = load <48 x float>, ptr %p\\n store <16 x float> %b, ptr %q", 512)
+    ['<48 x float>']
+    >>> wide_odd_vectors("%a = load <12 x float>, ptr %p", 512)
+    []
+    """
+    out = []
+    for m in _VECTOR_ACCESS.finditer(ir):
+        lanes, t = int(m.group(1)), m.group(2)
+        bits = _TYPE_BITS.get(t) or int(t[1:])
+        if lanes & (lanes - 1) and lanes * bits > vector_bits:
+            out.append(f"<{lanes} x {t}>")
+    return out
+
+
+def _llvm_vector_widths(case: Case, nest) -> list:
+    """A failure where the LLVM IR of ``nest`` loads or stores a vector ``wide_odd_vectors``
+    names."""
+    from loopnest.target import host_target
+    kernel = build(nest, case.args, target="llvm")     # the build of the run just made: cached
+    odd = wide_odd_vectors(kernel.source, host_target().vector_bits)
+    if not odd:
+        return []
+    return [Failure("build", "llvm", "WideVector", f"the IR loads or stores {odd[0]}: more than one vector register "
+                    "of lanes that are not a power of two, which LLVM takes apart element by element")]
 
 
 def _check_replay(case: Case, nest, result: Result) -> None:

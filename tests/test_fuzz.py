@@ -277,3 +277,26 @@ def test_conditions_whose_sides_wrap_are_drawn_and_a_versioning_that_ignores_wra
     jit.clear_cache()       # the kernel built above is remembered by its nest, not by its IR
     failures = check_schedule(case, steps, targets=("ireval", "llvm")).failures
     assert [(f.kind, f.where) for f in failures] == [("wrong", "llvm")], failures
+
+
+def test_a_vector_wider_than_a_register_of_lanes_not_a_power_of_two_is_a_failure(monkeypatch):
+    """LLVM takes a <48 x float> apart element by element (30 times slower); the vectorize
+    lowering computes 48 lanes as 32 + 16. With that lowering made to keep them whole, the
+    tester reports the wide vector."""
+    from codegen.llvm import jit
+    from loopnest import vectorize_lowering
+    from loopnest.target import host_target
+    lanes = 3 * host_target().lanes("float32")           # three registers: 48 floats on AVX-512
+    program = Program({}, [TensorSpec("A", "float32", [[2 * lanes, 0]]),
+                           TensorSpec("B", "float32", [[2 * lanes, 0]], ["add", ["ld", "A", [["i", 0]]],
+                                                                   ["c", 1.0, "float32"]])], ["B"], 0)
+    steps = [{"op": "split_with_tail", "args": [{"loop": "i0"}, lanes]},
+             {"op": "vectorize", "args": [{"loop": "i0_inner"}]}]
+    case = Case(program)
+    assert not check_program(case)
+    assert not check_schedule(case, steps, targets=("ireval", "llvm")).failures
+    monkeypatch.setattr(vectorize_lowering, "lane_pieces", lambda n, register_lanes=16: [(0, n)])
+    jit.clear_cache()
+    failures = check_schedule(case, steps, targets=("ireval", "llvm")).failures
+    assert [f.signature for f in failures] == ["build:llvm:WideVector"], failures
+    assert f"<{lanes} x float>" in failures[0].message

@@ -283,7 +283,8 @@ def check_kinds_after(nest: Any, new_root: Any, loops: Sequence[Any], op: str, c
     """After a transform that moves loops (reorder, tile, ...): every parallel, vectorized
     or GPU loop among ``loops`` (Fors, handles or Vars) must still carry no dependence in
     ``new_root`` (a dependence of distance (1, 1) is carried by whichever loop is outer).
-    Raises ScheduleError prefixed with ``op``; ``nest`` is not modified.
+    Raises ScheduleError prefixed with ``op`` and saying what happened to the loop
+    (``change``: "once moved"; slicing passes "with loop i sliced"); ``nest`` is not modified.
     """
     kinds = ("parallel", "vectorized", "gpu_block", "gpu_thread")
     # the loops' kinds come from the tree itself: most moves involve no special loop, and
