@@ -41,6 +41,7 @@ from .transforms import distribute as _distribute
 from .transforms import fuse as _fuse
 from .transforms import inline as _inline
 from .transforms import loop_kinds as _loop_kinds
+from .transforms import privacy as _privacy
 from .transforms import privatize as _privatize
 from .transforms import gpu_matmul as _gpu_matmul
 from .transforms import tensorize as _tensorize
@@ -51,6 +52,11 @@ from .verify import verify as verify_tree
 
 __all__ = ["LoopNest", "Loop"]
 
+
+#: transforms that check the parallel and GPU loops they change themselves, or change only
+#: kinds of loops; every other one is followed by ``refuse_lost_privacy``
+_CHECKS_CONCURRENT_LOOPS = frozenset({"vectorize", "parallelize", "set_gpu_block_index", "set_gpu_thread_index",
+                                      "reorder", "reorder_axis", "slice_head", "slice_tail", "tensorize"})
 
 #: the guard of the nest's entry points: the error names the nesting depth of its tree
 _deep_safe = recursion_guard(depth=lambda self, *args, **kwargs: stmt_depth(self.root))
@@ -79,10 +85,13 @@ def _transform(fn: Callable) -> Callable:
         if resolve is not None:
             args, kwargs = resolve(self, args, kwargs)
         saved = self._snapshot()
+        saved_root = self.root
         depth = self._transform_depth
         self._transform_depth += 1
         try:
             result = fn(self, *args, **kwargs)
+            if depth == 0 and name not in _CHECKS_CONCURRENT_LOOPS:
+                _privacy.refuse_lost_privacy(self, saved_root, name)
             if depth == 0 and self._tensorized:
                 _tensorize.check_tensorized(self, name)
         except Exception:

@@ -23,9 +23,9 @@ from .index_checks import guard_data_dependent_indices
 from .legalize import (expand_float_min_max, guard_int_division, lower_low_precision, mask_shift_amounts,
                        short_circuit, unsigned_division, widen_indices)
 from .legalize_vectors import legalize_vectors, scalarize_vectors
-from .queries import TouchedBuffers, own_loaded_ids, stmt_writes
+from .queries import TouchedBuffers, stmt_writes
 from .kinds import ForKind
-from .stmt import Allocate, Block, ExternCall, For, Free, Stmt, StmtMutator, Store, iter_stmts
+from .stmt import Allocate, Block, For, Free, Stmt, StmtMutator, Store, iter_stmts
 from .vectorize_lowering import lower_vectorized_loops, version_guarded_loops
 
 
@@ -271,65 +271,14 @@ def insert_allocations(nest, root: Stmt) -> Stmt:
     }
     free(T1);
     """
+    from .transforms import privacy
     touched = TouchedBuffers()
     scheduled = {id(s.var): s for s in iter_stmts(nest.root) if isinstance(s, For)}
     for buf in nest.intermediates:
         scope = getattr(buf, "scope", "global")
-        root = _Allocator(buf, scope, lambda f, buf=buf: _private_to(nest, buf, f), touched,
+        root = _Allocator(buf, scope, lambda f, buf=buf: privacy.private_to(nest, buf, f), touched,
                           lambda var: scheduled.get(id(var))).visit(root)
     return root
-
-
-def _private_to(nest, buf, f: For) -> bool:
-    """Whether ``buf`` may be allocated inside loop ``f`` (a loop of ``nest.root`` or a lowered
-    copy of one); False for a loop the nest's analysis does not know. A buffer stored at a
-    loop (``shrink_storage``) is allocated once outside it, per iteration of a parallel loop."""
-    from .lazy_analysis import legality_checks, polyhedral_domains
-    from .transforms.store_at import allocate_inside
-    inside = allocate_inside(nest, buf, f)
-    if inside is not None:
-        return inside
-    if id(buf) in nest._cache_buffers and any(
-            isinstance(g, For) and g.kind in ForKind.CONCURRENT for g in iter_stmts(f)):
-        # a cache_accesses copy is filled by each iteration of its loop before it is read, so
-        # it is private to every loop that contains all its uses (the loops asked about here),
-        # even where the dependence analysis cannot show it; it goes down to the parallel or
-        # GPU loops, whose concurrent iterations must not share one copy (seed 50, case 227)
-        return True
-    if _filled_in_each_iteration(nest, buf, f):
-        return True
-    if id(f.var) not in polyhedral_domains().analyze(nest).loops:
-        return False
-    return legality_checks().privatizable(nest, buf, f.var)
-
-
-def _filled_in_each_iteration(nest, buf, f: For) -> bool:
-    """Whether each iteration of ``f`` reads only elements of ``buf`` that it wrote, shown
-    without the dependence analysis (whose build dominates this pass for an unrolled register
-    tile): ``buf`` is a ``cache_accesses`` copy made at a loop L, each iteration of L reads
-    only what it wrote (the copy in at its start covers every other read), and ``f`` is L or
-    a loop that was around L when the copy was made, with only such loops between them (an
-    iteration of ``f`` holds whole iterations of L, values are not read across them), and L
-    holds every access to ``buf`` inside ``f``. Every loop around L must have been around it
-    then (a loop moved out of L would run L's iterations in pieces). Anything else (L split,
-    unrolled or copied since, loops made later around it) is left to the analysis."""
-    from .transforms._rewrite import loop_path
-    made_at = nest._cache_loops.get(id(buf))
-    if made_at is None:
-        return False
-    var, around = made_at
-    chain = nest.loop_index().enclosing(var)
-    if not chain or any(id(g.var) not in around for g in chain):
-        return False
-    paths = loop_path(f, lambda s: isinstance(s, For) and s.var is var)
-    if len(paths) != 1 or any(id(g.var) not in around for g in paths[0]):
-        return False
-    made = next(s for s in iter_stmts(f) if isinstance(s, For) and s.var is var)
-    for s in iter_stmts(f, skip=lambda s: s is made):
-        if id(buf) in own_loaded_ids(s) or isinstance(s, Store) and s.buffer is buf or \
-                isinstance(s, ExternCall) and any(b is buf for b in s.buffers):
-            return False
-    return True
 
 
 def final_simplify(nest, root: Stmt) -> Stmt:

@@ -227,7 +227,7 @@ def test_ireval_check_races_shows_a_cache_copy_shared_by_parallel_iterations(mon
     it. IREval with ``check_races=True`` records which iterations touch each element and
     names the race."""
     from codegen.ireval import DataRaceError
-    from loopnest import passes
+    from loopnest.transforms import privacy
     M, A, T2, nest = _case_227()
     nest.parallelize(nest.loop("i1_1"))
     nest.cache_accesses(nest.buffer("A"), "cache1", nest.loop("i1_1"))
@@ -239,7 +239,7 @@ def test_ireval_check_races_shows_a_cache_copy_shared_by_parallel_iterations(mon
     np.testing.assert_array_equal(got, want)
     shared = nest.copy()
     # the allocation pass as it was: one copy outside the loop
-    monkeypatch.setattr(passes, "_private_to", lambda nest, buf, f: False)
+    monkeypatch.setattr(privacy, "private_to", lambda nest, buf, f: False)
     build(shared, [A, T2, M], target="ireval")(a, got, 8)          # a serial run hides it
     np.testing.assert_array_equal(got, want)
     with pytest.raises(DataRaceError, match=r"data race on cache1 .* iteration 1 of the parallel/GPU loop i1_1 "
@@ -278,7 +278,7 @@ def test_check_races_passes_the_gpu_schedules_and_shared_reads():
 def test_the_tester_reports_a_race_that_a_serial_run_hides(monkeypatch):
     from fuzz.check import Case, check_program, check_schedule
     from fuzz.programs import Program, TensorSpec
-    from loopnest import passes
+    from loopnest.transforms import privacy
     p = Program({}, [TensorSpec("A", "int32", [[6, 0], [5, 0]]),
                      TensorSpec("B", "int32", [[6, 0], [5, 0]],
                                 ["add", ["ld", "A", [["i", 0], ["sub", ["c", 4, "int32"], ["i", 1]]]],
@@ -288,7 +288,8 @@ def test_the_tester_reports_a_race_that_a_serial_run_hides(monkeypatch):
     steps = [{"op": "parallelize", "args": [{"loop": "i0"}], "kwargs": {}},
              {"op": "cache_accesses", "args": [{"buffer": "A"}, "cache1", {"loop": "i0"}], "kwargs": {}}]
     assert check_schedule(case, steps, ("ireval",)).failures == []
-    monkeypatch.setattr(passes, "_private_to", lambda nest, buf, f: False)   # every allocation outside
+    monkeypatch.setattr(privacy, "private_to", lambda nest, buf, f: False)   # every allocation outside
+    monkeypatch.setattr(privacy, "refuse_lost_privacy", lambda nest, old_root, op: None)   # and no check of it
     failures = check_schedule(case, steps, ("ireval",)).failures
     assert [f.signature for f in failures] == ["run:ireval-races:DataRaceError"]
     # its reproducer runs IREval with check_races too (here, where the race is still patched in)

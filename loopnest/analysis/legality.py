@@ -19,6 +19,7 @@ cannot parallelize loop k: `C[i] = C[i] + A[i, k]` reads C[i], written by the sa
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 from typing import Any, NoReturn, Sequence
 
 import islpy as isl
@@ -26,15 +27,16 @@ import islpy as isl
 from te.queries import fold_int
 
 from ..errors import ScheduleError
-from ..stmt import Block, Cond, For, LetStmt, iter_stmts
+from ..queries import own_loaded_ids, stmt_touches
+from ..stmt import Block, Cond, For, LetStmt, Store, iter_stmts
 from .dependences import (Dependence, _zero_prefix, buffers_carried_by, carried_by, dependences_in,
                           lex_negative_after, reads_written_in_iteration, reorder_violations, value_flow)
 from .domains import analyze, loop_var_of
 
 __all__ = ["refuse", "check_parallelize", "check_vectorize", "check_reorder", "check_fuse",
            "check_distribute", "check_gpu_bind", "blocking_parallel", "blocking_buffers",
-           "legal_parallel_loops", "privatizable", "constant_extent", "loops_text", "check_kinds_after",
-           "way_to_loop"]
+           "legal_parallel_loops", "privatizable", "accesses_only", "constant_extent", "loops_text",
+           "check_kinds_after", "way_to_loop"]
 
 
 def _name(loop: Any) -> str:
@@ -121,6 +123,63 @@ def way_to_loop(nest_or_root: Any, loop: Any) -> Any:
     return kept
 
 
+#: the last trees ``accesses_only`` made, so that the analyses of them are found again
+_ACCESSES_ONLY: "OrderedDict[tuple[int, int], tuple[Any, Any, Any]]" = OrderedDict()
+
+
+def accesses_only(nest_or_root: Any, buffer: Any) -> Any:
+    """The nest's root keeping only the statements that load or store ``buffer``, with the
+    loops, branches and lets around them (None when no statement does). The accesses keep
+    their iteration domains and their order, so the flow of ``buffer``'s values is that of
+    the whole nest, and its analysis skips the rest of a long pipeline.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4,), "float32")
+    >>> B = Compute("B", (4,), lambda i: A[i] + 1.0)
+    >>> nest = LoopNest([B, Compute("C", (4,), lambda i: A[i] * 2.0)])
+    >>> print(accesses_only(nest, B))
+    for (int i = 0; i < 4; i++) {
+      B[i] = A[i] + 1.0f;
+    }
+    """
+    root = getattr(nest_or_root, "root", nest_or_root)
+    key = (id(root), id(buffer))
+    hit = _ACCESSES_ONLY.get(key)
+    if hit is not None and hit[0] is root and hit[1] is buffer:
+        _ACCESSES_ONLY.move_to_end(key)
+        return hit[2]
+    kept = _keep_accesses(root, buffer)
+    _ACCESSES_ONLY[key] = (root, buffer, kept)      # holding both keeps their ids from reuse
+    while len(_ACCESSES_ONLY) > 32:
+        _ACCESSES_ONLY.popitem(last=False)
+    return kept
+
+
+def _keep_accesses(s: Any, buffer: Any) -> Any:
+    if isinstance(s, Block):
+        kept = [k for k in (_keep_accesses(x, buffer) for x in s.stmts) if k is not None]
+        if not kept:
+            return None
+        return s if len(kept) == len(s.stmts) and all(a is b for a, b in zip(kept, s.stmts)) else Block(tuple(kept))
+    if isinstance(s, (For, Cond, LetStmt)) and id(buffer) in own_loaded_ids(s):
+        return s                            # a bound, condition or value reads it: keep it all
+    if isinstance(s, (For, LetStmt)):
+        body = _keep_accesses(s.body, buffer)
+        return None if body is None else (s if body is s.body else s.replace(body=body))
+    if isinstance(s, Cond):
+        then = _keep_accesses(s.then, buffer)
+        otherwise = _keep_accesses(s.otherwise, buffer) if s.otherwise is not None else None
+        if then is None and otherwise is None:
+            return None
+        if then is s.then and otherwise is s.otherwise:
+            return s
+        return s.replace(then=Block(()) if then is None else then, otherwise=otherwise)
+    if isinstance(s, Store):
+        return s if s.buffer is buffer or id(buffer) in own_loaded_ids(s) else None
+    return s if stmt_touches(s, buffer) else None
+
+
 def _keep_way(s: Any, var: Any) -> Any:
     if isinstance(s, For):
         if s.var is var:
@@ -181,11 +240,16 @@ def privatizable(nest: Any, buffer: Any, loop: Any) -> bool:
     intermediates = getattr(nest, "intermediates", None)
     if intermediates is None or not any(b is buffer for b in intermediates):
         return False
-    an = analyze(nest)
+    root = accesses_only(nest, buffer)     # the same value flow, a smaller analysis
+    if root is None:
+        return False
+    an = analyze(root)
+    if id(loop_var_of(loop)) not in an.loops:
+        return False                        # no access inside the loop, or not a loop of the nest
     info = an.loop_info(loop)
     if not all(info.contains(a.instance) for a in an.accesses_of(buffer)):
         return False
-    if reads_written_in_iteration(nest, buffer, loop):
+    if reads_written_in_iteration(root, buffer, loop):
         return True
     c = info.depth
     bad = []
@@ -202,7 +266,7 @@ def privatizable(nest: Any, buffer: Any, loop: Any) -> bool:
                     and m.order_gt(isl.dim_type.in_, d, isl.dim_type.out, d).is_empty()):
                 bad.append(m)
                 return
-    flow = value_flow(nest, buffer)
+    flow = value_flow(root, buffer)
     if flow is None:
         return False        # undecided: keep the buffer shared
     flow.foreach_map(check)

@@ -19,7 +19,8 @@ from loopnest.analysis.dependences import (buffers_carried_by, carried_by, compu
                                            value_flow)
 from loopnest.analysis.domains import analyze, const_int, provably_equal
 from loopnest.analysis.legality import (check_distribute, check_fuse, check_parallelize,
-                                        check_reorder, check_vectorize, legal_parallel_loops, way_to_loop)
+                                        check_reorder, check_vectorize, legal_parallel_loops, way_to_loop,
+                                        accesses_only)
 from loopnest.stmt import Block, Cond, For, Let, Store
 from nests import stencil_nest
 
@@ -272,15 +273,9 @@ def test_dependences_match_brute_force(ei, ej, stmts):
     assert got == want
 
 
-@settings(max_examples=25)
-@given(ei=st.integers(1, 4), ej=st.integers(1, 4), cut=st.integers(-1, 4),
-       stmts=st.lists(st.tuples(st.tuples(st.sampled_from("XY"), _coef),
-                                st.lists(st.tuples(st.sampled_from("XY"), _coef), max_size=2)),
-                      min_size=2, max_size=4))
-def test_a_loop_carries_the_same_dependences_with_only_the_way_to_it_kept(ei, ej, cut, stmts):
-    """``way_to_loop`` drops the statements beside the path to a loop: the buffers that loop
-    carries are those the whole nest gives, for loops after siblings, under a branch, inside
-    a let."""
+def _siblings_branch_and_let(ei, ej, cut, stmts):
+    """A nest of random affine stores to X and Y: a loop k, then a loop i holding some of
+    them and, under a branch and a let, a loop j holding the others."""
     bufs = {n: Buffer(n, (64,), float32) for n in "XY"}
     Z = Compute("Z", (ei, ej), lambda i, j: i + j)
     nest = LoopNest([Z])
@@ -299,12 +294,53 @@ def test_a_loop_carries_the_same_dependences_with_only_the_way_to_it_kept(ei, ej
                                  + [Cond(vi < cut, Block([Let(off, vi % 2, Block([inner]))]))]))
     before = For(vk, 0, 3, Block([store(x, vk, 1) for x in stmts]))
     nest.root = Block([before, outer])
+    return nest, bufs, (vk, vi, vj), outer
+
+
+_random_stores = dict(ei=st.integers(1, 4), ej=st.integers(1, 4), cut=st.integers(-1, 4),
+                      stmts=st.lists(st.tuples(st.tuples(st.sampled_from("XY"), _coef),
+                                               st.lists(st.tuples(st.sampled_from("XY"), _coef), max_size=2)),
+                                     min_size=2, max_size=4))
+
+
+@settings(max_examples=25)
+@given(**_random_stores)
+def test_a_loop_carries_the_same_dependences_with_only_the_way_to_it_kept(ei, ej, cut, stmts):
+    """``way_to_loop`` drops the statements beside the path to a loop: the buffers that loop
+    carries are those the whole nest gives, for loops after siblings, under a branch, inside
+    a let."""
+    nest, _, (vk, vi, vj), outer = _siblings_branch_and_let(ei, ej, cut, stmts)
     for loop in (vk, vi, vj):
         kept = way_to_loop(nest, loop)
         assert {b.name for b in buffers_carried_by(kept, loop)} == {b.name for b in buffers_carried_by(nest, loop)}
         assert {b.name for b in buffers_carried_by(kept, loop)} == {d.buffer.name for d in carried_by(nest, loop)}
     kept = way_to_loop(nest, vj)
     assert way_to_loop(nest, vi).stmts == (outer,) and way_to_loop(kept, vj) is kept   # pruned already: as is
+
+
+@settings(max_examples=25)
+@given(**_random_stores)
+def test_a_buffer_s_values_flow_as_in_the_whole_nest_with_only_its_accesses_kept(ei, ej, cut, stmts):
+    """``accesses_only`` drops every statement that does not touch a buffer (``privatizable``
+    analyses that tree): the buffer's value flow, from which write each read takes its value,
+    is that of the whole nest, statement for statement."""
+    nest, bufs, _, _ = _siblings_branch_and_let(ei, ej, cut, stmts)
+    whole = analyze(nest)
+    for buf in bufs.values():
+        kept = accesses_only(nest, buf)
+        if kept is None:
+            assert not any(a.buffer is buf for a in whole.accesses)
+            continue
+        same = {inst.name: next(w.name for w in whole.instances if w.stmt is inst.stmt)
+                for inst in analyze(kept).instances}
+        maps = []
+        value_flow(kept, buf).foreach_map(maps.append)
+        renamed = value_flow(nest, buf).subtract(value_flow(nest, buf))     # empty, in the same space
+        for m in maps:
+            m = m.set_tuple_name(isl.dim_type.in_, same[m.get_tuple_name(isl.dim_type.in_)])
+            renamed = renamed.union(isl.UnionMap.from_map(m.set_tuple_name(
+                isl.dim_type.out, same[m.get_tuple_name(isl.dim_type.out)])))
+        assert renamed.is_equal(value_flow(nest, buf))
 
 
 def test_dependences_in_loop_and_value_flow():

@@ -132,11 +132,11 @@ def test_a_cache_copy_is_allocated_in_its_loop_without_the_dependence_analysis(m
     """A ``cache_accesses`` copy is filled before it is read in each iteration of the loop it
     was made at, and so in each of a loop that was around that one: its allocation goes
     inside without building the dependence analysis of the nest (``_filled_in_each_iteration``)."""
-    from loopnest import passes
     from loopnest.analysis import legality
+    from loopnest.transforms import privacy
     nest, o, io, A, B, C = _cached_matmul()
-    assert passes._filled_in_each_iteration(nest, nest.buffer("C_local"), o.stmt)
-    assert passes._filled_in_each_iteration(nest, nest.buffer("C_local"), io.stmt)
+    assert privacy._filled_in_each_iteration(nest, nest.buffer("C_local"), o.stmt)
+    assert privacy._filled_in_each_iteration(nest, nest.buffer("C_local"), io.stmt)
 
     def no_analysis(*args):
         raise AssertionError("the dependence analysis was asked")
@@ -153,10 +153,10 @@ def test_a_cache_copy_under_loops_made_after_it_is_left_to_the_dependence_analys
     """A loop made around the cache loop after the copy (a split of the loop around it) may
     hold the cache loop's iterations in another way: the test declines, and the analysis
     decides (here too: inside)."""
-    from loopnest import passes
+    from loopnest.transforms import privacy
     nest, o, io, A, B, C = _cached_matmul()
     oo, _, _ = nest.split_with_tail(o, 2)
-    assert not passes._filled_in_each_iteration(nest, nest.buffer("C_local"), oo.stmt)
+    assert not privacy._filled_in_each_iteration(nest, nest.buffer("C_local"), oo.stmt)
     assert privatizable(nest, nest.buffer("C_local"), oo)
     a, b = np.arange(96, dtype=np.float32).reshape(12, 8) % 5, np.arange(64, dtype=np.float32).reshape(8, 8) % 3
     got = np.zeros((12, 8), np.float32)

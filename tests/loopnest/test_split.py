@@ -325,11 +325,8 @@ def test_docstring_examples(module):
     assert result.failed == 0
 
 
-def test_slice_head_is_refused_where_a_parallel_loop_around_it_would_share_an_intermediate():
-    """Seed 114, case 172: T1 computed at the sliced loop inside a parallel loop. Once
-    sliced, the analysis no longer shows T1 private to the parallel loop's iterations, so
-    its allocation would have been one T1 for all of them (a data race): refused, and the
-    nest is as it was."""
+def _t1_computed_in_a_parallel_reduction():
+    """Seed 114, case 172: T1 computed at r0_outer, inside the parallel loop i0_2."""
     from loopnest import Target
     from te import Max, cast, floordiv, if_then_else, minimum
     N, M = Var("N", int32), Var("M", int32)
@@ -341,8 +338,45 @@ def test_slice_head_is_refused_where_a_parallel_loop_around_it_would_share_an_in
     nest = LoopNest([T3])
     nest.auto_schedule(Target(vector_bits=128, vector_registers=32, cores=3, l1_bytes=512, l2_bytes=1 << 20))
     nest.compute_at(nest.buffer("T1"), nest.loop("r0_outer"))
+    return nest, T3, N, M
+
+
+def test_slice_head_is_refused_where_a_parallel_loop_around_it_would_share_an_intermediate():
+    """Seed 114, case 172: once sliced, the analysis no longer shows T1 private to the
+    parallel loop's iterations, so its allocation would have been one T1 for all of them (a
+    data race): refused, and the nest is as it was."""
+    nest, _, _, _ = _t1_computed_in_a_parallel_reduction()
     before, history = str(nest), list(nest.history)
     with pytest.raises(ScheduleError, match=r"slice_head: loop i0_2 is parallel, and with loop r0_outer sliced, "
                                             r"cannot parallelize loop i0_2: .*flow dependence on T1"):
         nest.slice_head(nest.loop("r0_outer"), 2)
     assert str(nest) == before and nest.history == history
+
+
+@pytest.mark.parametrize("change", ["split_with_tail r0_outer", "split_with_tail i0_3", "unroll i0_3"])
+def test_a_change_inside_a_parallel_loop_that_would_share_an_intermediate_is_refused(change, monkeypatch):
+    """The same class as slicing, for every transform: a split with a tail or an unroll
+    inside the parallel loop leaves bounds whose value flow isl gives up on, so T1 would be
+    allocated once for all the concurrent iterations. Without the check, IREval's race
+    detection names the race; with it, the transform is refused and the nest is as it was."""
+    import numpy as np
+    from codegen import build
+    from codegen.ireval import DataRaceError
+    from loopnest.transforms import privacy
+    op, loop = change.split()
+
+    def apply(nest):
+        if op == "unroll":
+            return nest.unroll(nest.loop(loop), 2)
+        return nest.split_with_tail(nest.loop(loop), 3)
+    nest, T3, N, M = _t1_computed_in_a_parallel_reduction()
+    before, history = str(nest), list(nest.history)
+    with pytest.raises(ScheduleError, match=rf"{op}: the iterations of the parallel loop i0_2 would share one T1: "
+                                            r"they write it, .* \(a data race\); leave the loop as it is"):
+        apply(nest)
+    assert str(nest) == before and nest.history == history
+    monkeypatch.setattr(privacy, "refuse_lost_privacy", lambda nest, old_root, op: None)
+    apply(nest)
+    kernel = build(nest, [T3, N, M], target="ireval", check_races=True)
+    with pytest.raises(DataRaceError, match=r"data race on T1 .* parallel/GPU loop i0_2"):
+        kernel(np.zeros(9, np.float32), 5, 9)

@@ -1,0 +1,136 @@
+"""Which intermediates each iteration of a loop may keep to itself: the question
+``insert_allocations`` asks to place an allocation inside a loop, and the check that keeps
+transforms from changing its answer for a parallel or GPU loop."""
+from __future__ import annotations
+
+from ..errors import ScheduleError
+from ..kinds import ForKind
+from ..lazy_analysis import legality_checks
+from ..queries import own_loaded_ids, stmt_loaded_buffers, stmt_stored_buffers
+from ..stmt import Block, ExternCall, For, Stmt, Store, iter_stmts
+from ._rewrite import loop_path
+from .store_at import allocate_inside
+
+__all__ = ["private_to", "refuse_lost_privacy"]
+
+
+def private_to(nest, buf, f: For) -> bool:
+    """Whether ``buf`` may be allocated inside loop ``f`` (a loop of ``nest.root`` or a lowered
+    copy of one); False for a loop the nest's analysis does not know. A buffer stored at a
+    loop (``shrink_storage``) is allocated once outside it, per iteration of a parallel loop.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4, 8), "float32")
+    >>> T1 = Compute("T1", (4, 8), lambda i, j: A[i, j] + 1.0)
+    >>> nest = LoopNest([Compute("T2", (4,), lambda i: T1[i, 0] + T1[i, 7])])
+    >>> i = nest.fuse([nest.get_loops_for("T1")[0], nest.get_loops_for("T2")[0]])
+    >>> private_to(nest, nest.buffer("T1"), i.stmt)     # row i is written, then read, in iteration i
+    True
+    """
+    inside = allocate_inside(nest, buf, f)
+    if inside is not None:
+        return inside
+    if id(buf) in nest._cache_buffers and any(
+            isinstance(g, For) and g.kind in ForKind.CONCURRENT for g in iter_stmts(f)):
+        # a cache_accesses copy is filled by each iteration of its loop before it is read, so
+        # it is private to every loop that contains all its uses (the loops asked about here),
+        # even where the dependence analysis cannot show it; it goes down to the parallel or
+        # GPU loops, whose concurrent iterations must not share one copy (seed 50, case 227)
+        return True
+    if _filled_in_each_iteration(nest, buf, f):
+        return True
+    return legality_checks().privatizable(nest, buf, f.var)      # False for a loop not in the nest
+
+
+def _filled_in_each_iteration(nest, buf, f: For) -> bool:
+    """Whether each iteration of ``f`` reads only elements of ``buf`` that it wrote, shown
+    without the dependence analysis (whose build dominates this pass for an unrolled register
+    tile): ``buf`` is a ``cache_accesses`` copy made at a loop L, each iteration of L reads
+    only what it wrote (the copy in at its start covers every other read), and ``f`` is L or
+    a loop that was around L when the copy was made, with only such loops between them (an
+    iteration of ``f`` holds whole iterations of L, values are not read across them), and L
+    holds every access to ``buf`` inside ``f``. Every loop around L must have been around it
+    then (a loop moved out of L would run L's iterations in pieces). Anything else (L split,
+    unrolled or copied since, loops made later around it) is left to the analysis."""
+    made_at = nest._cache_loops.get(id(buf))
+    if made_at is None:
+        return False
+    var, around = made_at
+    chain = nest.loop_index().enclosing(var)
+    if not chain or any(id(g.var) not in around for g in chain):
+        return False
+    paths = loop_path(f, lambda s: isinstance(s, For) and s.var is var)
+    if len(paths) != 1 or any(id(g.var) not in around for g in paths[0]):
+        return False
+    made = next(s for s in iter_stmts(f) if isinstance(s, For) and s.var is var)
+    for s in iter_stmts(f, skip=lambda s: s is made):
+        if id(buf) in own_loaded_ids(s) or isinstance(s, Store) and s.buffer is buf or \
+                isinstance(s, ExternCall) and any(b is buf for b in s.buffers):
+            return False
+    return True
+
+
+def refuse_lost_privacy(nest, old_root, op: str) -> None:
+    """After the transform ``op`` turned ``old_root`` into ``nest.root``: raise ScheduleError
+    when a parallel or GPU loop whose statements it changed now writes an intermediate that
+    its iterations would share. Such an intermediate gets its own storage per iteration only
+    where the dependence analysis shows each iteration reading what it wrote itself
+    (``insert_allocations``); a transform keeps every iteration and its order, but may leave
+    the analysis unable to show it (a ``split_with_tail`` or ``unroll`` inside the loop gives
+    bounds whose value flow isl gives up on), and then one buffer would serve all the
+    concurrent iterations: a data race.
+
+    Loops the transform did not change (the same statement object) are not analysed again.
+
+    >>> from te import Compute, Var
+    >>> from loopnest import LoopNest
+    >>> N = Var("N"); T1 = Compute("T1", (N,), lambda i: i * 2.0)
+    >>> nest = LoopNest([Compute("T2", (8,), lambda j: T1[N - 1] + T1[0])])
+    >>> j = nest.get_loops_for("T2")[0]
+    >>> nest.compute_at(nest.buffer("T1"), j); _ = nest.parallelize(j)
+    >>> old_root = nest.root
+    >>> _ = nest.unroll(nest.get_loops_for("T1")[-1], 2)
+    >>> refuse_lost_privacy(nest, old_root, "unroll")   # T1 is still private to each j
+    """
+    if nest.root is old_root:
+        return
+    before = {id(f.var): f for f in iter_stmts(old_root)
+              if isinstance(f, For) and f.kind in ForKind.CONCURRENT}
+    if not before:
+        return
+    intermediates = {id(b) for b in nest.intermediates}
+    for f in iter_stmts(nest.root):
+        if not isinstance(f, For) or f.kind not in ForKind.CONCURRENT:
+            continue
+        old = before.get(id(f.var))
+        if old is None or old is f or old.kind != f.kind:
+            continue
+        # the analysis of a buffer that no changed statement touches is as before
+        changed = _changed_buffers(old.body, f.body)
+        written = [b for b in stmt_stored_buffers(f.body) if id(b) in intermediates and id(b) in changed]
+        carried = None
+        for buf in written:
+            if private_to(nest, buf, f):
+                continue
+            if carried is None:
+                carried = legality_checks().blocking_buffers(nest, nest.loop(f.var), privatize=False)
+            if any(b is buf for b in carried):
+                raise ScheduleError(
+                    f"{op}: the iterations of the {f.kind} loop {f.var.name} would share one {buf.name}: they "
+                    f"write it, and after this change the analysis can no longer show that each iteration reads "
+                    f"only the elements of {buf.name} it wrote itself (a data race); leave the loop as it is, "
+                    f"or keep {f.var.name} serial")
+
+
+def _changed_buffers(old: Stmt, new: Stmt) -> set:
+    """The ids of the buffers that the statements differing between ``old`` and ``new`` (two
+    versions of one loop body) load or store, in either version."""
+    if old is new:
+        return set()
+    if isinstance(old, Block) and isinstance(new, Block) and len(old.stmts) == len(new.stmts):
+        return set().union(*(_changed_buffers(a, b) for a, b in zip(old.stmts, new.stmts)))
+    if (isinstance(old, For) and isinstance(new, For) and old.var is new.var and old.kind == new.kind
+            and old.start is new.start and old.stop is new.stop):
+        return _changed_buffers(old.body, new.body)
+    return {id(b) for s in (old, new) for b in stmt_loaded_buffers(s) + stmt_stored_buffers(s)}
