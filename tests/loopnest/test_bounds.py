@@ -170,3 +170,41 @@ def test_or_condition_is_not_read_as_and():
     both = For(i, 0, 8, Block([Cond((i >= 2) & (i < 6), reads)]))
     assert text(access_region(both, A8, [])) == [("2", "4")]
     assert access_bounds(both, A8, [])[0].exact
+
+
+#: a region of seed 118, case 281 (``compute_at`` at a sliced tail of a tiled loop): the
+#: existentially quantified tile coordinates carry coefficients near 10 ** 6
+_SLICED_TILE_REGION = (
+    "[p0, p1] -> { [x0] : x0 >= 0 and ((p0 >= 2048 and -2047 + p0 <= 1024p1 <= p0 and x0 < p0) or (p0 >= "
+    "2048 and -2047 + p0 <= 1024p1 <= -65 + p0 and 0 < x0 <= -2 + p0) or (p0 >= 2048 and -2047 + p0 <= "
+    "1024p1 <= p0 and 0 < x0 < p0) or (p0 >= 2048 and -2047 + p0 <= 1024p1 <= p0 and x0 < p0) or (p0 <= "
+    "2047 and p1 >= 0 and 1024p1 <= -65 + p0 and 0 < x0 <= -2 + p0) or (p0 <= 2047 and p1 >= 0 and 1024p1 "
+    "<= p0 and 0 < x0 < p0) or (p0 <= 2047 and p1 >= 0 and 1024p1 <= p0 and x0 < p0) or (p0 <= 2047 and "
+    "-2 + 1024p1 <= x0 <= 1021 + 1024p1 and x0 <= -2 + p0) or (p0 >= 2048 and 1024p1 >= -2047 + p0 and -2 "
+    "+ 1024p1 <= x0 <= 1021 + 1024p1 and x0 <= -2 + p0) or (2 <= p0 <= 2047 and p1 >= 0 and 1024p1 <= p0 "
+    "and x0 < p0) or (exists (e0, e1: p0 >= 2048 and 1024p1 >= -2047 + p0 and e0 >= 0 and 0 <= e1 <= 1023 "
+    "and 958e1 >= -64449 - 1047552p1 + 1023x0 - 65472e0 and 959*floor((-65e1)/1023) <= -62271 + 958p0 - "
+    "980992p1 - 61312e0 - 959e1)) or (exists (e0, e1: p0 <= 2047 and p1 >= 0 and e0 >= 0 and 0 <= e1 <= "
+    "1023 and 958e1 >= -64449 - 1047552p1 + 1023x0 - 65472e0 and 959*floor((-65e1)/1023) <= -62271 + "
+    "958p0 - 980992p1 - 61312e0 - 959e1)) or (exists (e0, e1: p0 >= 2048 and 1024p1 >= -2047 + p0 and e0 "
+    ">= 0 and 895 - 958p0 - 1024p1 + 959x0 <= 64e0 <= -65 + p0 - 1024p1 and e1 <= 1023 and e1 <= 1 + p0 - "
+    "1024p1 - 64e0 and 959*floor((-65e1)/1023) >= -62270 + 958p0 - 980992p1 - 61312e0 - 959e1)) or "
+    "(exists (e0, e1: p0 <= 2047 and p1 >= 0 and e0 >= 0 and 895 - 958p0 - 1024p1 + 959x0 <= 64e0 <= -65 "
+    "+ p0 - 1024p1 and e1 <= 1023 and e1 <= 1 + p0 - 1024p1 - 64e0 and 959*floor((-65e1)/1023) >= -62270 "
+    "+ 958p0 - 980992p1 - 61312e0 - 959e1))) }")
+
+
+def test_the_hull_of_a_region_with_large_quantified_coefficients_stays_within_its_budget():
+    """The simple hull of this union (16 pieces, 3 quantified variables in four of them)
+    took isl 16 s and then ran past ``BOUNDS_OPERATIONS``, twice per dimension, so one
+    ``compute_at`` took 50 s; dropping the quantified constraints first gives, within the
+    budget, a hull that still holds the region (bounds that are safe, if looser)."""
+    import islpy as isl
+    from loopnest.analysis.bounds import BOUNDS_OPERATIONS, _hull
+    from loopnest.analysis.budget import isl_budget
+    region = isl.Set(_SLICED_TILE_REGION)
+    box = isl.Set("[p0, p1] -> { [x] : 0 <= x <= p0 }")
+    with isl_budget(BOUNDS_OPERATIONS) as within:
+        hull = _hull(region, box)
+    assert within()
+    assert region.is_subset(hull)
