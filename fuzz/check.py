@@ -285,15 +285,18 @@ def _apply(nest, step: dict, result: Result) -> bool:
 
 
 def _thread_bound(nest, message: str) -> bool:
-    """Whether the top-level statement holding the block loop ``message`` names (the CUDA
-    refusal "gpu_block loop X is not among the outermost loops...") has a thread-bound loop."""
+    """Whether the block loop that ``message`` names (the CUDA refusal "gpu_block loop X is
+    not among the outermost loops...") holds a thread-bound loop: binding that thread loop
+    checked X's grid, so the refusal is a failure. A thread loop elsewhere in the nest
+    checked other loops' grids only (seed 118, case 38). Without a name, any thread loop
+    of the nest counts."""
     m = re.search(r"gpu_block loop (\S+) is not among", message)
-    for top in nest.root.stmts:
-        loops = [s for s in iter_stmts(top) if isinstance(s, For)]
-        if m is None or any(f.var.name == m.group(1) for f in loops):
-            if any(f.kind == ForKind.GPU_THREAD for f in loops):
-                return True
-    return False
+    loops = [s for s in iter_stmts(nest.root) if isinstance(s, For)]
+    if m is not None:
+        named = [f for f in loops if f.var.name == m.group(1)]
+        if named:
+            loops = [s for s in iter_stmts(named[0].body) if isinstance(s, For)]
+    return any(f.kind == ForKind.GPU_THREAD for f in loops)
 
 
 def _check_target(case: Case, nest, target: str, result: Result, nvcc: bool, emulate) -> bool | None:

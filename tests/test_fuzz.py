@@ -80,6 +80,14 @@ def test_a_block_loop_without_threads_in_its_own_nest_is_left_to_later_binding()
     assert summary.schedules >= 1 and not summary.found, [f.failure for f in summary.found]
 
 
+def test_a_block_loop_without_threads_inside_it_is_left_to_later_binding():
+    """Seed 118, case 38: as above, where the same nest binds a thread loop, but not inside
+    the block loop (a tail's compute beside it): binding that thread checked the grids around
+    the thread loop only, so the CUDA refusal of the block loop is skipped too."""
+    summary = run_campaign(seed=118, cases=[38], targets=("ireval", "cuda"), quiet=True)
+    assert summary.schedules >= 1 and not summary.found, [f.failure for f in summary.found]
+
+
 def test_auto_schedule_is_drawn_as_a_first_step_for_a_random_cpu():
     import random
 
