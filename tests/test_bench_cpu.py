@@ -75,3 +75,15 @@ def test_short_suite_run_writes_results(tmp_path, monkeypatch):
     assert aims["import time of te, loopnest, codegen (s, fresh interpreter)"]["value"] == imp["import_s"]
     assert "import te, loopnest, codegen in a fresh interpreter" in text
     assert report["extras"]["memory"]["builds"] == 10 and "resident memory: 10 distinct builds" in text
+
+
+def test_each_round_of_interleaved_timing_starts_one_candidate_later():
+    """A candidate that disturbs the caches for longer than the warm-up (the unscheduled
+    transpose) must not always precede the same one: round k starts with candidate k."""
+    calls = []
+
+    def candidate(name):
+        return lambda: calls.append(name)
+    time_interleaved({n: candidate(n) for n in "abc"}, rounds=3)
+    runs = [n for k, n in enumerate(calls) if k == 0 or calls[k - 1] != n]     # consecutive calls as one
+    assert runs[-9:] == list("abc" "bca" "cab")
