@@ -13,8 +13,9 @@ unscheduled blur (a 15 MB intermediate), the automatic schedule's next calls too
 timed after the unscheduled one came out 15-30% slower than the same code timed later
 (blur, transpose; 15 ms: within 10%, either order). The unscheduled transpose (134 ms a
 call over 128 MB) still slowed the next candidate's calls for longer than that (the same
-nest timed 12.6 ms after it, 9.6 ms after another): each round starts one candidate later,
-so no candidate always follows the same one, and the best of the rounds is a clean one.
+nest timed 12.6 ms after it, 9.6 ms after another): every other round runs in the
+opposite order, so no candidate always follows the same one, and the best of the rounds
+is a clean one.
 
 >>> t = time_call(lambda: sum(range(1000)), repeats=5)
 >>> t.median > 0 and t.best <= t.median
@@ -89,8 +90,8 @@ def time_call(fn: Callable[[], object], repeats: int = 10, warmup: int = 2, min_
 def time_interleaved(fns: dict[str, Callable[[], object]], rounds: int = 5, warmup: int = 1,
                      budget: float | None = None, min_time: float = 0.0) -> dict[str, Timing]:
     """Time several functions round-robin: each round takes one sample of every function,
-    after running it untimed for ``WARM_S`` (at least one call), starting one function later
-    than the round before. More rounds (up to ten
+    after running it untimed for ``WARM_S`` (at least one call), every other round in the
+    opposite order. More rounds (up to ten
     times ``rounds``) run while the total is under ``min_time`` seconds; ``budget``
     (seconds, for all of them together) lowers the number of rounds (at least one) when
     they are slow."""
@@ -107,12 +108,11 @@ def time_interleaved(fns: dict[str, Callable[[], object]], rounds: int = 5, warm
     done = 0
     while done < rounds or (time.perf_counter() - start < min_time and done < 10 * rounds
                             and (budget is None or time.perf_counter() - start + per_round < budget)):
-        names = list(fns)
-        shift = done % len(names)
+        # every other round runs in the opposite order: a candidate that disturbs the caches
+        # for longer than the warm-up is then followed by another one every other round
+        names = list(fns) if done % 2 == 0 else list(fns)[::-1]
         done += 1
-        # each round starts one candidate later: a candidate that disturbs the caches for
-        # longer than the warm-up is followed by a different one in every round
-        for name in names[shift:] + names[:shift]:
+        for name in names:
             fn = fns[name]
             inner = plan[name][0]
             t0 = time.perf_counter()
