@@ -4,8 +4,9 @@ For each kernel and size: our default schedule, the automatic schedule (`nest.au
 and a hand schedule are built (compile time
 recorded), checked against numpy float64, and timed against numpy and PyTorch (when
 installed, on the same number of threads as our kernels) in the same run. Every candidate
-of one kernel is timed round-robin (``harness.time_interleaved``), so load from other
-processes hits them alike; times are the best sample of the rounds (medians are in the
+of one kernel is timed round-robin (``harness.time_interleaved``, every other round in the
+opposite order), so load from other processes hits them alike and no candidate always runs
+right after the same one; times are the best sample of the rounds (medians are in the
 JSON). The report gives ratios (peer time / our time: above 1 means we are faster), the
 machine ceilings measured in this run (copy bandwidth, BLAS GFLOP/s), the speed-up of the
 hand schedule on all threads over one thread, compile time, the resident memory kept per
