@@ -91,10 +91,9 @@ def time_interleaved(fns: dict[str, Callable[[], object]], rounds: int = 5, warm
                      budget: float | None = None, min_time: float = 0.0) -> dict[str, Timing]:
     """Time several functions round-robin: each round takes one sample of every function,
     after running it untimed for ``WARM_S`` (at least one call), every other round in the
-    opposite order. More rounds (up to ten
-    times ``rounds``) run while the total is under ``min_time`` seconds; ``budget``
-    (seconds, for all of them together) lowers the number of rounds (at least one) when
-    they are slow."""
+    opposite order. More rounds (up to ten times ``rounds``) run while the total is under
+    ``min_time`` seconds; ``budget`` (seconds, for all of them together) lowers the number
+    of rounds (at least one) when they are slow."""
     plan = {}
     for name, fn in fns.items():
         for _ in range(warmup):

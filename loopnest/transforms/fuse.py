@@ -173,7 +173,9 @@ def flatten(nest, loops: Sequence):
           B[floordiv(i_j_flat, 6), floormod(i_j_flat, 6)] = A[floordiv(i_j_flat, 6), floormod(i_j_flat, 6)];
         }
 
-    Always legal (the iterations keep their order). The loops must be perfectly nested and
+    Legal (the iterations keep their order) but inside a parallel or GPU loop whose
+    intermediates the analysis can then no longer show private (``transforms.privacy``).
+    The loops must be perfectly nested and
     consecutive, start at 0 (``normalize`` first), have rectangular bounds and one index
     type, and none may be bound to a GPU index (flatten before binding). The flat loop keeps
     the loops' kind when they all share one, else it is serial.

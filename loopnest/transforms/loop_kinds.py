@@ -271,7 +271,9 @@ def unroll(nest, loop, factor: int | None = None):
                                               B[i_tail] = A[i_tail];
                                             }
 
-    Always legal (iterations keep their order). Refused: a GPU-bound loop, a non-constant
+    Legal (iterations keep their order). Refused: inside a parallel or GPU loop, where the
+    analysis can then no longer show that loop's intermediates private to its iterations
+    (``transforms.privacy``); a GPU-bound loop, a non-constant
     extent for a full unroll, a factor that is not an int >= 1 or not below a constant extent,
     copies that would hold more than ``MAX_UNROLL_NODES`` statements and expression nodes.
     """

@@ -4,7 +4,10 @@ Every function takes the nest and resolved ``Loop`` handles, builds the new tree
 assigns ``nest.root``; it raises ``ScheduleError`` before assigning anything when refused.
 
 Splitting a loop only renumbers its iterations (their order is unchanged), so
-split_with_tail, split_with_mask, slice_head, slice_tail and normalize are always legal.
+split_with_tail, split_with_mask, slice_head, slice_tail and normalize are legal wherever
+the loops around them are serial; inside a parallel or GPU loop they are refused where the
+analysis can then no longer show that loop's intermediates private to its iterations
+(``transforms.privacy``; ``slice_head`` / ``slice_tail`` check those loops themselves).
 ``tile`` also interchanges loops and is checked by the dependence analysis.
 
 >>> from te import Buffer, Compute
@@ -87,8 +90,8 @@ def split_with_tail(nest, loop, factor: int):
     and (for ``factor > 1``) a tail loop of ``floormod(N, factor)`` iterations always exists;
     an extent that may be negative (the loop then runs no iteration) is split as
     ``max(N, 0)``. The loop ``loop`` itself disappears (its handle becomes stale); the new
-    loops are serial. Always legal (iterations keep their order); ScheduleError for a
-    factor that is not an int >= 1.
+    loops are serial. Legal as the module docstring says (iterations keep their order);
+    ScheduleError for a factor that is not an int >= 1.
     """
     factor = _check_factor(factor, "split_with_tail", loop)
     f = loop.stmt
@@ -155,7 +158,8 @@ def split_with_mask(nest, loop, factor: int):
                                                 }
                                               }
 
-    Returns ``(outer, inner)``; ``loop``'s handle becomes stale. Always legal.
+    Returns ``(outer, inner)``; ``loop``'s handle becomes stale. Legal as the module
+    docstring says.
     """
     factor = _check_factor(factor, "split_with_mask", loop)
     f = loop.stmt
@@ -363,7 +367,7 @@ def normalize(nest, loop):
           B[i] = A[i];                          B[i + 2] = A[i + 2];
         }                                     }
 
-    The loop keeps its variable (handles stay valid). Always legal.
+    The loop keeps its variable (handles stay valid). Legal as the module docstring says.
     """
     f = loop.stmt
     if fold_int(f.start) == 0:

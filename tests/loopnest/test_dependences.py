@@ -10,7 +10,7 @@ import itertools
 
 import islpy as isl
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from te import Buffer, Compute, IntImm, Reduce, Sum, Var, float32, floordiv, floormod, int32, select
 from loopnest import LoopNest, ScheduleError
@@ -320,10 +320,13 @@ def test_a_loop_carries_the_same_dependences_with_only_the_way_to_it_kept(ei, ej
 
 @settings(max_examples=25)
 @given(**_random_stores)
+@example(ei=4, ej=2, cut=2, stmts=[(("X", (0, 0, 0)), [("X", (-1, 0, 0))]), (("X", (-1, -2, 0)), [])])  # isl gives up
 def test_a_buffer_s_values_flow_as_in_the_whole_nest_with_only_its_accesses_kept(ei, ej, cut, stmts):
     """``accesses_only`` drops every statement that does not touch a buffer (``privatizable``
     analyses that tree): the buffer's value flow, from which write each read takes its value,
-    is that of the whole nest, statement for statement."""
+    is that of the whole nest, statement for statement. Where isl gives up on the whole
+    nest's flow within its budget (None: callers assume the worst), there is nothing to
+    compare; where it decides the whole nest's, it decides the smaller tree's too."""
     nest, bufs, _, _ = _siblings_branch_and_let(ei, ej, cut, stmts)
     whole = analyze(nest)
     for buf in bufs.values():
@@ -331,6 +334,9 @@ def test_a_buffer_s_values_flow_as_in_the_whole_nest_with_only_its_accesses_kept
         if kept is None:
             assert not any(a.buffer is buf for a in whole.accesses)
             continue
+        if value_flow(nest, buf) is None:
+            continue
+        assert value_flow(kept, buf) is not None
         same = {inst.name: next(w.name for w in whole.instances if w.stmt is inst.stmt)
                 for inst in analyze(kept).instances}
         maps = []
