@@ -225,21 +225,36 @@ def _shared_transpose(nest: LoopNest, spec: Spec, tile: int, rows: int) -> None:
 
 def matmul_config(m: int, n: int, k: int) -> dict:
     """Tile sizes for an ``m x k @ k x n`` matmul: 128 x 128 block tiles with 8 x 8
-    accumulators per thread when the problem has at least 64 such tiles, else 64 x 64 with
-    4 x 4 per thread, else 32 x 32 with 2 x 2 (16 x 16 threads in each case); k-tiles of 8.
+    accumulators per thread when the problem has at least 256 such tiles (two blocks for
+    each of an H100's 132 SMs), else 64 x 64 with 4 x 4 per thread, else 32 x 32 with 2 x 2
+    (16 x 16 threads in each case). The k-tiles are double-buffered through registers
+    (``stages=2``); 128 x 128 and 64 x 64 tiles take k-tiles of 16 read in 128-bit loads
+    (``vector=4``) where K allows, else k-tiles of 8.
+
+    Measured on an H100 (TFLOP/s, cuBLAS's time / ours in the same run in brackets):
+
+    * 4096: 48.8 (0.96) with k-tiles of 16 in 128-bit loads; 46.4-46.5 with k-tiles of 8 in
+      128-bit loads, 45.0 in 32-bit loads, 38.2 (0.76) single-buffered; 128 x 64 or 64 x 128
+      blocks 33-35.
+    * 1024 (64 tiles of 128): 28.7 (0.77) with 64 x 64 tiles, k-tiles of 16 in 128-bit loads;
+      24.1 with 64 x 64 tiles and k-tiles of 8; 21.1 with 128 x 128 tiles.
+    * 512: 12.5 (1.35) against 10.4 with k-tiles of 8; 256: 2.7 against 2.3.
 
     >>> matmul_config(4096, 4096, 4096)
-    {'BM': 128, 'BN': 128, 'BK': 8, 'TM': 8, 'TN': 8}
-    >>> matmul_config(256, 256, 256)["BM"]
+    {'BM': 128, 'BN': 128, 'BK': 16, 'TM': 8, 'TN': 8, 'stages': 2, 'vector': 4}
+    >>> matmul_config(1024, 1024, 1024)["BM"]
     64
     """
     for bm, tm in ((128, 8), (64, 4), (32, 2)):
         if m % bm or n % bm:
             continue
-        if bm == 128 and (m // bm) * (n // bm) < 64:
+        if bm == 128 and (m // bm) * (n // bm) < 256:
             continue
-        bk = 8 if k % 8 == 0 else _divisor_at_most(k, 8)
-        return {"BM": bm, "BN": bm, "BK": bk, "TM": tm, "TN": tm}
+        config = {"BM": bm, "BN": bm, "BK": 8 if k % 8 == 0 else _divisor_at_most(k, 8), "TM": tm, "TN": tm,
+                  "stages": 2}
+        if bm >= 64 and k % 16 == 0:
+            config.update(BK=16, vector=4)        # each thread's share of a tile in 128-bit loads
+        return config
     raise ValueError(f"matmul_gpu needs M and N to be multiples of 32, got {m} x {n}")
 
 

@@ -239,10 +239,10 @@ def _conflict_free(cols: int, per_chunk: int) -> int:
 
 
 def register_tiled_matmul(A, B, C, BM: int = 64, BN: int = 64, BK: int = 8, TM: int = 4, TN: int = 4,
-                          interleave: bool = False):
+                          interleave: bool = False, stages: int = 1, vector: int = 1):
     """The statement tree of ``C = A @ B`` with shared-memory tiles and a register micro-tile
     per thread, for buffers ``A`` (M x K), ``B`` (K x N) and ``C`` (M x N, float32); returns
-    ``(root, [As, Bs, acc])`` -- the tree and the buffers it allocates, for
+    ``(root, [As, Bs, acc, ...])`` -- the tree and the buffers it allocates, for
     ``nest.add_buffer``. Inputs of a low-precision type are converted to float32 as they are
     used; the sums are float32.
 
@@ -257,13 +257,21 @@ def register_tiled_matmul(A, B, C, BM: int = 64, BN: int = 64, BK: int = 8, TM: 
     With ``interleave`` (TM and TN multiples of 4) a thread's rows are ``ty*4 + {0..3}``
     plus multiples of ``4 * BM/TM`` (columns likewise), so a warp's 128-bit shared loads
     read consecutive addresses without bank conflicts and its stores of C are contiguous.
+    ``stages=2`` double-buffers the shared tiles: each K step first loads the next step's
+    tiles from global memory into registers (``ra``, ``rb``), multiplies the current tiles,
+    then stores the registers into the other half of the shared buffers, so the global loads
+    are in flight during the multiplications and one barrier per K step suffices.
+    ``vector`` elements of a row are read from global memory at a time (4 float32: 128-bit
+    loads), each thread's share of a tile in runs of that length.
 
     >>> from te import Buffer, Reduce, Sum
     >>> A = Buffer("A", (64, 16), "float32"); B = Buffer("B", (16, 64), "float32")
     >>> C = Reduce("C", (64, 64), Sum(), lambda i, j, k: A[i, k] * B[k, j], (16,))
     >>> root, bufs = register_tiled_matmul(A, B, C)
     >>> [(b.name, b.shape) for b in bufs]
-    [('As', (8, 64)), ('Bs', (8, 64)), ('acc', (16, 16, 4, 4))]
+    [('As', (1, 8, 64)), ('Bs', (1, 8, 64)), ('acc', (16, 16, 4, 4))]
+    >>> [(b.name, b.shape) for b in register_tiled_matmul(A, B, C, stages=2)[1]]
+    [('As', (2, 8, 64)), ('Bs', (2, 8, 64)), ('acc', (16, 16, 4, 4)), ('ra', (16, 16, 2)), ('rb', (16, 16, 2))]
     """
     M, K = (int(d) for d in A.shape)
     N = int(B.shape[1])
@@ -276,13 +284,18 @@ def register_tiled_matmul(A, B, C, BM: int = 64, BN: int = 64, BK: int = 8, TM: 
         raise ValueError(f"the micro-tile {TM} x {TN} must divide the block tile {BM} x {BN}")
     if interleave and (TM % 4 or TN % 4):
         raise ValueError(f"interleave needs TM and TN to be multiples of 4, got {TM} x {TN}")
+    if stages not in (1, 2):
+        raise ValueError(f"stages must be 1 or 2, got {stages}")
     TY, TX = BM // TM, BN // TN
     nthreads = TY * TX
-    if (BM * BK) % nthreads or (BK * BN) % nthreads:
+    if vector < 1 or BK % vector or BN % vector:
+        raise ValueError(f"vector ({vector}) must divide BK ({BK}) and BN ({BN})")
+    if (BM * BK) % (nthreads * vector) or (BK * BN) % (nthreads * vector):
         raise ValueError(f"the tiles BM x BK = {BM} x {BK} and BK x BN = {BK} x {BN} must split evenly over the "
-                         f"{nthreads} threads")
-    As = Buffer("As", (BK, BM), A.dtype)
-    Bs = Buffer("Bs", (BK, BN), B.dtype)
+                         f"{nthreads} threads, {vector} element(s) at a time")
+    per_a, per_b = BM * BK // (nthreads * vector), BK * BN // (nthreads * vector)
+    As = Buffer("As", (stages, BK, BM), A.dtype)
+    Bs = Buffer("Bs", (stages, BK, BN), B.dtype)
     acc = Buffer("acc", (TY, TX, TM, TN), float32)
     by, bx, ko = Var("by"), Var("bx"), Var("ko")
     counter = iter(range(1000))
@@ -308,29 +321,68 @@ def register_tiled_matmul(A, B, C, BM: int = 64, BN: int = 64, BK: int = 8, TM: 
         i, j = fresh("i"), fresh("j")
         return For(i, 0, TM, Block([For(j, 0, TN, Block(body_fn(i, j)), kind)]), kind)
 
-    def copy(ty, tx, per, body_fn):
-        c = fresh("c")
-        lin = (ty * TX + tx) + c * nthreads
-        return [For(c, 0, per, Block(body_fn(lin)), ForKind.UNROLLED)]
+    def copy(per, body_fn):
+        """Each thread's ``per`` runs of ``vector`` elements of a tile: ``body_fn(ty, tx, (c, e),
+        lin)`` for element e of its c-th run, at the tile's linear position ``lin``."""
+        def body(ty, tx):
+            c, e = fresh("c"), fresh("e")
+            lin = ((ty * TX + tx) + c * nthreads) * vector + e if vector > 1 else (ty * TX + tx) + c * nthreads
+            inner = Block(body_fn(ty, tx, (c, e) if vector > 1 else (c,), lin))
+            if vector > 1:
+                inner = Block([For(e, 0, vector, inner, ForKind.VECTORIZED)])
+            return [For(c, 0, per, inner, ForKind.UNROLLED)]
+        return threads(body)
+
+    def a_at(l):
+        return floormod(l, BK), floordiv(l, BK)          # As[k, m] of A's (m, k)
+
+    def b_at(l):
+        return floordiv(l, BN), floormod(l, BN)
+
+    def load_a(kt, stage):
+        return copy(per_a, lambda ty, tx, c, l: [
+            Store(As, (stage, *a_at(l)), A[by * BM + floordiv(l, BK), kt * BK + floormod(l, BK)])])
+
+    def load_b(kt, stage):
+        return copy(per_b, lambda ty, tx, c, l: [
+            Store(Bs, (stage, *b_at(l)), B[kt * BK + floordiv(l, BN), bx * BN + floormod(l, BN)])])
 
     init = threads(lambda ty, tx: [micro(lambda i, j: [Store(acc, (ty, tx, i, j), FloatImm(0.0, float32))])])
-    load_a = threads(lambda ty, tx: copy(ty, tx, BM * BK // nthreads, lambda l: [
-        Store(As, (floormod(l, BK), floordiv(l, BK)), A[by * BM + floordiv(l, BK), ko * BK + floormod(l, BK)])]))
-    load_b = threads(lambda ty, tx: copy(ty, tx, BK * BN // nthreads, lambda l: [
-        Store(Bs, (floordiv(l, BN), floormod(l, BN)), B[ko * BK + floordiv(l, BN), bx * BN + floormod(l, BN)])]))
 
-    def step(k):
-        return threads(lambda ty, tx: [micro(lambda i, j: [Store(
-            acc, (ty, tx, i, j), acc[ty, tx, i, j] + f32(As[k, row(ty, i)]) * f32(Bs[k, col(tx, j)]))])])
-    # the first k step on its own: the barrier after the copies goes before it, not into the loop
-    kk = Var("kk")
-    compute = [step(IntImm(0, int32)), For(kk, 1, BK, Block([step(kk)]), ForKind.UNROLLED)]
+    def compute(stage):
+        def step(k):
+            return threads(lambda ty, tx: [micro(lambda i, j: [Store(
+                acc, (ty, tx, i, j),
+                acc[ty, tx, i, j] + f32(As[stage, k, row(ty, i)]) * f32(Bs[stage, k, col(tx, j)]))])])
+        # the first k step on its own: the barrier after the copies goes before it, not into the loop
+        kk = fresh("kk")
+        return [step(IntImm(0, int32)), For(kk, 1, BK, Block([step(kk)]), ForKind.UNROLLED)]
     write = threads(lambda ty, tx: [micro(lambda i, j: [
         Store(C, (by * BM + row(ty, i), bx * BN + col(tx, j)), acc[ty, tx, i, j])])])
-    kloop = For(ko, 0, K // BK, Block([load_a, load_b, *compute]))
-    root = For(by, 0, M // BM, Block([For(bx, 0, N // BN, Block([init, kloop, write]), ForKind.GPU_BLOCK, 0)]),
+    KT = K // BK
+    scratch = [As, Bs, acc]
+    if stages == 1:
+        prologue = []
+        kloop = For(ko, 0, KT, Block([load_a(ko, 0), load_b(ko, 0), *compute(0)]))
+    else:
+        runs = (vector,) if vector > 1 else ()
+        ra = Buffer("ra", (TY, TX, per_a, *runs), A.dtype)
+        rb = Buffer("rb", (TY, TX, per_b, *runs), B.dtype)
+        scratch += [ra, rb]
+        nxt = minimum(ko + 1, KT - 1)      # the last step reloads its own tiles into the unused half
+        ahead = floormod(ko + 1, 2)
+        prologue = [load_a(IntImm(0, int32), 0), load_b(IntImm(0, int32), 0)]
+        kloop = For(ko, 0, KT, Block([
+            copy(per_a, lambda ty, tx, c, l: [
+                Store(ra, (ty, tx, *c), A[by * BM + floordiv(l, BK), nxt * BK + floormod(l, BK)])]),
+            copy(per_b, lambda ty, tx, c, l: [
+                Store(rb, (ty, tx, *c), B[nxt * BK + floordiv(l, BN), bx * BN + floormod(l, BN)])]),
+            *compute(floormod(ko, 2)),
+            copy(per_a, lambda ty, tx, c, l: [Store(As, (ahead, *a_at(l)), ra[(ty, tx, *c)])]),
+            copy(per_b, lambda ty, tx, c, l: [Store(Bs, (ahead, *b_at(l)), rb[(ty, tx, *c)])])]))
+    root = For(by, 0, M // BM, Block([For(bx, 0, N // BN, Block([init, *prologue, kloop, write]), ForKind.GPU_BLOCK, 0)]),
                ForKind.GPU_BLOCK, 1)
-    return Block((root,)), [As, Bs, acc]
+    return Block((root,)), scratch
 
 
 def _load_of(e):

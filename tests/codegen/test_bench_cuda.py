@@ -172,15 +172,29 @@ def test_row_sum_partials_accumulate_in_registers():
     assert "float b_S_rf_reg[1];" in src and "b_S[v_i] = b_S_sh[0];" in src
 
 
-def test_matmul_keeps_an_8x8_micro_tile_in_registers_with_two_barriers_per_k_tile():
+def test_matmul_keeps_an_8x8_micro_tile_in_registers_with_one_barrier_per_k_tile():
     _, _, k = _case("matmul_4096")
     src = k.source
     assert k.launch_dims() == [("k0_C", (32, 32, 1), (16, 16, 1))]
     assert "float b_acc[64];" in src and "__shared__ __align__(16) float b_acc" not in src
-    assert k.kernels[0].shared_bytes == 2 * 8 * 128 * 4
+    assert k.kernels[0].shared_bytes == 2 * 2 * 16 * 128 * 4             # two stages of A and B, k-tiles of 16
     kloop = src[src.index("for (int v_ko"):]
-    assert kloop.count("__syncthreads();") == 2 and src.count("__syncthreads();") == 2
-    assert "for (int v_kk = 1; v_kk < 8; ++v_kk)" in kloop    # no barrier inside the k steps
+    # the next k-tile goes through registers while this one is multiplied: one barrier per k-tile
+    assert "float b_ra[8];" in kloop and "float b_rb[8];" in kloop
+    assert kloop.count("__syncthreads();") == 1 and src.count("__syncthreads();") == 1
+    assert re.search(r"for \(int v_kk\d* = 1; v_kk\d* < 16; \+\+v_kk\d*\)", kloop)   # no barrier inside the k steps
+    # each thread's share of a k-tile of A, and of B, in 128-bit global loads (an unrolled loop of two each)
+    loads = re.findall(r"\*reinterpret_cast<float4\*>\(&b_r([ab])\[\(v_c\d+ \* 4\)\]\) = "
+                       r"\*reinterpret_cast<const float4\*>\(&b_([AB])\[", kloop)
+    assert loads == [("a", "A"), ("b", "B")]
+
+
+def test_single_buffered_matmul_takes_two_barriers_per_k_tile():
+    spec = WORKLOADS["matmul"].make(128)
+    k = build(gpu_nest("matmul", spec, **BIG128, stages=1), spec.args, target="cuda")
+    kloop = k.source[k.source.index("for (int v_ko"):]
+    assert k.kernels[0].shared_bytes == 2 * 8 * 128 * 4
+    assert kloop.count("__syncthreads();") == 2 and "b_ra" not in k.source
 
 
 @requires_nvcc
@@ -243,9 +257,9 @@ def test_thread_strided_spreads_a_loop_over_threads():
 
 
 def test_matmul_config_picks_tiles_by_problem_size():
-    assert matmul_config(4096, 4096, 4096) == BIG128
+    assert matmul_config(4096, 4096, 4096) == {**BIG128, "BK": 16, "stages": 2, "vector": 4}
     assert matmul_config(512, 512, 512)["BM"] == 64            # 16 tiles of 128 would idle most SMs
-    assert matmul_config(96, 96, 12) == {"BM": 32, "BN": 32, "BK": 6, "TM": 2, "TN": 2}
+    assert matmul_config(96, 96, 12) == {"BM": 32, "BN": 32, "BK": 6, "TM": 2, "TN": 2, "stages": 2}
     with pytest.raises(ValueError, match="multiples of 32"):
         matmul_config(100, 64, 64)
 
