@@ -17,23 +17,26 @@ Tile shapes come from a :class:`loopnest.Target` (``target=None``: the host):
 from __future__ import annotations
 
 from loopnest import LoopNest, Target
-from loopnest.auto.schedule import matmul_kc
+from loopnest.auto.schedule import matmul_kc, register_tile
 from loopnest.auto.templates import accumulation_chain, reorder_accumulation
 from loopnest.target import resolve_target
 
 
-def matmul_tile(target: Target | None = None, dtype="float32") -> tuple[int, int]:
+def matmul_tile(target: Target | None = None, dtype="float32", streamed_bytes: int | None = None) -> tuple[int, int]:
     """(rows, columns) of the register tile of C for ``target``: ``vectors`` native vectors
     per row (a quarter of the register count: 2 of 16, 4 of 32) and as many rows as leave
     room for the row of B (``vectors`` registers) and the broadcast element of A (one), so
-    6 x 2 vectors on AVX2 and 6 x 4 on AVX-512.
+    6 x 2 vectors on AVX2 and 6 x 4 on AVX-512 -- or, where A (``streamed_bytes``, which
+    every column panel reads again) fits in half of L2, half the vectors and 8 rows
+    (``loopnest.auto.schedule.register_tile``, where the measurements are).
 
     >>> matmul_tile(Target(vector_bits=128, vector_registers=32))
     (6, 16)
+    >>> matmul_tile(Target(vector_bits=512, vector_registers=32, l2_bytes=2 << 20), streamed_bytes=1 << 20)
+    (8, 32)
     """
     t = resolve_target(target)
-    vectors = max(1, t.vector_registers // 8)
-    rows = max(1, (t.vector_registers - vectors - 1) // vectors)
+    rows, vectors = register_tile(t, None, t.lanes(dtype), streamed_bytes)
     return rows, vectors * t.lanes(dtype)
 
 
@@ -74,10 +77,12 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
     """
     t = resolve_target(target)
     lanes = t.lanes(C.dtype)
-    tile_rows, tile_cols = matmul_tile(t, C.dtype)
+    i, j, k = nest.get_loops_for(C)     # the init stays beside k: each tile initialises C_local itself
+    streamed = i.extent * k.extent * C.dtype.itemsize if isinstance(i.extent, int) and isinstance(k.extent, int) \
+        else None
+    tile_rows, tile_cols = matmul_tile(t, C.dtype, streamed)
     rows = rows or tile_rows
     cols = cols or tile_cols
-    i, j, k = nest.get_loops_for(C)     # the init stays beside k: each tile initialises C_local itself
     if not isinstance(j.extent, int):
         raise ValueError(f"matmul_schedule: the column count {j.extent} is not a constant")
     widths = [cols] + [v * lanes for v in range(cols // lanes, 0, -1)] + \

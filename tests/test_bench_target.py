@@ -24,7 +24,8 @@ CASES = {
     "layernorm": ((6, 256), {32, 8}, {64, 16, 8}),
     "row_sum": ((4, 256), {32, 8}, {64, 8}),
     "transpose": ((256, 256), {8}, {16}),
-    "matmul": (128, {16}, {64}),                                # 6 x 2 / 6 x 4 vectors, the tail rows too
+    # 6 x 2 vectors / 8 x 2 (A, 64 KB, fits half of AVX-512's L2: narrower panels), the tail rows too
+    "matmul": (128, {16}, {32}),
     "conv2d": ((1, 8, 12, 40, 8), {8}, {16, 8}),                # 40 columns: 5 x 8 / 2 x 16 + a tile of 8
     "blur": ((16, 64), {8}, {16}),
     "stencil": ((32, 64), {8}, {16}),
@@ -72,6 +73,12 @@ def test_tile_shapes_follow_registers_and_caches():
     assert matmul_kc(AVX512, 6, 64, 2048) == 0                         # all of k in one slice
     assert matmul_kc(AVX2, 6, 16, 2048) == 1024
     assert matmul_kc(AVX2, 6, 16, 300) == 0                            # no power-of-two slice divides 300
+    # A that every column panel reads again fits half of L2: half the vectors, 8 rows (AVX-512); with
+    # 8 x 1 vectors a k step would issue more loads than multiply-adds, so AVX2 keeps 6 x 2
+    half_l2 = AVX512.l2_bytes // 2
+    assert matmul_tile(AVX512, streamed_bytes=half_l2) == (8, 32)
+    assert matmul_tile(AVX512, streamed_bytes=half_l2 + 4) == (6, 64)
+    assert matmul_tile(AVX2, streamed_bytes=1024) == (6, 16)
     assert conv2d_tile(AVX2) == (4, 2, 8) and conv2d_tile(AVX512) == (4, 4, 16)
     assert transpose_tile(AVX2) == (1024, 64) and transpose_tile(AVX512) == (1024, 64)
 
