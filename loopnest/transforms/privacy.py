@@ -81,7 +81,9 @@ def refuse_lost_privacy(nest, old_root, op: str) -> None:
     bounds whose value flow isl gives up on), and then one buffer would serve all the
     concurrent iterations: a data race.
 
-    Loops the transform did not change (the same statement object) are not analysed again.
+    Loops the transform did not change (the same statement object) are not analysed again;
+    concurrent loops it made (a parallel loop's tail after a split) are analysed for every
+    intermediate they write.
 
     >>> from te import Compute, Var
     >>> from loopnest import LoopNest
@@ -104,10 +106,10 @@ def refuse_lost_privacy(nest, old_root, op: str) -> None:
         if not isinstance(f, For) or f.kind not in ForKind.CONCURRENT:
             continue
         old = before.get(id(f.var))
-        if old is None or old is f or old.kind != f.kind:
+        if old is f or (old is not None and old.kind != f.kind):
             continue
         # the analysis of a buffer that no changed statement touches is as before
-        changed = _changed_buffers(old.body, f.body)
+        changed = _changed_buffers(old.body, f.body) if old is not None else intermediates
         written = [b for b in stmt_stored_buffers(f.body) if id(b) in intermediates and id(b) in changed]
         carried = None
         for buf in written:

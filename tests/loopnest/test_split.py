@@ -394,3 +394,24 @@ def test_a_change_inside_a_parallel_loop_that_keeps_its_intermediates_private_is
     build(LoopNest([T3]), [T3, N, M], target="ireval")(want, 5, 9)
     np.testing.assert_array_equal(got, want)
     assert "parallel for (int i0_2" in str(nest)
+
+
+def test_the_privacy_check_also_analyses_the_concurrent_loops_a_transform_makes(monkeypatch):
+    """``unroll`` by a factor of a parallel loop leaves a parallel tail loop, a loop the
+    transform made: its intermediates are analysed too (T private to each of its iterations
+    here, so the unroll is accepted)."""
+    from loopnest.transforms import privacy
+    asked = []
+    private_to = privacy.private_to
+    monkeypatch.setattr(privacy, "private_to",
+                        lambda nest, buf, f: asked.append((buf.name, f.var.name)) or private_to(nest, buf, f))
+    A = Buffer("A", (10, 16), float32)
+    T = Compute("T", (10, 16), lambda i, j: A[i, j] * 2.0)
+    Y = Compute("Y", (10, 16), lambda i, j: T[i, j] + 1.0)
+    nest = LoopNest([Y])
+    i = nest.get_loops_for(Y)[0]
+    nest.compute_at(nest.buffer("T"), i)
+    nest.parallelize(i)
+    _, tail = nest.unroll(i, 3)
+    assert asked == [("T", i.name), ("T", tail.name)]
+    assert f"parallel for (int {tail.name}" in str(nest)
