@@ -501,3 +501,34 @@ def test_the_stencil_takes_one_kernel_per_run_of_three_stages():
         out = np.zeros(spec.out_shapes["S13"], np.float32)
         run_on_host(fused, A=spec.inputs["A"].copy(), S13=out)
         np.testing.assert_allclose(out, spec.reference(spec.inputs)["S13"], rtol=1e-4, atol=1e-5)
+
+
+def test_the_convolution_peer_is_also_timed_with_cudnn_tf32_off(monkeypatch):
+    """PyTorch computes a float32 convolution in TF32 by default; ``peer_torch`` times the
+    workloads of ``CUDNN_WORKLOADS`` eagerly a second time with TF32 off (the precision ours
+    computes in), and puts the setting back."""
+    import time
+    from types import SimpleNamespace
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = 0.0
+
+        def record(self):
+            self.t = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, end):
+            return max(end.t - self.t, 1e-6) * 1e3
+    torch = SimpleNamespace(__version__="2.11.0+cu130", backends=SimpleNamespace(cudnn=SimpleNamespace(allow_tf32=True)),
+                            cuda=SimpleNamespace(Event=Event))
+    seen = set()
+    spec = SimpleNamespace(inputs={}, torch_fn=lambda t, x: lambda: seen.add(torch.backends.cudnn.allow_tf32))
+    monkeypatch.setattr(bench_gpu, "_torch_cuda", lambda: torch)
+    assert bench_gpu.CUDNN_WORKLOADS == {"conv2d"}
+    peers = bench_gpu.peer_torch(spec, 2, torch_compile=False, cudnn_float32=True)
+    assert [label for label, _ in peers] == ["PyTorch 2.11.0 eager", "PyTorch 2.11.0 eager, cuDNN TF32 off"]
+    assert seen == {True, False} and torch.backends.cudnn.allow_tf32 is True
+    assert [label for label, _ in bench_gpu.peer_torch(spec, 2, torch_compile=False)] == ["PyTorch 2.11.0 eager"]
