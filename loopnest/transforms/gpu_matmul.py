@@ -380,8 +380,8 @@ def register_tiled_matmul(A, B, C, BM: int = 64, BN: int = 64, BK: int = 8, TM: 
             *compute(floormod(ko, 2)),
             copy(per_a, lambda ty, tx, c, l: [Store(As, (ahead, *a_at(l)), ra[(ty, tx, *c)])]),
             copy(per_b, lambda ty, tx, c, l: [Store(Bs, (ahead, *b_at(l)), rb[(ty, tx, *c)])])]))
-    root = For(by, 0, M // BM, Block([For(bx, 0, N // BN, Block([init, *prologue, kloop, write]), ForKind.GPU_BLOCK, 0)]),
-               ForKind.GPU_BLOCK, 1)
+    block = For(bx, 0, N // BN, Block([init, *prologue, kloop, write]), ForKind.GPU_BLOCK, 0)
+    root = For(by, 0, M // BM, Block([block]), ForKind.GPU_BLOCK, 1)
     return Block((root,)), scratch
 
 

@@ -522,7 +522,8 @@ def test_the_convolution_peer_is_also_timed_with_cudnn_tf32_off(monkeypatch):
 
         def elapsed_time(self, end):
             return max(end.t - self.t, 1e-6) * 1e3
-    torch = SimpleNamespace(__version__="2.11.0+cu130", backends=SimpleNamespace(cudnn=SimpleNamespace(allow_tf32=True)),
+    cudnn = SimpleNamespace(allow_tf32=True)
+    torch = SimpleNamespace(__version__="2.11.0+cu130", backends=SimpleNamespace(cudnn=cudnn),
                             cuda=SimpleNamespace(Event=Event))
     seen = set()
     spec = SimpleNamespace(inputs={}, torch_fn=lambda t, x: lambda: seen.add(torch.backends.cudnn.allow_tf32))
