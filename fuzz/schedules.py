@@ -123,7 +123,9 @@ def _lone_matmul(nest) -> bool:
 def _matmul_tiles(nest, rnd: random.Random) -> dict:
     """Random tiles for ``gpu_matmul`` of the nest's matmul, mostly ones that fit its sizes:
     the tensor-core tree (float16 / bfloat16; tf32 for float32 in one draw of three) with its
-    prefetch through registers or shared memory and 1 to 4 stages, else the SIMT tree."""
+    prefetch through registers or shared memory and 1 to 4 stages, else the SIMT tree, single-
+    or double-buffered, with 1, 2 or 4 elements per global load (4 refused where a thread's
+    share of a tile is not a multiple of it)."""
     (C,) = nest.tensors
     m, n, k = (d if isinstance(d, int) else fold_int(d) for d in (*C.shape, C.reduce_dims[0]))
     dtype = str(nest.buffer("A").dtype)
@@ -139,7 +141,8 @@ def _matmul_tiles(nest, rnd: random.Random) -> dict:
         return tiles
     bm, bn = rnd.choice(fits(m, [16, 32])), rnd.choice(fits(n, [16, 32]))
     return {"tensor_cores": False, "BM": bm, "BN": bn, "BK": rnd.choice(fits(k, [4, 8])),
-            "TM": rnd.choice(fits(bm, [1, 2, 4])), "TN": rnd.choice(fits(bn, [1, 2, 4]))}
+            "TM": rnd.choice(fits(bm, [1, 2, 4])), "TN": rnd.choice(fits(bn, [1, 2, 4])),
+            "stages": rnd.randint(1, 2), "vector": rnd.choice([1, 1, 2, 4])}
 
 
 def _target(rnd: random.Random) -> dict:
