@@ -48,14 +48,15 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
                     pack_b: bool = True, parallel: bool = True, target: Target | None = None) -> None:
     """A register-blocked matmul in the style of BLIS micro-kernels: a ``rows`` x ``cols``
     tile of C (``matmul_tile(target)``: 6 x 16 floats, 12 of the 16 AVX2 registers; 6 x 64,
-    24 of the 32 AVX-512 ones) accumulates in a local buffer that LLVM keeps in registers
-    while k runs over a ``kc``-deep slice of the reduction (``matmul_kc``; 0: all of k);
-    the ``kc`` x ``cols`` panel of B that the slice needs is first copied to a contiguous
-    buffer (``cache_accesses``: it stays in cache while every row tile uses it); the tile's
-    rows are unrolled and its columns vectorized; the column panels run in parallel. Rows
-    left over when ``rows`` does not divide the size get a vectorized loop of their own.
-    When ``cols`` does not divide the width, the tile narrows by whole vectors, then to
-    half a vector, and so on.
+    24 of the 32 AVX-512 ones, or 8 x 32 where A fits in half of L2; a ``rows`` or ``cols``
+    given keeps the other at ``matmul_tile``'s unnarrowed value) accumulates in a local
+    buffer that LLVM keeps in registers while k runs over a ``kc``-deep slice of the
+    reduction (``matmul_kc``; 0: all of k); the ``kc`` x ``cols`` panel of B that the slice
+    needs is first copied to a contiguous buffer (``cache_accesses``: it stays in cache while
+    every row tile uses it); the tile's rows are unrolled and its columns vectorized; the
+    column panels run in parallel. Rows left over when ``rows`` does not divide the size get
+    a vectorized loop of their own. When ``cols`` does not divide the width, the tile narrows
+    by whole vectors, then to half a vector, and so on.
 
         parallel for jo:                          (columns jo*cols .. jo*cols+cols-1)
           C[rows, panel] = 0                      (with slices only)
@@ -78,8 +79,9 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
     t = resolve_target(target)
     lanes = t.lanes(C.dtype)
     i, j, k = nest.get_loops_for(C)     # the init stays beside k: each tile initialises C_local itself
-    streamed = i.extent * k.extent * C.dtype.itemsize if isinstance(i.extent, int) and isinstance(k.extent, int) \
-        else None
+    # A, which every column panel reads again (narrows the tile where it fits half of L2, unless a shape is given)
+    streamed = i.extent * k.extent * C.dtype.itemsize \
+        if rows is None and cols is None and isinstance(i.extent, int) and isinstance(k.extent, int) else None
     tile_rows, tile_cols = matmul_tile(t, C.dtype, streamed)
     rows = rows or tile_rows
     cols = cols or tile_cols

@@ -83,6 +83,18 @@ def test_tile_shapes_follow_registers_and_caches():
     assert transpose_tile(AVX2) == (1024, 64) and transpose_tile(AVX512) == (1024, 64)
 
 
+def test_a_matmul_tile_shape_given_by_hand_is_not_narrowed():
+    """A fits in half of L2 at 128 (8 x 32 by default), but ``rows=6`` given keeps 4 vectors."""
+    from bench.schedules import matmul_schedule
+    spec = WORKLOADS["matmul"].make(128)
+    default, by_hand = LoopNest(spec.outputs), LoopNest(spec.outputs)
+    matmul_schedule(default, spec.outputs[0], target=AVX512)
+    matmul_schedule(by_hand, spec.outputs[0], rows=6, target=AVX512)
+    assert _vector_widths(default) == {32} and _vector_widths(by_hand) == {64}
+    outs, _ = spec.run(build(by_hand, spec.args, target="llvm"))
+    assert spec.error(outs) <= spec.tol
+
+
 def test_matmul_narrows_its_tile_to_the_width():
     nest = _run_checked("matmul", 40, AVX512)       # 40 columns: not a multiple of 64, 48, 32 or 16
     assert _vector_widths(nest) == {8}

@@ -141,11 +141,12 @@ def register_tile(target: Target, width: int | None = None, lanes: int = 8,
     in L2 -- provided a k step still issues at least as many multiply-adds as loads
     (``rows * vectors >= rows + vectors``), or the loads become the limit. Measured on
     AVX-512 (2 MB of L2, 2 cores), 8 x 2 vectors against 6 x 4: 0.83-0.87 against 0.93-0.96
-    ms at 512 (A 1 MB; PyTorch 0.83), 0.105 against 0.125 ms at 256 (hand schedule); at 384
-    either tile ran 0.37-0.41 or 0.46-0.49 ms depending on the process, which hides the
-    difference. Where A does not fit, 6 x 4 was as fast or faster (768: 3.10 against 3.19
-    ms; 2048: 56.9 against 63.3 ms; 1024: 7.65 against 7.48 ms). With 8-lane vectors, 8 x 1
-    (8 multiply-adds, 9 loads) took 0.24 against 0.17 ms for 6 x 2 at 256: no narrowing there.
+    ms at 512 (A 1 MB; PyTorch 0.83), 0.105 against 0.125 ms at 256 (hand schedule; PyTorch
+    0.113); at 384 either tile ran 0.37-0.41 or 0.46-0.49 ms depending on the process, which
+    hides the difference. Where A does not fit, 6 x 4 was faster at 768 (3.10 against 3.19
+    ms) and 2048 (56.9 against 63.3 ms), 2% slower at 1024 (7.65 against 7.48 ms). With
+    8-lane vectors, 8 x 1 (8 multiply-adds, 9 loads) took 0.24 against 0.17 ms for 6 x 2 at
+    256: no narrowing there.
 
     >>> register_tile(Target(vector_registers=16)), register_tile(Target(vector_registers=32))
     ((6, 2), (6, 4))

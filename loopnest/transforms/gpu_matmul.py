@@ -272,6 +272,8 @@ def register_tiled_matmul(A, B, C, BM: int = 64, BN: int = 64, BK: int = 8, TM: 
     [('As', (1, 8, 64)), ('Bs', (1, 8, 64)), ('acc', (16, 16, 4, 4))]
     >>> [(b.name, b.shape) for b in register_tiled_matmul(A, B, C, stages=2)[1]]
     [('As', (2, 8, 64)), ('Bs', (2, 8, 64)), ('acc', (16, 16, 4, 4)), ('ra', (16, 16, 2)), ('rb', (16, 16, 2))]
+    >>> [b.shape for b in register_tiled_matmul(A, B, C, stages=2, vector=2)[1][-2:]]   # one run of 2 per thread
+    [(16, 16, 1, 2), (16, 16, 1, 2)]
     """
     M, K = (int(d) for d in A.shape)
     N = int(B.shape[1])
@@ -284,12 +286,12 @@ def register_tiled_matmul(A, B, C, BM: int = 64, BN: int = 64, BK: int = 8, TM: 
         raise ValueError(f"the micro-tile {TM} x {TN} must divide the block tile {BM} x {BN}")
     if interleave and (TM % 4 or TN % 4):
         raise ValueError(f"interleave needs TM and TN to be multiples of 4, got {TM} x {TN}")
-    if stages not in (1, 2):
-        raise ValueError(f"stages must be 1 or 2, got {stages}")
+    if type(stages) is not int or stages not in (1, 2):
+        raise ValueError(f"stages must be 1 or 2, got {stages!r}")
     TY, TX = BM // TM, BN // TN
     nthreads = TY * TX
-    if vector < 1 or BK % vector or BN % vector:
-        raise ValueError(f"vector ({vector}) must divide BK ({BK}) and BN ({BN})")
+    if type(vector) is not int or vector < 1 or BK % vector or BN % vector:
+        raise ValueError(f"vector ({vector!r}) must be an int >= 1 dividing BK ({BK}) and BN ({BN})")
     if (BM * BK) % (nthreads * vector) or (BK * BN) % (nthreads * vector):
         raise ValueError(f"the tiles BM x BK = {BM} x {BK} and BK x BN = {BK} x {BN} must split evenly over the "
                          f"{nthreads} threads, {vector} element(s) at a time")

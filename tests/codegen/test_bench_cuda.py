@@ -276,6 +276,22 @@ def test_generated_cuda_runs_on_host_emulation(case):
     _check(spec, outs, f"{case} (emulated CUDA C)")
 
 
+@requires_emu
+@pytest.mark.parametrize("tiles", [dict(stages=1, vector=1), dict(stages=1, vector=4), dict(stages=2, vector=1),
+                                   dict(stages=2, vector=2)])
+def test_the_register_tiled_matmul_runs_on_host_emulation_buffered_and_read_either_way(tiles):
+    """The CUDA C of the float32 register-tiled tree, single- or double-buffered, in 32-,
+    64- or 128-bit loads (the bench's own configuration is the ``matmul`` case above)."""
+    spec = WORKLOADS["matmul"].make(64)
+    kernel = build(gpu_nest("matmul", spec, BM=64, BN=64, BK=16, TM=4, TN=4, **tiles), spec.args, target="cuda")
+    k_loop = kernel.source[kernel.source.index("for (int v_ko"):]
+    assert k_loop.count("__syncthreads();") == 3 - tiles["stages"]
+    assert ("float4" in k_loop) == (tiles["vector"] == 4) and ("float2" in k_loop) == (tiles["vector"] == 2)
+    outs = _outputs(spec)
+    run_on_host(kernel, **spec.inputs, **outs)
+    _check(spec, outs, f"register-tiled matmul {tiles} (emulated CUDA C)")
+
+
 # ------------------------------------------------------------------------------------
 # bench.gpu's harness on a fake backend (numpy arrays, kernels run by the emulation)
 # ------------------------------------------------------------------------------------

@@ -22,6 +22,11 @@ def matmul(dtype="float16", n=64, nk=False):
     ("float16", False, dict(BM=64, BN=64, BK=32, WM=32, WN=32), {"kk": "mma_m16n8k16"}),
     ("float8_e4m3", True, dict(BM=64, BN=64, BK=64, WM=32, WN=32), {"kk": "mma_m16n8k32_f8"}),
     ("float32", False, dict(BM=32, BN=32, BK=8, TM=2, TN=2), {}),
+    # the register-tiled tree double-buffered through registers, and read in runs of 2 or 4
+    ("float32", False, dict(BM=32, BN=32, BK=8, TM=2, TN=2, stages=2), {}),
+    ("float32", False, dict(BM=64, BN=64, BK=16, TM=4, TN=4, vector=4), {}),
+    ("float32", False, dict(BM=32, BN=32, BK=16, TM=2, TN=2, stages=2, vector=2), {}),
+    ("float32", False, dict(BM=64, BN=64, BK=16, TM=4, TN=4, stages=2, vector=4, interleave=False), {}),
 ])
 def test_a_lone_matmul_becomes_a_gpu_tree_that_ireval_runs(dtype, nk, tiles, tensorized):
     A, B, C = matmul(dtype, nk=nk)
@@ -49,3 +54,18 @@ def test_anything_else_is_refused_and_the_nest_is_unchanged():
         LoopNest([Reduce("S", (4,), Sum(), lambda i, k: X[i * 16 + k], (16,))]).gpu_matmul()
     with pytest.raises(ScheduleError, match="must be multiples of BM"):
         LoopNest([matmul(n=96)[2]]).gpu_matmul(BM=64, BN=64, BK=32, WM=32, WN=32)
+
+
+@pytest.mark.parametrize("bad,match", [
+    (dict(stages=3), r"stages must be 1 or 2, got 3"),
+    (dict(vector=3), r"vector \(3\) must be an int >= 1 dividing BK \(8\) and BN \(32\)"),
+    (dict(vector=4.0), r"vector \(4\.0\) must be an int"),
+    (dict(vector=4), r"must split evenly over the 256 threads, 4 element\(s\) at a time"),
+])
+def test_the_register_tiled_tree_refuses_stages_and_vectors_it_cannot_build(bad, match):
+    A, B, C = matmul("float32")
+    nest = LoopNest([C])
+    before = str(nest)
+    with pytest.raises(ScheduleError, match=match):
+        nest.gpu_matmul(False, BM=32, BN=32, BK=8, TM=2, TN=2, **bad)
+    assert str(nest) == before and nest.history == []
