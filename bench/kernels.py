@@ -397,8 +397,8 @@ def make_matmul(n: int) -> Spec:
 
 def hand_matmul(nest: LoopNest, spec: Spec, target: Target | None = None) -> None:
     """Register-blocked matmul (``schedules.matmul_schedule``): a tile of C in registers
-    sized to the target (6 rows x 4 vectors of 16 floats on AVX-512, 6 x 2 x 8 on AVX2),
-    k in cache-sized slices with the B panel packed, column panels in parallel."""
+    sized to the target (6 rows x 4 vectors of 16 floats on AVX-512, 8 x 2 where A fits in
+    half of L2; 6 x 2 x 8 on AVX2), k in cache-sized slices with the B panel packed, column panels in parallel."""
     from bench.schedules import matmul_schedule
     matmul_schedule(nest, spec.outputs[0], target=target)
 
