@@ -180,9 +180,9 @@ class CupyBackend(Backend):
                        self.cp.cuda.get_current_stream().ptr)
 
     def load(self, kernel, arrays: dict):
-        from codegen.cuda.compile import compile_cubin, source_hash
+        from codegen.cuda.compile import arch_for, compile_cubin, source_hash
         cp = self.cp
-        arch = self.arch()
+        arch = arch_for(kernel.source, self.arch())
         path = os.path.join(self._tmp, f"{source_hash(kernel.source)[:24]}_{arch}.cubin")
         if not os.path.exists(path):
             with open(path, "wb") as f:

@@ -44,7 +44,9 @@ from .transforms import loop_kinds as _loop_kinds
 from .transforms import privacy as _privacy
 from .transforms import privatize as _privatize
 from .transforms import gpu_matmul as _gpu_matmul
+from .transforms import gpu_wgmma as _gpu_wgmma  # noqa: F401  (the tree of gpu_matmul(wgmma=True))
 from .transforms import tensorize as _tensorize
+from .transforms import tensorize_wgmma as _tensorize_wgmma  # noqa: F401  (registers the warpgroup MMA's check)
 from .transforms import reorder as _reorder
 from .transforms import rfactor as _rfactor
 from .transforms import split as _split

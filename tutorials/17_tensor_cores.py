@@ -9,8 +9,9 @@ it against the instruction's fragment layout, naming what does not match. IREval
 nest as written (a small matmul per lane), so the result is checked on any machine; the CUDA
 backend prints it as `ldmatrix` + `mma.sync`. Then a whole matmul: `nest.gpu_matmul()` puts
 a tensor-core tree (warps of such tiles, shared-memory staging) in place of the loops (for
-float32 without tensor cores, a register-tiled tree), and `autotune(..., target="cuda")`
-searches its tiles when a GPU is present.
+float32 without tensor cores, a register-tiled tree) -- or, with `wgmma=True`, a tree for
+Hopper's warpgroup MMA -- and `autotune(..., target="cuda")` searches its tiles when a GPU is
+present.
 """
 import os
 import sys
@@ -120,6 +121,21 @@ b = rng.standard_normal((n, n)).astype(np.float16)
 c = np.zeros((n, n), np.float32)
 build(mm, [A, B, C], target="ireval")(A=a, B=b, C=c)        # the same tree, lane by lane
 assert np.allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3)
+print("IREval matches numpy")
+
+# -- Hopper's warpgroup MMA: four warps, operands read from shared memory by descriptor --------
+# gpu_matmul(wgmma=True) writes the same matmul for wgmma.mma_async.m64nNk16: each thread of a
+# warpgroup holds N / 2 accumulators; the tiles lie in shared memory in the instruction's
+# core-matrix layout. IREval runs it thread by thread; on sm_90 the CUDA build prints one
+# wgmma per 16 of K (compiled for sm_90a), plain per-thread code elsewhere.
+wg = LoopNest([C])
+wg.gpu_matmul(True, wgmma=True, BM=64, BN=64, BK=32, stages=2)
+print("\nwarpgroup MMA:", wg.tensorized)
+c[:] = 0
+build(wg, [A, B, C], target="ireval")(A=a, B=b, C=c)
+assert np.allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3)
+wg_kernel = build(wg, [A, B, C], target="cuda")
+print(wg_kernel.module.plan.describe_tensor_cores().splitlines()[1].strip())
 print("IREval matches numpy")
 
 try:                                                           # on a GPU: run it, and tune it

@@ -112,10 +112,26 @@ def _numbered(source: str) -> str:
     return "\n".join(f"{k + 1:4d}  {line}" for k, line in enumerate(source.splitlines()))
 
 
+#: what a source that needs sm_90a's arch-specific features (the warpgroup MMA) says
+ARCH_SPECIFIC_MARK = "__CUDA_ARCH_FEAT_SM90_ALL"
+
+
+def arch_for(source: str, arch: str) -> str:
+    """The architecture to build ``source`` for on an ``arch`` device: ``sm_90a`` instead
+    of ``sm_90`` when the source uses sm_90a's features (its code runs on sm_90 devices
+    only, which is what it was asked for); ``arch`` otherwise.
+
+    >>> arch_for("#if defined(__CUDA_ARCH_FEAT_SM90_ALL)", "sm_90"), arch_for("", "sm_90")
+    ('sm_90a', 'sm_90')
+    """
+    return arch + "a" if arch == "sm_90" and ARCH_SPECIFIC_MARK in source else arch
+
+
 def compile_cubin(source: str, arch: str = "sm_90", *, fast_math: bool = False,
                   options: Sequence[str] = ()) -> bytes:
-    """The cubin of ``source`` for ``arch`` (cached). Raises CompileError on nvcc errors."""
-    arch = _check_arch(arch)
+    """The cubin of ``source`` for ``arch`` (cached; ``sm_90a`` where the source needs it,
+    :func:`arch_for`). Raises CompileError on nvcc errors."""
+    arch = arch_for(source, _check_arch(arch))
     key = ("cubin", source_hash(source), arch, fast_math, tuple(options))
     with _LOCK:
         if key in _CACHE:

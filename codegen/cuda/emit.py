@@ -86,7 +86,8 @@ from .ir_queries import AXES, extent
 from .memory import private_index
 from .outline import MAX_BLOCK_DIMS, MAX_GRID_DIMS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK
 from .passes import plan_cuda
-from .tensor_cores import print_mma_nest
+from .tensor_cores import needs_proxy_fence, print_mma_nest
+from .wgmma_source import WGMMA_GUARD
 from .vector_print import chunk_ref, hoist_loads, wide_copy, wide_store
 from .plan import ArgRef, CudaPlan, KernelPlan, KernelSpec, launches
 from .scalar import (call_text, cast_text, float_literal, int_literal, is_narrow, refuse_low_precision,
@@ -194,6 +195,7 @@ class CudaEmitter(Functor):
         self.kernel: KernelPlan | None = None
         self._barriers: Counter = Counter()   # id(stmt) -> __syncthreads() before it, in this kernel
         self._waits_async = False             # this kernel issues cp.async: its barriers wait for them
+        self._proxy_fence = False             # its barriers fence the async proxy (a warpgroup MMA's operands)
         self._slices: dict[int, str] = {}     # id(buffer) -> offset of this thread's slice
         self._store_guard: str | None = None  # guard for stores to non-local buffers
         self._hoisted: dict[int, str] = {}    # id(load) -> the array its whole vectors were read into
@@ -486,6 +488,11 @@ class CudaEmitter(Functor):
             for _ in range(self._barriers[id(x)]):
                 if self._waits_async:
                     self._async_wait(self.plan.async_waits.get(id(x), 0))
+                if self._proxy_fence:
+                    # what this thread stored in shared memory, made visible to the tensor cores' reads
+                    self.emit(f"#if {WGMMA_GUARD}")
+                    self.emit("tc_fence_proxy_async();")
+                    self.emit("#endif")
                 self.emit("__syncthreads();")
             g = self.kernel.guards.get(id(x)) if self.kernel is not None else None
             if g is None:
@@ -699,6 +706,7 @@ class CudaEmitter(Functor):
         self.kernel = k
         self._barriers = Counter(id(x) for x in k.barriers)
         self._waits_async = self.plan.kernel_has_async_copies(k)
+        self._proxy_fence = needs_proxy_fence(self.plan, k)
         self._taken.add(k.name)
         body_mark = len(self.lines)
         self.indent = 1

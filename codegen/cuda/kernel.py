@@ -20,7 +20,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..kernel import Kernel, KernelArgumentError, Param
-from .compile import ptxas_report
+from .compile import arch_for, ptxas_report
 from .emit import CudaModuleSpec, KernelSpec
 from .launch import Launcher, as_device_array, dtype_matches
 
@@ -80,6 +80,8 @@ class CudaKernel(Kernel):
         """Compile with nvcc (no GPU needed) and return the ``ptxas -v`` report: for one
         architecture ``{"arch", "kernels": {name: {"registers", "shared_bytes", ...}},
         "registers", "shared_bytes", "spill_stores", "log"}``; for several, such dicts by arch."""
+        if isinstance(arch, str):
+            arch = arch_for(self.source, arch)      # sm_90a for the warpgroup MMA
         return ptxas_report(self.source, arch, fast_math=self.fast_math)
 
     # -- binding device arrays ------------------------------------------------------------

@@ -12,7 +12,7 @@ import numpy as np
 from te import Buffer, Reduce, Sum, cast, float32
 from loopnest.transforms.gpu_matmul import MMA_INTRINSIC, fragment_col, fragment_row, mma_matmul
 
-__all__ = ["MMA_INTRINSIC", "fragment_row", "fragment_col", "mma_matmul", "mma_matmul_example"]
+__all__ = ["MMA_INTRINSIC", "fragment_row", "fragment_col", "mma_matmul", "mma_matmul_example", "wgmma_matmul_example"]
 
 
 def mma_matmul_example(M: int = 128, N: int = 128, K: int = 64, dtype: str = "float16", **tiles):
@@ -44,3 +44,35 @@ def mma_matmul_example(M: int = 128, N: int = 128, K: int = 64, dtype: str = "fl
         return ({"A": a, "B": b, "C": np.zeros((M, N), np.float32)}, {"C": a.astype(np.float64) @ bt})
     tol = (5e-3, 5e-2) if dtype == "float32" else (1e-4, 1e-3)    # tf32 rounds the operands
     return Example(f"matmul_mma_{A.dtype}", nest, [A, B, C], make, rtol=tol[0], atol=tol[1])
+
+
+def wgmma_matmul_example(M: int = 128, N: int = 64, K: int = 64, dtype: str = "float16", b_layout: str = "kn",
+                         **tiles):
+    """An :class:`codegen.cuda.examples.Example` of Hopper's warpgroup-MMA matmul
+    (:func:`loopnest.transforms.gpu_wgmma.wgmma_matmul`, declared with ``tensorize``).
+
+    >>> ex = wgmma_matmul_example(BN=64, BK=32, stages=2)
+    >>> ex.name, ex.nest.tensorized
+    ('matmul_wgmma_float16', {'kk': 'wgmma_m64nNk16'})
+    """
+    from te import Buffer, Reduce, Sum, cast, float32
+    from loopnest import LoopNest
+    from .examples import Example
+
+    nk = b_layout == "nk"
+    A = Buffer("A", (M, K), dtype)
+    B = Buffer("B", (N, K) if nk else (K, N), dtype)
+    if nk:
+        C = Reduce("C", (M, N), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[j, k], float32), (K,))
+    else:
+        C = Reduce("C", (M, N), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (K,))
+    nest = LoopNest([C])
+    nest.gpu_matmul(True, wgmma=True, **tiles)
+    npdt = A.dtype.numpy
+
+    def make(rng):
+        a = rng.standard_normal((M, K)).astype(npdt)
+        b = rng.standard_normal((N, K) if nk else (K, N)).astype(npdt)
+        bt = b.astype(np.float64).T if nk else b.astype(np.float64)
+        return ({"A": a, "B": b, "C": np.zeros((M, N), np.float32)}, {"C": a.astype(np.float64) @ bt})
+    return Example(f"matmul_wgmma_{A.dtype}", nest, [A, B, C], make, rtol=1e-4, atol=1e-3)

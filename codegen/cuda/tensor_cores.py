@@ -19,6 +19,11 @@ without tensor cores) -- unless ``nest.tensorize`` declared it: then the build s
 ``BuildError`` naming the mismatch. The step records what it matched;
 ``LOOPNEST_DUMP_PASSES=1`` prints it.
 
+A nest declared ``tensorize(..., "wgmma_m64nNk16")`` is matched as Hopper's warpgroup MMA
+instead (:mod:`loopnest.transforms.tensorize_wgmma`, inside a threadIdx.y loop of the 4 warps
+of a warpgroup; blocks of 32 x 4 threads) and printed, on sm_90a, as one ``wgmma.mma_async``
+per MMA with shared-memory descriptors (:mod:`codegen.cuda.wgmma_source`).
+
 >>> from codegen import build
 >>> from codegen.cuda.mma_matmul import mma_matmul_example
 >>> ex = mma_matmul_example(128, 128, 64)
@@ -35,15 +40,17 @@ from te.expr import IntImm
 from te.layout import Layout
 from te.queries import uses_var
 from te.simplify import is_const_int, simplify
-from loopnest.stmt import Block, Cond, For, ForKind, iter_stmts
+from loopnest.stmt import Block, Cond, For, ForKind, Store, iter_stmts
 from loopnest.transforms.tensorize import MmaMatch, NotAnMma, match_mma
+from loopnest.transforms.tensorize_wgmma import match_wgmma
 
 from ..kernel import BuildError
 from .ir_queries import extent
 from .mma import LDMATRIX_OPERANDS, ldmatrix_row_address, mma_spec
 from .mma_source import fragment_index, layout_c_expr
+from .wgmma_source import WGMMA_GUARD, wgmma_function
 
-__all__ = ["MmaNest", "plan_tensor_cores", "match_mma_nest", "print_mma_nest"]
+__all__ = ["MmaNest", "plan_tensor_cores", "match_mma_nest", "print_mma_nest", "print_wgmma_nest", "needs_proxy_fence"]
 
 #: a matched nest (``loopnest.transforms.tensorize.MmaMatch``)
 MmaNest = MmaMatch
@@ -84,20 +91,44 @@ def plan_tensor_cores(plan) -> None:
                              f"with tensor cores: {plan.mma_refusals.get(var, _NOT_A_WARP)}{hint}")
 
 
-def _walk(plan, kernel, s, lane) -> None:
+def _runs_from_zero(s: For, n: int) -> bool:
+    e = extent(s)
+    return isinstance(e, IntImm) and e.value == n and isinstance(s.start, IntImm) and s.start.value == 0
+
+
+def _match_wgmma(plan, kernel, s: For, lane, warp):
+    """The warpgroup MMA that ``s`` is (:mod:`loopnest.transforms.tensorize_wgmma`): its
+    threads must be whole warpgroups -- blocks of 32 x 4 threads (x, y), ``lane`` and
+    ``warp`` bound to them."""
+    if warp is None:
+        raise NotAnMma("the warpgroup MMA must be inside a loop bound to threadIdx.y with 4 iterations (the warps "
+                       "of a warpgroup) around the threadIdx.x loop of 32")
+    block = tuple(b.value if isinstance(b, IntImm) else b for b in kernel.block[:2])
+    if block != (32, 4):
+        raise NotAnMma(f"the kernel's blocks are {block[0]} x {block[1]} threads (x, y); a warpgroup MMA needs "
+                       "32 x 4, so that threadIdx.z numbers the warpgroups")
+    return match_wgmma(s, lane, warp, _flat_index, plan.scope)
+
+
+def _walk(plan, kernel, s, lane, warp=None) -> None:
     if isinstance(s, Block):
         for x in s.stmts:
-            _walk(plan, kernel, x, lane)
+            _walk(plan, kernel, x, lane, warp)
         return
     if isinstance(s, For):
         if s.kind == ForKind.GPU_THREAD and s.axis == 0:
-            n = extent(s)
-            whole_warp = isinstance(n, IntImm) and n.value == 32 and isinstance(s.start, IntImm) and s.start.value == 0
-            _walk(plan, kernel, s.body, s.var if whole_warp else None)
+            _walk(plan, kernel, s.body, s.var if _runs_from_zero(s, 32) else None, warp)
+            return
+        if s.kind == ForKind.GPU_THREAD and s.axis == 1:
+            _walk(plan, kernel, s.body, lane, s.var if _runs_from_zero(s, 4) else None)
             return
         if lane is not None and s.kind in (ForKind.SERIAL, ForKind.UNROLLED):
+            intrinsic = plan.tensorized.get(s.var, "mma_m16n8k16")
             try:
-                m = match_mma(s, lane, _flat_index, plan.scope, plan.tensorized.get(s.var, "mma_m16n8k16"))
+                if intrinsic.startswith("wgmma"):
+                    m = _match_wgmma(plan, kernel, s, lane, warp)
+                else:
+                    m = match_mma(s, lane, _flat_index, plan.scope, intrinsic)
             except NotAnMma as exc:
                 plan.mma_refusals[s.var] = str(exc)
             else:
@@ -106,14 +137,14 @@ def _walk(plan, kernel, s, lane) -> None:
                 return
         # mma.sync needs the whole warp: nothing under a loop whose trip count differs per lane
         diverges = lane is not None and uses_var([s.start, s.stop], lane)
-        _walk(plan, kernel, s.body, None if diverges else lane)
+        _walk(plan, kernel, s.body, None if diverges else lane, warp)
         return
     if isinstance(s, Cond):   # a branch may leave lanes out: no MMA inside one
         lane = None
     for child in ("then", "otherwise", "body"):
         sub = getattr(s, child, None)
         if sub is not None:
-            _walk(plan, kernel, sub, lane)
+            _walk(plan, kernel, sub, lane, warp)
 
 
 # ------------------------------------------------------------------------------------
@@ -173,6 +204,9 @@ def print_mma_nest(em, nest: MmaNest, plain) -> None:
     """Print ``nest`` with the CUDA emitter ``em``: ldmatrix and mma.sync on sm_80 and later
     (sm_89 for float8), ``plain()`` (the nest as ordinary per-lane code) elsewhere (older GPUs,
     host emulation)."""
+    if getattr(nest, "kind", "mma") == "wgmma":
+        print_wgmma_nest(em, nest, plain)
+        return
     em.helpers.need("tc_mma")
     lane = em.var(nest.lane)
     arch = 890 if nest.shape == "m16n8k32" else 800
@@ -187,6 +221,50 @@ def print_mma_nest(em, nest: MmaNest, plain) -> None:
     for ai, bi, accs in nest.mmas:
         refs = ", ".join(em.elem(nest.acc, em.expr(em._private_index(nest.acc, c), True)) for c in accs)
         em.emit(f"tc_mma_{nest.dtype}({refs}, {a_regs[ai]}, {b_regs[bi]});")
+    em.indent -= 1
+    em.emit("}")
+    em.emit("#else")
+    plain()
+    em.emit("#endif")
+
+
+def needs_proxy_fence(plan, kernel) -> bool:
+    """Whether ``kernel``'s barriers must fence the async proxy: it holds a warpgroup MMA
+    whose operands the threads also write with plain stores (``wgmma`` reads shared memory
+    through the async proxy; the ``cp.async`` copies, as in CUTLASS's cp.async mainloops,
+    need only their wait and the barrier)."""
+    operands = {id(b) for m in plan.mma_by_kernel.get(kernel.name, ()) if getattr(m, "kind", "mma") == "wgmma"
+                for b in (m.a, m.b)}
+    return bool(operands) and any(isinstance(s, Store) and id(s.buffer) in operands and id(s) not in plan.async_copies
+                                  for s in iter_stmts(kernel.region))
+
+
+def print_wgmma_nest(em, nest, plain) -> None:
+    """Print a warpgroup MMA nest (:class:`~loopnest.transforms.tensorize_wgmma.WgmmaMatch`):
+    on sm_90a a descriptor per operand tile and one ``wgmma.mma_async`` per MMA of the nest,
+    fenced, committed and waited for at the end of the nest; ``plain()`` elsewhere."""
+    em.helpers.need("tc_wgmma")
+    fn, src = wgmma_function(nest.n, nest.dtype, nest.b_major == "MN")
+    em.helpers.define(fn, src)
+    em.emit(f"#if {WGMMA_GUARD}")
+    em.emit("{")
+    em.indent += 1
+    descs = []
+    for tiles, buf, lbo, sbo, tag in ((nest.a_tiles, nest.a, nest.a_lbo, nest.a_sbo, "da"),
+                                      (nest.b_tiles, nest.b, nest.b_lbo, nest.b_sbo, "db")):
+        names = []
+        for origin in tiles:
+            d = em.tmp(tag)
+            em.emit(f"const unsigned long long {d} = tc_wgmma_desc(&{em.elem(buf, em.expr(origin, True))}, "
+                    f"{lbo}, {sbo});")
+            names.append(d)
+        descs.append(names)
+    em.emit("tc_wgmma_fence();")
+    for ai, bi, c0 in nest.mmas:
+        acc = em.elem(nest.acc, em.expr(em._private_index(nest.acc, c0), True))
+        em.emit(f"{fn}(&{acc}, {descs[0][ai]}, {descs[1][bi]});")
+    em.emit("tc_wgmma_commit();")
+    em.emit("tc_wgmma_wait<0>();")
     em.indent -= 1
     em.emit("}")
     em.emit("#else")

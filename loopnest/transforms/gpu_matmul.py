@@ -39,6 +39,7 @@ from te.tensor import Tensor
 
 from ..errors import ScheduleError
 from ..stmt import Block, For, ForKind, Store
+from .gpu_wgmma import WGMMA_INTRINSIC, wgmma_matmul
 from .tensorize import fragment_col, fragment_row
 
 __all__ = ["MMA_INTRINSIC", "fragment_row", "fragment_col", "mma_matmul", "mma_shared_bytes", "register_tiled_matmul",
@@ -432,7 +433,9 @@ def gpu_matmul(nest, tensor_cores: bool | None = None, **tiles) -> None:
     """Replace the loops of the nest's lone matmul (:func:`matmul_operands`) by a GPU tree:
     :func:`mma_matmul` on the tensor cores (``tensor_cores`` None: for float16, bfloat16 and
     float8 operands; True also takes float32 to tf32), declared with ``tensorize``, or
-    :func:`register_tiled_matmul` (float32, SIMT). ``tiles`` are the tree's tile sizes.
+    :func:`register_tiled_matmul` (float32, SIMT). ``tiles`` are the tree's tile sizes;
+    ``wgmma=True`` takes Hopper's warpgroup MMA instead (:func:`~.gpu_wgmma.wgmma_matmul`,
+    float16 and bfloat16 on sm_90a).
     Raises ``ScheduleError`` (the nest unchanged) for anything else."""
     if nest.history or len(nest.tensors) != 1:
         raise ScheduleError("gpu_matmul: takes a fresh nest of one matmul tensor; this one has "
@@ -445,8 +448,13 @@ def gpu_matmul(nest, tensor_cores: bool | None = None, **tiles) -> None:
     A, B, b_layout = ops
     if tensor_cores is None:
         tensor_cores = str(A.dtype) in MMA_INTRINSIC and str(A.dtype) != "float32"
+    wgmma = bool(tiles.pop("wgmma", False))
     try:
-        if tensor_cores:
+        if wgmma:
+            if not tensor_cores:
+                raise ValueError("wgmma=True is a tensor-core tree; it needs tensor_cores")
+            root, scratch = wgmma_matmul(A, B, C, b_layout=b_layout, **tiles)
+        elif tensor_cores:
             root, scratch = mma_matmul(A, B, C, b_layout=b_layout, **tiles)
         else:
             if b_layout != "kn":
@@ -460,4 +468,4 @@ def gpu_matmul(nest, tensor_cores: bool | None = None, **tiles) -> None:
     nest.root = root
     nest.verify()
     if tensor_cores:
-        nest.tensorize("kk", MMA_INTRINSIC[str(A.dtype)])
+        nest.tensorize("kk", WGMMA_INTRINSIC if wgmma else MMA_INTRINSIC[str(A.dtype)])

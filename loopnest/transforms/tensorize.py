@@ -69,7 +69,12 @@ __all__ = ["INTRINSICS", "MmaMatch", "NotAnMma", "fragment_row", "fragment_col",
 #: on the tensor cores: a precision the user opts into, so only a declared nest uses it.
 INTRINSICS = {"mma_m16n8k16": (16, {"float16": "f16", "bfloat16": "bf16"}),
               "mma_m16n8k8_tf32": (8, {"float32": "tf32"}),
-              "mma_m16n8k32_f8": (32, {"float8_e4m3": "e4m3", "float8_e5m2": "e5m2"})}
+              "mma_m16n8k32_f8": (32, {"float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}),
+              # Hopper's warpgroup MMA (loopnest.transforms.tensorize_wgmma); N is the nest's
+              "wgmma_m64nNk16": (16, {"float16": "f16", "bfloat16": "bf16"})}
+#: ``why_not(nest, loop)`` of the intrinsics not checked here, by name: the warpgroup MMA's
+#: (``loopnest.transforms.tensorize_wgmma`` registers it when imported, as ``loopnest`` does)
+CHECKS: dict = {}
 #: the PTX shape of each operand type
 MMA_SHAPES = {"f16": "m16n8k16", "bf16": "m16n8k16", "tf32": "m16n8k8", "e4m3": "m16n8k32", "e5m2": "m16n8k32"}
 _TRIALS = 3
@@ -209,14 +214,10 @@ def _product_operands(store: Store, index_of):
     raise NotAnMma(form)
 
 
-def match_mma(loop: For, lane: Var, index_of: Callable, scope: Callable | None = None,
-              intrinsic: str = "mma_m16n8k16") -> MmaMatch:
-    """The :class:`MmaMatch` that ``loop`` (inside the threadIdx.x loop of ``lane``) is, as
-    ``intrinsic`` (see :data:`INTRINSICS`); raises :class:`NotAnMma` naming the first
-    mismatch. ``index_of(buffer, indices)`` is the flat element index of an access;
-    ``scope(buffer)`` (optional) its memory scope, which must be ``"shared"`` for the
-    operands and ``"local"`` for the accumulators."""
-    k_extent, operand_types = INTRINSICS[intrinsic]
+def _mma_operands(loop: For, index_of: Callable, scope: Callable | None, operand_types, intrinsic: str):
+    """``(loops, store, acc index, A load, B load)`` of a perfect nest ``acc[i] += f32(A[..]) *
+    f32(B[..])`` whose accumulators are float32 registers and whose operands are shared-memory
+    buffers of one of ``operand_types``; NotAnMma otherwise."""
     loops = _perfect_nest(loop)
     store = loops[-1].body.stmts[0]
     if str(store.buffer.dtype) != "float32":
@@ -234,6 +235,18 @@ def match_mma(loop: For, lane: Var, index_of: Callable, scope: Callable | None =
                 where = "global memory (a kernel argument)" if have == "param" else f"{have} memory"
                 raise NotAnMma(f"{buf.name} is in {where}; an MMA takes its operands from shared memory and "
                                "its accumulators from registers (a thread-local array)")
+    return loops, store, c_index, x, y
+
+
+def match_mma(loop: For, lane: Var, index_of: Callable, scope: Callable | None = None,
+              intrinsic: str = "mma_m16n8k16") -> MmaMatch:
+    """The :class:`MmaMatch` that ``loop`` (inside the threadIdx.x loop of ``lane``) is, as
+    ``intrinsic`` (see :data:`INTRINSICS`); raises :class:`NotAnMma` naming the first
+    mismatch. ``index_of(buffer, indices)`` is the flat element index of an access;
+    ``scope(buffer)`` (optional) its memory scope, which must be ``"shared"`` for the
+    operands and ``"local"`` for the accumulators."""
+    k_extent, operand_types = INTRINSICS[intrinsic]
+    loops, store, c_index, x, y = _mma_operands(loop, index_of, scope, operand_types, intrinsic)
     tile_loops, v_loop, k_loop = loops[:-2], loops[-2], loops[-1]
     if v_loop.stop.value != 4 or k_loop.stop.value != k_extent:
         raise NotAnMma(f"the two innermost loops ({v_loop.var.name}: {v_loop.stop.value}, {k_loop.var.name}: "
@@ -283,16 +296,20 @@ def match_mma(loop: For, lane: Var, index_of: Callable, scope: Callable | None =
     return _tiles(loops, lane, operand_types[str(x.buffer.dtype)], x, y, store, *found, c_index, a_ix, b_ix)
 
 
-def _tiles(loops, lane, dtype, x, y, store, lda, ldb, storage, c_index, a_ix, b_ix) -> MmaMatch:
-    """The tile origins and the MMAs of a matched nest, in the nest's order."""
+def _tile_points(loops, threads, a_ix, b_ix):
+    """The points of a matched nest's tile loops (all loops but the two innermost), in the
+    nest's order: ``(env, A tile, B tile)`` with ``env`` the tile variables' values (the
+    inner loops' at 0), and the distinct tile origins (A's and B's flat indices at the
+    point, with the ``threads`` variables also 0) in the lists returned with them."""
     tile_loops = loops[:-2]
-    v_var, k_var = loops[-2].var, loops[-1].var
-    zero = {lane: IntImm(0, lane.dtype), v_var: IntImm(0, v_var.dtype), k_var: IntImm(0, k_var.dtype)}
-    a_tiles, b_tiles, a_keys, b_keys, mmas = [], [], {}, {}, []
+    zero = {f.var: IntImm(0, f.var.dtype) for f in loops[-2:]}
+    origins = {v: IntImm(0, v.dtype) for v in threads}
+    a_tiles, b_tiles, a_keys, b_keys, points = [], [], {}, {}, []
     for point in itertools.product(*[range(int(f.stop.value)) for f in tile_loops]):
         env = dict(zero)
         env.update({f.var: IntImm(p, f.var.dtype) for f, p in zip(tile_loops, point)})
-        a0, b0 = simplify(E.substitute(a_ix, env)), simplify(E.substitute(b_ix, env))
+        at = {**env, **origins}
+        a0, b0 = simplify(E.substitute(a_ix, at)), simplify(E.substitute(b_ix, at))
         ka, kb = E.structural_key(a0), E.structural_key(b0)
         if ka not in a_keys:
             a_keys[ka] = len(a_tiles)
@@ -300,13 +317,16 @@ def _tiles(loops, lane, dtype, x, y, store, lda, ldb, storage, c_index, a_ix, b_
         if kb not in b_keys:
             b_keys[kb] = len(b_tiles)
             b_tiles.append(b0)
-        accs = []
-        for v in range(4):
-            env_v = dict(env)
-            env_v[v_var] = IntImm(v, v_var.dtype)
-            env_v.pop(lane)
-            accs.append(simplify(E.substitute(c_index, env_v)))
-        mmas.append((a_keys[ka], b_keys[kb], accs))
+        points.append((env, a_keys[ka], b_keys[kb]))
+    return points, a_tiles, b_tiles
+
+
+def _tiles(loops, lane, dtype, x, y, store, lda, ldb, storage, c_index, a_ix, b_ix) -> MmaMatch:
+    """The tile origins and the MMAs of a matched nest, in the nest's order."""
+    v_var = loops[-2].var
+    points, a_tiles, b_tiles = _tile_points(loops, (lane,), a_ix, b_ix)
+    mmas = [(ai, bi, [simplify(E.substitute(c_index, {**env, v_var: IntImm(v, v_var.dtype)})) for v in range(4)])
+            for env, ai, bi in points]
     return MmaMatch(loops[0], lane, dtype, x.buffer, y.buffer, store.buffer,
                     lda, ldb, storage, a_tiles, b_tiles, mmas)
 
@@ -346,6 +366,8 @@ def why_not_an_mma(nest, loop, intrinsic: str) -> str | None:
     >>> why_not_an_mma(nest, nest.loop("ko"), "mma_m16n8k16")[:45]
     'the loop must be inside a loop bound to threa'
     """
+    if intrinsic in CHECKS:
+        return CHECKS[intrinsic](nest, loop)
     lane = None
     for outer in reversed(nest.get_enclosing_loops(loop)):
         f = outer.stmt

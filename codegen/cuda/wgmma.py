@@ -1,0 +1,185 @@
+"""Hopper's warpgroup MMA (``wgmma.mma_async``, sm_90a): an exact CPU model of its accumulator
+fragment, of the shared-memory operand layouts its descriptors describe, and of the
+descriptors themselves.
+
+A *warpgroup* is four consecutive warps (128 threads). ``wgmma.mma_async.m64nNk16`` computes
+``D(64 x N) += A(64 x 16) * B(16 x N)`` with A and B read from shared memory through 64-bit
+*matrix descriptors* and D held in registers, ``N / 2`` float32 values per thread:
+thread ``t`` (warp ``t / 32``, lane ``t % 32``) holds value ``v`` at row
+``16 * warp + lane / 4 + 8 * ((v / 2) % 2)`` and column ``8 * (v / 4) + 2 * (lane % 4) + v % 2``
+(:func:`acc_coord`; CuTe's ``((4,8,4),(2,2,N/8)):((128,1,16),(64,8,512))`` over the
+column-major 64 x N tile, :func:`acc_layout`, which the tests compare with it).
+
+The operands lie in shared memory in a *canonical layout*. Without swizzling
+("interleaved") it is made of *core matrices*: eight rows of 16 bytes, stored contiguously
+(128 bytes). A K-major operand (A as M x K, or B as N x K: k contiguous) has a core matrix
+per 8 rows x 8 k (16-bit types); an MN-major one (B as K x N: n contiguous, the ``trans-b``
+form, 16-bit types only) per 8 k x 8 n. The descriptor gives the distance in bytes between
+core matrices along K (the *leading* byte offset, LBO) and along M or N (the *stride*
+byte offset, SBO) -- :func:`canonical_offset`::
+
+    K-major:  byte(r, k) = (r % 8) * 16 + (r / 8) * SBO + (k % 8) * 2 + (k / 8) * LBO
+    MN-major: byte(k, n) = (k % 8) * 16 + (k / 8) * LBO + (n % 8) * 2 + (n / 8) * SBO
+
+:func:`descriptor` packs a start address and the two offsets (bits 0-13: address / 16,
+16-29: LBO / 16, 32-45: SBO / 16, 62-63: swizzle mode 0); :func:`warpgroup_mma` decodes
+descriptors against a shared-memory image and computes what the instruction does, so the
+code the CUDA backend prints from the same functions is checked against a plain matmul on
+every machine (and on a GPU by ``tests/gpu``).
+
+>>> acc_coord(0, 0), acc_coord(37, 5), acc_coord(127, 63)
+((0, 0), (17, 11), (63, 127))
+>>> canonical_offset("K", 9, 10, lbo=128, sbo=256)     # row 9: core matrix 1; k 10: core matrix 1
+404
+>>> hex(descriptor(1024, lbo=128, sbo=256))
+'0x1000080040'
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from te.layout import Layout
+
+from .mma import round_operand
+
+__all__ = ["WARPGROUP", "WGMMA_K", "WGMMA_N", "acc_coord", "acc_layout", "acc_values", "canonical_offset",
+           "descriptor", "decode_descriptor", "warpgroup_mma", "tile_offsets"]
+
+WARPGROUP = 128
+#: the k extent of one 16-bit wgmma
+WGMMA_K = 16
+#: the N extents of ``wgmma.m64nNk16``
+WGMMA_N = tuple(range(8, 257, 8))
+
+
+def acc_values(n: int) -> int:
+    """float32 accumulator values per thread of ``m64n{n}k16``.
+
+    >>> acc_values(256)
+    128
+    """
+    if n not in WGMMA_N:
+        raise ValueError(f"wgmma's N must be a multiple of 8 from 8 to 256, got {n}")
+    return n // 2
+
+
+def acc_coord(thread, v):
+    """``(row, col)`` in the 64 x N tile of accumulator value ``v`` of warpgroup thread
+    ``thread`` (0..127); ints or integer arrays.
+
+    >>> acc_coord(4, 2)            # warp 0, lane 4: row 1, and value 2 adds 8 rows
+    (9, 0)
+    """
+    warp, lane = thread // 32, thread % 32
+    return 16 * warp + lane // 4 + 8 * ((v // 2) % 2), 8 * (v // 4) + 2 * (lane % 4) + v % 2
+
+
+def acc_layout(n: int) -> Layout:
+    """The CuTe thread-value layout of the accumulators: ``(thread, value)`` to the
+    column-major index into the 64 x ``n`` tile.
+
+    >>> acc_layout(16)
+    ((4,8,4),(2,2,2)):((128,1,16),(64,8,512))
+    """
+    return Layout(((4, 8, 4), (2, 2, acc_values(n) // 4)), ((128, 1, 16), (64, 8, 512)))
+
+
+def canonical_offset(major: str, row, col, lbo: int, sbo: int, itemsize: int = 2):
+    """Byte offset of element ``(row, col)`` in an interleaved canonical layout: for
+    ``major="K"`` the operand is MN x K (``row`` in M or N, ``col`` in K); for ``"MN"`` it
+    is K x N (``row`` in K, ``col`` in N).
+
+    >>> canonical_offset("MN", 9, 10, lbo=128, sbo=256)   # k 9: core matrix 1 along K; n 10: 1 along N
+    404
+    """
+    per = 16 // itemsize            # elements in a 16-byte core-matrix row
+    if major == "K":
+        return (row % 8) * 16 + (row // 8) * sbo + (col % per) * itemsize + (col // per) * lbo
+    if major == "MN":
+        return (row % 8) * 16 + (row // 8) * lbo + (col % per) * itemsize + (col // per) * sbo
+    raise ValueError(f"major must be 'K' or 'MN', got {major!r}")
+
+
+def tile_offsets(major: str, rows: int, cols: int, itemsize: int = 2):
+    """``(lbo, sbo)`` of a dense ``rows x cols`` tile in the interleaved layout, its core
+    matrices ordered K fastest: a K-major M x K tile puts the K / 8 core matrices of each
+    eight rows side by side; an MN-major K x N tile puts those of each eight columns.
+
+    >>> tile_offsets("K", 128, 64)        # 8 core matrices of 128 bytes per 8 rows
+    (128, 1024)
+    >>> tile_offsets("MN", 64, 256)       # K x N: 8 core matrices along K per 8 columns
+    (128, 1024)
+    """
+    per = 16 // itemsize
+    k = cols if major == "K" else rows
+    if rows % 8 or cols % 8 or k % per:
+        raise ValueError(f"a {rows} x {cols} tile is not made of whole core matrices")
+    return 128, 128 * (k // per if major == "K" else k // 8)
+
+
+def descriptor(address: int, lbo: int, sbo: int) -> int:
+    """The 64-bit matrix descriptor of an interleaved (unswizzled) operand at shared-memory
+    byte ``address`` with the given byte offsets (multiples of 16, below 2**18).
+
+    >>> decode_descriptor(descriptor(4096, 128, 2048))
+    (4096, 128, 2048)
+    """
+    for name, x in (("address", address), ("lbo", lbo), ("sbo", sbo)):
+        if x % 16 or not 0 <= x < 1 << 18:
+            raise ValueError(f"descriptor {name} {x} must be a multiple of 16 below {1 << 18}")
+    return (address >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32)
+
+
+def decode_descriptor(desc: int):
+    """``(address, lbo, sbo)`` of an unswizzled descriptor; ValueError for a swizzled one."""
+    if desc >> 62:
+        raise ValueError(f"descriptor {desc:#x} has swizzle mode {desc >> 62}; the model takes mode 0")
+    return (desc & 0x3FFF) << 4, ((desc >> 16) & 0x3FFF) << 4, ((desc >> 32) & 0x3FFF) << 4
+
+
+def _read(smem: np.ndarray, major: str, desc: int, rows: int, cols: int, dtype: str) -> np.ndarray:
+    addr, lbo, sbo = decode_descriptor(desc)
+    r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    off = addr + canonical_offset(major, r, c, lbo, sbo)
+    raw = smem[off[..., None] + np.arange(2)]            # the two bytes of each element
+    bits = raw[..., 0].astype(np.uint16) | (raw[..., 1].astype(np.uint16) << 8)
+    if dtype == "f16":
+        return bits.view(np.float16).astype(np.float32)
+    return (bits.astype(np.uint32) << 16).view(np.float32)      # bfloat16: the high half of a float32
+
+
+def warpgroup_mma(smem, desc_a: int, desc_b: int, acc, n: int, dtype: str = "f16", trans_b: bool = False):
+    """What ``wgmma.mma_async.m64n{n}k16.f32.{dtype}.{dtype}`` leaves in the accumulators
+    ``acc`` (``(128, n / 2)`` float32, every thread's values) given the shared-memory image
+    ``smem`` (uint8) and the two descriptors: A is K-major; B K-major (N x K) or, with
+    ``trans_b``, MN-major (K x N). The products are summed exactly and rounded once to
+    float32 (the ISA leaves the hardware's internal order unspecified).
+
+    >>> rng = np.random.default_rng(0)
+    >>> A = rng.integers(-3, 4, (64, 16)).astype(np.float16); B = rng.integers(-3, 4, (16, 8)).astype(np.float16)
+    >>> smem = np.zeros(4096, np.uint8)
+    >>> r, c = np.meshgrid(range(64), range(16), indexing="ij")
+    >>> for (i, j), x in np.ndenumerate(A):
+    ...     smem[canonical_offset("K", i, j, 128, 256):][:2] = np.frombuffer(x.tobytes(), np.uint8)
+    >>> for (i, j), x in np.ndenumerate(B):
+    ...     smem[2048 + canonical_offset("MN", i, j, 128, 256):][:2] = np.frombuffer(x.tobytes(), np.uint8)
+    >>> acc = warpgroup_mma(smem, descriptor(0, 128, 256), descriptor(2048, 128, 256), np.zeros((128, 4)), 8,
+    ...                     trans_b=True)
+    >>> t, v = np.meshgrid(range(128), range(4), indexing="ij")
+    >>> D = np.zeros((64, 8)); D[acc_coord(t, v)] = acc
+    >>> bool((D == A.astype(np.float64) @ B).all())
+    True
+    """
+    smem = np.asarray(smem, np.uint8)
+    values = acc_values(n)
+    acc = np.asarray(acc, np.float64)
+    if acc.shape != (WARPGROUP, values):
+        raise ValueError(f"acc must be (128, {values}), got {acc.shape}")
+    if dtype not in ("f16", "bf16"):
+        raise ValueError(f"dtype must be 'f16' or 'bf16', got {dtype!r}")
+    a = _read(smem, "K", desc_a, 64, WGMMA_K, dtype).astype(np.float64)
+    b = _read(smem, "MN", desc_b, WGMMA_K, n, dtype) if trans_b else _read(smem, "K", desc_b, n, WGMMA_K, dtype).T
+    a, b = round_operand(a, dtype).astype(np.float64), round_operand(b, dtype).astype(np.float64)
+    t, v = np.meshgrid(np.arange(WARPGROUP), np.arange(values), indexing="ij")
+    rows, cols = acc_coord(t, v)
+    return (acc + (a @ b)[rows, cols]).astype(np.float32)

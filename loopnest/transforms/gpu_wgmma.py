@@ -1,0 +1,196 @@
+"""The warpgroup tensor-core matmul of Hopper GPUs (``wgmma.mma_async``, sm_90a) as a statement tree.
+
+A warpgroup is four warps: here thread ``lane`` (threadIdx.x, 32) of warp ``w``
+(threadIdx.y, 4) of warpgroup ``g`` (threadIdx.z). One ``wgmma.mma_async.m64nNk16``
+computes ``D(64 x N) += A(64 x 16) * B(16 x N)`` for a warpgroup, thread ``(w, lane)``
+holding the ``N / 2`` accumulators ``v`` at row :func:`warpgroup_row` and column
+:func:`warpgroup_col`. The tree says exactly that, thread by thread::
+
+    for g, w, lane (threads): for kk: for v in 0..N/2: for k in 0..16:
+        acc[g, w, lane, v] += f32(As[stage, row / 8, (16 kk + k) / 8, row % 8, k % 8])
+                              * f32(Bs[stage, col / 8, (16 kk + k) / 8, k % 8, col % 8])
+
+with ``row = 64 g + warpgroup_row(w, lane, v)`` and ``col = warpgroup_col(lane, v)``. The
+shared tiles are stored in the instruction's *interleaved canonical layout*: eight rows of
+16 bytes (a core matrix) contiguous, A's core matrices K-major (8 rows x 8 k) and B's
+MN-major (8 k x 8 columns; N x K B: K-major), so a 16-byte copy per thread fills them and a
+descriptor (start address, and the byte distance between core matrices along K and along
+M or N) describes each operand. Eight consecutive threads copy the eight rows of a core
+matrix (128 contiguous bytes of shared memory: no bank conflicts), four 16-byte chunks of
+each row per warp. (Copying whole 128-byte rows per eight threads instead, into core
+matrices padded by 16 bytes so that the stores still hit distinct banks, measured the same:
+165-169 against 173-181 TFLOP/s.) IREval and LLVM run the tree as written;
+``nest.tensorize("kk", "wgmma_m64nNk16")`` checks the nest against the layouts
+(:mod:`loopnest.transforms.tensorize_wgmma`), and the CUDA backend prints one
+``wgmma.mma_async`` per ``kk`` on sm_90a (plain per-thread code elsewhere).
+
+Per k-tile of BK the block's threads copy the A (BM x BK) and B (BK x BN) tiles into shared
+memory, ``stages`` tiles ahead (``cp.async`` on the GPU), as :func:`~.gpu_matmul.mma_matmul`
+does with ``prefetch="shared"``.
+
+>>> from te import Buffer, Reduce, Sum, cast, float32
+>>> A = Buffer("A", (128, 64), "float16"); B = Buffer("B", (64, 256), "float16")
+>>> C = Reduce("C", (128, 256), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (64,))
+>>> root, bufs = wgmma_matmul(A, B, C)
+>>> [(b.name, b.shape) for b in bufs]
+[('As', (3, 16, 8, 8, 8)), ('Bs', (3, 32, 8, 8, 8)), ('acc', (2, 4, 32, 128))]
+"""
+from __future__ import annotations
+
+from te import Buffer, Var, cast, floordiv, floormod, float32, minimum
+from te.expr import Expr, FloatImm
+
+from ..stmt import Block, For, ForKind, Store
+
+__all__ = ["WGMMA_INTRINSIC", "WGMMA_TYPES", "warpgroup_row", "warpgroup_col", "wgmma_matmul", "wgmma_shared_bytes"]
+
+#: the ``tensorize`` intrinsic of the warpgroup MMA (N is the nest's: twice its values per thread)
+WGMMA_INTRINSIC = "wgmma_m64nNk16"
+#: operand types -> the PTX type name
+WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
+LANES, WARPS, ROWS, MMA_K = 32, 4, 64, 16
+
+
+def warpgroup_row(warp, lane, v):
+    """Row of accumulator ``v`` of thread ``lane`` of warp ``warp`` in a warpgroup's 64 x N
+    tile (expressions or ints).
+
+    >>> warpgroup_row(1, 5, 2), warpgroup_row(3, 31, 127)
+    (25, 63)
+    """
+    if any(isinstance(x, Expr) for x in (warp, lane, v)):
+        return warp * 16 + floordiv(lane, 4) + floormod(floordiv(v, 2), 2) * 8
+    return 16 * warp + lane // 4 + 8 * ((v // 2) % 2)
+
+
+def warpgroup_col(lane, v):
+    """Column of accumulator ``v`` of thread ``lane`` (any warp) in the 64 x N tile.
+
+    >>> warpgroup_col(5, 5), warpgroup_col(31, 127)
+    (11, 255)
+    """
+    if isinstance(lane, Expr) or isinstance(v, Expr):
+        return floordiv(v, 4) * 8 + floormod(lane, 4) * 2 + floormod(v, 2)
+    return 8 * (v // 4) + 2 * (lane % 4) + v % 2
+
+
+def wgmma_shared_bytes(BM: int, BN: int, BK: int, stages: int, itemsize: int = 2) -> int:
+    """Shared memory of the A and B tiles (``stages`` k-stages, no padding).
+
+    >>> wgmma_shared_bytes(128, 256, 64, 4)
+    196608
+    """
+    return stages * (BM + BN) * BK * itemsize
+
+
+def wgmma_matmul(A, B, C, BM: int = 128, BN: int = 256, BK: int = 64, stages: int = 3, b_layout: str = "kn"):
+    """The statement tree of ``C = A @ B`` on Hopper's warpgroup MMA (see the module
+    docstring) for ``A`` (M x K) and ``B`` (K x N, or N x K with ``b_layout="nk"``) both
+    float16 or both bfloat16, and ``C`` (M x N) float32; returns ``(root, [As, Bs, acc])``.
+    A block of ``BM / 64`` warpgroups computes a BM x BN tile of C, each warpgroup 64 rows
+    with one ``m64n{BN}k16`` per 16 of K. ``stages`` (1 to 4) k-tiles are in shared memory
+    at once. Raises ``ValueError`` when the sizes are not multiples of the tiles or the
+    tiles do not fit the instruction."""
+    M, K = (int(d) for d in A.shape)
+    if b_layout not in ("kn", "nk"):
+        raise ValueError(f"b_layout must be 'kn' (B is K x N) or 'nk' (B is N x K), got {b_layout!r}")
+    nk = b_layout == "nk"
+    N = int(B.shape[0] if nk else B.shape[1])
+    if int(B.shape[1] if nk else B.shape[0]) != K or tuple(int(d) for d in C.shape) != (M, N):
+        raise ValueError(f"matmul shapes do not match: A {A.shape}, B {B.shape} ({b_layout}), C {C.shape}")
+    if str(A.dtype) not in WGMMA_TYPES or A.dtype != B.dtype or str(C.dtype) != "float32":
+        raise ValueError(f"the warpgroup MMA takes float16 or bfloat16 A and B of one type and a float32 C, got "
+                         f"{A.dtype}, {B.dtype} and {C.dtype}")
+    for name, x in (("BM", BM), ("BN", BN), ("BK", BK), ("stages", stages)):
+        if type(x) is not int or x < 1:
+            raise ValueError(f"{name} must be a positive int, got {x!r}")
+    if BM % ROWS or BN % 32 or BN > 256 or BK % MMA_K or not 1 <= stages <= 4:
+        raise ValueError(f"BM ({BM}) must be a multiple of 64, BN ({BN}) a multiple of 32 up to 256, BK ({BK}) a "
+                         f"multiple of 16, and stages ({stages}) 1 to 4")
+    if M % BM or N % BN or K % BK:
+        raise ValueError(f"M, N, K ({M}, {N}, {K}) must be multiples of BM, BN, BK ({BM}, {BN}, {BK})")
+    G = BM // ROWS
+    nthreads = G * WARPS * LANES
+    if (BM * BK // 8) % nthreads or (BK * BN // 8) % nthreads:
+        raise ValueError(f"the tiles ({BM} x {BK}, {BK} x {BN}) must split into 16-byte pieces evenly over the "
+                         f"{nthreads} threads")
+    As = Buffer("As", (stages, BM // 8, BK // 8, 8, 8), A.dtype)
+    Bs = Buffer("Bs", (stages, BN // 8, BK // 8, 8, 8), B.dtype)
+    acc = Buffer("acc", (G, WARPS, LANES, BN // 2), float32)
+    by, bx, ko, kk = Var("by"), Var("bx"), Var("ko"), Var("kk")
+    counter = iter(range(1000))
+
+    def fresh(base):
+        return Var(f"{base}{next(counter)}")
+
+    def threads(body_fn):
+        g, w, lane = fresh("g"), fresh("w"), fresh("lane")
+        inner = For(lane, 0, LANES, Block(body_fn(g, w, lane)), ForKind.GPU_THREAD, 0)
+        return For(g, 0, G, Block([For(w, 0, WARPS, Block([inner]), ForKind.GPU_THREAD, 1)]), ForKind.GPU_THREAD, 2)
+
+    def copy(chunks, store_fn):
+        """Each thread's share of a tile's ``chunks`` 16-byte pieces: ``store_fn(lin, e)``
+        stores element ``e`` of piece ``lin``."""
+        def body(g, w, lane):
+            c, e = fresh("c"), fresh("e")
+            lin = ((g * WARPS + w) * LANES + lane) + c * nthreads
+            vec = For(e, 0, 8, Block([store_fn(lin, e)]), ForKind.VECTORIZED)
+            return [For(c, 0, chunks // nthreads, Block([vec]), ForKind.UNROLLED)]
+        return threads(body)
+
+    def copy_a(kt, stage):
+        # eight consecutive threads fill a core matrix (8 rows of one 16-byte k chunk)
+        def store(lin, e):
+            r8, kc, rg = floormod(lin, 8), floormod(floordiv(lin, 8), BK // 8), floordiv(lin, BK)
+            return Store(As, (stage, rg, kc, r8, e), A[by * BM + rg * 8 + r8, kt * BK + kc * 8 + e])
+        return copy(BM * BK // 8, store)
+
+    def copy_b(kt, stage):
+        if nk:
+            def store(lin, e):
+                n8, kc, ng = floormod(lin, 8), floormod(floordiv(lin, 8), BK // 8), floordiv(lin, BK)
+                return Store(Bs, (stage, ng, kc, n8, e), B[bx * BN + ng * 8 + n8, kt * BK + kc * 8 + e])
+        else:
+            # eight threads read eight rows of k at one 16-byte column chunk, four such chunks
+            # side by side per warp (whole 32-byte sectors of each row)
+            def store(lin, e):
+                k8, ncs = floormod(lin, 8), floormod(floordiv(lin, 8), 4)
+                kg, ng4 = floormod(floordiv(lin, 32), BK // 8), floordiv(lin, 4 * BK)
+                nc = ng4 * 4 + ncs
+                return Store(Bs, (stage, nc, kg, k8, e), B[kt * BK + kg * 8 + k8, bx * BN + nc * 8 + e])
+        return copy(BK * BN // 8, store)
+
+    def mma_step(g, w, lane, stage):
+        v, k = fresh("v"), fresh("k")
+        row = g * ROWS + warpgroup_row(w, lane, v)
+        col = warpgroup_col(lane, v)
+        kx = kk * MMA_K + k
+        a = As[stage, floordiv(row, 8), floordiv(kx, 8), floormod(row, 8), floormod(kx, 8)]
+        if nk:
+            b = Bs[stage, floordiv(col, 8), floordiv(kx, 8), floormod(col, 8), floormod(kx, 8)]
+        else:
+            b = Bs[stage, floordiv(col, 8), floordiv(kx, 8), floormod(kx, 8), floormod(col, 8)]
+        at = (g, w, lane, v)
+        body = Store(acc, at, acc[at] + cast(a, float32) * cast(b, float32))
+        nest = For(v, 0, BN // 2, Block([For(k, 0, MMA_K, Block([body]), ForKind.UNROLLED)]), ForKind.UNROLLED)
+        return [For(kk, 0, BK // MMA_K, Block([nest]), ForKind.UNROLLED)]
+
+    def per_value(body_fn):
+        """for the accumulators ``v = 4 q + 2 h + p`` of a thread, pairs ``p`` (adjacent columns) vectorized."""
+        q, h, p = fresh("q"), fresh("h"), fresh("p")
+        inner = For(p, 0, 2, Block([body_fn(q * 4 + h * 2 + p)]), ForKind.VECTORIZED)
+        return For(q, 0, BN // 8, Block([For(h, 0, 2, Block([inner]), ForKind.UNROLLED)]), ForKind.UNROLLED)
+
+    init = threads(lambda g, w, lane: [per_value(lambda v: Store(acc, (g, w, lane, v), FloatImm(0.0, float32)))])
+    KT = K // BK
+    prologue = [x for s in range(stages - 1) for x in (copy_a(min(s, KT - 1), s), copy_b(min(s, KT - 1), s))]
+    ahead = minimum(ko + (stages - 1), KT - 1)     # the last steps reload the last tile into unused stages
+    nxt = floormod(ko + (stages - 1), stages)
+    kloop = For(ko, 0, KT, Block([copy_a(ahead, nxt), copy_b(ahead, nxt),
+                                  threads(lambda g, w, lane: mma_step(g, w, lane, floormod(ko, stages)))]))
+    write = threads(lambda g, w, lane: [per_value(lambda v: Store(
+        C, (by * BM + g * ROWS + warpgroup_row(w, lane, v), bx * BN + warpgroup_col(lane, v)),
+        acc[g, w, lane, v]))])
+    root = For(by, 0, M // BM, Block([For(bx, 0, N // BN, Block([init, *prologue, kloop, write]),
+                                          ForKind.GPU_BLOCK, 0)]), ForKind.GPU_BLOCK, 1)
+    return Block((root,)), [As, Bs, acc]

@@ -1,0 +1,189 @@
+"""tensorize for Hopper's warpgroup MMA: check that a loop nest is ``wgmma.mma_async.m64nNk16``
+written thread by thread (:mod:`loopnest.transforms.gpu_wgmma`).
+
+Inside a warpgroup's thread loops -- ``lane`` bound to threadIdx.x (32 iterations) and
+``warp`` to threadIdx.y (4) -- the nest must read::
+
+    for t... (tile loops)  for v in 0..N/2:  for k in 0..16:
+        acc[c(t) + v] += f32(A[a0(t) + K(row, k)]) * f32(B[b0(t) + MN(k, col)  or  K(col, k)])
+
+with ``row``/``col`` the accumulator layout (:func:`~.gpu_wgmma.warpgroup_row`,
+:func:`~.gpu_wgmma.warpgroup_col`), ``K(r, k) = (r % 8) * 8 + (r / 8) * sbo + k % 8 + (k / 8) * lbo``
+the K-major interleaved canonical layout in elements and ``MN(k, n) = (k % 8) * 8 +
+(k / 8) * lbo + n % 8 + (n / 8) * sbo`` the MN-major one (B stored K x N), both operands
+float16 or both bfloat16 in shared memory, the accumulators float32 registers, one
+thread's ``N / 2`` of them consecutive. Every index is evaluated at every point of the nest
+for several values of the variables around it, as :func:`~.tensorize.match_mma` does.
+
+>>> from te import Buffer, Reduce, Sum, cast, float32
+>>> from loopnest import LoopNest
+>>> A, B = Buffer("A", (64, 32), "float16"), Buffer("B", (32, 64), "float16")
+>>> C = Reduce("C", (64, 64), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (32,))
+>>> nest = LoopNest([C]); nest.gpu_matmul(True, wgmma=True, BM=64, BN=64, BK=32, stages=2)
+>>> nest.tensorized
+{'kk': 'wgmma_m64nNk16'}
+>>> m = match_wgmma(nest.loop("kk").stmt, *_threads(nest, nest.loop("kk")), _flat)
+>>> print(m.describe())
+wgmma m64n64k16 f16: 2 A tile(s) (As, K-major), 2 B tile(s) (Bs, MN-major), 2 wgmma per nest
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from te import expr as E
+from te.expr import IntImm, Var
+from te.queries import free_vars
+from te.simplify import simplify
+
+from ..passes import flat_index
+from ..stmt import For, ForKind
+from .gpu_wgmma import WGMMA_INTRINSIC, WGMMA_TYPES, warpgroup_col, warpgroup_row
+from .tensorize import CHECKS, NotAnMma, _evaluate, _mma_operands, _tile_points
+
+__all__ = ["WgmmaMatch", "match_wgmma", "why_not_a_wgmma"]
+
+_TRIALS = 3
+_MAX_POINTS = 1 << 22
+
+
+@dataclass
+class WgmmaMatch:
+    """A nest that is a warpgroup MMA: ``root``, the ``lane`` and ``warp`` variables, the
+    operand type (``"f16"``/``"bf16"``), the buffers, ``n`` (the instruction's N), the
+    operands' byte offsets between core matrices (``*_lbo`` along K, ``*_sbo`` along M or
+    N), B's major mode (``"MN"``: K x N, the transposed form; ``"K"``: N x K), the tile
+    origins (flat element offsets) and ``mmas``: ``(a tile, b tile, acc index of v = 0)``."""
+
+    root: For
+    lane: Var
+    warp: Var
+    dtype: str
+    a: Any
+    b: Any
+    acc: Any
+    n: int
+    a_lbo: int
+    a_sbo: int
+    b_lbo: int
+    b_sbo: int
+    b_major: str
+    a_tiles: list
+    b_tiles: list
+    mmas: list
+
+    kind = "wgmma"
+
+    def describe(self) -> str:
+        return (f"wgmma m64n{self.n}k16 {self.dtype}: {len(self.a_tiles)} A tile(s) ({self.a.name}, K-major), "
+                f"{len(self.b_tiles)} B tile(s) ({self.b.name}, {self.b_major}-major), {len(self.mmas)} wgmma per nest")
+
+
+def _k_major(r, k, lbo, sbo):
+    return (r % 8) * 8 + (r // 8) * sbo + k % 8 + (k // 8) * lbo
+
+
+def _mn_major(k, n, lbo, sbo):
+    return (k % 8) * 8 + (k // 8) * lbo + n % 8 + (n // 8) * sbo
+
+
+def match_wgmma(loop: For, lane: Var, warp: Var, index_of: Callable, scope: Callable | None = None) -> WgmmaMatch:
+    """The :class:`WgmmaMatch` that ``loop`` (inside the thread loops of ``lane`` and
+    ``warp``) is; raises :class:`~.tensorize.NotAnMma` naming the first mismatch."""
+    loops, store, c_index, x, y = _mma_operands(loop, index_of, scope, WGMMA_TYPES, WGMMA_INTRINSIC)
+    tile_loops, v_loop, k_loop = loops[:-2], loops[-2], loops[-1]
+    values = int(v_loop.stop.value)
+    if values % 4 or not 4 <= values <= 128 or k_loop.stop.value != 16:
+        raise NotAnMma(f"the two innermost loops ({v_loop.var.name}: {values}, {k_loop.var.name}: "
+                       f"{k_loop.stop.value}) must be a thread's N / 2 accumulators (N a multiple of 8 up to 256) "
+                       "and k = 16")
+    a_ix, b_ix = index_of(x.buffer, x.indices), index_of(y.buffer, y.indices)
+    nest_vars = [warp, lane] + [f.var for f in loops]
+    extents = [4, 32] + [int(f.stop.value) for f in loops]
+    if np.prod(extents) > _MAX_POINTS:
+        raise NotAnMma(f"the nest has {int(np.prod(extents))} points per warpgroup; at most {_MAX_POINTS} are checked")
+    grids = np.meshgrid(*[np.arange(n, dtype=np.int64) for n in extents], indexing="ij")
+    warp_g, lane_g, v_g, k_g = grids[0], grids[1], grids[-2], grids[-1]
+    row, col = warpgroup_row(warp_g, lane_g, v_g), warpgroup_col(lane_g, v_g)
+    outer = [w for w in free_vars([c_index, a_ix, b_ix]) if all(w is not u for u in nest_vars)]
+    rng = np.random.default_rng(0)
+    here = (0, 0) + (slice(None),) * len(tile_loops)
+    origin = (None, None) + (Ellipsis,) + (None, None)
+    found = None
+    for trial in range(_TRIALS):
+        env = {id(w): np.int64(0 if trial == 0 else rng.integers(0, 5)) for w in outer}
+        env.update({id(w): g for w, g in zip(nest_vars, grids)})
+        a, b, c = (np.broadcast_to(_evaluate(e, env), k_g.shape) for e in (a_ix, b_ix, c_index))
+        a0, b0 = a[here + (0, 0)], b[here + (0, 0)]
+        a_off, b_off = a - a0[origin], b - b0[origin]
+        first = (0, 0) + (0,) * len(tile_loops)
+        a_lbo, a_sbo = int(a_off[first + (0, 8)]), int(a_off[first + (2, 0)])      # k 8; v 2: row 8
+        if not np.array_equal(a_off, _k_major(row, k_g, a_lbo, a_sbo)):
+            raise NotAnMma(f"{x.buffer.name}'s index is not the K-major interleaved layout of a 64 x 16 A tile at "
+                           "the warpgroup's accumulator rows")
+        b_lbo, b_sbo = int(b_off[first + (0, 8)]), int(b_off[first + (4, 0)])      # k 8; v 4: column 8
+        if np.array_equal(b_off, _mn_major(k_g, col, b_lbo, b_sbo)):
+            major = "MN"
+        elif np.array_equal(b_off, _k_major(col, k_g, b_lbo, b_sbo)):
+            major = "K"
+        else:
+            raise NotAnMma(f"{y.buffer.name}'s index is neither the MN-major nor the K-major interleaved layout of "
+                           "a 16 x N B tile at the accumulator columns")
+        if any(d % 8 or not 0 < 2 * d < 1 << 18 for d in (a_lbo, a_sbo, b_lbo, b_sbo)):
+            raise NotAnMma("the distances between core matrices must be positive multiples of 16 bytes below "
+                           f"256 KiB (A: {2 * a_lbo}, {2 * a_sbo}; B: {2 * b_lbo}, {2 * b_sbo} bytes)")
+        if np.any(a0 % 8) or np.any(b0 % 8):
+            raise NotAnMma("the tile origins must be multiples of 16 bytes")
+        if np.any(c - c[..., :1, :] != v_g) or np.any(c != c[..., :1]):
+            raise NotAnMma(f"a thread's accumulators of {store.buffer.name} must be consecutive in v and not "
+                           "change with k")
+        if found not in (None, (a_lbo, a_sbo, b_lbo, b_sbo, major)):
+            raise NotAnMma("the layouts change with the loops around the nest")
+        found = (a_lbo, a_sbo, b_lbo, b_sbo, major)
+    a_lbo, a_sbo, b_lbo, b_sbo, major = found
+    a_tiles, b_tiles, mmas = _tiles(loops, lane, warp, a_ix, b_ix, c_index)
+    return WgmmaMatch(loops[0], lane, warp, WGMMA_TYPES[str(x.buffer.dtype)], x.buffer, y.buffer, store.buffer,
+                      2 * values, 2 * a_lbo, 2 * a_sbo, 2 * b_lbo, 2 * b_sbo, major, a_tiles, b_tiles, mmas)
+
+
+def _tiles(loops, lane, warp, a_ix, b_ix, c_index):
+    points, a_tiles, b_tiles = _tile_points(loops, (lane, warp), a_ix, b_ix)
+    return a_tiles, b_tiles, [(ai, bi, simplify(E.substitute(c_index, env))) for env, ai, bi in points]
+
+
+def _threads(nest, loop):
+    """``(lane, warp)``: the variables of the threadIdx.x loop of 32 and the threadIdx.y loop
+    of 4 around ``loop``, or None for either that is missing."""
+    lane = warp = None
+    for outer in reversed(nest.get_enclosing_loops(loop)[:-1]):
+        f = outer.stmt
+        if f.kind != ForKind.GPU_THREAD or f.axis not in (0, 1):
+            continue
+        full = isinstance(f.start, IntImm) and f.start.value == 0 and isinstance(f.stop, IntImm)
+        if f.axis == 0 and lane is None:
+            lane = f.var if full and f.stop.value == 32 else False
+        elif f.axis == 1 and warp is None:
+            warp = f.var if full and f.stop.value == 4 else False
+    return (lane if lane is not False else None), (warp if warp is not False else None)
+
+
+def _flat(buf, indices):
+    return flat_index(buf, indices)
+
+
+def why_not_a_wgmma(nest, loop) -> str | None:
+    """Why ``loop`` is not a warpgroup MMA written thread by thread (None: it is)."""
+    lane, warp = _threads(nest, loop)
+    if lane is None or warp is None:
+        return ("the loop must be inside a loop bound to threadIdx.x with 32 iterations (the lanes) and one bound "
+                "to threadIdx.y with 4 (the warps of a warpgroup)")
+    try:
+        match_wgmma(loop.stmt, lane, warp, _flat)
+    except NotAnMma as exc:
+        return str(exc)
+    return None
+
+
+CHECKS[WGMMA_INTRINSIC] = why_not_a_wgmma

@@ -1,0 +1,116 @@
+"""Hopper's warpgroup-MMA matmul tree (loopnest.transforms.gpu_wgmma): it runs on IREval and the
+host emulation, the CUDA step cuda_tensor_cores recognises its nests and prints them as
+wgmma.mma_async with descriptors that, on the CPU model of the instruction
+(codegen.cuda.wgmma), compute what the nest says; what does not fit is refused. On a GPU,
+tests/gpu/test_wgmma_matmul.py runs the kernels."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codegen import build
+from codegen.cuda.compile import compile_ptx, nvcc_available
+from codegen.cuda.emulate import host_compiler, run_on_host
+from codegen.cuda.mma_matmul import mma_matmul_example, wgmma_matmul_example
+from codegen.cuda.wgmma import descriptor, warpgroup_mma
+from loopnest import LoopNest, ScheduleError
+from loopnest.transforms.tensorize import _evaluate, _perfect_nest, _product_operands
+from loopnest.transforms.tensorize_wgmma import why_not_a_wgmma
+from te import Buffer, Reduce, Sum, cast, float32
+from te.queries import free_vars
+
+HAVE_NVCC = nvcc_available()
+SMALL = dict(M=128, N=64, K=64, BN=64, BK=32, stages=2)
+
+
+@pytest.mark.parametrize("kw", [dict(SMALL), dict(M=64, N=64, K=64, BM=64, BN=64, BK=16, stages=1, b_layout="nk",
+                                                      dtype="bfloat16")])
+def test_the_thread_by_thread_nest_is_a_matmul_on_ireval(kw):
+    ex = wgmma_matmul_example(**kw)
+    arrays, expected = ex.make(np.random.default_rng(1))
+    build(ex.nest, ex.args, target="ireval")(**arrays)
+    np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-4, atol=1e-3)
+
+
+def test_cuda_prints_the_nest_as_wgmma_with_descriptors_for_sm90a():
+    ex = wgmma_matmul_example(**SMALL)
+    k = build(ex.nest, ex.args, target="cuda")
+    assert k.module.plan.describe_tensor_cores().splitlines()[1] == (
+        "  wgmma m64n64k16 f16: 2 A tile(s) (As, K-major), 2 B tile(s) (Bs, MN-major), 2 wgmma per nest")
+    assert k.source.count("tc_wgmma_m64n64k16_f16_tn(&b_acc[0], ") == 2
+    assert "tc_wgmma_desc(&b_As[" in k.source and "tc_wgmma_wait<0>();" in k.source
+    assert "#else" in k.source            # plain per-thread loops for other GPUs and the host emulation
+    # its tiles arrive by cp.async, which the barriers wait for: no async-proxy fence needed
+    assert "tc_fence_proxy_async();" not in k.source and "tc_cp_async16(" in k.source
+
+
+@pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not installed")
+def test_the_kernel_compiles_for_sm90a_without_spills_and_plain_elsewhere():
+    ex = wgmma_matmul_example(512, 512, 256, BM=128, BN=256, BK=64, stages=4)
+    k = build(ex.nest, ex.args, target="cuda", max_shared_bytes=227 * 1024)
+    rep = k.compile("sm_90")                     # built for sm_90a: the source needs it
+    assert rep["arch"] == "sm_90a" and rep["spill_stores"] == 0 and rep["registers"] <= 255, rep
+    assert "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16" in compile_ptx(k.source, "sm_90a")
+    assert "wgmma.mma_async" not in compile_ptx(k.source, "sm_80")
+
+
+@pytest.mark.skipif(not (HAVE_NVCC and host_compiler() is not None), reason="g++ or the CUDA headers not found")
+def test_host_emulation_runs_the_plain_per_thread_code():
+    ex = wgmma_matmul_example(**SMALL)
+    arrays, expected = ex.make(np.random.default_rng(2))
+    run_on_host(build(ex.nest, ex.args, target="cuda"), **arrays)
+    np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("b_layout", ["kn", "nk"])
+def test_the_printed_wgmmas_compute_what_the_nest_says_on_the_instruction_model(b_layout):
+    """Each printed wgmma, run on the CPU model of the instruction (descriptors decoded against
+    a random shared-memory image), gives every thread the sums the nest's loops compute."""
+    ex = wgmma_matmul_example(64, 64, 32, BM=64, BN=64, BK=32, stages=1, b_layout=b_layout)
+    k = build(ex.nest, ex.args, target="cuda")
+    (m,) = k.module.plan.mma_by_kernel["k0_C"]
+    loops = _perfect_nest(m.root)
+    store = loops[-1].body.stmts[0]
+    _, x, y = _product_operands(store, lambda buf, ix: ix[0])
+    rng = np.random.default_rng(5)
+    a_elems = rng.integers(-4, 5, x.buffer.static_size()).astype(np.float16)
+    b_elems = rng.integers(-4, 5, y.buffer.static_size()).astype(np.float16)
+    b_base = 2 * a_elems.size + 1024
+    smem = np.zeros(b_base + 2 * b_elems.size, np.uint8)
+    smem[:2 * a_elems.size] = a_elems.view(np.uint8)
+    smem[b_base:] = b_elems.view(np.uint8)
+    env0 = {id(v): np.int64(0) for v in free_vars([x.indices[0], y.indices[0]])}
+    for t, (ai, bi, _) in enumerate(m.mmas):
+        a0 = int(_evaluate(m.a_tiles[ai], env0))
+        b0 = int(_evaluate(m.b_tiles[bi], env0))
+        acc = warpgroup_mma(smem, descriptor(2 * a0, m.a_lbo, m.a_sbo), descriptor(b_base + 2 * b0, m.b_lbo, m.b_sbo),
+                            np.zeros((128, m.n // 2), np.float32), m.n, m.dtype, m.b_major == "MN")
+        grids = np.meshgrid(np.arange(4), np.arange(32), np.arange(m.n // 2), np.arange(16), indexing="ij")
+        env = dict(env0)
+        env.update({id(v): g for v, g in zip([m.warp, m.lane, loops[-2].var, loops[-1].var], grids)})
+        env[id(loops[0].var)] = np.int64(t)
+        prods = a_elems[_evaluate(x.indices[0], env)].astype(np.float64) * b_elems[_evaluate(y.indices[0], env)]
+        sums = prods.sum(axis=-1).reshape(128, m.n // 2)              # thread = 32 * warp + lane
+        np.testing.assert_array_equal(acc, sums)
+
+
+def test_refusals_name_what_does_not_fit_and_leave_the_nest_unchanged():
+    A, B = Buffer("A", (128, 64), "float16"), Buffer("B", (64, 96), "float16")
+    C = Reduce("C", (128, 96), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (64,))
+    nest = LoopNest([C])
+    before = str(nest.root)
+    with pytest.raises(ScheduleError, match=r"BN \(48\) a multiple of 32 up to 256"):
+        nest.gpu_matmul(True, wgmma=True, BN=48, BK=32)
+    with pytest.raises(ScheduleError, match=r"multiples of BM, BN, BK \(128, 64, 64\)"):
+        nest.gpu_matmul(True, wgmma=True, BN=64)
+    with pytest.raises(ScheduleError, match="needs tensor_cores"):
+        nest.gpu_matmul(False, wgmma=True)
+    assert str(nest.root) == before and not nest.history
+    F = Buffer("F", (128, 64), "float32")
+    G = Buffer("G", (64, 64), "float32")
+    H = Reduce("H", (128, 64), Sum(), lambda i, j, k: F[i, k] * G[k, j], (64,))
+    with pytest.raises(ScheduleError, match="float16 or bfloat16"):
+        LoopNest([H]).gpu_matmul(True, wgmma=True, BN=64)
+    # the warp-level mma.sync tree is not a warpgroup MMA: it says which loop is missing
+    mma = mma_matmul_example(64, 64, 64, BM=64, BN=64, BK=32, WM=32, WN=32).nest
+    assert "threadIdx.y with 4" in why_not_a_wgmma(mma, mma.loop("kk"))
