@@ -266,7 +266,8 @@ def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None,
     which rounds the operands: opt-in). Otherwise: shared-memory tiles of A and B plus a register micro-tile per thread
     (:func:`loopnest.transforms.gpu_matmul.register_tiled_matmul`, tiles from :func:`matmul_config`;
     keyword arguments override them). ``max_shared_bytes`` is what the kernel will be built
-    with: the tensor-core tiles take two shared stages where it allows.
+    with: the tensor-core tiles take two shared stages where it allows. ``wgmma=True`` takes
+    Hopper's warpgroup-MMA tree instead (its tiles: ``BM, BN, BK, stages``).
 
     A block of 16 x 16 threads computes a 128 x 128 tile of C (64 x 64 on small problems),
     each thread an 8 x 8 block of float32 accumulators in registers. Per k-tile of 8 the
@@ -284,7 +285,9 @@ def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None,
     if tensor_cores is None:
         tensor_cores = str(A.dtype) in ("float16", "bfloat16") and not {"TM", "TN"} & set(config)
     if tensor_cores:
-        nest.gpu_matmul(True, **dict(mma_matmul_config(m, n, k, str(A.dtype), max_shared_bytes), **config))
+        # wgmma=True: the warpgroup-MMA tree, with its own tile defaults
+        base = {} if config.get("wgmma") else mma_matmul_config(m, n, k, str(A.dtype), max_shared_bytes)
+        nest.gpu_matmul(True, **dict(base, **config))
     else:
         nest.gpu_matmul(False, **dict(matmul_config(m, n, k), **config))
 

@@ -58,7 +58,7 @@ __all__ = ["LoopNest", "Loop"]
 #: transforms that check the parallel and GPU loops they change themselves, or change only
 #: kinds of loops; every other one is followed by ``refuse_lost_privacy``
 _CHECKS_CONCURRENT_LOOPS = frozenset({"vectorize", "parallelize", "set_gpu_block_index", "set_gpu_thread_index",
-                                      "reorder", "reorder_axis", "slice_head", "slice_tail", "tensorize"})
+                                      "reorder", "reorder_axis", "tensorize"})
 
 #: the guard of the nest's entry points: the error names the nesting depth of its tree
 _deep_safe = recursion_guard(depth=lambda self, *args, **kwargs: stmt_depth(self.root))

@@ -417,6 +417,30 @@ def test_a_compute_at_copy_gathered_in_a_parallel_loop_and_its_tail_is_private_t
         np.testing.assert_array_equal(got, want)
 
 
+def test_slice_tail_of_a_parallel_loop_is_refused_where_its_pieces_would_share_a_computed_at_tensor():
+    """Seed 128, case 72: T1 computed at a parallel loop (each iteration writes
+    ``T1[0 .. i / 2]``, then reads ``T1[i / 2]`` and ``T1[0]``) had its own T1 per
+    iteration; ``slice_tail`` of that loop left the analysis unable to show the tail's
+    iterations private, so T1 was allocated once around the loop and its tail, which both
+    wrote ``T1[0]`` from concurrent iterations: a race, on IREval's race check. The slices
+    are refused now (``refuse_lost_privacy`` runs after them), the nest unchanged."""
+    from te import floordiv, minimum
+    N = Var("N", int32)
+    T1 = Compute("T1", (N + 1,), lambda i0: 1)
+    T2 = Compute("T2", (N + 1,), lambda i0: minimum(cast(T1[floordiv(i0, 2)], "int64"), cast(T1[0], "int64")))
+    nest = LoopNest([T2])
+    nest.parallelize(nest.loop("i0_1"))
+    nest.compute_at(nest.buffer("T1"), nest.loop("i0_1"))
+    before, history = str(nest), list(nest.history)
+    with pytest.raises(ScheduleError, match=r"slice_tail: the iterations of the parallel loop i0_1_tail would "
+                                            r"share one T1"):
+        nest.slice_tail(nest.loop("i0_1"), 2)
+    assert str(nest) == before and nest.history == history
+    out = np.zeros(3, np.int64)
+    build(nest, [T2, N], target="ireval", check_races=True)(out, 2)     # one T1 per iteration
+    np.testing.assert_array_equal(out, [1, 1, 1])
+
+
 def test_cache_accesses_refuses_a_local_buffer_shared_by_a_parallel_loop_inside():
     """Seed 87, case 259: ``cache1`` (a cache of T1 that each parallel iteration kept to
     itself) cached again at the serial loop around the parallel one gave one local element

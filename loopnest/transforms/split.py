@@ -332,7 +332,8 @@ def slice_head(nest, loop, factor: int):
     handles of loops inside it; the head's inner loops are fresh copies). When ``factor``
     covers a constant extent nothing changes and ``(loop, None)`` is returned. With a
     symbolic extent the head stops at ``min(start + factor, stop)``. It keeps the order of
-    every iteration; it is refused only where the analysis of a parallel loop around it can
+    every iteration; it is refused only where the analysis of a parallel loop around it -- or,
+    for a parallel ``loop``, of the loop and its new piece (``refuse_lost_privacy``) -- can
     then no longer show that loop's intermediates private to its iterations.
     """
     return _slice(nest, loop, factor, "head")

@@ -3,7 +3,7 @@
 For every workload of ``bench.kernels.WORKLOADS`` (plus the 128 x 128-tile and float16
 matmuls the GPU benchmark times):
 
-1. the CUDA C compiles with nvcc for sm_80 and sm_90 (one nvcc run per kernel covering both
+1. the CUDA C compiles with nvcc for sm_80, sm_90 and sm_90a (one nvcc run per kernel covering all
    architectures, runs in parallel), and ptxas's registers / shared memory are within limits
    (no spills; the matmul small enough for two 256-thread blocks per SM) -- at the test sizes
    and at the benchmark's own sizes;
@@ -35,7 +35,7 @@ from codegen.cuda.emulate import host_compiler, run_on_host
 
 HAVE_NVCC = nvcc_available()
 HAVE_EMU = HAVE_NVCC and host_compiler() is not None    # the emulation needs the CUDA headers
-ARCHS = ("sm_80", "sm_90")
+ARCHS = ("sm_80", "sm_90", "sm_90a")
 requires_nvcc = pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not found")
 requires_emu = pytest.mark.skipif(not HAVE_EMU, reason="g++ or the CUDA headers not found")
 
@@ -74,7 +74,7 @@ def _case(case: str):
 
 @functools.lru_cache(maxsize=None)
 def _reports() -> dict:
-    """ptxas reports of every case for both architectures, one nvcc run each, in parallel."""
+    """ptxas reports of every case for every architecture, one nvcc run each, in parallel."""
     kernels = {c: _case(c)[2] for c in COMPILED}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
         futs = {c: pool.submit(k.compile, list(ARCHS)) for c, k in kernels.items()}
@@ -109,11 +109,11 @@ def test_gpu_bound_nest_agrees_with_numpy_on_ireval(case):
 
 
 # ------------------------------------------------------------------------------------
-# 1. nvcc for sm_80 and sm_90, resources from ptxas
+# 1. nvcc for sm_80, sm_90 and sm_90a, resources from ptxas
 # ------------------------------------------------------------------------------------
 @requires_nvcc
 @pytest.mark.parametrize("case", COMPILED)
-def test_cuda_compiles_for_sm80_and_sm90_within_resource_limits(case, record_property):
+def test_cuda_compiles_for_sm80_sm90_and_sm90a_within_resource_limits(case, record_property):
     spec, nest, kernel = _case(case)
     reports = _reports()[case]
     for arch in ARCHS:

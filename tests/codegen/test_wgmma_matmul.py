@@ -114,3 +114,10 @@ def test_refusals_name_what_does_not_fit_and_leave_the_nest_unchanged():
     # the warp-level mma.sync tree is not a warpgroup MMA: it says which loop is missing
     mma = mma_matmul_example(64, 64, 64, BM=64, BN=64, BK=32, WM=32, WN=32).nest
     assert "threadIdx.y with 4" in why_not_a_wgmma(mma, mma.loop("kk"))
+
+
+def test_the_bench_matmul_schedule_takes_the_warpgroup_tree_with_its_own_tiles():
+    from bench.gpu_schedules import gpu_nest, make_matmul_lowp
+    nest = gpu_nest("matmul", make_matmul_lowp(256), wgmma=True, BN=128, BK=32, stages=2)
+    assert nest.tensorized == {"kk": "wgmma_m64nNk16"}
+    assert [b.shape for b in nest.intermediates if b.name == "acc"] == [(2, 4, 32, 64)]
