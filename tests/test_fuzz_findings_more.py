@@ -441,6 +441,31 @@ def test_slice_tail_of_a_parallel_loop_is_refused_where_its_pieces_would_share_a
     np.testing.assert_array_equal(out, [1, 1, 1])
 
 
+def test_a_thread_binding_that_would_make_a_sibling_thread_loop_run_redundantly_is_refused():
+    """Seed 130, case 293: ``slice_head`` of T2's column loop, the head bound to threadIdx.x
+    and the rest to threadIdx.z: the threads on z ran the x loop's body redundantly (and
+    those on x the z loop's), each body initialising a row of T2 and then accumulating into
+    it, which needs a barrier only some threads would reach. Every binding was accepted and
+    the CUDA build refused the kernel; the second binding is refused now, naming the loop
+    and the buffer, the nest unchanged, and the nest with one binding builds."""
+    from te import floordiv
+    N = Var("N", int32)
+    T1 = Compute("T1", (N + 1, N + 1), lambda i0, i1: 0)
+    T2 = Reduce("T2", (N + 1, N + 1), Sum(), lambda i0, i1, r0: cast(T1[r0, floordiv(i1, 2)], "float32"), (N,))
+    nest = LoopNest([T2])
+    nest.slice_head(nest.loop("i1_1"), 2)
+    nest.set_gpu_thread_index(nest.loop("i1_1_head"), 0)
+    before, history = str(nest), list(nest.history)
+    with pytest.raises(ScheduleError, match=r"cannot bind loop i1_1 to gpu_thread.z: threads on z would run the body "
+                                            r"of the gpu_thread loop i1_1_head redundantly, .* through T2"):
+        nest.set_gpu_thread_index(nest.loop("i1_1"), 2)
+    assert str(nest) == before and nest.history == history
+    if HAVE_EMU:
+        out = np.full((8, 8), np.nan, np.float32)
+        run_on_host(build(nest, [T2, N], target="cuda"), out, 7)
+        np.testing.assert_array_equal(out, np.zeros((8, 8), np.float32))
+
+
 def test_cache_accesses_refuses_a_local_buffer_shared_by_a_parallel_loop_inside():
     """Seed 87, case 259: ``cache1`` (a cache of T1 that each parallel iteration kept to
     itself) cached again at the serial loop around the parallel one gave one local element

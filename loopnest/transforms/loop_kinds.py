@@ -21,7 +21,8 @@ from te.printer import expr_to_str
 from ..errors import ScheduleError
 from ..lazy_analysis import legality_checks
 from ..loop import Loop
-from ..stmt import Block, For, ForKind, LetStmt, Stmt, iter_stmts, stmt_exprs
+from ..queries import stmt_loaded_buffers, stmt_stored_buffers
+from ..stmt import Block, ExternCall, For, ForKind, LetStmt, Stmt, Store, iter_stmts, stmt_exprs
 from ..vectorize_lowering import lower_vectorized_loops  # re-exported: it used to live here
 from ._rewrite import add, clone_fresh, floordiv_c, mul, nonnegative_extent, replace_loop, substitute_stmt, tidy
 
@@ -117,7 +118,9 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
     serial loops above all the block loops, which run on the host and launch the kernel once
     per iteration, as in Halide; a loop
     whose extent depends on a loop or let variable of the nest (grid and block sizes are
-    fixed at launch); and (GPU
+    fixed at launch); a thread binding after which the threads of another axis of the
+    kernel would run a thread loop's body redundantly while two of its statements exchange
+    data (a barrier there would be divergent: the CUDA build refuses it); and (GPU
     iterations run in parallel) a loop carrying a dependence, as for ``parallelize``.
     """
     label_op = "set_gpu_block_index" if kind == ForKind.GPU_BLOCK else "set_gpu_thread_index"
@@ -149,11 +152,92 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
     _check_launch_extent(nest, f, loop.name, label)
     if kind == ForKind.GPU_THREAD:
         _check_block_size(loop.name, label, f, dim, outer + inner)
+        _check_redundant_exchange(nest, f, dim, outer, loop.name, label)
     _check_axis_limit(loop.name, label, f, (MAX_BLOCK_DIMS if kind == ForKind.GPU_THREAD else MAX_GRID_DIMS)[dim])
     if check:
         legality_checks().check_gpu_bind(nest, loop, label)
     _set_kind(nest, f, kind, dim)
     return loop
+
+
+def _check_redundant_exchange(nest, f: For, dim: int, outer: list, name: str, label: str) -> None:
+    """Binding ``f`` makes ``dim`` a thread axis of its kernel (the outermost block loop
+    around it, else its top-level statement). The threads of a kernel axis that is not bound
+    around a thread loop run that loop's body redundantly, its stores guarded to one of them;
+    two statements of such a body (at one level, not inside a nested thread loop) that
+    exchange data through a buffer shared beyond the loop would need a ``__syncthreads()``
+    there, which would be divergent, so the CUDA build refuses them: refuse the binding
+    instead (seed 130, case 293: a slice_head made sibling thread loops on x and z, each
+    initialising and then accumulating a row of a reduction)."""
+    path = outer + [f]
+    kernel = next((g for g in path if g.kind == ForKind.GPU_BLOCK), None)
+    if kernel is None:
+        kernel = next((s for s in nest.root.stmts if s is path[0] or any(x is path[0] for x in iter_stmts(s))), None)
+    if kernel is None:
+        return
+    axis_of = lambda g: dim if g is f else g.axis if g.kind == ForKind.GPU_THREAD else None  # noqa: E731
+    loops = [g for g in iter_stmts(kernel) if isinstance(g, For)]
+    axes = {axis_of(g) for g in loops} - {None}
+    if len(axes) < 2:
+        return
+    inside = {}      # id(buffer) -> the thread loops whose bodies hold every access to it
+    for t in loops:
+        if axis_of(t) is None:
+            continue
+        for b in stmt_stored_buffers(t.body) + stmt_loaded_buffers(t.body):
+            inside.setdefault(id(b), set()).add(id(t))
+    for t in loops:
+        if axis_of(t) is None:
+            continue
+        bound = {axis_of(g) for g in _path_to(kernel, t)} - {None}
+        unbound = axes - bound
+        if not unbound:
+            continue
+        buf = _exchange(t, t.body, nest, axis_of)
+        if buf is not None:
+            raise ScheduleError(
+                f"cannot bind loop {name} to {label}: threads on {'/'.join(_AXES[a] for a in sorted(unbound))} would "
+                f"run the body of the gpu_thread loop {t.var.name} redundantly, and two of its statements exchange "
+                f"data through {buf.name}, which needs a __syncthreads() between them that only some threads would "
+                "reach; bind the loops around it, or bind loops that are nested rather than siblings")
+
+
+def _path_to(root: Stmt, target: For) -> list:
+    """The loops from ``root`` down to ``target``, both included (empty if not found)."""
+    if root is target:
+        return [target]
+    for child in (root.stmts if isinstance(root, Block) else
+                  [root.body] if isinstance(root, (For, LetStmt)) else
+                  [x for x in (getattr(root, "then", None), getattr(root, "otherwise", None)) if x is not None]):
+        below = _path_to(child, target)
+        if below:
+            return ([root] if isinstance(root, For) else []) + below
+    return []
+
+
+def _exchange(t: For, body: Stmt, nest, axis_of):
+    """A buffer through which two statements of ``body`` (one level of a block, recursing into
+    loops and branches but not into thread loops) exchange data, when it is shared beyond the
+    thread loop ``t`` (an input, an output, or an intermediate accessed outside ``t``); None
+    otherwise."""
+    parts = [x for x in (body.stmts if isinstance(body, Block) else [body])]
+    local = {id(b) for b in nest.intermediates} - {
+        id(b) for s in iter_stmts(nest.root, skip=lambda s: s is t) if isinstance(s, (Store, ExternCall))
+        for b in stmt_stored_buffers(s) + stmt_loaded_buffers(s)}
+    stores = [{id(b): b for b in stmt_stored_buffers(x)} for x in parts]
+    reads = [{id(b) for b in stmt_loaded_buffers(x)} | set(stores[k]) for k, x in enumerate(parts)]
+    for i in range(len(parts)):
+        for j in range(len(parts)):
+            if i != j:
+                shared = [b for k, b in stores[i].items() if k in reads[j] and k not in local]
+                if shared:
+                    return shared[0]
+    for x in parts:
+        if isinstance(x, For) and axis_of(x) is None:
+            found = _exchange(t, x.body, nest, axis_of)
+            if found is not None:
+                return found
+    return None
 
 
 #: the kinds of loop that may hold block-bound loops: the launcher runs them (host loops)

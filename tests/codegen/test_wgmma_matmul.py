@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from codegen import build
+from codegen import BuildError, build
 from codegen.cuda.compile import compile_ptx, nvcc_available
 from codegen.cuda.emulate import host_compiler, run_on_host
 from codegen.cuda.mma_matmul import mma_matmul_example, wgmma_matmul_example
@@ -121,3 +121,27 @@ def test_the_bench_matmul_schedule_takes_the_warpgroup_tree_with_its_own_tiles()
     nest = gpu_nest("matmul", make_matmul_lowp(256), wgmma=True, BN=128, BK=32, stages=2)
     assert nest.tensorized == {"kk": "wgmma_m64nNk16"}
     assert [b.shape for b in nest.intermediates if b.name == "acc"] == [(2, 4, 32, 64)]
+
+
+def test_a_tree_off_the_accumulator_layout_is_refused_by_tensorize(monkeypatch):
+    """The same tree with the accumulator rows of half the values wrong (no ``+ 8``): every
+    index still in range, IREval would run it, but it is not the instruction."""
+    import loopnest.transforms.gpu_wgmma as tree
+    from te import floordiv
+    monkeypatch.setattr(tree, "warpgroup_row", lambda w, lane, v: w * 16 + floordiv(lane, 4))
+    A, B = Buffer("A", (64, 32), "float16"), Buffer("B", (32, 64), "float16")
+    C = Reduce("C", (64, 64), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (32,))
+    nest = LoopNest([C])
+    before = str(nest.root)
+    with pytest.raises(ScheduleError, match=r"tensorize\(kk, 'wgmma_m64nNk16'\): As's index is not the K-major "
+                                            r"interleaved layout"):
+        nest.gpu_matmul(True, wgmma=True, BM=64, BN=64, BK=32, stages=2)
+    assert str(nest.root) == before and not nest.history
+
+
+def test_tiles_over_the_shared_memory_limit_refuse_the_build_and_say_why():
+    ex = wgmma_matmul_example(128, 256, 128, BM=128, BN=256, BK=64, stages=2)     # 96 KiB of tiles
+    with pytest.raises(BuildError, match=r"loop kk was tensorized as wgmma_m64nNk16, but .* Bs is in global memory"
+                                         r".* use smaller tiles, or a larger max_shared_bytes"):
+        build(ex.nest, ex.args, target="cuda")
+    assert "wgmma" in build(ex.nest, ex.args, target="cuda", max_shared_bytes=227 * 1024).source
