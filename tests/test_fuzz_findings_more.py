@@ -466,6 +466,25 @@ def test_a_thread_binding_that_would_make_a_sibling_thread_loop_run_redundantly_
         np.testing.assert_array_equal(out, np.zeros((8, 8), np.float32))
 
 
+def test_sibling_thread_loops_on_two_axes_without_an_exchange_are_accepted_and_build():
+    """The check above refuses only an exchange: sibling thread loops on x and z whose
+    bodies each store once (threads of the other axis repeat the store, guarded) bind and
+    give the right values."""
+    A = Buffer("A", (4, 8), "float32")
+    T = Compute("T", (4, 8), lambda i, j: A[i, j] * 2.0)
+    nest = LoopNest([T])
+    i, j = nest.get_loops_for(T)
+    head, _ = nest.slice_head(j, 2)
+    nest.set_gpu_thread_index(head, 0)
+    nest.set_gpu_thread_index(j, 2)
+    assert [f.kind for f in (nest.loop(head).stmt, nest.loop(j).stmt)] == ["gpu_thread", "gpu_thread"]
+    if HAVE_EMU:
+        a = np.arange(32, dtype=np.float32).reshape(4, 8)
+        out = np.full((4, 8), np.nan, np.float32)
+        run_on_host(build(nest, [A, T], target="cuda"), a, out)
+        np.testing.assert_array_equal(out, 2 * a)
+
+
 def test_cache_accesses_refuses_a_local_buffer_shared_by_a_parallel_loop_inside():
     """Seed 87, case 259: ``cache1`` (a cache of T1 that each parallel iteration kept to
     itself) cached again at the serial loop around the parallel one gave one local element

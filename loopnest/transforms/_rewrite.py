@@ -16,7 +16,7 @@ from te.simplify import simplify
 
 from ..lazy_analysis import polyhedral_domains
 from ..printer import stmt_to_str
-from ..stmt import Block, Cond, For, Let, Stmt, StmtMutator, Store, iter_stmts
+from ..stmt import Block, Cond, For, ForKind, Let, Stmt, StmtMutator, Store, iter_stmts
 
 
 # ------------------------------------------------------------------------------------
@@ -298,3 +298,53 @@ def remove_stores(root: Block, pred: Callable[[Store], bool]) -> Block:
     """Drop the Stores matching ``pred``, then every loop / let / if left empty."""
     out = _Remove(pred).visit(root)
     return out if out is not None else Block(())
+
+
+# ------------------------------------------------------------------------------------
+# GPU statement trees built by hand (gpu_matmul, gpu_wgmma)
+# ------------------------------------------------------------------------------------
+def fresh_vars() -> Callable[[str], Var]:
+    """A source of loop variables numbered in creation order: ``fresh("c")`` -> ``c0``, ``c1``...
+
+    >>> fresh = fresh_vars(); fresh("c").name, fresh("e").name
+    ('c0', 'e1')
+    """
+    counter = iter(range(1 << 30))
+    return lambda base: Var(f"{base}{next(counter)}")
+
+
+def thread_nest(fresh: Callable[[str], Var], loops, body_fn) -> For:
+    """Thread loops ``loops`` = ``[(name, extent) for z, y, x]`` (outermost first, bound to
+    threadIdx.z, .y, .x) around the statements ``body_fn(z, y, x)``.
+
+    >>> print(thread_nest(fresh_vars(), [("g", 1), ("w", 4), ("lane", 32)], lambda g, w, lane: [Block([])]))
+    gpu_thread.z for (int g0 = 0; g0 < 1; g0++) {
+      gpu_thread.y for (int w1 = 0; w1 < 4; w1++) {
+        gpu_thread.x for (int lane2 = 0; lane2 < 32; lane2++) {
+        }
+      }
+    }
+    """
+    (nz, ez), (ny, ey), (nx, ex) = loops
+    z, y, x = fresh(nz), fresh(ny), fresh(nx)
+    inner = For(x, 0, ex, Block(body_fn(z, y, x)), ForKind.GPU_THREAD, 0)
+    return For(z, 0, ez, Block([For(y, 0, ey, Block([inner]), ForKind.GPU_THREAD, 1)]), ForKind.GPU_THREAD, 2)
+
+
+def matmul_sizes(A, B, C, b_layout: str) -> tuple[int, int, int, bool]:
+    """``(M, N, K, nk)`` of ``C (M x N) = A (M x K) @ B`` with B stored K x N (``b_layout``
+    "kn") or N x K ("nk", then ``nk`` is True); ValueError when the layout or the shapes
+    do not fit.
+
+    >>> from te import Buffer
+    >>> matmul_sizes(Buffer("A", (4, 8)), Buffer("B", (16, 8)), Buffer("C", (4, 16)), "nk")
+    (4, 16, 8, True)
+    """
+    M, K = (int(d) for d in A.shape)
+    if b_layout not in ("kn", "nk"):
+        raise ValueError(f"b_layout must be 'kn' (B is K x N) or 'nk' (B is N x K), got {b_layout!r}")
+    nk = b_layout == "nk"
+    N = int(B.shape[0] if nk else B.shape[1])
+    if int(B.shape[1] if nk else B.shape[0]) != K or tuple(int(d) for d in C.shape) != (M, N):
+        raise ValueError(f"matmul shapes do not match: A {A.shape}, B {B.shape} ({b_layout}), C {C.shape}")
+    return M, N, K, nk

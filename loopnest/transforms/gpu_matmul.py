@@ -39,6 +39,7 @@ from te.tensor import Tensor
 
 from ..errors import ScheduleError
 from ..stmt import Block, For, ForKind, Store
+from ._rewrite import fresh_vars, matmul_sizes, thread_nest
 from .gpu_wgmma import WGMMA_INTRINSIC, wgmma_matmul
 from .tensorize import fragment_col, fragment_row
 
@@ -74,13 +75,7 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
 
     Raises ``ValueError`` when the sizes are not multiples of the tiles or the tiles do not
     fit the instruction (WM a multiple of 16, WN of 8, BK of 16)."""
-    M, K = (int(d) for d in A.shape)
-    if b_layout not in ("kn", "nk"):
-        raise ValueError(f"b_layout must be 'kn' (B is K x N) or 'nk' (B is N x K), got {b_layout!r}")
-    nk = b_layout == "nk"
-    N = int(B.shape[0] if nk else B.shape[1])
-    if int(B.shape[1] if nk else B.shape[0]) != K or tuple(int(d) for d in C.shape) != (M, N):
-        raise ValueError(f"matmul shapes do not match: A {A.shape}, B {B.shape} ({b_layout}), C {C.shape}")
+    M, N, K, nk = matmul_sizes(A, B, C, b_layout)
     if str(A.dtype) not in MMA_INTRINSIC or A.dtype != B.dtype:
         raise ValueError(f"tensor-core inputs must both be one of {sorted(MMA_INTRINSIC)}, got {A.dtype} and {B.dtype}")
     tf32 = str(A.dtype) == "float32"
@@ -110,15 +105,10 @@ def mma_matmul(A, B, C, BM: int = 128, BN: int = 128, BK: int = 32, WM: int = 64
     Bs = Buffer("Bs", (stages, BN if nk else BK, ldb), B.dtype)
     acc = Buffer("acc", (WY, WX, LANES, TI, TJ, 4), float32)
     by, bx, ko, kk = Var("by"), Var("bx"), Var("ko"), Var("kk")
-    counter = iter(range(1000))
-
-    def fresh(base):
-        return Var(f"{base}{next(counter)}")
+    fresh = fresh_vars()
 
     def threads(body_fn):
-        wy, wx, lane = fresh("wy"), fresh("wx"), fresh("lane")
-        inner = For(lane, 0, LANES, Block(body_fn(wy, wx, lane)), ForKind.GPU_THREAD, 0)
-        return For(wy, 0, WY, Block([For(wx, 0, WX, Block([inner]), ForKind.GPU_THREAD, 1)]), ForKind.GPU_THREAD, 2)
+        return thread_nest(fresh, [("wy", WY), ("wx", WX), ("lane", LANES)], body_fn)
 
     def tiles(body_fn, inner=None):
         """for ti, tj, v (unrolled) around ``body_fn(ti, tj, v)``."""
@@ -301,10 +291,7 @@ def register_tiled_matmul(A, B, C, BM: int = 64, BN: int = 64, BK: int = 8, TM: 
     Bs = Buffer("Bs", (stages, BK, BN), B.dtype)
     acc = Buffer("acc", (TY, TX, TM, TN), float32)
     by, bx, ko = Var("by"), Var("bx"), Var("ko")
-    counter = iter(range(1000))
-
-    def fresh(base):
-        return Var(f"{base}{next(counter)}")
+    fresh = fresh_vars()
 
     def f32(x):
         return x if x.dtype == float32 else cast(x, float32)

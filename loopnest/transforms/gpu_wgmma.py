@@ -41,6 +41,7 @@ from te import Buffer, Var, cast, floordiv, floormod, float32, minimum
 from te.expr import Expr, FloatImm
 
 from ..stmt import Block, For, ForKind, Store
+from ._rewrite import fresh_vars, matmul_sizes, thread_nest
 
 __all__ = ["WGMMA_INTRINSIC", "WGMMA_TYPES", "warpgroup_row", "warpgroup_col", "wgmma_matmul", "wgmma_shared_bytes"]
 
@@ -91,13 +92,7 @@ def wgmma_matmul(A, B, C, BM: int = 128, BN: int = 256, BK: int = 64, stages: in
     with one ``m64n{BN}k16`` per 16 of K. ``stages`` (1 to 4) k-tiles are in shared memory
     at once. Raises ``ValueError`` when the sizes are not multiples of the tiles or the
     tiles do not fit the instruction."""
-    M, K = (int(d) for d in A.shape)
-    if b_layout not in ("kn", "nk"):
-        raise ValueError(f"b_layout must be 'kn' (B is K x N) or 'nk' (B is N x K), got {b_layout!r}")
-    nk = b_layout == "nk"
-    N = int(B.shape[0] if nk else B.shape[1])
-    if int(B.shape[1] if nk else B.shape[0]) != K or tuple(int(d) for d in C.shape) != (M, N):
-        raise ValueError(f"matmul shapes do not match: A {A.shape}, B {B.shape} ({b_layout}), C {C.shape}")
+    M, N, K, nk = matmul_sizes(A, B, C, b_layout)
     if str(A.dtype) not in WGMMA_TYPES or A.dtype != B.dtype or str(C.dtype) != "float32":
         raise ValueError(f"the warpgroup MMA takes float16 or bfloat16 A and B of one type and a float32 C, got "
                          f"{A.dtype}, {B.dtype} and {C.dtype}")
@@ -118,15 +113,10 @@ def wgmma_matmul(A, B, C, BM: int = 128, BN: int = 256, BK: int = 64, stages: in
     Bs = Buffer("Bs", (stages, BN // 8, BK // 8, 8, 8), B.dtype)
     acc = Buffer("acc", (G, WARPS, LANES, BN // 2), float32)
     by, bx, ko, kk = Var("by"), Var("bx"), Var("ko"), Var("kk")
-    counter = iter(range(1000))
-
-    def fresh(base):
-        return Var(f"{base}{next(counter)}")
+    fresh = fresh_vars()
 
     def threads(body_fn):
-        g, w, lane = fresh("g"), fresh("w"), fresh("lane")
-        inner = For(lane, 0, LANES, Block(body_fn(g, w, lane)), ForKind.GPU_THREAD, 0)
-        return For(g, 0, G, Block([For(w, 0, WARPS, Block([inner]), ForKind.GPU_THREAD, 1)]), ForKind.GPU_THREAD, 2)
+        return thread_nest(fresh, [("g", G), ("w", WARPS), ("lane", LANES)], body_fn)
 
     def copy(chunks, store_fn):
         """Each thread's share of a tile's ``chunks`` 16-byte pieces: ``store_fn(lin, e)``

@@ -172,28 +172,22 @@ def _check_redundant_exchange(nest, f: For, dim: int, outer: list, name: str, la
     path = outer + [f]
     kernel = next((g for g in path if g.kind == ForKind.GPU_BLOCK), None)
     if kernel is None:
-        kernel = next((s for s in nest.root.stmts if s is path[0] or any(x is path[0] for x in iter_stmts(s))), None)
-    if kernel is None:
-        return
+        kernel = next(s for s in nest.root.stmts if any(x is path[0] for x in iter_stmts(s)))
     axis_of = lambda g: dim if g is f else g.axis if g.kind == ForKind.GPU_THREAD else None  # noqa: E731
-    loops = [g for g in iter_stmts(kernel) if isinstance(g, For)]
-    axes = {axis_of(g) for g in loops} - {None}
+    threads = [g for g in iter_stmts(kernel) if isinstance(g, For) and axis_of(g) is not None]
+    axes = {axis_of(g) for g in threads}
     if len(axes) < 2:
         return
-    inside = {}      # id(buffer) -> the thread loops whose bodies hold every access to it
-    for t in loops:
-        if axis_of(t) is None:
-            continue
-        for b in stmt_stored_buffers(t.body) + stmt_loaded_buffers(t.body):
-            inside.setdefault(id(b), set()).add(id(t))
-    for t in loops:
-        if axis_of(t) is None:
-            continue
-        bound = {axis_of(g) for g in _path_to(kernel, t)} - {None}
-        unbound = axes - bound
+    chains = nest.loop_index()
+    for t in threads:
+        unbound = axes - {axis_of(g) for g in chains.enclosing(t.var)}
         if not unbound:
             continue
-        buf = _exchange(t, t.body, nest, axis_of)
+        # intermediates accessed only inside t are t's own (allocated in it): no exchange through them
+        seen_outside = {id(b) for s in iter_stmts(nest.root, skip=lambda s: s is t) if isinstance(s, (Store, ExternCall))
+                        for b in stmt_stored_buffers(s) + stmt_loaded_buffers(s)}
+        own = {id(b) for b in nest.intermediates} - seen_outside
+        buf = _exchange(t.body, own, axis_of)
         if buf is not None:
             raise ScheduleError(
                 f"cannot bind loop {name} to {label}: threads on {'/'.join(_AXES[a] for a in sorted(unbound))} would "
@@ -202,42 +196,20 @@ def _check_redundant_exchange(nest, f: For, dim: int, outer: list, name: str, la
                 "reach; bind the loops around it, or bind loops that are nested rather than siblings")
 
 
-def _path_to(root: Stmt, target: For) -> list:
-    """The loops from ``root`` down to ``target``, both included (empty if not found)."""
-    if root is target:
-        return [target]
-    for child in (root.stmts if isinstance(root, Block) else
-                  [root.body] if isinstance(root, (For, LetStmt)) else
-                  [x for x in (getattr(root, "then", None), getattr(root, "otherwise", None)) if x is not None]):
-        below = _path_to(child, target)
-        if below:
-            return ([root] if isinstance(root, For) else []) + below
-    return []
-
-
-def _exchange(t: For, body: Stmt, nest, axis_of):
-    """A buffer through which two statements of ``body`` (one level of a block, recursing into
-    loops and branches but not into thread loops) exchange data, when it is shared beyond the
-    thread loop ``t`` (an input, an output, or an intermediate accessed outside ``t``); None
-    otherwise."""
-    parts = [x for x in (body.stmts if isinstance(body, Block) else [body])]
-    local = {id(b) for b in nest.intermediates} - {
-        id(b) for s in iter_stmts(nest.root, skip=lambda s: s is t) if isinstance(s, (Store, ExternCall))
-        for b in stmt_stored_buffers(s) + stmt_loaded_buffers(s)}
+def _exchange(body: Stmt, own: set, axis_of):
+    """A buffer (not in ``own``) that one statement of ``body`` stores and another loads or
+    stores, at one level of a block, recursing into loops but not into thread loops (those
+    are checked with their own axes bound); None otherwise."""
+    parts = body.stmts if isinstance(body, Block) else [body]
     stores = [{id(b): b for b in stmt_stored_buffers(x)} for x in parts]
-    reads = [{id(b) for b in stmt_loaded_buffers(x)} | set(stores[k]) for k, x in enumerate(parts)]
-    for i in range(len(parts)):
-        for j in range(len(parts)):
-            if i != j:
-                shared = [b for k, b in stores[i].items() if k in reads[j] and k not in local]
-                if shared:
-                    return shared[0]
-    for x in parts:
-        if isinstance(x, For) and axis_of(x) is None:
-            found = _exchange(t, x.body, nest, axis_of)
-            if found is not None:
-                return found
-    return None
+    touched = [{id(b) for b in stmt_loaded_buffers(x)} | set(stores[k]) for k, x in enumerate(parts)]
+    for i, written in enumerate(stores):
+        for j, other in enumerate(touched):
+            shared = [b for k, b in written.items() if i != j and k in other and k not in own]
+            if shared:
+                return shared[0]
+    inner = (_exchange(x.body, own, axis_of) for x in parts if isinstance(x, For) and axis_of(x) is None)
+    return next((b for b in inner if b is not None), None)
 
 
 #: the kinds of loop that may hold block-bound loops: the launcher runs them (host loops)
