@@ -28,7 +28,8 @@ from typing import Callable
 import numpy as np
 
 from loopnest import LoopNest
-from loopnest.auto.gpu import block_reduce, cache_rows, pow2_at_most, row_threads, thread_strided
+from loopnest.auto.gpu import (block_reduce, cache_rows, direct_conv2d, divisor_at_most, pow2_at_most,
+                               row_threads, thread_strided)
 from loopnest.nest import Loop
 from loopnest.transforms.gpu_matmul import mma_shared_bytes
 from te import Buffer, Reduce, Sum, cast, float32
@@ -58,10 +59,6 @@ def _loop_named(nest: LoopNest, name: str) -> Loop:
         if l.name == name:
             return l
     raise KeyError(f"no loop named {name!r}; loops: {[l.name for l in nest.get_all_loops()]}")
-
-
-def _divisor_at_most(n: int, cap: int) -> int:
-    return max(d for d in range(1, min(n, cap) + 1) if n % d == 0)
 
 
 # ---------------------------------------------------------------------------------------
@@ -250,7 +247,7 @@ def matmul_config(m: int, n: int, k: int) -> dict:
             continue
         if bm == 128 and (m // bm) * (n // bm) < 256:
             continue
-        config = {"BM": bm, "BN": bm, "BK": 8 if k % 8 == 0 else _divisor_at_most(k, 8), "TM": tm, "TN": tm,
+        config = {"BM": bm, "BN": bm, "BK": 8 if k % 8 == 0 else divisor_at_most(k, 8), "TM": tm, "TN": tm,
                   "stages": 2}
         if bm >= 64 and k % 16 == 0:
             config.update(BK=16, vector=4)        # each thread's share of a tile in 128-bit loads
@@ -329,20 +326,10 @@ def mma_matmul_config(m: int, n: int, k: int, dtype: str = "float16",
 
 
 def conv2d_gpu(nest: LoopNest, spec: Spec, channels: int = 2, pixels: int = 1, threads: int = 128) -> None:
-    """3x3 convolution (padding 1): one block per (image, ``channels`` output channels, band
-    of rows), each thread ``channels`` x ``pixels`` (consecutive in a row) outputs in
-    registers.
-
-    The input-channel loop ``ci`` moves outside the thread loops (the accumulators are a
-    ``cache_accesses`` copy of the block's output tile, packed into registers per thread).
-    For each ``ci`` the block computes the padded input window it needs, (rows + 2) x (cols
-    + 2), into shared memory (``compute_at`` of the padding tensor P, then
-    ``cache_accesses``): each input value comes from global memory about once per block, the
-    padding test runs once per element, and the 3x3 taps (unrolled) read shared memory; the
-    weights are block-uniform loads (one broadcast transaction per warp). A thread's taps
-    are loaded once for its ``channels`` output channels, and each weight once for its
-    ``pixels`` outputs. The band covers whole rows (width up to 64, else a divisor) so no
-    thread is masked, and at most ``threads`` threads.
+    """3x3 convolution (padding 1): :func:`loopnest.auto.gpu.direct_conv2d`, one block per
+    (image, ``channels`` output channels, band of rows), each thread ``channels`` x
+    ``pixels`` outputs in registers, the padded input window of each input channel computed
+    into shared memory.
 
     Measured on an H100 (1 x 64 x 56 x 56, 64 output channels), in ms: 0.059 with two
     channels per thread, 0.064 with one, 0.063-0.080 with four or eight, 0.081-0.15 with 2-4
@@ -351,50 +338,7 @@ def conv2d_gpu(nest: LoopNest, spec: Spec, channels: int = 2, pixels: int = 1, t
     the same runs; 512 threads 0.063. Copying the windows of 4-32 input channels per barrier
     instead of one: 0.0547-0.069, no better."""
     (Y,) = spec.outputs
-    P = _tensor(nest, "P")
-    b, co, y, x = nest.get_loops_for(Y)[:4]
-    h, w = int(Y.shape[2]), int(Y.shape[3])
-    tx = _divisor_at_most(w, 64)
-    pixels = _divisor_at_most(tx, pixels)
-    channels = _divisor_at_most(int(Y.shape[1]), channels)
-    ty = _divisor_at_most(h, max(1, threads * pixels // tx))
-    coo, coi, _ = nest.split_with_tail(co, channels)
-    yo, xo, yi, xi = nest.tile(y, x, ty, tx)
-    xt, xp, _ = nest.split_with_tail(xi, pixels)             # a thread's column, its pixels
-    nest.reorder([coi, yo, xo, yi, xt, xp], [1, 2, 3, 4, 0, 5])
-    band = nest.flatten([yo, xo])
-    for loop in (xp, coi, xt, yi):
-        nest.distribute(loop)                 # init, then update, each over the tile
-    uy, ut, uc, up, ci, ry, rx = nest.get_loops_for(Y)[-7:]
-    nest.reorder([uy, ut, uc, up, ci, ry, rx], [4, 0, 1, 5, 6, 2, 3])   # ci, pixels of the tile, taps, outputs
-    nest.compute_at(P, ci)
-    blocks = []
-    for loop, axis in ((b, 2), (coo, 1), (band, 0)):
-        if loop.extent == 1 and (blocks or loop is not band):
-            nest.unroll(loop)                 # a unit loop goes (its index becomes 0)
-        else:
-            blocks.append((loop, axis))       # (a single tile keeps its band loop: a grid of one block)
-    for loop, axis in blocks:
-        nest.set_gpu_block_index(loop, axis)
-    nest.cache_accesses(Y, "acc", blocks[-1][0])
-    window = nest.cache_accesses(P, "P_sh", ci)
-    nest.eliminate_dead_stores()
-    # the write-back of the accumulators: a loop per dimension of the tile longer than 1
-    back = nest.get_loops_for(Y)[-3 if channels > 1 else -2:]
-    wxt, wxp, _ = nest.split_with_tail(back[-1], pixels)
-    wy, wc = back[-2], back[:-2]
-    if wc:
-        nest.reorder([wc[0], wy, wxt, wxp], [1, 2, 0, 3])
-    for ly, lx in ((yi, xt), (uy, ut), (wy, wxt)):
-        nest.set_gpu_thread_index(ly, 1)
-        nest.set_gpu_thread_index(lx, 0)
-    for loop in (coi, xp, ry, rx, uc, up, *wc, wxp):
-        nest.unroll(loop)
-    py, px = nest.get_loops_for(window)[-2:]
-    pyo, pxo, pyi, pxi = nest.tile(py, px, ty, tx // pixels)
-    nest.reorder([pyo, pxo, pyi, pxi], [2, 3, 0, 1])   # thread loops outermost: one barrier
-    nest.set_gpu_thread_index(pyi, 1)
-    nest.set_gpu_thread_index(pxi, 0)
+    direct_conv2d(nest, Y, channels, pixels, threads)
 
 
 def make_matmul_lowp(n: int, dtype: str = "float16") -> Spec:

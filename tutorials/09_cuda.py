@@ -6,8 +6,10 @@ The story: a row softmax bound to the GPU: one block per row, threads across the
 We print the CUDA C, compile it with nvcc for two architectures when nvcc is installed
 (no GPU needed: registers and shared memory come from ptxas), check the GPU-bound nest on
 the interpreter (GPU axes run as serial loops), and run it on the GPU when there is one.
-Last, a running sum down the rows: each row needs the one before, so the row loop stays
+Then a running sum down the rows: each row needs the one before, so the row loop stays
 serial and runs on the host, launching the column kernel once per row (a host loop).
+Last, a convolution from the CUDA tuning space (what `autotune(..., target="cuda")`
+searches): its knobs, and its first seed (the benchmark's GPU schedule) on the interpreter.
 """
 import sys
 from pathlib import Path
@@ -86,4 +88,24 @@ s_out = np.empty_like(x)
 build(scan, [X, S], target="ireval")(x, s_out)
 assert np.allclose(s_out, np.cumsum(x, axis=0), rtol=1e-5, atol=1e-5)
 print("the running sum agrees with numpy on IREval")
+
+# A 3x3 convolution: the CUDA space gives it the direct-convolution template (each block
+# copies the input window of one input channel at a time into shared memory; output
+# channels and pixels per thread, and threads per block, are the knobs).
+from tune import auto_space
+
+Xc = Buffer("Xc", (1, 4, 10, 10), float32)
+Wc = Buffer("Wc", (8, 4, 3, 3), float32)
+Yc = Reduce("Yc", (1, 8, 8, 8), Sum(), lambda b, k, y, x, c, r, t: Xc[b, c, y + r, x + t] * Wc[k, c, r, t], (4, 3, 3))
+space = auto_space([Yc], "cuda")
+print("\nconvolution knobs:", {k.name: k.options for k in space.knobs})
+conv = space.apply(space.seeds[0])
+print(build(conv, [Xc, Wc, Yc], target="cuda").module.plan.describe_kernels())
+rng = np.random.default_rng(0)
+xc, wc = rng.standard_normal((1, 4, 10, 10)).astype(np.float32), rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+yc = np.zeros((1, 8, 8, 8), np.float32)
+build(conv, [Xc, Wc, Yc], target="ireval")(xc, wc, yc)
+want = sum(np.einsum("bchw,kc->bkhw", xc[:, :, r:r + 8, t:t + 8], wc[:, :, r, t]) for r in range(3) for t in range(3))
+assert np.allclose(yc, want, rtol=1e-4, atol=1e-4)
+print("the seed's convolution agrees with numpy on IREval")
 print("OK")

@@ -15,9 +15,14 @@ reductions, rows of intermediates in shared memory. Used by the hand GPU schedul
 """
 from __future__ import annotations
 
+from te import expr as E
+from te.tensor import Tensor
+
+from ..errors import ScheduleError
 from ..loop import Loop
 
-__all__ = ["thread_strided", "block_reduce", "cache_rows", "row_threads", "pow2_at_most"]
+__all__ = ["thread_strided", "block_reduce", "cache_rows", "row_threads", "pow2_at_most", "conv2d_operands",
+           "direct_conv2d", "divisor_at_most"]
 
 
 def pow2_at_most(n: int, cap: int) -> int:
@@ -104,3 +109,135 @@ def cache_rows(nest, bufs, row_loop) -> None:
     for b in bufs:
         nest.cache_accesses(b, b.name + "_sh", row_loop)
     nest.eliminate_dead_stores()
+
+
+def divisor_at_most(n: int, cap: int) -> int:
+    """The largest divisor of ``n`` that is at most ``cap`` (1 at least).
+
+    >>> divisor_at_most(56, 64), divisor_at_most(56, 32), divisor_at_most(7, 2)
+    (56, 28, 1)
+    """
+    return max(d for d in range(1, max(1, min(n, cap)) + 1) if n % d == 0)
+
+
+def _load_of(e):
+    while type(e) is E.Cast:
+        e = e.value
+    return e if type(e) is E.Load else None
+
+
+def _sum_of(e, a: E.Var, b: E.Var) -> bool:
+    return type(e) is E.Add and {id(e.a), id(e.b)} == {id(a), id(b)}
+
+
+def _static(dims) -> bool:
+    return all(isinstance(d, int) or type(d) is E.IntImm for d in dims)
+
+
+def conv2d_operands(t: Tensor):
+    """``(window, weights)`` when ``t`` is a direct 2-D convolution of static sizes,
+    ``t[b, co, y, x] = sum_{ci, ry, rx} window[b, ci, y + ry, x + rx] * weights[co, ci, ry, rx]``
+    (either factor first, casts of the loads allowed), the weights an input buffer and the
+    window an input buffer or a tensor (a zero padding of the input, say); else None.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> X, W = Buffer("X", (1, 4, 10, 10), "float32"), Buffer("W", (8, 4, 3, 3), "float32")
+    >>> Y = Reduce("Y", (1, 8, 8, 8), Sum(), lambda b, k, y, x, c, r, s: X[b, c, y + r, x + s] * W[k, c, r, s],
+    ...            (4, 3, 3))
+    >>> [buf.name for buf in conv2d_operands(Y)]
+    ['X', 'W']
+    """
+    if not t.is_reduction or len(t.args) != 4 or len(t.reduce_args) != 3 or type(t.body) is not E.Mul:
+        return None
+    b, co, y, x = t.args
+    ci, ry, rx = t.reduce_args
+    for win, wt in ((_load_of(t.body.a), _load_of(t.body.b)), (_load_of(t.body.b), _load_of(t.body.a))):
+        if win is None or wt is None or len(win.indices) != 4 or len(wt.indices) != 4:
+            continue
+        i = win.indices
+        if not (i[0] is b and i[1] is ci and _sum_of(i[2], y, ry) and _sum_of(i[3], x, rx)):
+            continue
+        if not all(a is v for a, v in zip(wt.indices, (co, ci, ry, rx))) or isinstance(wt.buffer, Tensor):
+            continue
+        if _static(t.dims) and _static(t.reduce_dims) and _static(win.buffer.shape) and _static(wt.buffer.shape):
+            return win.buffer, wt.buffer
+    return None
+
+
+def direct_conv2d(nest, Y, channels: int = 2, pixels: int = 1, threads: int = 128) -> None:
+    """A GPU schedule of the direct convolution ``Y`` (:func:`conv2d_operands`): one block per
+    (image, ``channels`` output channels, band of rows), each thread ``channels`` x
+    ``pixels`` (consecutive in a row) outputs in registers.
+
+    The input-channel loop ``ci`` moves outside the thread loops (the accumulators are a
+    ``cache_accesses`` copy of the block's output tile, packed into registers per thread).
+    For each ``ci`` the block copies the input window it needs, (rows + 2) x (cols + 2),
+    into shared memory (``cache_accesses``; a window that is a tensor, such as a zero
+    padding, is first computed at ``ci``, so the padding test runs once per element): each
+    input value comes from global memory about once per block, and the 3 x 3 taps (unrolled)
+    read shared memory; the weights are block-uniform loads (one broadcast transaction per
+    warp). A thread's taps are loaded once for its ``channels`` output channels, and each
+    weight once for its ``pixels`` outputs. The band covers whole rows (width up to 64, else
+    a divisor) so no thread is masked, and at most ``threads`` threads; ``channels`` and
+    ``pixels`` fall back to their largest divisors of the channel count and the band width.
+    Raises ``ScheduleError`` for a ``Y`` that is not such a convolution.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> from loopnest import LoopNest
+    >>> X, W = Buffer("X", (1, 4, 10, 10), "float32"), Buffer("W", (8, 4, 3, 3), "float32")
+    >>> Y = Reduce("Y", (1, 8, 8, 8), Sum(), lambda b, k, y, x, c, r, s: X[b, c, y + r, x + s] * W[k, c, r, s],
+    ...            (4, 3, 3))
+    >>> nest = LoopNest([Y]); direct_conv2d(nest, Y)
+    >>> sorted(b for b in nest.buffers if b.endswith("_sh"))
+    ['X_sh']
+    """
+    ops = conv2d_operands(Y)
+    if ops is None:
+        raise ScheduleError(f"direct_conv2d: {Y.name} is not a direct 2-D convolution of static sizes "
+                            f"({Y.name}[b, co, y, x] = sum over ci, ry, rx of window[b, ci, y + ry, x + rx] * "
+                            "weights[co, ci, ry, rx]); schedule it another way")
+    window = ops[0]
+    b, co, y, x = nest.get_loops_for(Y)[:4]
+    h, w = int(Y.shape[2]), int(Y.shape[3])
+    tx = divisor_at_most(w, 64)
+    pixels = divisor_at_most(tx, pixels)
+    channels = divisor_at_most(int(Y.shape[1]), channels)
+    ty = divisor_at_most(h, max(1, threads * pixels // tx))
+    coo, coi, _ = nest.split_with_tail(co, channels)
+    yo, xo, yi, xi = nest.tile(y, x, ty, tx)
+    xt, xp, _ = nest.split_with_tail(xi, pixels)             # a thread's column, its pixels
+    nest.reorder([coi, yo, xo, yi, xt, xp], [1, 2, 3, 4, 0, 5])
+    band = nest.flatten([yo, xo])
+    for loop in (xp, coi, xt, yi):
+        nest.distribute(loop)                 # init, then update, each over the tile
+    uy, ut, uc, up, ci, ry, rx = nest.get_loops_for(Y)[-7:]
+    nest.reorder([uy, ut, uc, up, ci, ry, rx], [4, 0, 1, 5, 6, 2, 3])   # ci, pixels of the tile, taps, outputs
+    if isinstance(window, Tensor):
+        nest.compute_at(window, ci)
+    blocks = []
+    for loop, axis in ((b, 2), (coo, 1), (band, 0)):
+        if loop.extent == 1 and (blocks or loop is not band):
+            nest.unroll(loop)                 # a unit loop goes (its index becomes 0)
+        else:
+            blocks.append((loop, axis))       # (a single tile keeps its band loop: a grid of one block)
+    for loop, axis in blocks:
+        nest.set_gpu_block_index(loop, axis)
+    nest.cache_accesses(nest.buffer(Y.name), "acc", blocks[-1][0])
+    shared = nest.cache_accesses(nest.buffer(window.name), f"{window.name}_sh", ci)
+    nest.eliminate_dead_stores()
+    # the write-back of the accumulators: a loop per dimension of the tile longer than 1
+    back = nest.get_loops_for(Y)[-3 if channels > 1 else -2:]
+    wxt, wxp, _ = nest.split_with_tail(back[-1], pixels)
+    wy, wc = back[-2], back[:-2]
+    if wc:
+        nest.reorder([wc[0], wy, wxt, wxp], [1, 2, 0, 3])
+    for ly, lx in ((yi, xt), (uy, ut), (wy, wxt)):
+        nest.set_gpu_thread_index(ly, 1)
+        nest.set_gpu_thread_index(lx, 0)
+    for loop in (coi, xp, ry, rx, uc, up, *wc, wxp):
+        nest.unroll(loop)
+    py, px = nest.get_loops_for(shared)[-2:]
+    pyo, pxo, pyi, pxi = nest.tile(py, px, ty, tx // pixels)
+    nest.reorder([pyo, pxo, pyi, pxi], [2, 3, 0, 1])   # thread loops outermost: one barrier
+    nest.set_gpu_thread_index(pyi, 1)
+    nest.set_gpu_thread_index(pxi, 0)

@@ -1,6 +1,7 @@
-"""auto_space(..., "cuda"): GPU templates for element-wise tensors, reductions and matmuls (tensor
-cores for float16/bfloat16), each seed and random point a nest that builds for CUDA and computes,
-on IREval, what numpy does; contractions without a template are a named SpaceError."""
+"""auto_space(..., "cuda"): GPU templates for element-wise tensors, reductions, matmuls (tensor
+cores for float16/bfloat16) and direct convolutions, each seed and random point a nest that builds
+for CUDA and computes, on IREval (and the host emulation), what numpy does; contractions without a
+template are a named SpaceError."""
 from __future__ import annotations
 
 import random
@@ -73,12 +74,72 @@ def test_matmuls_take_the_hand_trees_tensor_cores_for_half_precision(dtype):
         assert nest.tensorized == {}
 
 
-def test_a_contraction_without_a_template_is_a_named_space_error():
+def _conv_ref(x, w):
+    """The valid convolution of ``x`` (n, c, h, w) with ``w`` (k, c, 3, 3), in float64."""
+    n, _, h, wd = x.shape
+    out = np.zeros((n, w.shape[0], h - 2, wd - 2))
+    for r in range(3):
+        for s in range(3):
+            out += np.einsum("nchw,kc->nkhw", x[:, :, r:r + h - 2, s:s + wd - 2].astype(np.float64), w[:, :, r, s])
+    return out
+
+
+def test_a_direct_convolution_of_an_input_takes_the_shared_window_template():
     X = Buffer("X", (1, 4, 10, 10), "float32")
     W = Buffer("W", (8, 4, 3, 3), "float32")
     Y = Reduce("Y", (1, 8, 8, 8), Sum(), lambda n, k, y, x, c, r, s: X[n, c, y + r, x + s] * W[k, c, r, s],
                (4, 3, 3))
-    with pytest.raises(SpaceError, match="not a lone matmul"):
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((1, 4, 10, 10)).astype(np.float32), rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    space = _check_points([Y], [X, W, Y], {"X": x, "W": w}, {"Y": _conv_ref(x, w)}, rtol=1e-4, atol=1e-4)
+    assert [k.name for k in space.knobs] == ["Y.channels", "Y.pixels", "Y.threads"]
+    assert list(space.seeds) == [space.point({"Y.channels": 2, "Y.pixels": 1, "Y.threads": 128})]
+    assert "X_sh" in space.apply(space.seeds[0]).buffers
+
+
+def test_the_benchmark_convolution_is_seeded_with_its_hand_schedule():
+    """The padded convolution of bench.kernels: the padding is computed into the shared window,
+    and the first seed is exactly the benchmark's GPU schedule (the same CUDA source)."""
+    from bench.gpu_schedules import TEST_SIZES, gpu_nest
+    from bench.kernels import WORKLOADS
+    spec = WORKLOADS["conv2d"].make(TEST_SIZES["conv2d"])
+    want = spec.reference(spec.inputs)
+    space = _check_points(spec.outputs, spec.args, spec.inputs, want, rtol=1e-4, atol=1e-4)
+    seed = space.apply(space.seeds[0])
+    assert "P_sh" in seed.buffers
+    assert build(seed, spec.args, target="cuda").source == build(gpu_nest("conv2d", spec), spec.args,
+                                                                 target="cuda").source
+
+
+def test_a_convolution_runs_on_the_cuda_host_emulation():
+    from codegen.cuda.emulate import host_compiler, run_on_host
+    if host_compiler() is None:
+        pytest.skip("no host C++ compiler for the CUDA emulation")
+    X = Buffer("X", (2, 3, 7, 9), "float32")
+    W = Buffer("W", (6, 3, 3, 3), "float32")
+    Y = Reduce("Y", (2, 6, 5, 7), Sum(), lambda n, k, y, x, c, r, s: W[k, c, r, s] * X[n, c, y + r, x + s],
+               (3, 3, 3))
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((2, 3, 7, 9)).astype(np.float32), rng.standard_normal((6, 3, 3, 3)).astype(np.float32)
+    space = auto_space([Y], "cuda")
+    for point in _points(space, n=2, seed=1):
+        kernel = build(space.apply(list(point)), [X, W, Y], target="cuda")
+        y = np.zeros((2, 6, 5, 7), np.float32)
+        run_on_host(kernel, x, w, y)
+        np.testing.assert_allclose(y, _conv_ref(x, w), rtol=1e-4, atol=1e-4)
+
+
+def test_a_contraction_without_a_template_is_a_named_space_error():
+    A = Buffer("A", (2, 8, 8), "float32")
+    B = Buffer("B", (2, 8, 8), "float32")
+    C = Reduce("C", (2, 8, 8), Sum(), lambda b, i, j, k: A[b, i, k] * B[b, k, j], (8,))
+    with pytest.raises(SpaceError, match="neither a lone matmul .* nor a lone direct 2-D convolution"):
+        auto_space([C], "cuda")
+    X = Buffer("X", (1, 4, 10, 10), "float32")
+    W = Buffer("W", (8, 4, 3, 3), "float32")
+    Y = Reduce("Y", (1, 8, 4, 4), Sum(), lambda n, k, y, x, c, r, s: X[n, c, 2 * y + r, 2 * x + s] * W[k, c, r, s],
+               (4, 3, 3))       # strided: no template
+    with pytest.raises(SpaceError, match="neither a lone matmul"):
         auto_space([Y], "cuda")
 
 
