@@ -226,18 +226,28 @@ def direct_conv2d(nest, Y, channels: int = 2, pixels: int = 1, threads: int = 12
     shared = nest.cache_accesses(nest.buffer(window.name), f"{window.name}_sh", ci)
     nest.eliminate_dead_stores()
     # the write-back of the accumulators: a loop per dimension of the tile longer than 1
-    back = nest.get_loops_for(Y)[-3 if channels > 1 else -2:]
-    wxt, wxp, _ = nest.split_with_tail(back[-1], pixels)
-    wy, wc = back[-2], back[:-2]
-    if wc:
-        nest.reorder([wc[0], wy, wxt, wxp], [1, 2, 0, 3])
-    for ly, lx in ((yi, xt), (uy, ut), (wy, wxt)):
-        nest.set_gpu_thread_index(ly, 1)
-        nest.set_gpu_thread_index(lx, 0)
-    for loop in (coi, xp, ry, rx, uc, up, *wc, wxp):
-        nest.unroll(loop)
+    # (channels, rows, columns), the channels moved inside the threads' loops and unrolled
+    back = dict(zip([d for d, n in (("c", channels), ("y", ty), ("x", tx)) if n > 1],
+                    [lp for lp in nest.get_loops_for(Y) if lp.exists() and lp.kind != "gpu_block"]))
+    if "x" in back:
+        back["x"], back["p"], _ = nest.split_with_tail(back["x"], pixels)
+    order = [back[d] for d in "cyxp" if d in back]
+    if "c" in back:
+        nest.reorder(order, [order.index(back[d]) for d in "yxcp" if d in back])
+    _bind_threads(nest, [(yi, 1), (xt, 0), (uy, 1), (ut, 0), (back.get("y"), 1), (back.get("x"), 0)])
+    for loop in (coi, xp, ry, rx, uc, up, back.get("c"), back.get("p")):
+        if loop is not None:
+            nest.unroll(loop)
     py, px = nest.get_loops_for(shared)[-2:]
     pyo, pxo, pyi, pxi = nest.tile(py, px, ty, tx // pixels)
     nest.reorder([pyo, pxo, pyi, pxi], [2, 3, 0, 1])   # thread loops outermost: one barrier
-    nest.set_gpu_thread_index(pyi, 1)
-    nest.set_gpu_thread_index(pxi, 0)
+    _bind_threads(nest, [(pyi, 1), (pxi, 0)])
+
+
+def _bind_threads(nest, loops: list) -> None:
+    """Bind each ``(loop, axis)`` of ``loops`` to that thread axis, in order; a loop that is
+    None (absent) or of one iteration is left as it is (a block of one thread on an axis
+    needs no binding)."""
+    for loop, axis in loops:
+        if loop is not None and loop.extent != 1:
+            nest.set_gpu_thread_index(loop, axis)

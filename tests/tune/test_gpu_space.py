@@ -8,9 +8,10 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from codegen import build
-from te import Buffer, Compute, Reduce, Sum, cast, exp, float32
+from te import Buffer, Compute, Reduce, Sum, cast, exp, float32, if_then_else
 from tune import auto_space
 from tune.errors import SpaceError
 from loopnest.transforms.gpu_matmul import matmul_operands
@@ -127,6 +128,34 @@ def test_a_convolution_runs_on_the_cuda_host_emulation():
         y = np.zeros((2, 6, 5, 7), np.float32)
         run_on_host(kernel, x, w, y)
         np.testing.assert_allclose(y, _conv_ref(x, w), rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 2), st.integers(1, 3), st.integers(3, 9), st.integers(3, 12), st.integers(1, 5),
+       st.sampled_from([0, 1]), st.data())
+def test_every_convolution_and_knob_value_computes_the_convolution(n, c, h, w, k, padded, data):
+    """Any shape (odd channel counts and widths included) and any point of the space: the nest
+    computes on IREval what numpy does, with or without a zero-padding tensor for the window."""
+    X = Buffer("X", (n, c, h, w), "float32")
+    W = Buffer("W", (k, c, 3, 3), "float32")
+    if padded:
+        P = Compute("P", (n, c, h + 2, w + 2), lambda b, ci, y, x: if_then_else(
+            (y >= 1) & (y <= h) & (x >= 1) & (x <= w), X[b, ci, y - 1, x - 1], 0.0))
+        Y = Reduce("Y", (n, k, h, w), Sum(), lambda b, co, y, x, ci, r, s: P[b, ci, y + r, x + s] * W[co, ci, r, s],
+                   (c, 3, 3))
+    else:
+        Y = Reduce("Y", (n, k, h - 2, w - 2), Sum(),
+                   lambda b, co, y, x, ci, r, s: X[b, ci, y + r, x + s] * W[co, ci, r, s], (c, 3, 3))
+    space = auto_space([Y], "cuda")
+    point = [data.draw(st.integers(0, len(kn.options) - 1), label=kn.name) for kn in space.knobs]
+    rng = np.random.default_rng(5)
+    x, wt = rng.standard_normal((n, c, h, w)).astype(np.float32), rng.standard_normal((k, c, 3, 3)).astype(np.float32)
+    want = _conv_ref(np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))) if padded else x, wt)
+    y = np.zeros(want.shape, np.float32)
+    nest = space.apply(point)
+    build(nest, [X, W, Y], target="ireval")(x, wt, y)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+    assert build(nest, [X, W, Y], target="cuda").launch_dims()
 
 
 def test_a_contraction_without_a_template_is_a_named_space_error():
