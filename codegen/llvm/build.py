@@ -262,8 +262,8 @@ class LLVMKernel(Kernel):
         bufs = {id(s.buffer): s.buffer for s in iter_stmts(self.stmt) if isinstance(s, Allocate)}.values()
         heap = [b.name for b in bufs if b.static_size() is None
                 or b.static_size() * b.dtype.itemsize * b.dtype.lanes > STACK_LIMIT] or [b.name for b in bufs]
-        raise MemoryError(f"kernel {self.name}: malloc returned NULL for the intermediate buffer "
-                          f"{' or '.join(heap)}; free memory, raise the process's memory limit or call the kernel "
+        raise MemoryError(f"kernel {self.name}: the allocation of the intermediate buffer "
+                          f"{' or '.join(heap)} returned NULL; free memory, raise the process's memory limit or call the kernel "
                           "with smaller sizes")
 
 

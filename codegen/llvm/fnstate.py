@@ -46,7 +46,7 @@ class FnState:
         self.vars: dict[int, ir.Value] = {}
         self.ivs: dict[int, ir.Value] = {}      # loop var -> its i64 induction variable
         self.bufs: dict[int, ir.Value] = {}
-        self.heap: dict[int, ir.Value] = {}     # malloc'd buffers still live
+        self.heap: dict[int, ir.Value] = {}     # heap buffers (aligned_alloc) still live
         self.stack_bytes = 0
         self.status_ptr = status_ptr
         self._fail: dict[int, ir.Block] = {}

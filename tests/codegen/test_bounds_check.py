@@ -414,7 +414,7 @@ B = Reduce("B", (4,), Sum(), lambda i, j: T[j, i], (N,))
 k = build(LoopNest([B]), [A, B], target="llvm")
 resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 try:
-    k(np.ones(40000, np.float32), np.zeros(4, np.float32))   # 6.4 GB: under the limit, malloc fails
+    k(np.ones(40000, np.float32), np.zeros(4, np.float32))   # 6.4 GB: under the limit, the allocation fails
     print("RAN")
 except MemoryError as e:
     print("MEMORYERROR", e)
@@ -424,7 +424,7 @@ except MemoryError as e:
         assert "MEMORYERROR" in p.stdout and "physical memory" in p.stdout, p.stdout + p.stderr
     else:
         assert p.returncode == 0, p.stderr
-        assert "MEMORYERROR kernel B: malloc returned NULL for the intermediate buffer T" in p.stdout, p.stdout
+        assert "MEMORYERROR kernel B: the allocation of the intermediate buffer T returned NULL" in p.stdout, p.stdout
 
 
 # ------------------------------------------------------------------------------------

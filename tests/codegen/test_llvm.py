@@ -18,6 +18,7 @@ import te
 from codegen import BuildError, build
 from codegen.llvm import cache_stats, clear_cache
 from codegen.llvm import jit
+from codegen.llvm.emit import buffer_alignment
 from loopnest import LoopNest
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let as LetStmt, StmtMutator, Store
 from te import (Broadcast, Buffer, Compute, IfThenElse, IntImm, Let, Load, Ramp, Reduce, Sum, Var,
@@ -531,8 +532,10 @@ def test_explicit_size_argument():
     assert b2.tolist() == b.tolist()
 
 
-@pytest.mark.parametrize("n,where", [(64, "alloca"), (100_000, "malloc")])
+@pytest.mark.parametrize("n,where", [(64, "alloca"), (100_000, "aligned_alloc")])
 def test_intermediate_buffers_stack_and_heap(n, where):
+    """Small intermediates are allocas, large ones heap buffers; both aligned to a cache line
+    (or the host's native vector where wider), a heap buffer's size rounded up to that."""
     A = Buffer("A", (n,), float32)
     B = Compute("B", (n,), lambda i: A[i] * 2.0)
     C = Compute("C", (n,), lambda i: B[i] + B[n - 1 - i])
@@ -540,9 +543,15 @@ def test_intermediate_buffers_stack_and_heap(n, where):
     ref, got, k = both(LoopNest([C]), [A, C], data)
     assert_same(ref, got, ["C"])
     assert where in k.source
+    align = buffer_alignment()
+    if where == "alloca":
+        assert re.search(rf'%"B" = alloca \[\d+ x float\], align {align}', k.source), k.source
+    else:
+        assert f"call ptr @\"aligned_alloc\"(i64 {align}, " in k.source and "malloc" not in k.source
+        assert f"and i64 %" in k.source and f", {-align}" in k.source        # the size rounded up
 
 
-def test_symbolic_intermediate_uses_malloc_and_free():
+def test_symbolic_intermediate_uses_the_heap_and_frees_it():
     N = Var("N")
     A = Buffer("A", (N, 8), float32)
     B = Compute("B", (N, 8), lambda i, j: A[i, j] + 1.0)
@@ -550,7 +559,7 @@ def test_symbolic_intermediate_uses_malloc_and_free():
     data = {"A": np.random.default_rng(1).standard_normal((9, 8)).astype(np.float32)}
     ref, got, k = both(LoopNest([C]), [A, C], data)
     assert_same(ref, got, ["C"])
-    assert "malloc" in k.source and "free" in k.source
+    assert "aligned_alloc" in k.source and "free" in k.source
 
 
 def test_allocate_inside_a_loop_is_hoisted_to_the_entry_block():

@@ -106,7 +106,7 @@ def test_nested_parallel_loops(runtime):
         assert np.array_equal(b, want_b) and np.array_equal(c, want_b.sum(1))
 
 
-@pytest.mark.parametrize("width", [64, 20000])   # stack (alloca) and heap (malloc) scratch
+@pytest.mark.parametrize("width", [64, 20000])   # stack (alloca) and heap (aligned_alloc) scratch
 def test_parallel_body_with_its_own_intermediate(runtime, width):
     rows = 24
     A = Buffer("A", (rows, width), float32)
@@ -120,7 +120,7 @@ def test_parallel_body_with_its_own_intermediate(runtime, width):
         Free(T)]), kind=ForKind.PARALLEL)
     nest = HandNest(root, [A], [B], [T])
     k = build(nest, [A, B], target="llvm", parallel_runtime=runtime)
-    assert ("malloc" in k.source) == (width * 4 > 64 * 1024)
+    assert ("aligned_alloc" in k.source) == (width * 4 > 64 * 1024)
     a = np.random.default_rng(1).standard_normal((rows, width)).astype(np.float32)
     want = a * 2 + (a * 2)[:, ::-1]
     for _ in range(REPEATS // 3):
