@@ -55,8 +55,11 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
     ``schedule="auto"`` schedules a copy of ``nest`` (an unscheduled nest; ``nest`` itself is
     left as it is) with ``LoopNest.auto_schedule`` for this machine, or for the
     ``loopnest.Target`` given as ``schedule=``; the kernel keeps the report as
-    ``kernel.auto_schedule_report`` and the schedule as ``kernel.schedule_history``. The
-    default (None) builds the nest as it is scheduled. CPU targets only.
+    ``kernel.auto_schedule_report`` and the schedule as ``kernel.schedule_history``. For
+    ``target="cuda"``, ``schedule="auto"`` applies the GPU templates' default choices instead
+    (``loopnest.auto.gpu.auto_schedule_gpu``: blocks and threads for element-wise tensors and
+    reductions, the matmul trees, the direct convolution), and raises ``ScheduleError`` for a
+    computation they have no template for. The default (None) builds the nest as it is scheduled.
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest
@@ -126,15 +129,18 @@ def _without_index_checks(nest):
 def _auto_scheduled(nest, target: str, schedule: Any):
     """A copy of ``nest`` scheduled by ``auto_schedule`` for ``schedule`` ("auto": the host, or
     a ``loopnest.Target``), and the report."""
+    from loopnest.auto.gpu import auto_schedule_gpu
     from loopnest.target import Target
-    if target == "cuda":
-        raise ValueError("schedule='auto' schedules for CPUs (targets 'llvm' and 'ireval'); a CUDA kernel "
-                         "needs a schedule that binds GPU blocks and threads")
+    if target == "cuda" and schedule != "auto":
+        raise ValueError(f"for target 'cuda', schedule must be None or 'auto' (a loopnest.Target describes a CPU), "
+                         f"got {schedule!r}")
     if not (schedule == "auto" or isinstance(schedule, Target)):
         raise ValueError(f"schedule must be None, 'auto' or a loopnest.Target, got {schedule!r}")
     if getattr(nest, "prepared", False):
         raise ValueError("schedule='auto' needs a nest that was not prepared for codegen")
     scheduled = nest.copy()
+    if target == "cuda":
+        return scheduled, auto_schedule_gpu(scheduled)
     report = scheduled.auto_schedule(None if schedule == "auto" else schedule)
     return scheduled, report
 

@@ -8,8 +8,10 @@ We print the CUDA C, compile it with nvcc for two architectures when nvcc is ins
 the interpreter (GPU axes run as serial loops), and run it on the GPU when there is one.
 Then a running sum down the rows: each row needs the one before, so the row loop stays
 serial and runs on the host, launching the column kernel once per row (a host loop).
-Last, a convolution from the CUDA tuning space (what `autotune(..., target="cuda")`
+Then a convolution from the CUDA tuning space (what `autotune(..., target="cuda")`
 searches): its knobs, and its first seed (the benchmark's GPU schedule) on the interpreter.
+Last, the same softmax with no schedule written: `schedule="auto"` applies those templates'
+defaults for CUDA.
 """
 import sys
 from pathlib import Path
@@ -108,4 +110,10 @@ build(conv, [Xc, Wc, Yc], target="ireval")(xc, wc, yc)
 want = sum(np.einsum("bchw,kc->bkhw", xc[:, :, r:r + 8, t:t + 8], wc[:, :, r, t]) for r in range(3) for t in range(3))
 assert np.allclose(yc, want, rtol=1e-4, atol=1e-4)
 print("the seed's convolution agrees with numpy on IREval")
+
+# No schedule written: build(..., target="cuda", schedule="auto") schedules a copy of the nest
+# with the templates' defaults (the CUDA space's seed) and keeps the per-tensor report.
+auto_kernel = build(LoopNest([Y]), [X, Y], target="cuda", schedule="auto")
+print("\n" + str(auto_kernel.auto_schedule_report))
+print("launches (name, grid, block):", auto_kernel.launch_dims())
 print("OK")

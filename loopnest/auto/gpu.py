@@ -20,9 +20,13 @@ from te.tensor import Tensor
 
 from ..errors import ScheduleError
 from ..loop import Loop
+from ..lower import tensors_in_order
+from ..transforms.gpu_matmul import matmul_operands
+from .classify import classify
+from .schedule import AutoScheduleReport
 
 __all__ = ["thread_strided", "block_reduce", "cache_rows", "row_threads", "pow2_at_most", "conv2d_operands",
-           "direct_conv2d", "divisor_at_most"]
+           "direct_conv2d", "divisor_at_most", "GpuPlan", "auto_schedule_gpu", "MMA_TILES", "SIMT_TILES"]
 
 
 def pow2_at_most(n: int, cap: int) -> int:
@@ -251,3 +255,185 @@ def _bind_threads(nest, loops: list) -> None:
     for loop, axis in loops:
         if loop is not None and loop.extent != 1:
             nest.set_gpu_thread_index(loop, axis)
+
+
+# ---------------------------------------------------------------------------------------------
+# the GPU templates of a whole computation: the CUDA tuning space's, and schedule="auto"'s
+# ---------------------------------------------------------------------------------------------
+#: block and warp tiles of the tensor-core matmul, fastest first (measured on an H100 at 4096)
+MMA_TILES = [dict(BM=128, BN=128, BK=64, WM=64, WN=32), dict(BM=128, BN=128, BK=64, WM=64, WN=64),
+             dict(BM=128, BN=128, BK=32, WM=64, WN=32), dict(BM=64, BN=64, BK=32, WM=32, WN=32),
+             dict(BM=128, BN=128, BK=64, WM=32, WN=32)]
+#: block and per-thread tiles of the float32 register-tiled matmul, double-buffered, fastest first
+#: (on an H100: the first at 4096, the second at 1024; 128-bit loads where the tiles allow)
+SIMT_TILES = [dict(BM=128, BN=128, BK=16, TM=8, TN=8, stages=2, vector=4),
+              dict(BM=64, BN=64, BK=16, TM=4, TN=4, stages=2, vector=4),
+              dict(BM=128, BN=128, BK=8, TM=8, TN=8, stages=2), dict(BM=64, BN=64, BK=8, TM=4, TN=4, stages=2),
+              dict(BM=128, BN=64, BK=8, TM=8, TN=4, stages=2), dict(BM=32, BN=32, BK=8, TM=2, TN=2, stages=2)]
+#: the benchmark's choices, which ``auto_schedule_gpu`` takes and the tuning space seeds with
+DEFAULT_KNOBS = {"elementwise": {"threads": 256, "per": 4}, "reduction": {"threads": 256}, "matmul": {"tile": 0},
+                 "conv": {"channels": 2, "pixels": 1, "threads": 128}}
+
+
+def _int(d) -> int:
+    return d if isinstance(d, int) else int(d.value)
+
+
+class GpuPlan:
+    """What the GPU templates do with each tensor of the computation of ``outputs``:
+    element-wise intermediates are inlined into their readers; a lone matmul takes
+    ``nest.gpu_matmul`` (tensor cores for float16, bfloat16 and float8, else the SIMT tree); a
+    lone direct convolution :func:`direct_conv2d` (its window tensor, if any, kept); every
+    other tensor is ``"elementwise"`` (its loops flattened, blocks of ``threads`` threads of
+    ``per`` elements each) or ``"reduction"`` (a block per output, a tree of ``threads``
+    threads). ``kind_of`` names each kept tensor's template; ``apply`` schedules a nest with
+    knobs per tensor. Raises ``ScheduleError`` for an external call (the CUDA backend does
+    not run them) and for a contraction that is neither template's.
+
+    >>> from te import Buffer, Compute, Reduce, Sum, exp
+    >>> A = Buffer("A", (8, 256), "float32")
+    >>> S = Reduce("S", (8,), Sum(), lambda i, k: exp(A[i, k]), (256,))
+    >>> plan = GpuPlan([S]); plan.kind_of["S"], plan.defaults()
+    ('reduction', {'S': {'threads': 256}})
+    """
+
+    def __init__(self, outputs):
+        self.tensors = tensors_in_order(list(outputs))
+        self.outputs = {t.name for t in outputs}
+        self.kinds = {t.name: classify(t) for t in self.tensors}
+        self.conv = next((t for t in self.tensors if self._is_conv(t)), None)
+        window = conv2d_operands(self.conv)[0].name if self.conv is not None else None
+        self.inlined = [t.name for t in self.tensors if t.name not in self.outputs and t.name != window
+                        and self.kinds[t.name] == "elementwise"]
+        self.kept = [t for t in self.tensors if t.name not in self.inlined]
+        self.matmul = None
+        for t in self.kept:
+            kind = self.kinds[t.name]
+            if kind == "extern":
+                raise ScheduleError(f"tensor {t.name} is an external call, which the CUDA backend does not run")
+            if t is self.conv:
+                continue
+            if kind == "contraction" or (kind == "reduction" and matmul_operands(t)):
+                if matmul_operands(t) is None or len(self.tensors) != 1:
+                    raise ScheduleError(
+                        f"tensor {t.name} is a contraction that is neither a lone matmul (C[i, j] = sum_k A[i, k] * "
+                        "B[k, j] of two inputs, static sizes) nor a lone direct 2-D convolution (Y[b, co, y, x] = sum "
+                        "X[b, ci, y + ry, x + rx] * W[co, ci, ry, rx]); the GPU templates have none for it yet: "
+                        "schedule it by hand")
+                self.matmul = t
+        if self.conv is not None:
+            self.kind_of = {self.conv.name: "conv"}
+        elif self.matmul is not None:
+            self.kind_of = {self.matmul.name: "matmul"}
+        else:
+            self.kind_of = {t.name: "elementwise" if self.kinds[t.name] == "elementwise" else "reduction"
+                            for t in self.kept}
+
+    def _is_conv(self, t) -> bool:
+        """Whether ``t`` is a direct convolution the templates schedule: an output, the only
+        tensor but for its window when that is an element-wise tensor of inputs (a zero padding)."""
+        ops = conv2d_operands(t) if t.name in self.outputs else None
+        if ops is None:
+            return False
+        window = ops[0]
+        others = [u for u in self.tensors if u is not t]
+        if not others:
+            return True
+        return (len(others) == 1 and others[0].name == window.name and window.name not in self.outputs
+                and self.kinds[window.name] == "elementwise" and not any(isinstance(b, Tensor) for b in window.inputs()))
+
+    def matmul_tiles(self) -> tuple[str, list[dict]]:
+        """``("mma" | "simt", tiles)``: the matmul's kind and the tiles of ``MMA_TILES`` or
+        ``SIMT_TILES`` that divide it (``ScheduleError`` when none does)."""
+        A, B, _ = matmul_operands(self.matmul)
+        m, k = (_int(d) for d in A.shape)
+        n = _int(self.matmul.dims[1])
+        lowp = str(A.dtype) in ("float16", "bfloat16", "float8_e4m3", "float8_e5m2") and A.dtype == B.dtype
+        tiles = MMA_TILES if lowp else SIMT_TILES
+        ok = [c for c in tiles if m % c["BM"] == 0 and n % c["BN"] == 0 and k % c["BK"] == 0]
+        if not ok:
+            raise ScheduleError(f"matmul {self.matmul.name} ({m} x {n} x {k}): no {'tensor-core' if lowp else 'SIMT'} "
+                                f"tile divides it; the smallest is {tiles[-1]}")
+        return ("mma" if lowp else "simt"), ok
+
+    def defaults(self) -> dict[str, dict]:
+        """The knobs of each kept tensor that ``auto_schedule_gpu`` takes (``DEFAULT_KNOBS``)."""
+        return {name: dict(DEFAULT_KNOBS[kind]) for name, kind in self.kind_of.items()}
+
+    def apply(self, nest, knobs: dict[str, dict]) -> None:
+        """Schedule ``nest`` (of this plan's outputs, unscheduled) with ``knobs`` per kept tensor
+        (``defaults()``'s keys)."""
+        if self.matmul is not None:
+            kind, tiles = self.matmul_tiles()
+            nest.gpu_matmul(tensor_cores=kind == "mma", **tiles[knobs[self.matmul.name]["tile"]])
+            return
+        if self.conv is not None:
+            direct_conv2d(nest, self.conv, **knobs[self.conv.name])
+            return
+        for name in self.inlined:
+            nest.compute_inline(nest.buffer(name))
+        for t in self.kept:
+            k = knobs[t.name]
+            outer = nest.get_loops_for(t)[:len(t.dims)]
+            if len(outer) > 1:
+                outer = [nest.flatten(outer)]
+            if self.kind_of[t.name] == "elementwise":
+                if not outer:
+                    continue
+                blocks, inner = nest.split_with_mask(outer[0], k["threads"] * k["per"])
+                nest.set_gpu_block_index(blocks, 0)
+                thread_strided(nest, inner, k["threads"])
+            else:
+                if outer:
+                    nest.set_gpu_block_index(outer[0], 0)
+                parts = block_reduce(nest, nest.buffer(t.name), k["threads"])
+                if outer:
+                    cache_rows(nest, parts, outer[0])
+
+    def describe(self, knobs: dict[str, dict]) -> list[tuple[str, str, str]]:
+        """``(tensor, choice, reason)`` for each tensor under ``knobs``."""
+        out = [(name, "inlined", "element-wise intermediate") for name in self.inlined]
+        for name, kind in self.kind_of.items():
+            k = knobs[name]
+            if kind == "matmul":
+                mma, tiles = self.matmul_tiles()
+                out.append((name, f"{'tensor-core' if mma == 'mma' else 'SIMT'} matmul tree, tile {tiles[k['tile']]}",
+                            "matmul"))
+            elif kind == "conv":
+                out.append((name, f"{k['channels']} output channels x {k['pixels']} pixels per thread, at most "
+                                  f"{k['threads']} threads per block, input windows in shared memory",
+                            "direct convolution"))
+            elif kind == "elementwise":
+                out.append((name, f"blocks of {k['threads']} threads, {k['per']} elements each", "element-wise"))
+            else:
+                out.append((name, f"a block per output, a tree of {k['threads']} threads", "reduction"))
+        return out
+
+
+def auto_schedule_gpu(nest):
+    """Schedule the unscheduled ``nest`` for a GPU with the templates' default choices
+    (:class:`GpuPlan`, ``DEFAULT_KNOBS``: the benchmark's GPU schedules, and the first seed of
+    the CUDA tuning space). Every transform applied is in ``nest.history``; returns the report
+    (one line per tensor). Raises ``ScheduleError`` where the templates have none for a tensor
+    or a step of one is refused; the nest is then as it was.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4096,), "float32")
+    >>> nest = LoopNest([Compute("B", (4096,), lambda i: A[i] * 2.0)])
+    >>> print(auto_schedule_gpu(nest))
+    B: blocks of 256 threads, 4 elements each (element-wise)
+    """
+    plan = GpuPlan(nest.outputs)
+    knobs = plan.defaults()
+    saved, history = nest._snapshot(), list(nest.history)
+    try:
+        plan.apply(nest, knobs)
+    except ScheduleError:
+        nest._restore(saved)
+        nest.history[:] = history
+        raise
+    report = AutoScheduleReport("cuda")
+    for name, choice, reason in plan.describe(knobs):
+        report.add(name, choice, reason)
+    return report

@@ -89,7 +89,9 @@ class TensorChoice:
 
 @dataclass
 class AutoScheduleReport:
-    """The choices of ``auto_schedule``, one per tensor; ``str()`` prints one line each.
+    """The choices of ``auto_schedule`` (``target`` the CPU's ``Target``) or of
+    ``loopnest.auto.gpu.auto_schedule_gpu`` (``target`` ``"cuda"``), one per tensor; ``str()``
+    prints one line each.
 
     >>> r = AutoScheduleReport(Target(vector_bits=128))
     >>> r.add("B", "inlined", "cheap")
@@ -97,7 +99,7 @@ class AutoScheduleReport:
     B: inlined (cheap)
     """
 
-    target: Target
+    target: Target | str
     choices: list = field(default_factory=list)
 
     def add(self, name: str, choice: str, reason: str) -> None:
