@@ -58,8 +58,9 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
     ``kernel.auto_schedule_report`` and the schedule as ``kernel.schedule_history``. For
     ``target="cuda"``, ``schedule="auto"`` applies the GPU templates' default choices instead
     (``loopnest.auto.gpu.auto_schedule_gpu``: blocks and threads for element-wise tensors and
-    reductions, the matmul trees, the direct convolution), and raises ``ScheduleError`` for a
-    computation they have no template for. The default (None) builds the nest as it is scheduled.
+    reductions, the matmul trees, the direct convolution), and raises ``ScheduleError`` for an
+    external call (the CUDA backend does not run them). The default (None) builds the nest as it
+    is scheduled.
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest
@@ -129,7 +130,6 @@ def _without_index_checks(nest):
 def _auto_scheduled(nest, target: str, schedule: Any):
     """A copy of ``nest`` scheduled by ``auto_schedule`` for ``schedule`` ("auto": the host, or
     a ``loopnest.Target``), and the report."""
-    from loopnest.auto.gpu import auto_schedule_gpu
     from loopnest.target import Target
     if target == "cuda" and schedule != "auto":
         raise ValueError(f"for target 'cuda', schedule must be None or 'auto' (a loopnest.Target describes a CPU), "
@@ -139,9 +139,7 @@ def _auto_scheduled(nest, target: str, schedule: Any):
     if getattr(nest, "prepared", False):
         raise ValueError("schedule='auto' needs a nest that was not prepared for codegen")
     scheduled = nest.copy()
-    if target == "cuda":
-        return scheduled, auto_schedule_gpu(scheduled)
-    report = scheduled.auto_schedule(None if schedule == "auto" else schedule)
+    report = scheduled.auto_schedule("cuda" if target == "cuda" else None if schedule == "auto" else schedule)
     return scheduled, report
 
 

@@ -486,5 +486,5 @@ def check_schedule(case: Case, steps: list | None, targets=TARGETS, rnd: random.
 
 
 def uses_gpu(steps: list) -> bool:
-    """Whether a step list binds loops to the GPU."""
-    return any(s["op"] in GPU_OPS for s in steps)
+    """Whether a step list binds loops to the GPU (a GPU transform, or ``auto_schedule("cuda")``)."""
+    return any(s["op"] in GPU_OPS or (s["op"] == "auto_schedule" and s["args"] == ["cuda"]) for s in steps)

@@ -187,7 +187,8 @@ def draw_vector_step(nest, rnd: random.Random) -> dict:
 def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
     """A random step for ``nest`` (not applied; call ``state.update`` after applying it).
     ``gpu``: draw GPU bindings too. A schedule's first step is ``auto_schedule`` in one
-    draw of six (later, the step is refused: it takes an unscheduled nest)."""
+    draw of six (later, the step is refused: it takes an unscheduled nest), for a random CPU,
+    or with ``gpu`` half the time for CUDA (the GPU templates' defaults)."""
     ops = [op for op in OPS if gpu or op not in GPU_OPS]
     op = rnd.choices(ops, [OPS[o] for o in ops])[0]
     if not nest.history and not state.last_op and rnd.random() < 1 / 6:
@@ -238,7 +239,7 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
     elif op == "gpu_matmul":    # a fresh nest of one plain matmul only
         args = []
     elif op == "auto_schedule":
-        args = [{"target": _target(rnd)}]
+        args = ["cuda"] if gpu and rnd.random() < 0.5 else [{"target": _target(rnd)}]
     elif op in GPU_OPS:
         args = [pick(), rnd.randint(0, 2)]
     elif op in ("compute_inline", "compute_at"):

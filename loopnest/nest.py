@@ -25,6 +25,7 @@ from typing import Any, Callable, Sequence
 
 from te.recursion import recursion_guard
 
+from .auto.gpu import auto_schedule_gpu as _auto_schedule_gpu
 from .auto.schedule import auto_schedule as _auto_schedule
 from .errors import ScheduleError
 from .history import encode_call, replay as replay_history
@@ -229,7 +230,8 @@ class LoopNest(NestState):
         at the native width, outer loops parallel when there is work for several cores.
         Valid for symbolic sizes. Every transform applied is in ``history``; the returned
         report (kept as ``auto_schedule_report``) prints one line per tensor: the choice and
-        its reason. See ``loopnest.auto.schedule``.
+        its reason. See ``loopnest.auto.schedule``. ``target="cuda"`` binds the nest to a GPU
+        with the CUDA templates' defaults instead (``loopnest.auto.gpu.auto_schedule_gpu``).
 
         >>> from te import Buffer, Compute
         >>> from loopnest import Target
@@ -240,6 +242,8 @@ class LoopNest(NestState):
         >>> str(LoopNest(nest.outputs).replay(nest.history_json())) == str(nest)
         True
         """
+        if isinstance(target, str) and target == "cuda":
+            return _auto_schedule_gpu(self)
         return _auto_schedule(self, target)
 
     # ------------------------------------------------------------------------------

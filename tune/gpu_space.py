@@ -17,10 +17,10 @@ template with a few knobs:
   padding, the only other tensor): ``loopnest.auto.gpu.direct_conv2d``, its input windows in
   shared memory; ``channels`` and ``pixels`` per thread and ``threads`` per block.
 
-The templates are ``loopnest.auto.gpu.GpuPlan``'s. Other contractions have no template yet:
-``SpaceError`` says so, and a schedule function passed as ``space=`` tunes them. The seed is the
-templates' defaults: the benchmark's hand schedules, and what ``build(..., target="cuda",
-schedule="auto")`` builds.
+The templates are ``loopnest.auto.gpu.GpuPlan``'s: other contractions (and a matmul no tile
+divides) take the reduction template, and a tensor whose template step is refused gets one
+thread per output; an external call is a ``SpaceError``. The seed is the templates' defaults:
+the benchmark's hand schedules, and what ``build(..., target="cuda", schedule="auto")`` builds.
 
 >>> from te import Buffer, Compute
 >>> A = Buffer("A", (1 << 16,), "float32")

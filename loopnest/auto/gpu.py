@@ -271,6 +271,8 @@ SIMT_TILES = [dict(BM=128, BN=128, BK=16, TM=8, TN=8, stages=2, vector=4),
               dict(BM=128, BN=128, BK=8, TM=8, TN=8, stages=2), dict(BM=64, BN=64, BK=8, TM=4, TN=4, stages=2),
               dict(BM=128, BN=64, BK=8, TM=8, TN=4, stages=2), dict(BM=32, BN=32, BK=8, TM=2, TN=2, stages=2)]
 #: the benchmark's choices, which ``auto_schedule_gpu`` takes and the tuning space seeds with
+#: threads per block of the fallback schedule of an element-wise tensor or reduction
+FALLBACK_THREADS = 128
 DEFAULT_KNOBS = {"elementwise": {"threads": 256, "per": 4}, "reduction": {"threads": 256}, "matmul": {"tile": 0},
                  "conv": {"channels": 2, "pixels": 1, "threads": 128}}
 
@@ -281,14 +283,14 @@ def _int(d) -> int:
 
 class GpuPlan:
     """What the GPU templates do with each tensor of the computation of ``outputs``:
-    element-wise intermediates are inlined into their readers; a lone matmul takes
-    ``nest.gpu_matmul`` (tensor cores for float16, bfloat16 and float8, else the SIMT tree); a
-    lone direct convolution :func:`direct_conv2d` (its window tensor, if any, kept); every
-    other tensor is ``"elementwise"`` (its loops flattened, blocks of ``threads`` threads of
-    ``per`` elements each) or ``"reduction"`` (a block per output, a tree of ``threads``
-    threads). ``kind_of`` names each kept tensor's template; ``apply`` schedules a nest with
-    knobs per tensor. Raises ``ScheduleError`` for an external call (the CUDA backend does
-    not run them) and for a contraction that is neither template's.
+    element-wise intermediates are inlined into their readers; a lone matmul that one of the
+    tiles divides takes ``nest.gpu_matmul`` (tensor cores for float16, bfloat16 and float8,
+    else the SIMT tree); a lone direct convolution :func:`direct_conv2d` (its window tensor, if
+    any, kept); every other tensor is ``"elementwise"`` (its loops flattened, blocks of
+    ``threads`` threads of ``per`` elements each) or ``"reduction"`` (other contractions
+    included: a block per output, a tree of ``threads`` threads). ``kind_of`` names each kept
+    tensor's template; ``apply`` schedules a nest with knobs per tensor. Raises
+    ``ScheduleError`` for an external call (the CUDA backend does not run them).
 
     >>> from te import Buffer, Compute, Reduce, Sum, exp
     >>> A = Buffer("A", (8, 256), "float32")
@@ -313,14 +315,8 @@ class GpuPlan:
                 raise ScheduleError(f"tensor {t.name} is an external call, which the CUDA backend does not run")
             if t is self.conv:
                 continue
-            if kind == "contraction" or (kind == "reduction" and matmul_operands(t)):
-                if matmul_operands(t) is None or len(self.tensors) != 1:
-                    raise ScheduleError(
-                        f"tensor {t.name} is a contraction that is neither a lone matmul (C[i, j] = sum_k A[i, k] * "
-                        "B[k, j] of two inputs, static sizes) nor a lone direct 2-D convolution (Y[b, co, y, x] = sum "
-                        "X[b, ci, y + ry, x + rx] * W[co, ci, ry, rx]); the GPU templates have none for it yet: "
-                        "schedule it by hand")
-                self.matmul = t
+            if matmul_operands(t) is not None and len(self.tensors) == 1 and self._tiles_for(t)[1]:
+                self.matmul = t     # (other contractions take the reduction template)
         if self.conv is not None:
             self.kind_of = {self.conv.name: "conv"}
         elif self.matmul is not None:
@@ -343,18 +339,19 @@ class GpuPlan:
                 and self.kinds[window.name] == "elementwise" and not any(isinstance(b, Tensor) for b in window.inputs()))
 
     def matmul_tiles(self) -> tuple[str, list[dict]]:
-        """``("mma" | "simt", tiles)``: the matmul's kind and the tiles of ``MMA_TILES`` or
-        ``SIMT_TILES`` that divide it (``ScheduleError`` when none does)."""
-        A, B, _ = matmul_operands(self.matmul)
+        """``("mma" | "simt", tiles)``: the lone matmul's kind and the tiles of ``MMA_TILES`` or
+        ``SIMT_TILES`` that divide it (a matmul no tile divides takes the reduction template)."""
+        return self._tiles_for(self.matmul)
+
+    @staticmethod
+    def _tiles_for(t) -> tuple[str, list[dict]]:
+        A, B, _ = matmul_operands(t)
         m, k = (_int(d) for d in A.shape)
-        n = _int(self.matmul.dims[1])
+        n = _int(t.dims[1])
         lowp = str(A.dtype) in ("float16", "bfloat16", "float8_e4m3", "float8_e5m2") and A.dtype == B.dtype
         tiles = MMA_TILES if lowp else SIMT_TILES
-        ok = [c for c in tiles if m % c["BM"] == 0 and n % c["BN"] == 0 and k % c["BK"] == 0]
-        if not ok:
-            raise ScheduleError(f"matmul {self.matmul.name} ({m} x {n} x {k}): no {'tensor-core' if lowp else 'SIMT'} "
-                                f"tile divides it; the smallest is {tiles[-1]}")
-        return ("mma" if lowp else "simt"), ok
+        return ("mma" if lowp else "simt"), [c for c in tiles if m % c["BM"] == 0 and n % c["BN"] == 0
+                                             and k % c["BK"] == 0]
 
     def defaults(self) -> dict[str, dict]:
         """The knobs of each kept tensor that ``auto_schedule_gpu`` takes (``DEFAULT_KNOBS``)."""
@@ -362,7 +359,11 @@ class GpuPlan:
 
     def apply(self, nest, knobs: dict[str, dict]) -> None:
         """Schedule ``nest`` (of this plan's outputs, unscheduled) with ``knobs`` per kept tensor
-        (``defaults()``'s keys)."""
+        (``defaults()``'s keys). An element-wise tensor or reduction whose template a step of
+        which is refused (a flattened symbolic domain whose iterations the analysis cannot tell
+        apart, a reduction over several loops) gets the fallback instead, its first output loop
+        over blocks of ``FALLBACK_THREADS`` threads, one output each (named in ``fallbacks``)."""
+        self.fallbacks: dict[str, str] = {}
         if self.matmul is not None:
             kind, tiles = self.matmul_tiles()
             nest.gpu_matmul(tensor_cores=kind == "mma", **tiles[knobs[self.matmul.name]["tile"]])
@@ -373,29 +374,46 @@ class GpuPlan:
         for name in self.inlined:
             nest.compute_inline(nest.buffer(name))
         for t in self.kept:
-            k = knobs[t.name]
-            outer = nest.get_loops_for(t)[:len(t.dims)]
-            if len(outer) > 1:
-                outer = [nest.flatten(outer)]
-            if self.kind_of[t.name] == "elementwise":
+            saved, history = nest._snapshot(), list(nest.history)
+            try:
+                self._template(nest, t, knobs[t.name])
+            except ScheduleError as exc:
+                nest._restore(saved)
+                nest.history[:] = history
+                outer = nest.get_loops_for(t)[:len(t.dims)]
                 if not outer:
-                    continue
-                blocks, inner = nest.split_with_mask(outer[0], k["threads"] * k["per"])
+                    raise
+                blocks, threads = nest.split_with_mask(outer[0], FALLBACK_THREADS)
                 nest.set_gpu_block_index(blocks, 0)
-                thread_strided(nest, inner, k["threads"])
-            else:
-                if outer:
-                    nest.set_gpu_block_index(outer[0], 0)
-                parts = block_reduce(nest, nest.buffer(t.name), k["threads"])
-                if outer:
-                    cache_rows(nest, parts, outer[0])
+                nest.set_gpu_thread_index(threads, 0)
+                self.fallbacks[t.name] = str(exc).split(";")[0]
+
+    def _template(self, nest, t, k: dict) -> None:
+        outer = nest.get_loops_for(t)[:len(t.dims)]
+        if len(outer) > 1:
+            outer = [nest.flatten(outer)]
+        if self.kind_of[t.name] == "elementwise":
+            if not outer:
+                return
+            blocks, inner = nest.split_with_mask(outer[0], k["threads"] * k["per"])
+            nest.set_gpu_block_index(blocks, 0)
+            thread_strided(nest, inner, k["threads"])
+        else:
+            if outer:
+                nest.set_gpu_block_index(outer[0], 0)
+            parts = block_reduce(nest, nest.buffer(t.name), k["threads"])
+            if outer:
+                cache_rows(nest, parts, outer[0])
 
     def describe(self, knobs: dict[str, dict]) -> list[tuple[str, str, str]]:
         """``(tensor, choice, reason)`` for each tensor under ``knobs``."""
         out = [(name, "inlined", "element-wise intermediate") for name in self.inlined]
         for name, kind in self.kind_of.items():
             k = knobs[name]
-            if kind == "matmul":
+            if name in getattr(self, "fallbacks", {}):
+                out.append((name, f"its first output loop over blocks of {FALLBACK_THREADS} threads, one output each",
+                            f"{kind}; the template was refused: {self.fallbacks[name]}"))
+            elif kind == "matmul":
                 mma, tiles = self.matmul_tiles()
                 out.append((name, f"{'tensor-core' if mma == 'mma' else 'SIMT'} matmul tree, tile {tiles[k['tile']]}",
                             "matmul"))
@@ -414,8 +432,10 @@ def auto_schedule_gpu(nest):
     """Schedule the unscheduled ``nest`` for a GPU with the templates' default choices
     (:class:`GpuPlan`, ``DEFAULT_KNOBS``: the benchmark's GPU schedules, and the first seed of
     the CUDA tuning space). Every transform applied is in ``nest.history``; returns the report
-    (one line per tensor). Raises ``ScheduleError`` where the templates have none for a tensor
-    or a step of one is refused; the nest is then as it was.
+    (one line per tensor, also stored as ``nest.auto_schedule_report``). Raises
+    ``ScheduleError`` for a nest already scheduled or written as statements, where the
+    templates have none for a tensor, or where a step of one is refused; the nest is then as it
+    was. ``nest.auto_schedule("cuda")`` calls it.
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest
@@ -424,16 +444,23 @@ def auto_schedule_gpu(nest):
     >>> print(auto_schedule_gpu(nest))
     B: blocks of 256 threads, 4 elements each (element-wise)
     """
+    if nest.history:
+        raise ScheduleError(f"auto_schedule('cuda') needs an unscheduled nest; this one has {len(nest.history)} "
+                            "transforms applied (make a new LoopNest of the same outputs)")
+    if not nest.tensors:
+        raise ScheduleError("auto_schedule('cuda'): the nest is written as statements, with no tensor definitions "
+                            "to choose templates from; bind its loops to blocks and threads by hand")
     plan = GpuPlan(nest.outputs)
     knobs = plan.defaults()
     saved, history = nest._snapshot(), list(nest.history)
     try:
         plan.apply(nest, knobs)
-    except ScheduleError:
+    except BaseException:    # all or nothing: a failure (or a retry on a deep thread) starts afresh
         nest._restore(saved)
         nest.history[:] = history
         raise
     report = AutoScheduleReport("cuda")
     for name, choice, reason in plan.describe(knobs):
         report.add(name, choice, reason)
+    nest.auto_schedule_report = report
     return report

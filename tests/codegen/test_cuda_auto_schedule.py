@@ -90,14 +90,15 @@ def test_a_convolution_takes_the_direct_template():
     assert "__shared__" in kernel.source
 
 
-def test_a_computation_without_a_template_is_refused_and_the_nest_is_unchanged():
-    A = Buffer("A", (2, 8, 8), "float32")
-    B = Buffer("B", (2, 8, 8), "float32")
-    C = Reduce("C", (2, 8, 8), Sum(), lambda b, i, j, k: A[b, i, k] * B[b, k, j], (8,))
-    nest = LoopNest([C])
+def test_an_external_call_is_refused_and_the_nest_is_unchanged():
+    from te import Extern
+    A = Buffer("A", (4, 4), "float32")
+    T = Extern("T", (4, 4), [A], lambda a, t: None, func_name="copy")
+    B = Compute("B", (4, 4), lambda i, j: T[i, j] + 1.0)
+    nest = LoopNest([B])
     before = str(nest)
-    with pytest.raises(ScheduleError, match="neither a lone matmul .* schedule it by hand"):
-        build(nest, [A, B, C], target="cuda", schedule="auto")
+    with pytest.raises(ScheduleError, match="external call"):
+        nest.auto_schedule("cuda")
     assert str(nest) == before and nest.history == []
 
 
@@ -108,12 +109,43 @@ def test_a_cpu_target_description_is_not_a_gpu_schedule():
         build(LoopNest([Y]), [X, Y], target="cuda", schedule=Target(vector_bits=256))
 
 
-def test_a_refused_step_leaves_the_nest_as_it_was():
-    """A matmul no tile divides: the plan is made, the tree refused, nothing kept."""
-    A, B = Buffer("A", (24, 40), "float32"), Buffer("B", (40, 24), "float32")
-    C = Reduce("C", (24, 24), Sum(), lambda i, j, k: A[i, k] * B[k, j], (40,))
-    nest = LoopNest([C])
-    before = str(nest)
-    with pytest.raises(ScheduleError, match="no SIMT tile divides it"):
-        auto_schedule_gpu(nest)
-    assert str(nest) == before and nest.history == []
+def test_a_refused_template_step_falls_back_to_a_thread_per_output():
+    """A reduction over two loops (block_reduce's fuse is refused) and a symbolic 2-D element-wise
+    tensor (the flattened domain's iterations cannot be told apart): each gets the fallback, its
+    first output loop over blocks of threads, and the report says why; values on IREval."""
+    from te import Var
+    N = Var("N", "int32")
+    A = Buffer("A", (N, 6, 5), "float32")
+    S = Reduce("S", (N,), Sum(), lambda i, r, q: A[i, r, q], (6, 5))
+    E = Compute("E", (N, N + 1), lambda i, j: S[i] * 2.0 + cast(j, "float32"))
+    nest = LoopNest([E, S])
+    report = str(nest.auto_schedule("cuda"))
+    assert "S: its first output loop over blocks of 128 threads, one output each (reduction; the template was " \
+           "refused: cannot fuse" in report, report
+    a = np.random.default_rng(2).standard_normal((5, 6, 5)).astype(np.float32)
+    e, s = np.zeros((5, 6), np.float32), np.zeros(5, np.float32)
+    build(nest, [A, E, S, N], target="ireval")(a, e, s, 5)
+    np.testing.assert_allclose(s, a.astype(np.float64).sum((1, 2)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(e, s[:, None] * 2.0 + np.arange(6), rtol=1e-5, atol=1e-5)
+
+
+def test_the_nest_method_takes_cuda_and_keeps_the_report():
+    X, Y = _softmax()
+    nest = LoopNest([Y])
+    report = nest.auto_schedule("cuda")
+    assert nest.auto_schedule_report is report and "Y: blocks of 256 threads" in str(report)
+    replayed = LoopNest([Y]).replay(nest.history_json())
+    assert str(replayed) == str(nest)
+    with pytest.raises(ScheduleError, match="needs an unscheduled nest"):
+        nest.auto_schedule("cuda")
+
+
+def test_a_nest_written_as_statements_is_refused():
+    from loopnest.stmt import For, Store
+    from te import Var
+    A, B = Buffer("A", (8,), "float32"), Buffer("B", (8,), "float32")
+    i = Var("i")
+    nest = LoopNest(For(i, 0, 8, Store(B, (i,), A[i] + 1.0)), outputs=[B])
+    with pytest.raises(ScheduleError, match="written as statements"):
+        nest.auto_schedule("cuda")
+    assert nest.history == []

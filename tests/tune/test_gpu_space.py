@@ -158,18 +158,36 @@ def test_every_convolution_and_knob_value_computes_the_convolution(n, c, h, w, k
     assert build(nest, [X, W, Y], target="cuda").launch_dims()
 
 
-def test_a_contraction_without_a_template_is_a_named_space_error():
-    A = Buffer("A", (2, 8, 8), "float32")
-    B = Buffer("B", (2, 8, 8), "float32")
+def test_other_contractions_take_the_reduction_template():
+    """A batched matmul and a strided convolution (no template of their own) and a matmul no tile
+    divides are reductions: a block per output and a thread tree, or the fallback where a step of
+    that is refused; every point computes what numpy does."""
+    rng = np.random.default_rng(6)
+    A, B = Buffer("A", (2, 8, 8), "float32"), Buffer("B", (2, 8, 8), "float32")
     C = Reduce("C", (2, 8, 8), Sum(), lambda b, i, j, k: A[b, i, k] * B[b, k, j], (8,))
-    with pytest.raises(SpaceError, match="neither a lone matmul .* nor a lone direct 2-D convolution"):
-        auto_space([C], "cuda")
+    a, b = rng.standard_normal((2, 8, 8)).astype(np.float32), rng.standard_normal((2, 8, 8)).astype(np.float32)
+    space = _check_points([C], [A, B, C], {"A": a, "B": b}, {"C": a.astype(np.float64) @ b}, rtol=1e-4, atol=1e-4)
+    assert [k.name for k in space.knobs] == ["C.threads"]
     X = Buffer("X", (1, 4, 10, 10), "float32")
     W = Buffer("W", (8, 4, 3, 3), "float32")
     Y = Reduce("Y", (1, 8, 4, 4), Sum(), lambda n, k, y, x, c, r, s: X[n, c, 2 * y + r, 2 * x + s] * W[k, c, r, s],
-               (4, 3, 3))       # strided: no template
-    with pytest.raises(SpaceError, match="neither a lone matmul"):
-        auto_space([Y], "cuda")
+               (4, 3, 3))       # strided
+    x, w = rng.standard_normal((1, 4, 10, 10)).astype(np.float32), rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+    want = _conv_ref(x, w)[:, :, ::2, ::2][:, :, :4, :4]
+    _check_points([Y], [X, W, Y], {"X": x, "W": w}, {"Y": want}, rtol=1e-4, atol=1e-4)
+    M, N = Buffer("M", (24, 40), "float32"), Buffer("N", (40, 24), "float32")
+    P = Reduce("P", (24, 24), Sum(), lambda i, j, k: M[i, k] * N[k, j], (40,))
+    m, n = rng.standard_normal((24, 40)).astype(np.float32), rng.standard_normal((40, 24)).astype(np.float32)
+    space = _check_points([P], [M, N, P], {"M": m, "N": n}, {"P": m.astype(np.float64) @ n}, rtol=1e-4, atol=1e-4)
+    assert [k.name for k in space.knobs] == ["P.threads"]      # no tile divides 24: not the matmul tree
+
+
+def test_an_external_call_is_a_named_space_error():
+    from te import Extern
+    A = Buffer("A", (4, 4), "float32")
+    T = Extern("T", (4, 4), [A], lambda a, t: None, func_name="copy")
+    with pytest.raises(SpaceError, match="external call, which the CUDA backend does not run"):
+        auto_space([Compute("B", (4, 4), lambda i, j: T[i, j] + 1.0)], "cuda")
 
 
 def test_a_tuned_matmul_schedule_replays_from_its_history():
