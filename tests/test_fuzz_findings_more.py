@@ -672,3 +672,23 @@ def test_a_declared_mma_inside_a_larger_mma_nest_builds_with_tensor_cores():
         c = np.zeros((16, 16), np.float32)
         run_on_host(kernel, a.astype(np.float16), b.astype(np.float16), c)
         np.testing.assert_array_equal(c, a @ b)
+
+
+def test_a_thread_binding_counts_the_threads_of_sibling_thread_loops():
+    """Seed 140, case 201: after auto_schedule("cuda") a reduction's block tree has a thread
+    loop of 256 on x and, beside it, the second level's loop of 32; binding that one to z made
+    a block of 256 x 32 = 8192 threads (the sibling's x counts: the kernel's threads are one
+    block), which the CUDA build refused. Refused when bound now, the nest unchanged; as
+    auto_schedule left it, it builds and gives the right values."""
+    N = Var("N", int32)
+    T5 = Reduce("T5", (N + 1,), Sum(), lambda i0, r0: 1, (N,))
+    nest = LoopNest([T5])
+    nest.auto_schedule("cuda")
+    before, history = str(nest), list(nest.history)
+    with pytest.raises(ScheduleError, match=r"256 \(x\) x 32 \(z\) = 8192 threads, more than the 1024"):
+        nest.set_gpu_thread_index(nest.loop("r0_inner_1_inner_rf"), 2)
+    assert str(nest) == before and nest.history == history
+    assert "__global__" in build(nest, [T5, N], target="cuda").source
+    out = np.zeros(9, np.int32)
+    build(nest, [T5, N], target="ireval")(out, 8)
+    assert out.tolist() == [8] * 9

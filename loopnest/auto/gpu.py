@@ -433,9 +433,9 @@ def auto_schedule_gpu(nest):
     (:class:`GpuPlan`, ``DEFAULT_KNOBS``: the benchmark's GPU schedules, and the first seed of
     the CUDA tuning space). Every transform applied is in ``nest.history``; returns the report
     (one line per tensor, also stored as ``nest.auto_schedule_report``). Raises
-    ``ScheduleError`` for a nest already scheduled or written as statements, where the
-    templates have none for a tensor, or where a step of one is refused; the nest is then as it
-    was. ``nest.auto_schedule("cuda")`` calls it.
+    ``ScheduleError`` for a nest already scheduled or written as statements, for an external
+    call, or where a step is refused (a tensor's template falls back first, see
+    :meth:`GpuPlan.apply`); the nest is then as it was. ``nest.auto_schedule("cuda")`` calls it.
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest

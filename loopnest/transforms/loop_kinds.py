@@ -151,7 +151,7 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
         _check_grid_chain(loop.name, label, outer)
     _check_launch_extent(nest, f, loop.name, label)
     if kind == ForKind.GPU_THREAD:
-        _check_block_size(loop.name, label, f, dim, outer + inner)
+        _check_block_size(loop.name, label, f, dim, outer + inner + _kernel_thread_loops(nest, outer + [f]))
         _check_redundant_exchange(nest, f, dim, outer, loop.name, label)
     _check_axis_limit(loop.name, label, f, (MAX_BLOCK_DIMS if kind == ForKind.GPU_THREAD else MAX_GRID_DIMS)[dim])
     if check:
@@ -169,12 +169,8 @@ def _check_redundant_exchange(nest, f: For, dim: int, outer: list, name: str, la
     there, which would be divergent, so the CUDA build refuses them: refuse the binding
     instead (seed 130, case 293: a slice_head made sibling thread loops on x and z, each
     initialising and then accumulating a row of a reduction)."""
-    path = outer + [f]
-    kernel = next((g for g in path if g.kind == ForKind.GPU_BLOCK), None)
-    if kernel is None:
-        kernel = next(s for s in nest.root.stmts if any(x is path[0] for x in iter_stmts(s)))
     axis_of = lambda g: dim if g is f else g.axis if g.kind == ForKind.GPU_THREAD else None  # noqa: E731
-    threads = [g for g in iter_stmts(kernel) if isinstance(g, For) and axis_of(g) is not None]
+    threads = [g for g in iter_stmts(_kernel_of(nest, outer + [f])) if isinstance(g, For) and axis_of(g) is not None]
     axes = {axis_of(g) for g in threads}
     if len(axes) < 2:
         return
@@ -194,6 +190,18 @@ def _check_redundant_exchange(nest, f: For, dim: int, outer: list, name: str, la
                 f"run the body of the gpu_thread loop {t.var.name} redundantly, and two of its statements exchange "
                 f"data through {buf.name}, which needs a __syncthreads() between them that only some threads would "
                 "reach; bind the loops around it, or bind loops that are nested rather than siblings")
+
+
+def _kernel_of(nest, path: list) -> Stmt:
+    """The statement that is the kernel of the loops ``path`` (a loop and those around it,
+    outermost first): the outermost block loop on it, else the top-level statement holding it."""
+    kernel = next((g for g in path if g.kind == ForKind.GPU_BLOCK), None)
+    return kernel if kernel is not None else next(s for s in nest.root.stmts if any(x is path[0] for x in iter_stmts(s)))
+
+
+def _kernel_thread_loops(nest, path: list) -> list:
+    """The thread loops of the kernel of ``path`` (``_kernel_of``): siblings' threads share its block."""
+    return [g for g in iter_stmts(_kernel_of(nest, path)) if isinstance(g, For) and g.kind == ForKind.GPU_THREAD]
 
 
 def _exchange(body: Stmt, own: set, axis_of):
@@ -232,9 +240,9 @@ def _check_axis_limit(name: str, label: str, f: For, limit: int) -> None:
 
 
 def _check_block_size(name: str, label: str, f: For, dim: int, around: list) -> None:
-    """The block that binding ``f`` to ``threadIdx`` axis ``dim`` gives the thread loops around
-    and inside it (the largest constant extent per axis) must have at most
-    ``MAX_BLOCK_THREADS`` threads."""
+    """The block that binding ``f`` to ``threadIdx`` axis ``dim`` gives the thread loops of its
+    kernel (``around``: those on its path and, as they share the block, its siblings'; the
+    largest constant extent per axis) must have at most ``MAX_BLOCK_THREADS`` threads."""
     widest: dict = {}
     for g in around + [f]:
         axis = dim if g is f else g.axis if g.kind == ForKind.GPU_THREAD else None
