@@ -16,13 +16,14 @@ reductions, rows of intermediates in shared memory. Used by the hand GPU schedul
 from __future__ import annotations
 
 from te import expr as E
+from te.queries import expr_size, loads
 from te.tensor import Tensor
 
 from ..errors import ScheduleError
 from ..loop import Loop
 from ..lower import tensors_in_order
 from ..transforms.gpu_matmul import matmul_operands
-from .classify import classify
+from .classify import classify, consumers_of
 from .schedule import AutoScheduleReport
 
 __all__ = ["thread_strided", "block_reduce", "cache_rows", "row_threads", "pow2_at_most", "conv2d_operands",
@@ -271,6 +272,8 @@ SIMT_TILES = [dict(BM=128, BN=128, BK=16, TM=8, TN=8, stages=2, vector=4),
               dict(BM=128, BN=128, BK=8, TM=8, TN=8, stages=2), dict(BM=64, BN=64, BK=8, TM=4, TN=4, stages=2),
               dict(BM=128, BN=64, BK=8, TM=8, TN=4, stages=2), dict(BM=32, BN=32, BK=8, TM=2, TN=2, stages=2)]
 #: the benchmark's choices, which ``auto_schedule_gpu`` takes and the tuning space seeds with
+#: expression nodes an inlined element-wise intermediate may add to its readers (its size times its reads)
+INLINE_BUDGET = 64
 #: threads per block of the fallback schedule of an element-wise tensor or reduction
 FALLBACK_THREADS = 128
 DEFAULT_KNOBS = {"elementwise": {"threads": 256, "per": 4}, "reduction": {"threads": 256}, "matmul": {"tile": 0},
@@ -283,7 +286,8 @@ def _int(d) -> int:
 
 class GpuPlan:
     """What the GPU templates do with each tensor of the computation of ``outputs``:
-    element-wise intermediates are inlined into their readers; a lone matmul that one of the
+    element-wise intermediates are inlined into their readers within ``INLINE_BUDGET`` (else
+    computed by kernels of their own); a lone matmul that one of the
     tiles divides takes ``nest.gpu_matmul`` (tensor cores for float16, bfloat16 and float8,
     else the SIMT tree); a lone direct convolution :func:`direct_conv2d` (its window tensor, if
     any, kept); every other tensor is ``"elementwise"`` (its loops flattened, blocks of
@@ -305,8 +309,7 @@ class GpuPlan:
         self.kinds = {t.name: classify(t) for t in self.tensors}
         self.conv = next((t for t in self.tensors if self._is_conv(t)), None)
         window = conv2d_operands(self.conv)[0].name if self.conv is not None else None
-        self.inlined = [t.name for t in self.tensors if t.name not in self.outputs and t.name != window
-                        and self.kinds[t.name] == "elementwise"]
+        self.inlined = self._to_inline(window)
         self.kept = [t for t in self.tensors if t.name not in self.inlined]
         self.matmul = None
         for t in self.kept:
@@ -324,6 +327,26 @@ class GpuPlan:
         else:
             self.kind_of = {t.name: "elementwise" if self.kinds[t.name] == "elementwise" else "reduction"
                             for t in self.kept}
+
+    def _to_inline(self, window: str | None) -> list[str]:
+        """The element-wise intermediates to inline, producers first: each while the nodes it
+        adds to its readers' bodies (its body, its own inlined producers expanded, once per
+        read) stay within ``INLINE_BUDGET``; a GPU recomputes cheaply, but chains of tensors
+        read many times would grow exponentially."""
+        readers = consumers_of(self.tensors)
+        by_name = {t.name: t for t in self.tensors}
+        size: dict[str, int] = {}
+        inlined: list[str] = []
+        for t in self.tensors:
+            if self.kinds[t.name] == "extern":     # no body: never inlined (read through its buffer)
+                size[t.name] = 1
+                continue
+            size[t.name] = expr_size([t.body]) + sum(len(loads(t.body, by_name[p])) * (size[p] - 1) for p in inlined)
+            reads = sum(len(loads(by_name[c].body, t)) for c in readers[t.name] if self.kinds[c] != "extern")
+            if (t.name not in self.outputs and t.name != window and self.kinds[t.name] == "elementwise" and reads
+                    and size[t.name] * reads <= INLINE_BUDGET):
+                inlined.append(t.name)
+        return inlined
 
     def _is_conv(self, t) -> bool:
         """Whether ``t`` is a direct convolution the templates schedule: an output, the only

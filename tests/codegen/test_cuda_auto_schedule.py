@@ -149,3 +149,25 @@ def test_a_nest_written_as_statements_is_refused():
     with pytest.raises(ScheduleError, match="written as statements"):
         nest.auto_schedule("cuda")
     assert nest.history == []
+
+
+def test_an_intermediate_read_many_times_gets_a_kernel_of_its_own():
+    """Inlining multiplies a producer's body by its reads: within INLINE_BUDGET it is inlined, past
+    it computed by a kernel of its own (seed 140, case 232: chains of tensors read 15 times each
+    grew exponentially when inlined, and ran past the tester's time limit)."""
+    from loopnest.auto.gpu import INLINE_BUDGET
+    A = Buffer("A", (64,), "float32")
+    T1 = Compute("T1", (64,), lambda i: A[i] * 2.0)                          # small: inlined
+    T2 = Compute("T2", (64,), lambda i: exp(T1[i]) * T1[63 - i] + T1[i] * 3.0 - 1.0)
+    T3 = Compute("T3", (64,), lambda i: sum(T2[(i + d) % 64] for d in range(12)))
+    nest = LoopNest([T3])
+    report = nest.auto_schedule("cuda")
+    assert str(report).splitlines()[:2] == ["T1: inlined (element-wise intermediate)",
+                                            "T2: blocks of 256 threads, 4 elements each (element-wise)"]
+    assert INLINE_BUDGET < 12 * 10
+    a = np.random.default_rng(3).standard_normal(64).astype(np.float32)
+    t3 = np.zeros(64, np.float32)
+    build(nest, [A, T3], target="ireval")(a, t3)
+    t1 = a.astype(np.float64) * 2
+    t2 = np.exp(t1) * t1[::-1] + t1 * 3 - 1
+    np.testing.assert_allclose(t3, sum(np.roll(t2, -d) for d in range(12)), rtol=1e-4, atol=1e-4)
