@@ -16,13 +16,13 @@ reductions, rows of intermediates in shared memory. Used by the hand GPU schedul
 from __future__ import annotations
 
 from te import expr as E
-from te.queries import expr_size, loads
+from te.queries import expr_size, int_value, loads
 from te.tensor import Tensor
 
 from ..errors import ScheduleError
 from ..loop import Loop
 from ..lower import tensors_in_order
-from ..transforms.gpu_matmul import matmul_operands
+from ..transforms.gpu_matmul import load_of, matmul_operands
 from .classify import classify, consumers_of
 from .schedule import AutoScheduleReport
 
@@ -125,18 +125,12 @@ def divisor_at_most(n: int, cap: int) -> int:
     return max(d for d in range(1, max(1, min(n, cap)) + 1) if n % d == 0)
 
 
-def _load_of(e):
-    while type(e) is E.Cast:
-        e = e.value
-    return e if type(e) is E.Load else None
-
-
 def _sum_of(e, a: E.Var, b: E.Var) -> bool:
     return type(e) is E.Add and {id(e.a), id(e.b)} == {id(a), id(b)}
 
 
 def _static(dims) -> bool:
-    return all(isinstance(d, int) or type(d) is E.IntImm for d in dims)
+    return all(int_value(d) is not None for d in dims)
 
 
 def conv2d_operands(t: Tensor):
@@ -156,7 +150,7 @@ def conv2d_operands(t: Tensor):
         return None
     b, co, y, x = t.args
     ci, ry, rx = t.reduce_args
-    for win, wt in ((_load_of(t.body.a), _load_of(t.body.b)), (_load_of(t.body.b), _load_of(t.body.a))):
+    for win, wt in ((load_of(t.body.a), load_of(t.body.b)), (load_of(t.body.b), load_of(t.body.a))):
         if win is None or wt is None or len(win.indices) != 4 or len(wt.indices) != 4:
             continue
         i = win.indices
@@ -271,17 +265,13 @@ SIMT_TILES = [dict(BM=128, BN=128, BK=16, TM=8, TN=8, stages=2, vector=4),
               dict(BM=64, BN=64, BK=16, TM=4, TN=4, stages=2, vector=4),
               dict(BM=128, BN=128, BK=8, TM=8, TN=8, stages=2), dict(BM=64, BN=64, BK=8, TM=4, TN=4, stages=2),
               dict(BM=128, BN=64, BK=8, TM=8, TN=4, stages=2), dict(BM=32, BN=32, BK=8, TM=2, TN=2, stages=2)]
-#: the benchmark's choices, which ``auto_schedule_gpu`` takes and the tuning space seeds with
 #: expression nodes an inlined element-wise intermediate may add to its readers (its size times its reads)
 INLINE_BUDGET = 64
 #: threads per block of the fallback schedule of an element-wise tensor or reduction
 FALLBACK_THREADS = 128
+#: the benchmark's choices, which ``auto_schedule_gpu`` takes and the tuning space seeds with
 DEFAULT_KNOBS = {"elementwise": {"threads": 256, "per": 4}, "reduction": {"threads": 256}, "matmul": {"tile": 0},
                  "conv": {"channels": 2, "pixels": 1, "threads": 128}}
-
-
-def _int(d) -> int:
-    return d if isinstance(d, int) else int(d.value)
 
 
 class GpuPlan:
@@ -311,6 +301,7 @@ class GpuPlan:
         window = conv2d_operands(self.conv)[0].name if self.conv is not None else None
         self.inlined = self._to_inline(window)
         self.kept = [t for t in self.tensors if t.name not in self.inlined]
+        self.fallbacks: dict[str, str] = {}     # tensor -> why its template was refused (``apply``)
         self.matmul = None
         for t in self.kept:
             kind = self.kinds[t.name]
@@ -369,8 +360,8 @@ class GpuPlan:
     @staticmethod
     def _tiles_for(t) -> tuple[str, list[dict]]:
         A, B, _ = matmul_operands(t)
-        m, k = (_int(d) for d in A.shape)
-        n = _int(t.dims[1])
+        m, k = (int_value(d) for d in A.shape)
+        n = int_value(t.dims[1])
         lowp = str(A.dtype) in ("float16", "bfloat16", "float8_e4m3", "float8_e5m2") and A.dtype == B.dtype
         tiles = MMA_TILES if lowp else SIMT_TILES
         return ("mma" if lowp else "simt"), [c for c in tiles if m % c["BM"] == 0 and n % c["BN"] == 0
@@ -382,11 +373,12 @@ class GpuPlan:
 
     def apply(self, nest, knobs: dict[str, dict]) -> None:
         """Schedule ``nest`` (of this plan's outputs, unscheduled) with ``knobs`` per kept tensor
-        (``defaults()``'s keys). An element-wise tensor or reduction whose template a step of
-        which is refused (a flattened symbolic domain whose iterations the analysis cannot tell
-        apart, a reduction over several loops) gets the fallback instead, its first output loop
-        over blocks of ``FALLBACK_THREADS`` threads, one output each (named in ``fallbacks``)."""
-        self.fallbacks: dict[str, str] = {}
+        (``defaults()``'s keys). Where a step of an element-wise tensor's or a reduction's
+        template is refused (a flattened symbolic domain whose iterations the analysis cannot
+        tell apart, a reduction over several loops), that tensor's steps are undone and it gets
+        the fallback: its first output loop over blocks of ``FALLBACK_THREADS`` threads, one
+        output each (``fallbacks`` maps it to the refusal)."""
+        self.fallbacks = {}
         if self.matmul is not None:
             kind, tiles = self.matmul_tiles()
             nest.gpu_matmul(tensor_cores=kind == "mma", **tiles[knobs[self.matmul.name]["tile"]])
@@ -433,7 +425,7 @@ class GpuPlan:
         out = [(name, "inlined", "element-wise intermediate") for name in self.inlined]
         for name, kind in self.kind_of.items():
             k = knobs[name]
-            if name in getattr(self, "fallbacks", {}):
+            if name in self.fallbacks:
                 out.append((name, f"its first output loop over blocks of {FALLBACK_THREADS} threads, one output each",
                             f"{kind}; the template was refused: {self.fallbacks[name]}"))
             elif kind == "matmul":

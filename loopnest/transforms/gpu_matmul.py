@@ -44,7 +44,7 @@ from .gpu_wgmma import WGMMA_INTRINSIC, wgmma_matmul
 from .tensorize import fragment_col, fragment_row
 
 __all__ = ["MMA_INTRINSIC", "fragment_row", "fragment_col", "mma_matmul", "mma_shared_bytes", "register_tiled_matmul",
-           "matmul_operands", "gpu_matmul"]
+           "matmul_operands", "gpu_matmul", "load_of"]
 
 #: the ``tensorize`` intrinsic of each operand type (float32: tf32, which rounds the operands)
 MMA_INTRINSIC = {"float16": "mma_m16n8k16", "bfloat16": "mma_m16n8k16", "float32": "mma_m16n8k8_tf32",
@@ -375,7 +375,14 @@ def register_tiled_matmul(A, B, C, BM: int = 64, BN: int = 64, BK: int = 8, TM: 
     return Block((root,)), scratch
 
 
-def _load_of(e):
+def load_of(e):
+    """The load ``e`` is, under any casts, else None.
+
+    >>> from te import Buffer, cast
+    >>> A = Buffer("A", (4,), "float16")
+    >>> load_of(cast(A[1], "float32")).buffer.name, load_of(A[1] + A[2])
+    ('A', None)
+    """
     while type(e) is E.Cast:
         e = e.value
     return e if type(e) is E.Load else None
@@ -397,7 +404,7 @@ def matmul_operands(t: Tensor):
         return None
     i, j = t.args
     (k,) = t.reduce_args
-    a, b = _load_of(t.body.a), _load_of(t.body.b)
+    a, b = load_of(t.body.a), load_of(t.body.b)
     if a is None or b is None:
         return None
     if not (len(a.indices) == 2 and a.indices[0] is i and a.indices[1] is k and len(b.indices) == 2):

@@ -151,7 +151,7 @@ def set_gpu_index(nest, loop, dim: int, kind: str, check: bool = True):
         _check_grid_chain(loop.name, label, outer)
     _check_launch_extent(nest, f, loop.name, label)
     if kind == ForKind.GPU_THREAD:
-        _check_block_size(loop.name, label, f, dim, outer + inner + _kernel_thread_loops(nest, outer + [f]))
+        _check_block_size(loop.name, label, f, dim, _kernel_thread_loops(nest, outer + [f]))
         _check_redundant_exchange(nest, f, dim, outer, loop.name, label)
     _check_axis_limit(loop.name, label, f, (MAX_BLOCK_DIMS if kind == ForKind.GPU_THREAD else MAX_GRID_DIMS)[dim])
     if check:
@@ -170,7 +170,7 @@ def _check_redundant_exchange(nest, f: For, dim: int, outer: list, name: str, la
     instead (seed 130, case 293: a slice_head made sibling thread loops on x and z, each
     initialising and then accumulating a row of a reduction)."""
     axis_of = lambda g: dim if g is f else g.axis if g.kind == ForKind.GPU_THREAD else None  # noqa: E731
-    threads = [g for g in iter_stmts(_kernel_of(nest, outer + [f])) if isinstance(g, For) and axis_of(g) is not None]
+    threads = [g for g in _kernel_thread_loops(nest, outer + [f]) if g is not f] + [f]
     axes = {axis_of(g) for g in threads}
     if len(axes) < 2:
         return
@@ -241,8 +241,8 @@ def _check_axis_limit(name: str, label: str, f: For, limit: int) -> None:
 
 def _check_block_size(name: str, label: str, f: For, dim: int, around: list) -> None:
     """The block that binding ``f`` to ``threadIdx`` axis ``dim`` gives the thread loops of its
-    kernel (``around``: those on its path and, as they share the block, its siblings'; the
-    largest constant extent per axis) must have at most ``MAX_BLOCK_THREADS`` threads."""
+    kernel (``around``: those around and inside ``f`` and, as they share the block, beside it;
+    the largest constant extent per axis) must have at most ``MAX_BLOCK_THREADS`` threads."""
     widest: dict = {}
     for g in around + [f]:
         axis = dim if g is f else g.axis if g.kind == ForKind.GPU_THREAD else None
