@@ -26,6 +26,7 @@ import numpy as np
 from te import Buffer, Compute, Max, Reduce, Sum, exp, float32, maximum, rsqrt
 from loopnest import LoopNest, ScheduleError, Target
 from loopnest.auto.schedule import REDUCE_VECTORS, transpose_tile as auto_transpose_tile
+from loopnest.auto.templates import vectorize_split
 from loopnest.target import resolve_target
 
 #: how many partial results of a row reduction are left to a serial reduction at the end
@@ -165,12 +166,12 @@ def vector_row_reduction(nest: LoopNest, t, row, lanes: int, fold: int = 0) -> N
 
 
 def vectorize_innermost(nest: LoopNest, t, lanes: int) -> None:
-    """Split the innermost loop of ``t`` by ``lanes`` and vectorize the inner part."""
+    """Split the innermost loop of ``t`` by ``lanes`` and vectorize the inner part and the
+    tail (``loopnest.auto.templates.vectorize_split``)."""
     inner = nest.get_loops_for(t)[-1]
     if not isinstance(inner.extent, int) or inner.extent < lanes:
         return
-    _, vi, _ = nest.split_with_tail(inner, lanes)
-    nest.vectorize(vi)
+    vectorize_split(nest, inner, lanes)
 
 
 # ---------------------------------------------------------------------------------------

@@ -29,7 +29,6 @@ from te.expr import Var
 from loopnest.queries import stmt_stored_buffers
 from loopnest.stmt import Stmt
 
-from .decls import loop_md
 from .fnstate import FnState
 from .types import HALF, I1, I8, I32, I64, PTR, value_type
 
@@ -44,6 +43,7 @@ def emit_alias_check(em, impl: ir.Function, root: Stmt) -> ir.Function:
     (``emit._Emitter``: its buffer parameters and scalar variables, ``em.index`` for sizes)."""
     fn = ir.Function(em.module, impl.function_type, name=em.symbol)
     fn.attributes.add("nounwind")
+    fn.attributes.add("noinline")        # else LLVM copies the whole kernel into ``@<symbol>_py`` too
     st = FnState(fn, in_parallel=False)
     b = st.b
     nbuf = len(em.buffer_params)
@@ -51,32 +51,20 @@ def emit_alias_check(em, impl: ir.Function, root: Stmt) -> ir.Function:
         a.name = impl.args[k].name
     bind_scalar_args(st, em.scalar_vars, fn.args[nbuf:])
     written = {id(b) for b in stmt_stored_buffers(root)}
-    # [lo, hi) byte range and "written" flag of each argument, in three small arrays
-    arr_t = ir.ArrayType(I64, nbuf)
-    los, his, wrs = st.alloca(arr_t, "lo"), st.alloca(arr_t, "hi"), st.alloca(arr_t, "written")
-    for k, (p, a) in enumerate(zip(em.buffer_params, fn.args)):
+    ranges = []                          # the [lo, hi) byte range of each argument
+    for p, a in zip(em.buffer_params, fn.args):
         count = ir.Constant(I64, p.buffer.dtype.itemsize * p.buffer.dtype.lanes)
         for d in p.buffer.dims:
             count = b.mul(count, em.index(st, d))
         lo = b.ptrtoint(a, I64)
-        for arr, v in ((los, lo), (his, b.add(lo, count)), (wrs, ir.Constant(I64, int(id(p.buffer) in written)))):
-            b.store(v, b.gep(arr, [ir.Constant(I64, 0), ir.Constant(I64, k)], inbounds=True, source_etype=arr_t))
-
-    def elem(arr, i):
-        return b.load(b.gep(arr, [ir.Constant(I64, 0), i], inbounds=True, source_etype=arr_t), typ=I64)
-    no_unroll = loop_md(em.module, ("llvm.loop.unroll.disable",))
-    found = st.alloca(I1, "found")
-    b.store(ir.Constant(I1, 0), found)
-
-    def outer(x):
-        def inner(y):
-            check = b.and_(b.icmp_unsigned("!=", b.or_(elem(wrs, x), elem(wrs, y)), ir.Constant(I64, 0)),
-                           b.and_(b.icmp_unsigned("<", elem(los, x), elem(his, y)),
-                                  b.icmp_unsigned("<", elem(los, y), elem(his, x))))
-            b.store(b.or_(b.load(found, typ=I1), check), found)
-        st.counted_loop(b.add(x, ir.Constant(I64, 1)), ir.Constant(I64, nbuf), "y", inner, no_unroll)
-    st.counted_loop(ir.Constant(I64, 0), ir.Constant(I64, nbuf), "x", outer, no_unroll)
-    aliased = b.load(found, typ=I1)
+        ranges.append((lo, b.add(lo, count), id(p.buffer) in written))
+    # straight-line code over the pairs with a written buffer: no loops for LLVM's loop passes
+    aliased = ir.Constant(I1, 0)
+    for x, (lo_x, hi_x, wr_x) in enumerate(ranges):
+        for lo_y, hi_y, wr_y in ranges[x + 1:]:
+            if wr_x or wr_y:
+                overlap = b.and_(b.icmp_unsigned("<", lo_x, hi_y), b.icmp_unsigned("<", lo_y, hi_x))
+                aliased = b.or_(aliased, overlap)
     run_bb = fn.append_basic_block("distinct")
     alias_bb = fn.append_basic_block("aliased")
     b.cbranch(aliased, alias_bb, run_bb)

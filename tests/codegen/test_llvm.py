@@ -974,6 +974,21 @@ def test_overlapping_arguments_run_the_alias_safe_variant():
 
 
 
+def test_the_entry_compares_only_pairs_with_a_written_buffer_and_stays_out_of_the_python_entry():
+    A, B = Buffer("A", (64,), float32), Buffer("B", (64,), float32)
+    C = Compute("C", (64,), lambda i: A[i] * B[i])
+    k = build(LoopNest([C]), [A, B, C], target="llvm", cache=False)
+    entry = k.source.split('define i32 @"te_C"(')[1].split("\n}")[0]
+    assert entry.count("icmp ult") == 4 and "phi" not in entry   # (A, C) and (B, C), both ways; no loop
+    assert "noinline" in k.source.split('define i32 @"te_C"(')[1].splitlines()[0]
+    py_entry = k.optimized_source.split("@te_C_py(")[1].split("\n}")[0]
+    assert "call" in py_entry and "fmul" not in py_entry       # it calls the kernel, holds no copy of it
+    a = np.arange(64, dtype=np.float32)
+    c = np.zeros(64, np.float32)
+    k(a, a, c)                                # two reads of one array do not alias
+    assert np.array_equal(c, a * a)
+
+
 def test_scheduled_nest_with_split_vectorize_parallelize_matches_ireval():
     N = Var("N")
     A = Buffer("A", (N, 20), float32)
