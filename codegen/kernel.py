@@ -857,7 +857,7 @@ def _allocation_check(buf, dims: list, itemsize: int) -> _Check:
 def bounds_checks(regions, params: Sequence[Param], kernel: str) -> list:
     """Turn ``loopnest.analysis.regions.argument_regions(...)`` into call-time checks for a
     kernel with ``params``; raises ``BuildError`` when a region is outside its buffer for
-    every size that touches it. Regions whose violation condition cannot be written as size
+    every size at which the kernel touches any argument. Regions whose violation condition cannot be written as size
     arithmetic (or uses a variable that is not a size of the kernel) are not checked.
 
     >>> from te import Buffer, Compute
@@ -876,7 +876,7 @@ def bounds_checks(regions, params: Sequence[Param], kernel: str) -> list:
     for r in regions.axes:
         if not r.needs_check:
             continue
-        if r.always_violated():
+        if r.always_violated(regions.touched):
             raise BuildError(_always_message(r, kernel))
         cond = r.violation_condition()
         if cond is None:
@@ -912,7 +912,7 @@ def _always_message(r, kernel: str) -> str:
     from te.simplify import simplify
     where = f"of dimension {r.axis}" if r.axis is not None else "into its storage"
     if r.params:
-        span, when = _region_text(r), "for every size that touches it"
+        span, when = _region_text(r), "for every size that runs the kernel"
     else:
         lo, hi = r.region_at({})
         span, when = f"[{lo}, {hi}]", "whatever the sizes"

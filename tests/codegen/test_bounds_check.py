@@ -42,8 +42,26 @@ def test_shifted_read_over_a_symbolic_buffer_is_refused_at_build(backend):
     B = Compute("B", (N,), lambda i: A[i + 1])
     with pytest.raises(BuildError, match=r"argument A \(shape \(N,\)\) is accessed at indices \[1, N\] of "
                                          r"dimension 0, outside its valid indices \[0, N - 1\] for every size "
-                                         r"that touches it: A\[i \+ 1\]"):
+                                         r"that runs the kernel: A\[i \+ 1\]"):
         build(LoopNest([B]), [A, B], target=backend)
+
+
+def test_an_access_reached_only_at_sizes_where_it_is_out_of_range_is_checked_at_call(backend):
+    """Seed 142, case 487: T1 inlined into T2 reads A[i, i] under ``i >= 4`` (A has one
+    column), so every size that reaches the read is out of range, but sizes below 5 run the
+    kernel without it: the build succeeds and a call with such a size runs."""
+    M = Var("M", int32)
+    A = Buffer("A", (M, 1), int32)
+    T1 = Compute("T1", (M + 1, 1), lambda i, j: if_then_else(i >= 4, A[i, i], 1))
+    T2 = Reduce("T2", (M,), Sum(), lambda i, r: T1[r, 0] + T1[i, 0], (M + 1,))
+    nest = LoopNest([T2])
+    nest.compute_inline(nest.buffer("T1"))
+    kernel = build(nest, [A, T2, M], target=backend)
+    out = np.zeros(2, np.int32)
+    kernel(np.ones((2, 1), np.int32), out, 2)
+    assert out.tolist() == [6, 6]
+    with pytest.raises(ValueError, match=r"argument A is accessed at indices \[4, "):
+        kernel(np.ones((5, 1), np.int32), np.zeros(5, np.int32), 5)
 
 
 def test_constant_index_far_past_the_end_is_refused_at_build(backend):
