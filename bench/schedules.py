@@ -111,7 +111,7 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
     if pack_b:
         nest.cache_accesses(_buffer(nest, "B"), "B_pack", panel)
     nest.vectorize(ji)
-    nest.unroll(ii)
+    nest.unroll(ii, late=True)
 
 
 def _matmul_tail_rows(nest: LoopNest, itail, cols: int, parallel: bool) -> None:
@@ -198,7 +198,7 @@ def conv2d_schedule(nest: LoopNest, Y, co_tile: int | None = None, y_tile: int |
         unroll = []
     unroll += _register_block(nest, Y, "Y_local", [coo, coi, yo, yi, xo, xi, ci, ry, rx], parallel)
     for lp in unroll:      # last: the legality checks above then analyse the loops rolled
-        nest.unroll(lp)
+        nest.unroll(lp, late=True)
 
 
 def _register_block(nest: LoopNest, Y, local: str, loops: list, parallel: bool) -> list:

@@ -233,7 +233,8 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
         names = rnd.choice(pairs) if pairs and rnd.random() < 0.9 else rnd.sample(loops, min(2, len(loops)))
         args = [[_loop(n) for n in names]]
     elif op == "unroll":
-        args = [pick(), rnd.choice([None, 2, 3])]
+        factor = rnd.choice([None, 2, 3, "late"])
+        args = [pick(), None, True] if factor == "late" else [pick(), factor]
     elif op == "tensorize":     # a random loop is rarely a warp MMA: a named refusal
         args = [pick()]
     elif op == "gpu_matmul":    # a fresh nest of one plain matmul only

@@ -317,9 +317,23 @@ class LoopNest(NestState):
         return _loop_kinds.vectorize(self, self.loop(loop), check=check)
 
     @_transform
-    def unroll(self, loop, factor: int | None = None):
-        """Unroll fully (factor None) or by ``factor``."""
-        return _loop_kinds.unroll(self, self.loop(loop), factor)
+    def unroll(self, loop, factor: int | None = None, late: bool = False):
+        """Unroll fully (factor None) or by ``factor``; ``late=True`` marks the loop
+        ``unrolled`` and leaves the copies to code generation (faster compiles; see
+        ``loopnest.transforms.loop_kinds.unroll``).
+
+        >>> from te import Buffer, Compute
+        >>> A = Buffer("A", (8, 4), "float32")
+        >>> nest = LoopNest([Compute("B", (8, 4), lambda i, j: A[i, j] * 2.0)])
+        >>> nest.unroll(nest.get_loops_for("B")[1], late=True)
+        >>> print(nest)
+        for (int i = 0; i < 8; i++) {
+          unrolled for (int j = 0; j < 4; j++) {
+            B[i, j] = A[i, j] * 2.0f;
+          }
+        }
+        """
+        return _loop_kinds.unroll(self, self.loop(loop), factor, late)
 
     @_transform
     def parallelize(self, loop, check: bool = True):

@@ -54,6 +54,16 @@ c = np.empty((M, N), np.float32)
 build(nest, [A, B, C], target="ireval")(a, b, c)
 assert np.allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
 
+# Unrolling late: j_outer stays a loop, marked `unrolled`, and code generation copies its
+# body once per iteration (the lowering passes before it see one body: faster compiles than
+# nest.unroll(j_outer), which copies it now; the same code).
+nest.unroll(j_outer, late=True)
+print("\n== j_outer unrolled late ==")
+print(nest)
+c = np.empty((M, N), np.float32)
+build(nest, [A, B, C], target="llvm")(a, b, c)
+assert np.allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
 # The schedule is data: JSON that replays on a fresh nest of the same tensors.
 trace = nest.history_json()
 print("\nhistory:", trace)

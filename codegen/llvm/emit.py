@@ -81,6 +81,7 @@ from te.functor import Functor
 from loopnest.legalize import needs_short_circuit
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store
 from loopnest.target import host_target
+from loopnest.transforms.loop_kinds import MAX_LATE_UNROLL
 
 from ..kernel import BuildError, Param, sanitize_name
 from . import arith, bits
@@ -96,7 +97,7 @@ from .streaming import store_fence, streaming_outputs
 from .types import I1, I32, I64, PTR, arg_type, const, scalar_storage_type, splat_const, value_type
 
 __all__ = ["EmitOptions", "emit_module", "UNROLL_LIMIT", "STACK_LIMIT"]
-UNROLL_LIMIT = 64          # unrolled loops up to this constant extent are copied in the IR
+UNROLL_LIMIT = MAX_LATE_UNROLL   # unrolled loops up to this constant extent are copied in the IR
 UNROLL_COUNT = 8           # llvm.loop.unroll.count for longer / symbolic unrolled loops
 STACK_LIMIT = 64 * 1024    # bytes: larger (or symbolic) allocations are on the heap
 STACK_BUDGET = 256 * 1024  # bytes of allocas per function before falling back to the heap
@@ -536,6 +537,9 @@ class _Index(Functor):
             # on it); 32/64-bit index arithmetic that overflows would be out of bounds anyway
             return self.generic(e, st)
         x, y = self.em.index(st, e.a), self.em.index(st, e.b)
+        folded = _fold_index_arith(type(e), x, y)
+        if folded is not None:
+            return folded
         op = {E.Add: st.b.add, E.Sub: st.b.sub, E.Mul: st.b.mul}[type(e)]
         return self._numbered_op(st, type(e).__name__, lambda a, b: op(a, b, flags=("nsw",)), x, y)
 
@@ -562,6 +566,28 @@ class _Index(Functor):
             raise BuildError(f"index `{e}` has dtype {e.dtype}; indices must be integers")
         extend = st.b.sext if e.dtype.is_int else st.b.zext
         return self._numbered_op(st, extend.__name__, lambda x: extend(x, t64), v)
+
+
+def _fold_index_arith(kind, x: ir.Value, y: ir.Value) -> ir.Value | None:
+    """``x kind y`` (``E.Add``, ``E.Sub`` or ``E.Mul`` of 64-bit indices) where it needs no
+    instruction: both operands constant (an unrolled loop's copies index with its constant
+    variable), or an identity (``+ 0``, ``- 0``, ``* 1``); else None.
+
+    >>> c = lambda v: ir.Constant(I64, v)
+    >>> _fold_index_arith(E.Mul, c(3), c(64)).constant, _fold_index_arith(E.Sub, c(3), c(64)).constant
+    (192, -61)
+    >>> _fold_index_arith(E.Add, c(1), ir.Argument(ir.Function(ir.Module(), ir.FunctionType(I64, [I64]), "f"), I64))
+    """
+    xc = x.constant if isinstance(x, ir.Constant) and x.type == I64 else None
+    yc = y.constant if isinstance(y, ir.Constant) and y.type == I64 else None
+    if isinstance(xc, int) and isinstance(yc, int):
+        value = xc + yc if kind is E.Add else xc - yc if kind is E.Sub else xc * yc
+        return ir.Constant(I64, value) if -2 ** 63 <= value < 2 ** 63 else None
+    if yc == 0 and kind in (E.Add, E.Sub) or yc == 1 and kind is E.Mul:
+        return x
+    if xc == 0 and kind is E.Add or xc == 1 and kind is E.Mul:
+        return y
+    return None
 
 
 def _operand_key(v: ir.Value):

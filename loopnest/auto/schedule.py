@@ -49,7 +49,7 @@ from ..errors import ScheduleError
 from ..queries import stmt_loads
 from ..target import Target, resolve_target
 from .templates import (blocks_leftover_columns, contraction, deferred_unrolls, pack_candidate, pending_unrolls,
-                        several, reduction as plain_reduction, vector_reduction, vectorize_split)
+                        several, reduction as plain_reduction, unroll_fully, vector_reduction, vectorize_split)
 from .classify import classify, const_extent, consumers_of, sliced_loop
 
 __all__ = ["auto_schedule", "AutoScheduleReport", "TensorChoice", "contraction_params", "gathers", "matmul_kc",
@@ -461,7 +461,7 @@ class _Planner:
         with deferred_unrolls() as pending:
             self._schedule_tensors()
         for loop in pending:
-            self.attempt(self.nest.unroll, loop)
+            self.attempt(unroll_fully, self.nest, loop)
         order = {t.name: n for n, t in enumerate(self.tensors)}
         self.report.choices.sort(key=lambda c: order.get(c.name, len(order)))
 

@@ -26,11 +26,12 @@ from te.tensor import Tensor
 
 from ..errors import ScheduleError
 from ..loop import Loop
-from ..stmt import For, Store
+from ..stmt import For, ForKind, Store
+from ..transforms.loop_kinds import MAX_LATE_UNROLL
 from .classify import const_extent
 
 __all__ = ["accumulation_chain", "reorder_accumulation", "contraction", "reduction", "elementwise",
-           "vector_reduction", "vectorize_split", "pack_candidate", "several", "deferred_unrolls",
+           "vector_reduction", "vectorize_split", "pack_candidate", "several", "deferred_unrolls", "unroll_fully",
            "pending_unrolls"]
 
 _PENDING: contextvars.ContextVar = contextvars.ContextVar("pending_unrolls", default=None)
@@ -76,12 +77,32 @@ def pending_unrolls() -> list | None:
 
 
 def _unroll(nest, loop) -> None:
-    """``nest.unroll(loop)``, or noted for later inside ``deferred_unrolls``."""
+    """``unroll_fully(nest, loop)``, or noted for later inside ``deferred_unrolls``."""
     pending = _PENDING.get()
     if pending is None:
-        nest.unroll(loop)
+        unroll_fully(nest, loop)
     else:
         pending.append(loop)
+
+
+def unroll_fully(nest, loop) -> None:
+    """Unroll ``loop`` fully: late (``nest.unroll(loop, late=True)``, the copies made by code
+    generation) where it can be, a serial loop of at most ``MAX_LATE_UNROLL`` iterations, else
+    at once.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (8, 4), "float32")
+    >>> nest = LoopNest([Compute("B", (8, 4), lambda i, j: A[i, j] + 1.0)])
+    >>> unroll_fully(nest, nest.get_loops_for("B")[1])
+    >>> nest.get_loops_for("B")[1].kind
+    'unrolled'
+    """
+    n = const_extent(loop.extent)
+    if loop.kind == ForKind.SERIAL and n is not None and n <= MAX_LATE_UNROLL:
+        nest.unroll(loop, late=True)
+    else:
+        nest.unroll(loop)
 
 
 def several(lp) -> bool:

@@ -124,6 +124,60 @@ def test_unroll_copies_get_fresh_inner_loops():
     nest.verify()
 
 
+def test_late_unroll_marks_the_loop_and_code_generation_makes_the_copies():
+    A = Buffer("A", (4, 3), float32)
+    B = Compute("B", (4, 3), lambda i, j: A[i, j] * 2.0 + 1.0)
+    nest = LoopNest([B])
+    i, j = nest.get_loops_for(B)
+    assert nest.unroll(j, late=True) is None
+    assert j.exists() and j.kind == ForKind.UNROLLED
+    assert str(nest) == """\
+for (int i = 0; i < 4; i++) {
+  unrolled for (int j = 0; j < 3; j++) {
+    B[i, j] = A[i, j] * 2.0f + 1.0f;
+  }
+}"""
+    roundtrip(nest, [B])
+    a = rand(4, 3)
+    want = a.astype(np.float64) * 2 + 1
+    for backend in ("ireval", "llvm"):
+        np.testing.assert_allclose(run(nest, [A, B], [a, np.zeros((4, 3), np.float32)], backend)[1], want, rtol=1e-6)
+    source = build(nest, [A, B], target="llvm", cache=False).source
+    assert "j_loop" not in source and source.count("fmul") == 3      # one copy per iteration, no loop
+    gpu = LoopNest([B])
+    i, j = gpu.get_loops_for(B)
+    gpu.set_gpu_block_index(i, 0)
+    gpu.unroll(j, late=True)
+    assert "#pragma unroll" in build(gpu, [A, B], target="cuda").source
+
+
+def test_late_unroll_refusals_name_the_reason_and_change_nothing():
+    A = Buffer("A", (100, 4), float32)
+    B = Compute("B", (100, 4), lambda i, j: A[i, j])
+    nest = LoopNest([B])
+    i, j = nest.get_loops_for(B)
+    assert "at most 64" in unchanged(nest, lambda: nest.unroll(i, late=True))
+    assert "leave out the factor" in unchanged(nest, lambda: nest.unroll(j, 2, late=True))
+    nest.vectorize(j)
+    assert "marks a serial loop" in unchanged(nest, lambda: nest.unroll(j, late=True))
+    N = Var("N")
+    C = Compute("C", (N,), lambda k: k * 2)
+    sym = LoopNest([C])
+    assert "not a constant" in unchanged(sym, lambda: sym.unroll(sym.get_loops_for(C)[0], late=True))
+
+
+def test_late_unroll_of_a_loop_unrolled_into_copies_marks_every_copy():
+    A = Buffer("A", (2, 3), float32)
+    B = Compute("B", (2, 3), lambda i, j: A[i, j])
+    nest = LoopNest([B])
+    i, j = nest.get_loops_for(B)
+    nest.unroll(i)
+    nest.unroll(j, late=True)
+    assert [lp.kind for lp in nest.get_all_loops()] == [ForKind.UNROLLED] * 2
+    a = rand(2, 3)
+    assert np.array_equal(run(nest, [A, B], [a, np.zeros((2, 3), np.float32)], "llvm")[1], a)
+
+
 def test_gpu_binding_golden():
     A = Buffer("A", (128,), float32)
     B = Compute("B", (128,), lambda i: A[i] * 2.0)
