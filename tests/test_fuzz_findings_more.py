@@ -692,3 +692,30 @@ def test_a_thread_binding_counts_the_threads_of_sibling_thread_loops():
     out = np.zeros(9, np.int32)
     build(nest, [T5, N], target="ireval")(out, 8)
     assert out.tolist() == [8] * 9
+
+
+def test_a_reduction_computed_in_every_thread_gets_a_buffer_per_thread():
+    """Seed 143, case 395: T3, a reduction of a size known at launch, computed at a loop bound
+    to threads (every thread computes all of it), was one global buffer for all threads: a
+    thread's ``T3[k] = 0`` could clear another's partial sum (wrong values on the host
+    emulation, in some runs). A tensor that a store adds to gets a slice per thread now."""
+    N = Var("N", int32)
+    I = Buffer("I", (N + 3,), "int32")
+    T2 = Compute("T2", (7,), lambda i: 2.0)
+    T3 = Reduce("T3", (N + 1,), Sum(), lambda i, r: T2[I[r]] + T2[r / 2], (8,))
+    T4 = Reduce("T4", (N + 1,), Sum(), lambda i, r: T3[I[r] % (N + 1)] - T3[r] * 3.0, (8,))
+    nest = LoopNest([T4])
+    i = nest.get_loops_for(T4)[0]
+    nest.compute_at(nest.buffer("T3"), i)
+    nest.set_gpu_thread_index(i, 2)
+    kernel = build(nest, [I, T4, N], target="cuda")
+    placement = next(p for p in kernel.module.plan.placements.values() if p.buffer.name == "T3")
+    assert placement.scope == "global" and placement.slice_axes == (2,)
+    idx = np.array([3, 4, 4, 5, 2, 5, 6, 0, 5, 3, 4], np.int32)
+    want = np.zeros(9, np.float32)
+    build(LoopNest([T4]), [I, T4, N], target="ireval")(idx, want, 8)
+    if HAVE_EMU:
+        for _ in range(3):
+            got = np.zeros(9, np.float32)
+            run_on_host(kernel, idx, got, 8)
+            np.testing.assert_array_equal(got, want)

@@ -13,12 +13,12 @@
   block's size) is only known at launch is a global buffer with one slice per block and
   per thread of the thread axes bound around it -- what a shared (or thread-local) array
   would give -- each slice padded to 16 bytes; the launcher allocates it for the grid.
-  Except a ``Compute`` tensor outside thread loops or private to a thread (the full-size
-  intermediate ``compute_at`` leaves in a loop): one global buffer of that size, shared by
-  every block and thread. That is exact when each iteration reads only elements it wrote
-  and iterations that write the same element write the same value -- what ``compute_at``
-  produces for a ``Compute`` tensor; a reduction computed at a thread-bound loop must not
-  overlap between threads.
+  Except a tensor outside thread loops or private to a thread (the full-size intermediate
+  ``compute_at`` leaves in a loop) that no store adds to: one global buffer of that size,
+  shared by every block and thread. That is exact when each iteration reads only elements
+  it wrote and iterations that write the same element write the same value -- what
+  ``compute_at`` produces for a ``Compute`` tensor. A reduction's stores add to what is
+  there, so threads computing the same elements would race: it gets a slice per thread.
 * Register promotion: a shared buffer that each thread uses privately (see
   :func:`promote_private`) becomes a thread-local array.
 * A kernel whose shared buffers need more than the limit (``max_shared_bytes``) moves the
@@ -212,8 +212,12 @@ def _classify(plan: CudaPlan, k: KernelPlan, a: Allocate, bound: frozenset, afte
         slice_axes = tuple(sorted(bound))
         slice_dims = tuple(k.block[ax] for ax in slice_axes)
     want = a.scope if a.scope in ("shared", "local") else None
+    # a full-size tensor may be one buffer for all threads only where concurrent threads that
+    # write an element write the same value: not where a store adds to what is there (a
+    # reduction computed in each thread: seed 143, case 395)
+    full_size_shared = isinstance(b, Tensor) and not slice_axes and not _accumulates(scope_range, b)
     per_thread_global = scope != "global" and (b.static_size() is None or not all(
-        isinstance(d, int) for d in slice_dims)) and not (isinstance(b, Tensor) and not slice_axes)
+        isinstance(d, int) for d in slice_dims)) and not full_size_shared
     if per_thread_global:
         scope = "global"
     if want and want != scope:
@@ -232,6 +236,19 @@ def _classify(plan: CudaPlan, k: KernelPlan, a: Allocate, bound: frozenset, afte
         # shared by all blocks (see the module docstring for when that is exact)
         scope, slice_axes, slice_dims = "global", (), ()
     _place(plan, Placement(b, scope, k.index, slice_axes=slice_axes, slice_dims=slice_dims, pinned=want == scope))
+
+
+def _accumulates(stmts, b) -> bool:
+    """Whether a store to ``b`` in ``stmts`` reads ``b`` (a read-modify-write: a reduction).
+
+    >>> from te import Buffer, float32
+    >>> from te.expr import Var
+    >>> acc, i = Buffer("acc", (4,), float32), Var("i")
+    >>> _accumulates([Store(acc, (i,), acc[i] + 1.0)], acc), _accumulates([Store(acc, (i,), 1.0)], acc)
+    (True, False)
+    """
+    return any(isinstance(x, Store) and x.buffer is b and any(ld.buffer is b for ld in loads(x.value))
+               for s in stmts for x in iter_stmts(s))
 
 
 def _place_global_slices(plan: CudaPlan, k: KernelPlan, b, axes: tuple) -> None:
