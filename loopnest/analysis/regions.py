@@ -74,7 +74,7 @@ class AxisRegion:
     storage as a whole (``axis is None``: element offsets, against ``limit`` elements).
 
     ``needs_check`` is False when no size puts the region outside ``[0, limit)``;
-    ``always_violated()`` is True when every size that touches the buffer does.
+    ``always_violated(runs)`` is True when every size that runs the kernel does.
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest

@@ -286,13 +286,13 @@ def test_vectorize_symbolic_size(backend):
 
 
 @settings(max_examples=10, suppress_health_check=FIXTURE_OK)
-@given(n=SIZES, factor=st.integers(1, 4))
-def test_unroll_preserves_values(backend, n, factor):
+@given(n=SIZES, factor=st.integers(1, 4), late=st.booleans())
+def test_unroll_preserves_values(backend, n, factor, late):
     A, C = reduction(3, n)
     nest = LoopNest([C])
     i, k = nest.get_loops_for(C)
-    if factor >= n:
-        nest.unroll(k)
+    if factor >= n or late:
+        nest.unroll(k, late=late)
     else:
         nest.unroll(k, factor)
     nest.parallelize(i)
