@@ -40,12 +40,13 @@ def build(nest, args: Sequence[Any], target: str = "ireval", bounds_check: bool 
 
     ``bounds_check`` (on by default, every target): bounds inference gives, per dimension of
     every argument buffer, the region the final schedule touches, as a function of the sizes.
-    A region outside its buffer for every size raises ``BuildError`` here; one that leaves
-    the buffer only for some sizes is checked on each call, after the shapes are bound and
-    before anything runs, and raises ``ValueError`` naming the buffer, the dimension, the
-    region and the shape. Accesses bounds inference cannot represent are checked as the
-    kernel runs where their index is data dependent (``A[B[i]]``): the pass
-    ``guard_data_dependent_indices`` checks each such index against its own dimension
+    A region outside its buffer for every size that runs the kernel (touches any argument)
+    raises ``BuildError`` here; one that leaves the buffer only for some sizes is checked on
+    each call, after the shapes are bound and before anything runs, and raises
+    ``ValueError`` naming the buffer, the dimension, the region and the shape. Accesses
+    bounds inference cannot represent are checked as the kernel runs where their index is
+    data dependent (``A[B[i]]``): the pass ``guard_data_dependent_indices`` checks each such
+    index against its own dimension
     (``loopnest.index_checks``); IREval and LLVM raise ``IndexError``, CUDA traps (IREval
     also checks every flat access). Non-affine indices without loads (``A[i * N]``) are not
     checked on the compiled targets. ``bounds_check=False`` skips all of these checks.

@@ -210,7 +210,8 @@ def test_convolution_columns_left_over_get_the_register_tile():
     text = str(nest)
     assert "Y_cols[b_1_1, co_inner_1_1, y_1_inner_1_1, x_1_tail_1] = 0.0f;" in text
     assert "= Y[" not in text and not re.search(r"^ *Y\[.*\] = 0\.0f;", text, re.M)
-    tile = re.search(r"unrolled for \(int ry_1 = 0; ry_1 < 3.*\n.*\n *unrolled for \(int co_inner_1 = 0; co_inner_1 < 4.*\n"
+    tile = re.search(r"unrolled for \(int ry_1 = 0; ry_1 < 3.*\n.*\n"
+                     r" *unrolled for \(int co_inner_1 = 0; co_inner_1 < 4.*\n"
                      r" *unrolled for \(int y_1_inner_1 = 0; y_1_inner_1 < 4.*\n *vectorized for \(int x_1_tail ", text)
     assert tile, text     # the tile and the filter's 3 rows unrolled by code generation
     _check(_run(nest, spec, "llvm"), spec)
