@@ -32,7 +32,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from te.expr import Add, And, Call, Expr, ExprMutator, GE, IntImm, Load, LT, Max, Min, Mul, Or, Select, Sub, \
+from te.expr import Add, And, Call, Cast, Expr, ExprMutator, GE, IntImm, Load, LT, Max, Min, Mul, Or, Select, Sub, \
     Var, const, structural_equal
 from te.queries import fold_int, free_vars, has_load
 from te.tensor import Buffer, Max as MaxReducer, Min as MinReducer
@@ -192,8 +192,12 @@ class _Redirect(ExprMutator):
         for d, (i, m) in enumerate(zip(indices, self.mins)):
             rel = tidy(sub(i, m))
             if self.guarded[d]:
-                past = functools.reduce(mul, shape[:d + 2])         # copies * shape[0] * ... * shape[d]
-                rel = Select(And(GE(rel, 0), LT(rel, shape[d + 1])), rel, tidy(past))
+                # in the widest of the index's and the sizes' types (an int64 size with int32
+                # indices, or the reverse: seed 146, case 397)
+                dt = max([rel.dtype] + [x.dtype for x in shape[:d + 2]], key=lambda t: t.bits)
+                rel, *sizes = (x if x.dtype == dt else Cast(dt, x) for x in [rel, *shape[:d + 2]])
+                past = functools.reduce(mul, sizes)         # copies * shape[0] * ... * shape[d]
+                rel = Select(And(GE(rel, IntImm(0, dt)), LT(rel, sizes[-1])), rel, tidy(past))
             out.append(rel)
         return tuple(out)
 

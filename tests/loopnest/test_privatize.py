@@ -22,7 +22,7 @@ from loopnest import LoopNest, ScheduleError
 from loopnest.stmt import Block, Cond, For, ForKind, Let, Store
 from loopnest.target import host_target
 from nests import unchanged
-from te import Buffer, Reduce, Sum, Var, cast, float32, int32, maximum, minimum
+from te import Buffer, Compute, Reduce, Sum, Var, cast, float32, int32, int64, maximum, minimum
 from te.expr import Max, Min
 
 NB = 16
@@ -366,3 +366,22 @@ def test_history_records_the_copies_and_replays():
     positional.privatize(H, i, 3, True)
     assert positional.history[0]["args"][2:] == [3, True]
     assert str(LoopNest(stmt, outputs=[H]).replay(positional.history)) == str(positional)
+
+
+def test_a_guarded_index_of_int64_sizes_is_redirected_in_int64():
+    """Seed 146, case 397: privatizing a reduction whose reads are data dependent (T3[I[i]])
+    compared the int64 index with an int32 zero and raised TypeError; the guard is now built
+    in the widest of the index's and the sizes' types."""
+    N = Var("N", int64)
+    I = Buffer("I", (N,), "int64")
+    T2 = Compute("T2", (N + 1,), lambda i: 1.0)
+    T3 = Reduce("T3", (N + 1,), Sum(), lambda i, r: cast(T2[r + 1], "int64"), (N,))
+    T4 = Compute("T4", (N,), lambda i: cast(T3[I[i]], "float32"))
+    nest = LoopNest([T4])
+    nest.split_with_tail(nest.get_loops_for(T3)[0], 4)
+    nest.privatize(nest.buffer("T3"), nest.loop("r_1"), 4, parallel=True)
+    idx = np.array([0, 2, 4, 5, 1], np.int64)
+    for backend in ("ireval", "llvm"):
+        out = np.zeros(5, np.float32)
+        build(nest, [I, T4, N], target=backend)(idx, out, 5)
+        assert out.tolist() == [5.0] * 5, backend
