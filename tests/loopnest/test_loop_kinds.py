@@ -175,7 +175,8 @@ def test_late_unroll_of_a_loop_unrolled_into_copies_marks_every_copy():
     nest.unroll(j, late=True)
     assert [lp.kind for lp in nest.get_all_loops()] == [ForKind.UNROLLED] * 2
     a = rand(2, 3)
-    assert np.array_equal(run(nest, [A, B], [a, np.zeros((2, 3), np.float32)], "llvm")[1], a)
+    for backend in ("ireval", "llvm"):
+        assert np.array_equal(run(nest, [A, B], [a, np.zeros((2, 3), np.float32)], backend)[1], a), backend
 
 
 def test_gpu_binding_golden():
