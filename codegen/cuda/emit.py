@@ -183,9 +183,10 @@ class CudaEmitter(Functor):
     True
     """
 
-    def __init__(self, plan: CudaPlan, *, fast_math: bool = False):
+    def __init__(self, plan: CudaPlan, *, fast_math: bool = False, note_accesses: bool = False):
         self.plan = plan
         self.fast_math = fast_math
+        self.note_accesses = note_accesses    # the host emulation's race check (read / written)
         self.helpers = HelperSet()
         self._names: dict[int, str] = {}
         self._taken: set[str] = set()
@@ -310,7 +311,7 @@ class CudaEmitter(Functor):
                              "takes a prepared nest (nest.prepare_for_codegen())")
         dt = e.buffer.dtype
         ix = self.expr(self._private_index(e.buffer, e.indices[0]), True) if e.indices else "0"
-        ref = self.elem(e.buffer, ix)
+        ref = self.read(e.buffer, self.elem(e.buffer, ix))
         if dt.is_lowp_float:
             info = self.helpers.lowp(dt)
             return f"{info[0]}_ld({ref})"
@@ -329,11 +330,12 @@ class CudaEmitter(Functor):
         if arr is not None:
             ref = f"tc_get<{lane_t}>({arr}, {k})"
         elif not dt.is_vector:
-            ref = self.elem(e.buffer, self.lane(index, k, True))
+            ref = self.read(e.buffer, self.elem(e.buffer, self.lane(index, k, True)))
         elif index.dtype.is_vector:   # lane k // L of the index, lane k % L of that element
-            ref = f"tc_get<{lane_t}>({self.elem(e.buffer, self.lane(index, k // dt.lanes, True))}, {k % dt.lanes})"
+            elem = self.read(e.buffer, self.elem(e.buffer, self.lane(index, k // dt.lanes, True)))
+            ref = f"tc_get<{lane_t}>({elem}, {k % dt.lanes})"
         else:
-            ref = f"tc_get<{lane_t}>({self.elem(e.buffer, self.expr(index, True))}, {k})"
+            ref = f"tc_get<{lane_t}>({self.read(e.buffer, self.elem(e.buffer, self.expr(index, True)))}, {k})"
         if dt.is_lowp_float:
             return f"{self.helpers.lowp(dt)[0]}_ld({ref})"
         return ref
@@ -588,6 +590,23 @@ class CudaEmitter(Functor):
         off = self._slice_offset(buf)
         return f"{self.buf(buf)}[{ix}]" if off is None else f"{self.buf(buf)}[{off} + {ix}]"
 
+    def read(self, buf, ref: str) -> str:
+        """``ref``, an element of ``buf`` that is read: with ``note_accesses``, through the host
+        emulation's race check when ``buf`` is in global or shared memory."""
+        kind = self._noted(buf)
+        return ref if kind is None else f"tc_rd{kind}({ref})"
+
+    def written(self, buf, ref: str) -> str:
+        """``ref``, an element of ``buf`` that is assigned (see ``read``)."""
+        kind = self._noted(buf)
+        return ref if kind is None else f"tc_wr{kind}({ref})"
+
+    def _noted(self, buf) -> str | None:
+        if not self.note_accesses:
+            return None
+        scope = self.plan.scope(buf)
+        return "s" if scope == "shared" else "g" if scope in ("param", "global") else None
+
     def _slice_offset(self, buf) -> str | None:
         if id(buf) not in self._slices:
             p = self.plan.placements.get(id(buf))
@@ -630,7 +649,7 @@ class CudaEmitter(Functor):
             self.emit(f"if ({guard}) {{")
             self.indent += 1
         if lanes == 1:
-            self.emit(f"{self.elem(s.buffer, self.expr(index, True))} = "
+            self.emit(f"{self.written(s.buffer, self.elem(s.buffer, self.expr(index, True)))} = "
                       f"{self._store_value(s.buffer, self.expr(s.value))};")
         elif wide_copy(self, s):
             pass
@@ -649,7 +668,8 @@ class CudaEmitter(Functor):
             else:
                 for k in range(lanes):
                     ix = self.lane(index, k, True) if index.dtype.is_vector else self.expr(index, True)
-                    self.emit(f"{self.elem(s.buffer, ix)} = {self._store_value(s.buffer, f'{t}[{k}]')};")
+                    ref = self.written(s.buffer, self.elem(s.buffer, ix))
+                    self.emit(f"{ref} = {self._store_value(s.buffer, f'{t}[{k}]')};")
             self.indent -= 1
             self.emit("}")
         if guard:

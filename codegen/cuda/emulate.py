@@ -1,18 +1,29 @@
 """Run generated CUDA C on the CPU: a testing aid for machines without a GPU.
 
-The kernel's exact CUDA source is compiled as C++20 with g++ behind a small prelude:
+The kernel's CUDA source is compiled as C++20 with g++ behind a small prelude:
 ``__global__``/``__device__`` vanish, ``__shared__`` becomes ``static`` (blocks run one at a
-time, so a function-static array is the block's shared memory), every thread of a block is
-a ``std::thread`` with a ``thread_local threadIdx``, and ``__syncthreads()`` is a
-``std::barrier`` shared by the block's threads. The CUDA headers' host implementations
-provide the float16/bfloat16/float8 conversions; the few device-only intrinsics the
-emitter uses (``__int_as_float``, ``rsqrtf``, ``__expf``...) get host versions here.
+time, so a function-static array is the block's shared memory), and every thread of a block
+is a fiber (``ucontext``) of one OS thread: the threads run in a fixed order, each until it
+reaches ``__syncthreads()`` or returns, and a barrier is released once every thread of the
+block waits at it. The CUDA headers' host implementations provide the
+float16/bfloat16/float8 conversions; the few device-only intrinsics the emitter uses
+(``__int_as_float``, ``rsqrtf``, ``__expf``...) get host versions here.
+
+Each access of global or shared memory goes through a race check (the emitter's
+``note_accesses``; ``emulation_source`` is the source compiled): two threads that touch one
+byte between the same barriers, or from different blocks of one launch, one of them changing it,
+are an ``EmulationError`` naming the element and both threads. Storing the value already there
+is no race (every thread computing the same value and storing it is a pattern the code
+generator uses). Every run is also made twice, at once in two forked children: the threads and
+blocks in order, and in reverse order; results that differ are a race too. A thread that
+returns while others of its block wait at a barrier is an ``EmulationError`` (on a GPU,
+undefined behaviour). All of it shows on every run, whatever the operating system's
+scheduling.
 
 It checks indexing, guards, barrier placement and helper semantics of the emitted code --
-not the GPU's own math library or memory model -- and it is slow (a thread per GPU thread).
-The kernel's CUDA includes and the prelude are precompiled once per process into a header
-that every kernel with the same includes shares (parsing the CUDA headers took half of
-each compile).
+not the GPU's own math library or memory model. The kernel's CUDA includes and the prelude
+are precompiled once per process into a header that every kernel with the same includes
+shares (parsing the CUDA headers took half of each compile).
 
 >>> import numpy as np
 >>> from codegen.cuda import examples
@@ -24,13 +35,14 @@ each compile).
 >>> np.allclose(arrays["Y"], expected["Y"], rtol=1e-5)        # doctest: +SKIP
 True
 
-Each run happens in a forked child (with ``timeout`` seconds), so a deadlock or an
+Each run happens in forked children (with ``timeout`` seconds), so a deadlock or an
 out-of-bounds access fails the call instead of the calling process.
 """
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import math
 import mmap
 import os
 import shutil
@@ -42,15 +54,22 @@ import time
 
 import numpy as np
 
+from loopnest.transforms.loop_kinds import MAX_BLOCK_THREADS
+
 from ..kernel import BuildError
+from .emit import CudaEmitter
 from .types import compute_type, storage_type
 from .launch import memory_bytes, scalar_value
 
-__all__ = ["host_compiler", "run_on_host", "EmulationError"]
+__all__ = ["host_compiler", "run_on_host", "emulation_source", "EmulationError"]
 
 
 #: the exit status of an emulating child whose ``tc_check_index`` failed (see ``_PRELUDE``)
 _INDEX_TRAP = 86
+#: the exit status of an emulating child in which threads of a block returned while others wait at a barrier
+_BARRIER_TRAP = 87
+#: the exit status of an emulating child whose race check found two conflicting accesses
+_RACE_TRAP = 88
 
 
 class EmulationError(RuntimeError):
@@ -63,7 +82,9 @@ _PRELUDE = r"""
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
-#include <pthread.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unordered_map>
 #undef __global__
 #undef __device__
 #undef __forceinline__
@@ -79,11 +100,6 @@ _PRELUDE = r"""
 // a failed IndexCheck ends the emulating child with this status (run_on_host: IndexError)
 #define TC_HOST_EMULATION
 static inline void tc_trap() { std::fflush(nullptr); std::_Exit(86); }
-struct tc_dim3 { unsigned x, y, z; };
-static thread_local tc_dim3 threadIdx;
-static tc_dim3 blockIdx, blockDim, gridDim;
-static pthread_barrier_t tc_bar;
-static inline void __syncthreads() { pthread_barrier_wait(&tc_bar); }
 static inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; }
 static inline float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, 4); return f; }
 static inline int __float_as_int(float f) { int x; std::memcpy(&x, &f, 4); return x; }
@@ -110,33 +126,171 @@ static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 #define __dmul_rn(x, y) ((x) * (y))
 #define __dsub_rn(x, y) ((x) - (y))
 using std::isnan;
-struct tc_thread { tc_dim3 t; void (*fn)(void*); void* ctx; };
-static void* tc_thread_main(void* p) {
-  tc_thread* th = (tc_thread*)p;
-  threadIdx = th->t;
-  th->fn(th->ctx);
-  return nullptr;
+// The threads of a block are fibers (ucontext) of one OS thread, run in a fixed order, each
+// until it reaches __syncthreads() or returns; a barrier is released once every thread of the
+// block waits at it. The blocks run one after another. tc_reverse runs threads and blocks in
+// reverse order: run_on_host runs both orders and compares them, so a race (two threads
+// touching one element between barriers, one of them writing it) shows deterministically.
+struct tc_dim3 { unsigned x, y, z; };
+static tc_dim3 threadIdx;                       // the running thread's
+static tc_dim3 blockIdx, blockDim, gridDim;
+enum { TC_READY, TC_AT_BARRIER, TC_DONE };
+struct tc_fiber { ucontext_t ctx; tc_dim3 t; int state; };
+static tc_fiber* tc_fibers;
+static unsigned tc_current;                     // the running thread's index in its block
+static ucontext_t tc_scheduler;
+static int tc_reverse;
+static void (*tc_fn)(void*);
+static void* tc_ctx;
+static void (*tc_on_thread_start)(unsigned) = nullptr;   // per-thread state of the helpers (async copies)
+#define TC_STACK_BYTES (1u << 20)
+// The race check. Every access of global (kind 0) or shared (kind 1) memory that the emitter
+// notes (emit_cuda's note_accesses: tc_rdg / tc_rds, tc_wrg / tc_wrs) is checked against the
+// byte's last write, last write that changed it, and its reads by the last two threads: two
+// accesses conflict when they are made in one launch by threads of different blocks, or by
+// threads of one block between the same barriers, and at least one of them writes a value
+// that changes the byte. (A write of the value already there -- every thread storing the
+// same value -- is no race.) A conflict ends the child with status 88 and the two accesses
+// in tc_report.
+struct tc_stamp { unsigned long long launch, block, phase; unsigned thread; };
+struct tc_cell { tc_stamp w, wc, r0, r1; unsigned char has; };    // has: 1 w, 2 wc, 4 r0, 8 r1
+enum { TC_HAS_W = 1, TC_HAS_WC = 2, TC_HAS_R0 = 4, TC_HAS_R1 = 8 };
+struct tc_race_report { unsigned long long addr; int kind, first_wrote, then_wrote;
+                        unsigned first_thread[3], first_block[3], then_thread[3], then_block[3]; };
+static tc_race_report* tc_report;                   // in memory shared with run_on_host
+static unsigned long long tc_launch_no, tc_block_no, tc_phase_no;
+static std::unordered_map<uintptr_t, tc_cell> tc_shadow[2];
+static inline tc_stamp tc_now();
+static inline bool tc_same_thread(const tc_stamp& a, const tc_stamp& b) {
+  return a.launch == b.launch && a.block == b.block && a.thread == b.thread;
 }
-// run fn(ctx) on every thread of every block, blocks one after another
+static inline bool tc_concurrent(const tc_stamp& a, const tc_stamp& b) {
+  return a.launch == b.launch && (a.block != b.block || (a.phase == b.phase && a.thread != b.thread));
+}
+static void tc_coords(unsigned long long linear, const tc_dim3& d, unsigned* out) {
+  out[0] = (unsigned)(linear % d.x); out[1] = (unsigned)(linear / d.x % d.y); out[2] = (unsigned)(linear / d.x / d.y);
+}
+static void tc_race(int kind, uintptr_t addr, const tc_stamp& first, bool first_wrote, bool then_wrote) {
+  if (tc_report) {
+    const tc_stamp now = tc_now();
+    tc_report->addr = addr; tc_report->kind = kind;
+    tc_report->first_wrote = first_wrote; tc_report->then_wrote = then_wrote;
+    tc_coords(first.thread, blockDim, tc_report->first_thread); tc_coords(first.block, gridDim, tc_report->first_block);
+    tc_coords(now.thread, blockDim, tc_report->then_thread); tc_coords(now.block, gridDim, tc_report->then_block);
+  }
+  std::fflush(nullptr);
+  std::_Exit(88);
+}
+__attribute__((optimize("O2"))) static void tc_note_read(int kind, const void* p, size_t n) {
+  const tc_stamp now = tc_now();
+  for (size_t i = 0; i < n; ++i) {
+    const uintptr_t a = (uintptr_t)p + i;
+    tc_cell& c = tc_shadow[kind][a];
+    const bool own = (c.has & TC_HAS_W) && tc_same_thread(c.w, now);    // it reads what it wrote
+    if (!own && (c.has & TC_HAS_WC) && tc_concurrent(c.wc, now)) tc_race(kind, a, c.wc, true, false);
+    if ((c.has & TC_HAS_R0) && tc_same_thread(c.r0, now)) { c.r0 = now; continue; }
+    if (c.has & TC_HAS_R0) { c.r1 = c.r0; c.has |= TC_HAS_R1; }
+    c.r0 = now;
+    c.has |= TC_HAS_R0;
+  }
+}
+__attribute__((optimize("O2"))) static void tc_note_write(int kind, const void* p, size_t n, const void* old) {
+  const tc_stamp now = tc_now();
+  for (size_t i = 0; i < n; ++i) {
+    const uintptr_t a = (uintptr_t)p + i;
+    tc_cell& c = tc_shadow[kind][a];
+    const bool changed = ((const unsigned char*)old)[i] != ((const unsigned char*)p)[i];
+    if (changed) {
+      if ((c.has & TC_HAS_W) && tc_concurrent(c.w, now)) tc_race(kind, a, c.w, true, true);
+      if ((c.has & TC_HAS_R0) && tc_concurrent(c.r0, now)) tc_race(kind, a, c.r0, false, true);
+      if ((c.has & TC_HAS_R1) && tc_concurrent(c.r1, now)) tc_race(kind, a, c.r1, false, true);
+      c.wc = now;
+      c.has |= TC_HAS_WC;
+    }
+    c.w = now;
+    c.has |= TC_HAS_W;
+  }
+}
+template <typename T> static inline const T& tc_rdg(const T& x) { tc_note_read(0, &x, sizeof(T)); return x; }
+template <typename T> static inline const T& tc_rds(const T& x) { tc_note_read(1, &x, sizeof(T)); return x; }
+template <typename T> struct tc_written {
+  T* p;
+  int kind;
+  template <typename V> T& operator=(const V& v) {
+    unsigned char old[sizeof(T)];
+    std::memcpy(old, (const void*)p, sizeof(T));
+    *p = v;
+    tc_note_write(kind, p, sizeof(T), old);
+    return *p;
+  }
+};
+template <typename T> static inline tc_written<T> tc_wrg(T& x) { return {&x, 0}; }
+template <typename T> static inline tc_written<T> tc_wrs(T& x) { return {&x, 1}; }
+// a thread returned while others of its block wait at a barrier (run_on_host: EmulationError)
+static inline void tc_barrier_trap() { std::fflush(nullptr); std::_Exit(87); }
+static inline void __syncthreads() {
+  tc_fibers[tc_current].state = TC_AT_BARRIER;
+  swapcontext(&tc_fibers[tc_current].ctx, &tc_scheduler);
+}
+static inline tc_stamp tc_now() { return {tc_launch_no, tc_block_no, tc_phase_no, tc_current}; }
+static void tc_fiber_main() {
+  if (tc_on_thread_start) tc_on_thread_start(tc_current);
+  tc_fn(tc_ctx);
+  tc_fibers[tc_current].state = TC_DONE;    // returns to the scheduler (uc_link)
+}
 static void tc_run_grid(const unsigned* g, const unsigned* b, void (*fn)(void*), void* ctx) {
+  static char* stacks = nullptr;
+  static unsigned capacity = 0;
   gridDim = {g[0], g[1], g[2]};
   blockDim = {b[0], b[1], b[2]};
   const unsigned n = b[0] * b[1] * b[2];
-  tc_thread* ths = (tc_thread*)std::malloc(sizeof(tc_thread) * n);
-  pthread_t* ids = (pthread_t*)std::malloc(sizeof(pthread_t) * n);
-  for (unsigned bz = 0; bz < g[2]; ++bz) for (unsigned by = 0; by < g[1]; ++by) for (unsigned bx = 0; bx < g[0]; ++bx) {
-    blockIdx = {bx, by, bz};
-    pthread_barrier_init(&tc_bar, nullptr, n);
-    unsigned k = 0;
-    for (unsigned tz = 0; tz < b[2]; ++tz) for (unsigned ty = 0; ty < b[1]; ++ty) for (unsigned tx = 0; tx < b[0]; ++tx, ++k) {
-      ths[k] = tc_thread{{tx, ty, tz}, fn, ctx};
-      if (pthread_create(&ids[k], nullptr, tc_thread_main, &ths[k]) != 0) std::abort();
-    }
-    for (unsigned j = 0; j < n; ++j) pthread_join(ids[j], nullptr);
-    pthread_barrier_destroy(&tc_bar);
+  const unsigned long long blocks = (unsigned long long)g[0] * g[1] * g[2];
+  if (n > capacity) {
+    if (stacks) munmap(stacks, (size_t)capacity * TC_STACK_BYTES);
+    std::free(tc_fibers);
+    stacks = (char*)mmap(nullptr, (size_t)n * TC_STACK_BYTES, PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    tc_fibers = (tc_fiber*)std::malloc(sizeof(tc_fiber) * n);
+    if (stacks == MAP_FAILED || !tc_fibers) std::abort();
+    capacity = n;
   }
-  std::free(ths);
-  std::free(ids);
+  tc_fn = fn;
+  ++tc_launch_no;
+  tc_shadow[0].clear();
+  tc_ctx = ctx;
+  for (unsigned long long q = 0; q < blocks; ++q) {
+    const unsigned long long blk = tc_reverse ? blocks - 1 - q : q;
+    blockIdx = {(unsigned)(blk % g[0]), (unsigned)(blk / g[0] % g[1]), (unsigned)(blk / g[0] / g[1])};
+    tc_block_no = blk;
+    tc_phase_no = 0;
+    tc_shadow[1].clear();
+    for (unsigned k = 0; k < n; ++k) {
+      tc_fiber& f = tc_fibers[k];
+      f.t = {k % b[0], k / b[0] % b[1], k / b[0] / b[1]};
+      f.state = TC_READY;
+      getcontext(&f.ctx);
+      f.ctx.uc_stack.ss_sp = stacks + (size_t)k * TC_STACK_BYTES;
+      f.ctx.uc_stack.ss_size = TC_STACK_BYTES;
+      f.ctx.uc_link = &tc_scheduler;
+      makecontext(&f.ctx, tc_fiber_main, 0);
+    }
+    for (;;) {
+      unsigned done = 0;
+      for (unsigned j = 0; j < n; ++j) {
+        const unsigned k = tc_reverse ? n - 1 - j : j;
+        if (tc_fibers[k].state == TC_READY) {
+          tc_current = k;
+          threadIdx = tc_fibers[k].t;
+          swapcontext(&tc_scheduler, &tc_fibers[k].ctx);
+        }
+        done += tc_fibers[k].state == TC_DONE;
+      }
+      if (done == n) break;
+      if (done) tc_barrier_trap();
+      for (unsigned k = 0; k < n; ++k) tc_fibers[k].state = TC_READY;
+      ++tc_phase_no;
+    }
+  }
 }
 """
 
@@ -194,6 +348,8 @@ extern "C" int tc_launch_{ks.name}(const long long* args, const unsigned* g, con
   tc_run_grid(g, b, tc_body_{ks.name}, (void*)args);
   return 0;
 }}""")
+    out.append('extern "C" void tc_set_reverse(int reverse) { tc_reverse = reverse; }')
+    out.append('extern "C" void tc_set_report(void* report) { tc_report = (tc_race_report*)report; }')
     return "\n".join(out)
 
 
@@ -244,13 +400,25 @@ def _header(cxx: str, text: str) -> str:
         return path
 
 
+def emulation_source(kernel) -> str:
+    """The CUDA C the emulation compiles: ``kernel.source`` with every access of global or
+    shared memory noted for the race check (``tc_rdg(b_X[i])``, ``tc_wrs(s_T[j]) = ...``;
+    the emitter's ``note_accesses``), printed once per kernel from its plan."""
+    source = getattr(kernel, "_emulation_source", None)
+    if source is None:
+        emitter = CudaEmitter(kernel.module.plan, fast_math=kernel.fast_math, note_accesses=True)
+        source = kernel._emulation_source = emitter.run().source
+    return source
+
+
 def _build(kernel) -> str:
     cxx = host_compiler()
     if cxx is None:
         raise EmulationError("no host C++ compiler (g++) found for the CUDA emulation")
     # the CUDA headers the kernel includes go first, before the prelude's macros
-    includes = [ln for ln in kernel.source.splitlines() if ln.startswith("#include")]
-    body = "\n".join(ln for ln in kernel.source.splitlines() if not ln.startswith("#include"))
+    source = emulation_source(kernel)
+    includes = [ln for ln in source.splitlines() if ln.startswith("#include")]
+    body = "\n".join(ln for ln in source.splitlines() if not ln.startswith("#include"))
     head = "\n".join(includes) + _PRELUDE
     src = body + "\n" + _driver(kernel)
     h = hashlib.sha256((head + src).encode()).hexdigest()[:24]
@@ -293,19 +461,57 @@ def run_on_host(kernel, *args, timeout: float = 120.0, **kwargs):
 
 
 def _run(kernel, arrays: list, sizes: dict, timeout: float) -> None:
-    """Run the bound ``arrays`` of ``kernel`` through the emulation (``run_on_host``)."""
+    """Run the bound ``arrays`` of ``kernel`` through the emulation (``run_on_host``): twice,
+    at once, in two forked children, the threads and blocks in order and in reverse order;
+    results that differ are a race (EmulationError)."""
     for p, a in zip(kernel._buffer_params, arrays):
         if not isinstance(a, np.ndarray):
             raise EmulationError(f"argument {p.name}: the host emulation takes numpy arrays")
     lib_path = _build(kernel)
     memory = [memory_bytes(a) for a in arrays]      # what the kernel indexes, in memory order
-    shared = [_shared_copy(m) for m in memory]
-    scratch = [_aligned_zeros(n) for n in kernel.module.scratch_nbytes(sizes)]
+    scratch_bytes = kernel.module.scratch_nbytes(sizes)
     launches = []
     for ks, env in kernel.module.launches(sizes):
         grid, block = ks.dims(env)
         if 0 in grid or 0 in block:
             continue
+        if math.prod(block) > MAX_BLOCK_THREADS:
+            raise EmulationError(f"kernel {ks.name} of {kernel.name}: a block of {math.prod(block)} threads "
+                                 f"{tuple(block)}; CUDA runs at most {MAX_BLOCK_THREADS} threads a block")
+        launches.append((ks, env, grid, block))
+    runs = [_start(kernel, lib_path, memory, scratch_bytes, launches, reverse) for reverse in (False, True)]
+    deadline = time.monotonic() + timeout
+    running = [run[0] for run in runs]
+    statuses = []
+    try:
+        for pid in list(running):
+            statuses.append(_wait(pid, deadline, kernel.name, timeout))
+            running.remove(pid)
+    finally:
+        for pid in running:     # past the deadline, or interrupted
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    for status, run in zip(statuses, runs):
+        _raise_for(status, kernel, run)
+    (_, forward, _, _), (_, reverse, _, _) = runs
+    racy = [p.name for p, f, r in zip(kernel._buffer_params, forward, reverse) if not np.array_equal(f, r)]
+    if racy:
+        raise EmulationError(f"the emulated kernel {kernel.name} has a data race: {', '.join(racy)} differ(s) "
+                             "between running the threads and blocks in order and in reverse order (two threads "
+                             "access one element between barriers, at least one of them writing it)")
+    for m, f in zip(memory, forward):
+        m[...] = f
+
+
+def _start(kernel, lib_path: str, memory: list, scratch_bytes: list, launches: list, reverse: bool):
+    """Fork a child that runs ``launches`` on copies of ``memory`` shared with it (threads and
+    blocks in reverse order with ``reverse``); returns its pid, the shared copies, the scratch
+    buffers and the race report it fills."""
+    shared = [_shared_copy(m) for m in memory]
+    scratch = [_aligned_zeros(n) for n in scratch_bytes]
+    report = _RaceReport.from_buffer(mmap.mmap(-1, ctypes.sizeof(_RaceReport)))
+    calls = []
+    for ks, env, grid, block in launches:
         vals = []
         for a in ks.args:
             if a.kind == "param":
@@ -314,7 +520,7 @@ def _run(kernel, arrays: list, sizes: dict, timeout: float) -> None:
                 vals.append(scratch[a.index].ctypes.data)
             else:
                 vals.append(_slot(a.var, env[id(a.var)], kernel.name))
-        launches.append((ks.name, vals, grid, block))
+        calls.append((ks.name, vals, grid, block))
     pid = os.fork()
     if pid == 0:  # child: run and exit without returning into the caller's stack
         code = 1
@@ -322,30 +528,73 @@ def _run(kernel, arrays: list, sizes: dict, timeout: float) -> None:
             import faulthandler
             faulthandler.disable()  # a crash is reported by the parent, not dumped here
             lib = ctypes.CDLL(lib_path)
-            for name, vals, grid, block in launches:
+            lib.tc_set_reverse(int(reverse))
+            lib.tc_set_report(ctypes.c_void_p(ctypes.addressof(report)))
+            for name, vals, grid, block in calls:
                 fn = getattr(lib, f"tc_launch_{name}")
                 fn((ctypes.c_longlong * len(vals))(*vals), (ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block))
             code = 0
         finally:
             os._exit(code)
-    deadline = time.monotonic() + timeout
+    return pid, shared, scratch, report
+
+
+def _wait(pid: int, deadline: float, name: str, timeout: float) -> int:
+    """The exit status of child ``pid``; kills it and raises EmulationError past ``deadline``."""
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
-            break
+            return status
         if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            raise EmulationError(f"the emulated kernel {kernel.name} did not finish in {timeout} s (deadlock?)")
+            raise EmulationError(f"the emulated kernel {name} did not finish in {timeout} s (deadlock?)")
         time.sleep(0.002)
+
+
+class _RaceReport(ctypes.Structure):
+    """The two accesses of a race, as the emulation's ``tc_race`` writes them."""
+    _fields_ = [("addr", ctypes.c_ulonglong), ("kind", ctypes.c_int), ("first_wrote", ctypes.c_int),
+                ("then_wrote", ctypes.c_int), ("first_thread", ctypes.c_uint * 3), ("first_block", ctypes.c_uint * 3),
+                ("then_thread", ctypes.c_uint * 3), ("then_block", ctypes.c_uint * 3)]
+
+
+def _race_message(kernel, run) -> str:
+    """What the race a child reported touched, and which threads did what."""
+    _, shared, scratch, r = run
+    where = "an element of shared memory"
+    if r.kind == 0:
+        named = [(p.buffer, m) for p, m in zip(kernel._buffer_params, shared)]
+        named += list(zip(kernel.module.scratch, scratch))
+        for buf, mem in named:
+            start = mem.ctypes.data
+            if start <= r.addr < start + mem.nbytes:
+                where = f"{buf.name}[{(r.addr - start) // buf.dtype.itemsize}] (in memory order)"
+                break
+        else:
+            where = "an element of global memory"
+
+    def who(thread, block, wrote):
+        return f"thread {tuple(thread)} of block {tuple(block)} {'wrote' if wrote else 'read'} it"
+    return (f"the emulated kernel {kernel.name} has a data race on {where}: "
+            f"{who(r.first_thread, r.first_block, r.first_wrote)}, then {who(r.then_thread, r.then_block, r.then_wrote)}"
+            f"{', changing it' if r.then_wrote else ''}, with no barrier between (on a GPU the result depends on "
+            "the timing of the threads)")
+
+
+def _raise_for(status: int, kernel, run) -> None:
+    """Raise the error an emulating child's exit ``status`` stands for, if any."""
+    name = kernel.name
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == _RACE_TRAP:
+        raise EmulationError(_race_message(kernel, run))
     if os.WIFSIGNALED(status):
-        raise EmulationError(f"the emulated kernel {kernel.name} crashed with signal {os.WTERMSIG(status)} "
+        raise EmulationError(f"the emulated kernel {name} crashed with signal {os.WTERMSIG(status)} "
                              "(out-of-bounds access?)")
     if os.WEXITSTATUS(status) == _INDEX_TRAP:
-        raise IndexError(f"the emulated kernel {kernel.name}: a data-dependent index is outside its dimension "
+        raise IndexError(f"the emulated kernel {name}: a data-dependent index is outside its dimension "
                          "(an IndexCheck failed; on a GPU the launcher raises IndexError too); keep the data in range, or "
                          "clamp the index")
+    if os.WEXITSTATUS(status) == _BARRIER_TRAP:
+        raise EmulationError(f"the emulated kernel {name}: some threads of a block returned while others wait at "
+                             "__syncthreads() (a barrier under a condition that differs between threads; on a GPU, "
+                             "undefined behaviour)")
     if os.WEXITSTATUS(status) != 0:
-        raise EmulationError(f"the emulated kernel {kernel.name} failed (exit status {os.WEXITSTATUS(status)})")
-    for m, s in zip(memory, shared):
-        m[...] = s
+        raise EmulationError(f"the emulated kernel {name} failed (exit status {os.WEXITSTATUS(status)})")

@@ -65,11 +65,17 @@ _h("tc_cp_async", r"""
 #if defined(TC_HOST_EMULATION)
 #include <vector>
 struct tc_async_copy { void* dst; unsigned char bytes[16]; long long group; };
-static thread_local std::vector<tc_async_copy> tc_async_pending;   // this thread's copies in flight
-static thread_local long long tc_async_committed = 0;               // groups committed so far
+// per emulated thread (codegen.cuda.emulate runs a block's threads, at most 1024, as fibers of one OS thread)
+static std::vector<tc_async_copy> tc_async_pending_of[1024];        // the copies in flight
+static long long tc_async_committed_of[1024];                       // the groups committed so far
+#define tc_async_pending tc_async_pending_of[tc_current]
+#define tc_async_committed tc_async_committed_of[tc_current]
+static void tc_async_thread_start(unsigned k) { tc_async_pending_of[k].clear(); tc_async_committed_of[k] = 0; }
+static const int tc_async_hooked = (tc_on_thread_start = tc_async_thread_start, 0);
 inline void tc_cp_async16(void* smem, const void* gmem) {
   tc_async_copy c;
   c.dst = smem;
+  tc_note_read(0, gmem, 16);          // the race check (codegen.cuda.emulate)
   std::memcpy(c.bytes, gmem, 16);
   c.group = -1;     // not committed yet
   tc_async_pending.push_back(c);
@@ -81,8 +87,14 @@ inline void tc_cp_async_commit() {
 inline void tc_cp_async_complete(long long before) {   // the copies of groups < before (all: -1)
   std::vector<tc_async_copy> rest;
   for (auto& c : tc_async_pending) {
-    if (before < 0 || (c.group >= 0 && c.group < before)) std::memcpy(c.dst, c.bytes, 16);
-    else rest.push_back(c);
+    if (before < 0 || (c.group >= 0 && c.group < before)) {
+      unsigned char old[16];
+      std::memcpy(old, c.dst, 16);
+      std::memcpy(c.dst, c.bytes, 16);
+      tc_note_write(1, c.dst, 16, old);
+    } else {
+      rest.push_back(c);
+    }
   }
   tc_async_pending.swap(rest);
 }

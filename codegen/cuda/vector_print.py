@@ -25,14 +25,19 @@ from .vectors import wide_copy_source
 __all__ = ["chunk_ref", "hoist_loads", "wide_copy", "wide_store"]
 
 
-def chunk_ref(em, w, j: int, write: bool) -> str:
-    """The lvalue of chunk ``j`` of the whole-vector access ``w`` (codegen.cuda.vectors)."""
+def chunk_ref(em, w, j: int, write: bool, noted: bool = True) -> str:
+    """The lvalue of chunk ``j`` of the whole-vector access ``w`` (codegen.cuda.vectors),
+    through the host emulation's race check where the emitter notes accesses (``noted``)."""
     vt = em.storage_type(w.buffer.dtype.with_lanes(w.vtype.lanes))
     if w.element_buffer:
         index = em._private_index(w.buffer, w.index)
-        return em.elem(w.buffer, em.lane(index, j, True) if index.dtype.is_vector else em.expr(index, True))
-    start = em.expr(em._private_index(w.buffer, w.base), True) + (f" + {j * w.vtype.lanes}" if j else "")
-    return f"*reinterpret_cast<{'' if write else 'const '}{vt}*>(&{em.elem(w.buffer, start)})"
+        ref = em.elem(w.buffer, em.lane(index, j, True) if index.dtype.is_vector else em.expr(index, True))
+    else:
+        start = em.expr(em._private_index(w.buffer, w.base), True) + (f" + {j * w.vtype.lanes}" if j else "")
+        ref = f"*reinterpret_cast<{'' if write else 'const '}{vt}*>(&{em.elem(w.buffer, start)})"
+    if not noted:
+        return ref
+    return em.written(w.buffer, ref) if write else em.read(w.buffer, ref)
 
 
 def hoist_loads(em, s: Stmt) -> None:
@@ -65,7 +70,7 @@ def wide_copy(em, s: Store) -> bool:
     em.helpers.need("tc_cp_async")
     em.emit("#ifdef TC_CP_ASYNC")
     for j in range(w.chunks):
-        em.emit(f"tc_cp_async16(&{chunk_ref(em, w, j, True)}, &{chunk_ref(em, src, j, False)});")
+        em.emit(f"tc_cp_async16(&{chunk_ref(em, w, j, True, False)}, &{chunk_ref(em, src, j, False, False)});")
     em.emit("#else")
     for line in plain:
         em.emit(line)

@@ -1,0 +1,116 @@
+"""The host emulation runs a block's threads as fibers in a fixed order, once in order and once
+in reverse (threads and blocks), and compares the two: a race shows on every run, not only
+when the operating system happens to interleave threads badly."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from codegen import build
+from codegen.cuda import examples, nvcc_available
+from codegen.cuda.emulate import EmulationError, emulation_source, host_compiler, run_on_host
+from loopnest import LoopNest
+from loopnest.transforms.loop_kinds import MAX_BLOCK_THREADS
+from te import Buffer, Compute, Var, float32, int32
+
+pytestmark = pytest.mark.skipif(host_compiler() is None or not nvcc_available(),
+                                reason="g++ or the CUDA headers not found")
+
+
+def _tampered(ex, old: str, new: str):
+    """``ex``'s CUDA kernel with ``old`` replaced by ``new`` in the source the emulation
+    compiles (a kernel the code generator would not emit)."""
+    kernel = build(ex.nest, ex.args, target="cuda")
+    source = emulation_source(kernel)
+    assert old in source
+    kernel._emulation_source = source.replace(old, new, 1)
+    return kernel
+
+
+def test_both_orders_give_the_values_of_a_correct_kernel():
+    ex = examples.softmax_block()
+    kernel = build(ex.nest, ex.args, target="cuda")
+    arrays, expected = ex.make(np.random.default_rng(0))
+    run_on_host(kernel, **arrays)
+    np.testing.assert_allclose(arrays["Y"], expected["Y"], rtol=1e-5, atol=1e-6)
+
+
+def test_threads_writing_one_element_are_a_race():
+    ex = examples.elementwise(300)
+    store = "tc_wrg(b_Y[((((long long)(v_i_outer)) * 128LL) + ((long long)(v_i_inner)))]) ="
+    kernel = _tampered(ex, store, "tc_wrg(b_Y[0]) =")
+    arrays, _ = ex.make(np.random.default_rng(0))
+    before = {name: a.copy() for name, a in arrays.items()}
+    with pytest.raises(EmulationError, match=r"data race on Y\[0\] \(in memory order\): thread \(0, 0, 0\) of "
+                                             r"block \(0, 0, 0\) wrote it, then thread \(1, 0, 0\) of block "
+                                             r"\(0, 0, 0\) wrote it, changing it, with no barrier between"):
+        run_on_host(kernel, **arrays)
+    for name, a in arrays.items():      # nothing written back
+        np.testing.assert_array_equal(a, before[name])
+
+
+def test_a_barrier_taken_away_is_a_race():
+    ex = examples.softmax_block()
+    kernel = _tampered(ex, "__syncthreads();", ";")       # the first barrier after a shared store
+    arrays, _ = ex.make(np.random.default_rng(1))
+    with pytest.raises(EmulationError, match=r"data race on an element of shared memory: thread \(0, 0, 0\) of "
+                                             r"block \(0, 0, 0\) read it, then thread \(1, 0, 0\) of block "
+                                             r"\(0, 0, 0\) wrote it, changing it"):
+        run_on_host(kernel, **arrays)
+
+
+def test_threads_leaving_while_others_wait_at_a_barrier_are_reported():
+    ex = examples.softmax_block()
+    kernel = _tampered(ex, "  __syncthreads();", "  if (threadIdx.x == 1) return;\n  __syncthreads();")
+    arrays, _ = ex.make(np.random.default_rng(2))
+    with pytest.raises(EmulationError, match=r"returned while others wait at __syncthreads\(\)"):
+        run_on_host(kernel, **arrays)
+
+
+def test_a_block_larger_than_cuda_allows_is_refused():
+    N = Var("N", int32)
+    X = Buffer("X", (N,), float32)
+    Y = Compute("Y", (N,), lambda i: X[i] * 2.0)
+    nest = LoopNest([Y])
+    nest.set_gpu_thread_index(nest.get_loops_for(Y)[0], 0)      # as many threads as elements
+    kernel = build(nest, [X, Y], target="cuda")
+    x, y = np.ones(2000, np.float32), np.zeros(2000, np.float32)
+    with pytest.raises(EmulationError, match=f"a block of 2000 threads .* at most {MAX_BLOCK_THREADS}"):
+        run_on_host(kernel, x, y)
+    np.testing.assert_array_equal(y, 0.0)
+    run_on_host(kernel, x[:1000], y[:1000])
+    np.testing.assert_array_equal(y, np.r_[np.full(1000, 2.0), np.zeros(1000)])
+
+
+def test_a_buffer_shared_by_threads_that_each_accumulate_into_it_is_a_race(monkeypatch):
+    """Seed 143, case 395, found by chance before (threads of the OS): with the placement's
+    test for accumulation taken away, T3 is one buffer for every thread, and the race check
+    names it on every run."""
+    from codegen.cuda import memory
+    from te import Reduce, Sum
+    monkeypatch.setattr(memory, "_accumulates", lambda stmts, b: False)
+    N = Var("N", int32)
+    I = Buffer("I", (N + 3,), "int32")
+    T2 = Compute("T2", (7,), lambda i: 2.0)
+    T3 = Reduce("T3", (N + 1,), Sum(), lambda i, r: T2[I[r]] + T2[r / 2], (8,))
+    T4 = Reduce("T4", (N + 1,), Sum(), lambda i, r: T3[I[r] % (N + 1)] - T3[r] * 3.0, (8,))
+    nest = LoopNest([T4])
+    i = nest.get_loops_for(T4)[0]
+    nest.compute_at(nest.buffer("T3"), i)
+    nest.set_gpu_thread_index(i, 2)
+    kernel = build(nest, [I, T4, N], target="cuda")
+    idx = np.array([3, 4, 4, 5, 2, 5, 6, 0, 5, 3, 4], np.int32)
+    with pytest.raises(EmulationError, match=r"data race on T3\[0\] \(in memory order\): thread \(0, 0, 0\) of block "
+                                             r"\(0, 0, 0\) wrote it, then thread \(0, 0, 1\) of block \(0, 0, 0\) "
+                                             r"wrote it, changing it"):
+        run_on_host(kernel, idx, np.zeros(9, np.float32), 8)
+
+
+def test_only_global_and_shared_accesses_are_noted():
+    ex = examples.softmax_block()
+    kernel = build(ex.nest, ex.args, target="cuda")
+    noted = emulation_source(kernel)
+    assert "tc_rd" not in kernel.source and "tc_wr" not in kernel.source
+    assert "tc_rdg(b_X[" in noted and "tc_wrg(b_Y[" in noted and "tc_wrs(" in noted and "tc_rds(" in noted
+    plain = [ln for ln in noted.splitlines() if "tc_rd" not in ln and "tc_wr" not in ln]
+    assert all(ln in kernel.source.splitlines() for ln in plain)
