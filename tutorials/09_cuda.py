@@ -5,7 +5,8 @@
 The story: a row softmax bound to the GPU: one block per row, threads across the columns.
 We print the CUDA C, compile it with nvcc for two architectures when nvcc is installed
 (no GPU needed: registers and shared memory come from ptxas), check the GPU-bound nest on
-the interpreter (GPU axes run as serial loops), and run it on the GPU when there is one.
+the interpreter (GPU axes run as serial loops), run it on the GPU when there is one, and on
+the host emulation (with its race check) when there is none.
 Then a running sum down the rows: each row needs the one before, so the row loop stays
 serial and runs on the host, launching the column kernel once per row (a host loop).
 Then a convolution from the CUDA tuning space (what `autotune(..., target="cuda")`
@@ -71,6 +72,21 @@ try:
     print("ran on the GPU: agrees")
 except RuntimeError as err:
     print("no GPU here:", str(err).splitlines()[0])
+
+# Without a GPU, the host emulation runs the CUDA C itself on the CPU (g++ and the CUDA
+# headers): each thread a fiber, run in a fixed order, every access of global or shared
+# memory checked for races (two threads touching one element between barriers, one of them
+# changing it, would be an EmulationError naming the element and both threads). A schedule
+# that races is refused when it is written; the check guards the code generator itself, and
+# the random tester runs its CUDA schedules through it.
+from codegen.cuda.emulate import host_compiler, run_on_host
+if host_compiler() is not None and nvcc_available():
+    y_emu = np.empty_like(x)
+    run_on_host(kernel, x, y_emu)
+    assert np.allclose(y_emu, y, rtol=1e-5, atol=1e-7)
+    print("ran on the host emulation: agrees, no race")
+else:
+    print("g++ or the CUDA headers not found: host emulation skipped")
 
 # A host loop: S[i + 1, j] = S[i, j] + X[i + 1, j]. The columns of a row run in parallel on
 # the GPU; the serial row loop around them is run by the launcher, one launch per row.
