@@ -55,6 +55,7 @@ import time
 import numpy as np
 
 from loopnest.transforms.loop_kinds import MAX_BLOCK_THREADS
+from te.recursion import recursion_guard
 
 from ..kernel import BuildError
 from .emit import CudaEmitter
@@ -406,9 +407,15 @@ def emulation_source(kernel) -> str:
     the emitter's ``note_accesses``), printed once per kernel from its plan."""
     source = getattr(kernel, "_emulation_source", None)
     if source is None:
-        emitter = CudaEmitter(kernel.module.plan, fast_math=kernel.fast_math, note_accesses=True)
-        source = kernel._emulation_source = emitter.run().source
+        source = kernel._emulation_source = _print_noted(kernel.module.plan, kernel.fast_math)
     return source
+
+
+@recursion_guard
+def _print_noted(plan, fast_math: bool) -> str:
+    """The CUDA C of ``plan`` with its accesses noted (a deep expression prints on a deep
+    thread, as in ``build``)."""
+    return CudaEmitter(plan, fast_math=fast_math, note_accesses=True).run().source
 
 
 def _build(kernel) -> str:
@@ -540,7 +547,8 @@ def _start(kernel, lib_path: str, memory: list, scratch_bytes: list, launches: l
 
 
 def _wait(pid: int, deadline: float, name: str, timeout: float) -> int:
-    """The exit status of child ``pid``; kills it and raises EmulationError past ``deadline``."""
+    """The exit status of child ``pid``; EmulationError past ``deadline`` (``_run`` then kills
+    the children still running)."""
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:

@@ -3,6 +3,9 @@ in reverse (threads and blocks), and compares the two: a race shows on every run
 when the operating system happens to interleave threads badly."""
 from __future__ import annotations
 
+import functools
+import operator
+
 import numpy as np
 import pytest
 
@@ -114,3 +117,20 @@ def test_only_global_and_shared_accesses_are_noted():
     assert "tc_rdg(b_X[" in noted and "tc_wrg(b_Y[" in noted and "tc_wrs(" in noted and "tc_rds(" in noted
     plain = [ln for ln in noted.splitlines() if "tc_rd" not in ln and "tc_wr" not in ln]
     assert all(ln in kernel.source.splitlines() for ln in plain)
+
+
+def test_a_deep_expression_prints_for_the_emulation():
+    """Seed 150, case 69: the source the emulation compiles was printed outside ``build``'s
+    recursion guard, so an expression too deep for the calling thread (the printer's
+    recursion; here a chain of 1,500 additions) raised RecursionError there."""
+    N = Var("N", int32)
+    A = Buffer("A", (N,), float32)
+    B = Compute("B", (N,), lambda i: functools.reduce(operator.add, [A[i] * float(k % 7) for k in range(1500)]))
+    nest = LoopNest([B])
+    outer, inner = nest.split_with_mask(nest.get_loops_for(B)[0], 32)
+    nest.set_gpu_block_index(outer, 0)
+    nest.set_gpu_thread_index(inner, 0)
+    kernel = build(nest, [A, B, N], target="cuda")
+    a, b = np.arange(40, dtype=np.float32), np.zeros(40, np.float32)
+    run_on_host(kernel, a, b, 40)
+    np.testing.assert_allclose(b, a * sum(k % 7 for k in range(1500)), rtol=1e-5)
