@@ -694,11 +694,8 @@ def test_a_thread_binding_counts_the_threads_of_sibling_thread_loops():
     assert out.tolist() == [8] * 9
 
 
-def test_a_reduction_computed_in_every_thread_gets_a_buffer_per_thread():
-    """Seed 143, case 395: T3, a reduction of a size known at launch, computed at a loop bound
-    to threads (every thread computes all of it), was one global buffer for all threads: a
-    thread's ``T3[k] = 0`` could clear another's partial sum (wrong values on the host
-    emulation, in some runs). A tensor that a store adds to gets a slice per thread now."""
+def _seed_143_case_395():
+    """The program and schedule of seed 143, case 395: (nest, build arguments, index data)."""
     N = Var("N", int32)
     I = Buffer("I", (N + 3,), "int32")
     T2 = Compute("T2", (7,), lambda i: 2.0)
@@ -708,14 +705,37 @@ def test_a_reduction_computed_in_every_thread_gets_a_buffer_per_thread():
     i = nest.get_loops_for(T4)[0]
     nest.compute_at(nest.buffer("T3"), i)
     nest.set_gpu_thread_index(i, 2)
-    kernel = build(nest, [I, T4, N], target="cuda")
+    return nest, [I, T4, N], np.array([3, 4, 4, 5, 2, 5, 6, 0, 5, 3, 4], np.int32)
+
+
+def test_a_reduction_computed_in_every_thread_gets_a_buffer_per_thread():
+    """Seed 143, case 395: T3, a reduction of a size known at launch, computed at a loop bound
+    to threads (every thread computes all of it), was one global buffer for all threads: a
+    thread's ``T3[k] = 0`` could clear another's partial sum (wrong values on the host
+    emulation, in some runs). A tensor that a store adds to gets a slice per thread now."""
+    nest, args, idx = _seed_143_case_395()
+    kernel = build(nest, args, target="cuda")
     placement = next(p for p in kernel.module.plan.placements.values() if p.buffer.name == "T3")
     assert placement.scope == "global" and placement.slice_axes == (2,)
-    idx = np.array([3, 4, 4, 5, 2, 5, 6, 0, 5, 3, 4], np.int32)
     want = np.zeros(9, np.float32)
-    build(LoopNest([T4]), [I, T4, N], target="ireval")(idx, want, 8)
+    build(LoopNest([args[1]]), args, target="ireval")(idx, want, 8)
     if HAVE_EMU:
-        for _ in range(3):
-            got = np.zeros(9, np.float32)
-            run_on_host(kernel, idx, got, 8)
-            np.testing.assert_array_equal(got, want)
+        got = np.zeros(9, np.float32)
+        run_on_host(kernel, idx, got, 8)
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.skipif(not HAVE_EMU, reason="g++ or the CUDA headers not found")
+def test_the_emulation_names_the_race_of_seed_143_on_every_run(monkeypatch):
+    """The same defect, put back (the placement's test for accumulation taken away): T3 is one
+    buffer for every thread again, and the emulation's race check names it on every run (the
+    emulation's OS threads showed it in some runs only)."""
+    from codegen.cuda import memory
+    from codegen.cuda.emulate import EmulationError
+    monkeypatch.setattr(memory, "_accumulates", lambda stmts, b: False)
+    nest, args, idx = _seed_143_case_395()
+    kernel = build(nest, args, target="cuda")
+    with pytest.raises(EmulationError, match=r"data race on T3\[0\] \(in memory order\): thread \(0, 0, 0\) of block "
+                                             r"\(0, 0, 0\) wrote it, then thread \(0, 0, 1\) of block \(0, 0, 0\) "
+                                             r"wrote it, changing it"):
+        run_on_host(kernel, idx, np.zeros(9, np.float32), 8)
