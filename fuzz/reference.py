@@ -182,10 +182,14 @@ class _Evaluator:
             idx = [np.broadcast_to(rec(x), self.grid[0].shape).astype(np.int64) for x in node[2]]
             inside = np.ones(self.grid[0].shape, bool)
             for d, ix in enumerate(idx):
-                inside &= (ix >= 0) & (ix < arr.shape[d])
+                in_dim = (ix >= 0) & (ix < arr.shape[d])
+                # only an index that reads data may be out of range: the others are the
+                # program's own (the compiler refuses them, ValueError, at this size)
+                assert _loads(node[2][d]) or (in_dim if where is None else in_dim | ~where).all(), \
+                    f"the program reads {node[1]} out of range in dimension {d}, whose index reads no data"
+                inside &= in_dim
             outside = ~inside if where is None else ~inside & where
             if outside.any():
-                assert any(_loads(x) for x in node[2]), f"the program reads {node[1]} out of range where the value is used"
                 self.read_bad = True
                 self.needs_bad |= _restrict(need, outside)
             if arr.size == 0:   # every point reads out of range (or there is none)

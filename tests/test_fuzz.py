@@ -139,6 +139,25 @@ def test_a_low_precision_sum_of_fractions_that_could_round_is_not_drawn():
         evaluate(p, data, strict=True)
 
 
+def test_a_size_of_zero_is_not_drawn_where_an_index_without_data_leaves_its_input():
+    """Seed 152, case 110: with N bound to 0, T1 read A[clamp(I[i]), i + 1] from an A of N
+    columns. The reference took the read for a data-dependent one (its first index loads I)
+    and expected IndexError or values; the compiler, rightly, refused the call (ValueError:
+    A's column i + 1 is outside its shape at N = 0, whatever the data). A size of 0 is now
+    drawn only where every index that reads no data stays in range."""
+    import random
+    from fuzz.programs import _zero_size
+    from fuzz.reference import evaluate, input_data
+    read = ["ld", "A", [["ld", "I", [["i", 0]]], ["add", ["i", 0], ["c", 1, "int32"]]]]
+    p = Program({"N": 6}, [TensorSpec("A", "float32", [[2, 0], ["N", 0]]), TensorSpec("I", "int32", [[5, 0]], values=[0, 1]),
+                           TensorSpec("T1", "float32", [[5, 0]], read),
+                           TensorSpec("T2", "float32", [["N", 0]], ["ld", "T1", [["c", 0, "int32"]]])], ["T2"], 0)
+    at_zero = Program({"N": 0}, p.tensors, p.outputs, 0)
+    with pytest.raises(AssertionError, match="reads A out of range in dimension 1, whose index reads no data"):
+        evaluate(at_zero, input_data(at_zero), strict=False)
+    assert all(_zero_size(p, random.Random(seed)) is p for seed in range(5))
+
+
 def test_the_reference_wraps_integer_arithmetic_as_the_language_does():
     """Seed 69, case 153: int32 ``65024 * 65024`` wraps to -66846720 (docs/semantics.md), as
     IREval computed; the reference kept the float64 product, so ``minimum(1, ...)`` gave 1."""
