@@ -146,7 +146,7 @@ static void* tc_ctx;
 static void (*tc_on_thread_start)(unsigned) = nullptr;   // per-thread state of the helpers (async copies)
 #define TC_STACK_BYTES (1u << 20)
 // The race check. Every access of global (kind 0) or shared (kind 1) memory that the emitter
-// notes (emit_cuda's note_accesses: tc_rdg / tc_rds, tc_wrg / tc_wrs) is checked against the
+// notes (CudaEmitter's note_accesses: tc_rdg / tc_rds, tc_wrg / tc_wrs) is checked against the
 // byte's last write, last write that changed it, and its reads by the last two threads: two
 // accesses conflict when they are made in one launch by threads of different blocks, or by
 // threads of one block between the same barriers, and at least one of them writes a value
