@@ -171,6 +171,8 @@ class CudaEmitter(Functor):
     ``visit(e, idx)`` returns the C text of a whole expression (through :meth:`expr`, which
     refuses vector values: their lanes come as ``make_vector`` / ``extract_lane`` from the
     pass ``scalarize_vectors``), ``visit(s)`` appends the lines of a statement.
+    ``note_accesses`` (the host emulation's race check, ``codegen.cuda.emulate``) prints each
+    read and write of global or shared memory through ``tc_rd*`` / ``tc_wr*``.
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest

@@ -404,7 +404,15 @@ def _header(cxx: str, text: str) -> str:
 def emulation_source(kernel) -> str:
     """The CUDA C the emulation compiles: ``kernel.source`` with every access of global or
     shared memory noted for the race check (``tc_rdg(b_X[i])``, ``tc_wrs(s_T[j]) = ...``;
-    the emitter's ``note_accesses``), printed once per kernel from its plan."""
+    the emitter's ``note_accesses``), printed once per kernel from its plan.
+
+    >>> from codegen import build
+    >>> from codegen.cuda import examples
+    >>> ex = examples.elementwise(300)
+    >>> k = build(ex.nest, ex.args, target="cuda")
+    >>> "tc_rdg(b_X[" in emulation_source(k), "tc_rdg(" in k.source
+    (True, False)
+    """
     source = getattr(kernel, "_emulation_source", None)
     if source is None:
         source = kernel._emulation_source = _print_noted(kernel.module.plan, kernel.fast_math)
@@ -461,7 +469,10 @@ def _aligned_zeros(nbytes: int, align: int = 256) -> np.ndarray:
 def run_on_host(kernel, *args, timeout: float = 120.0, **kwargs):
     """Call the CUDA ``kernel`` (numpy arguments, as for ``kernel(...)``) on the CPU through
     the emulation; returns what ``kernel(...)`` returns (the outputs left out, allocated).
-    Raises EmulationError on a crash or after ``timeout`` seconds."""
+    Raises EmulationError on a race (naming the element and both threads), on threads that
+    leave a block while others wait at a barrier, on a crash, or after ``timeout`` seconds;
+    IndexError where an index check fails, as on a GPU. The arrays are written only when the
+    run succeeds. Example in the module docstring."""
     if getattr(kernel, "target", None) != "cuda":
         raise BuildError("run_on_host takes a kernel built with target='cuda'")
     return kernel._call(args, kwargs, lambda arrays, sizes: _run(kernel, arrays, sizes, timeout))

@@ -113,12 +113,18 @@ for (int i_tail = 4; i_tail < 5; i_tail++) {
     roundtrip(nest, [B])
 
 
-def test_unroll_copies_get_fresh_inner_loops():
+def _copy_with_rows_unrolled():
+    """``B = A`` (2 x 3) with its row loop unrolled into copies: (A, B, nest, the column loop)."""
     A = Buffer("A", (2, 3), float32)
     B = Compute("B", (2, 3), lambda i, j: A[i, j])
     nest = LoopNest([B])
     i, j = nest.get_loops_for(B)
     nest.unroll(i)
+    return A, B, nest, j
+
+
+def test_unroll_copies_get_fresh_inner_loops():
+    A, B, nest, j = _copy_with_rows_unrolled()
     names = [l.name for l in nest.get_all_loops()]
     assert names == ["j", "j_1"] and j.exists()
     nest.verify()
@@ -167,11 +173,7 @@ def test_late_unroll_refusals_name_the_reason_and_change_nothing():
 
 
 def test_late_unroll_of_a_loop_unrolled_into_copies_marks_every_copy():
-    A = Buffer("A", (2, 3), float32)
-    B = Compute("B", (2, 3), lambda i, j: A[i, j])
-    nest = LoopNest([B])
-    i, j = nest.get_loops_for(B)
-    nest.unroll(i)
+    A, B, nest, j = _copy_with_rows_unrolled()
     nest.unroll(j, late=True)
     assert [lp.kind for lp in nest.get_all_loops()] == [ForKind.UNROLLED] * 2
     a = rand(2, 3)
