@@ -187,6 +187,32 @@ def vectorize_split(nest, loop, lanes: int):
     return outer, inner, tail
 
 
+def vectorize_copy(nest, buffer: str, lanes: int) -> None:
+    """Vectorize the innermost loop of the copy that fills the local buffer ``buffer`` (made
+    by ``cache_accesses``): whole where its extent is a constant of at most ``4 * lanes``,
+    else by ``vectorize_split``. The copy runs along the last dimension of both buffers, so
+    its vectors are contiguous loads and stores. A scalar copy loop is left to LLVM, which
+    turns each row into a ``memcpy`` whose code generation costs about a millisecond
+    (matmul 1024: 7 of 100 ms of build).
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (8, 32), "float32"); B = Buffer("B", (32, 32), "float32")
+    >>> nest = LoopNest([Reduce("C", (8, 32), Sum(), lambda i, j, k: A[i, k] * B[k, j], (32,))])
+    >>> _ = nest.cache_accesses("B", "B_pack", nest.get_loops_for("C")[1])
+    >>> vectorize_copy(nest, "B_pack", 8)
+    >>> [lp.kind for lp in nest.get_loops_for("B_pack")]
+    ['serial', 'serial', 'vectorized']
+    """
+    inner = nest.get_loops_for(nest.buffer(buffer))[-1]
+    extent = const_extent(inner.extent)
+    if extent is not None and extent <= 4 * lanes:
+        if extent >= 2:
+            nest.vectorize(inner)
+    else:
+        vectorize_split(nest, inner, lanes)
+
+
 def contraction(nest, t: Tensor, k: dict):
     """The register-blocked schedule of contraction ``t``; returns its outermost loop.
 
@@ -296,6 +322,7 @@ def contraction(nest, t: Tensor, k: dict):
         pos_i = tile_outer.index(i_tile)
         if pos_i > 0:
             nest.cache_accesses(nest.buffer(k["pack_buffer"]), f"{k['pack_buffer']}_pack", tile_outer[pos_i - 1])
+            vectorize_copy(nest, f"{k['pack_buffer']}_pack", lanes)
     if j_lane is not None:
         nest.vectorize(j_lane)
     for lp in (j_vec, i_in, o_in):
