@@ -23,7 +23,9 @@ scheduling.
 It checks indexing, guards, barrier placement and helper semantics of the emitted code --
 not the GPU's own math library or memory model. The kernel's CUDA includes and the prelude
 are precompiled once per process into a header that every kernel with the same includes
-shares (parsing the CUDA headers took half of each compile).
+shares (parsing the CUDA headers took half of each compile), and the fibers and the race
+check are a runtime library built once per process that every kernel links to (``_RUNTIME``):
+a kernel compiles in about 0.07 s.
 
 >>> import numpy as np
 >>> from codegen.cuda import examples
@@ -83,9 +85,6 @@ _PRELUDE = r"""
 #include <cstdlib>
 #include <cstring>
 #include <cstdint>
-#include <sys/mman.h>
-#include <ucontext.h>
-#include <unordered_map>
 #undef __global__
 #undef __device__
 #undef __forceinline__
@@ -127,23 +126,66 @@ static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 #define __dmul_rn(x, y) ((x) * (y))
 #define __dsub_rn(x, y) ((x) - (y))
 using std::isnan;
+// The emulation's runtime (_RUNTIME: the threads of a block as fibers, the race check), built
+// once per process into a library every emulated kernel links to.
+struct tc_dim3 { unsigned x, y, z; };
+extern "C" {
+extern tc_dim3 threadIdx, blockIdx, blockDim, gridDim;
+extern unsigned tc_current;                       // the running thread's index in its block
+extern void (*tc_on_thread_start)(unsigned);      // per-thread state of the helpers (async copies)
+void tc_note_read(int kind, const void* p, size_t n);
+void tc_note_write(int kind, const void* p, size_t n, const void* old);
+void __syncthreads();
+void tc_run_grid(const unsigned* g, const unsigned* b, void (*fn)(void*), void* ctx);
+}
+// the race check's notes of each access the emitter marks (CudaEmitter's note_accesses)
+template <typename T> static inline const T& tc_rdg(const T& x) { tc_note_read(0, &x, sizeof(T)); return x; }
+template <typename T> static inline const T& tc_rds(const T& x) { tc_note_read(1, &x, sizeof(T)); return x; }
+template <typename T> struct tc_written {
+  T* p;
+  int kind;
+  template <typename V> T& operator=(const V& v) {
+    unsigned char old[sizeof(T)];
+    std::memcpy(old, (const void*)p, sizeof(T));
+    *p = v;
+    tc_note_write(kind, p, sizeof(T), old);
+    return *p;
+  }
+};
+template <typename T> static inline tc_written<T> tc_wrg(T& x) { return {&x, 0}; }
+template <typename T> static inline tc_written<T> tc_wrs(T& x) { return {&x, 1}; }
+"""
+
+
+#: the emulation's runtime, built once per process (``_runtime``) into the library each emulated
+#: kernel links to: the fibers that run a block's threads, the race check, the launch
+_RUNTIME = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cstdint>
+#include <sys/mman.h>
+#include <ucontext.h>
+#include <unordered_map>
 // The threads of a block are fibers (ucontext) of one OS thread, run in a fixed order, each
 // until it reaches __syncthreads() or returns; a barrier is released once every thread of the
 // block waits at it. The blocks run one after another. tc_reverse runs threads and blocks in
 // reverse order: run_on_host runs both orders and compares them, so a race (two threads
 // touching one element between barriers, one of them writing it) shows deterministically.
 struct tc_dim3 { unsigned x, y, z; };
-static tc_dim3 threadIdx;                       // the running thread's
-static tc_dim3 blockIdx, blockDim, gridDim;
+extern "C" {                                    // what the kernels use (declared in _PRELUDE)
+tc_dim3 threadIdx;                              // the running thread's
+tc_dim3 blockIdx, blockDim, gridDim;
+unsigned tc_current;                            // the running thread's index in its block
+void (*tc_on_thread_start)(unsigned) = nullptr;   // per-thread state of the helpers (async copies)
+}
 enum { TC_READY, TC_AT_BARRIER, TC_DONE };
 struct tc_fiber { ucontext_t ctx; tc_dim3 t; int state; };
 static tc_fiber* tc_fibers;
-static unsigned tc_current;                     // the running thread's index in its block
 static ucontext_t tc_scheduler;
 static int tc_reverse;
 static void (*tc_fn)(void*);
 static void* tc_ctx;
-static void (*tc_on_thread_start)(unsigned) = nullptr;   // per-thread state of the helpers (async copies)
 #define TC_STACK_BYTES (1u << 20)
 // The race check. Every access of global (kind 0) or shared (kind 1) memory that the emitter
 // notes (CudaEmitter's note_accesses: tc_rdg / tc_rds, tc_wrg / tc_wrs) is checked against the
@@ -182,7 +224,7 @@ static void tc_race(int kind, uintptr_t addr, const tc_stamp& first, bool first_
   std::fflush(nullptr);
   std::_Exit(88);
 }
-__attribute__((optimize("O2"))) static void tc_note_read(int kind, const void* p, size_t n) {
+extern "C" void tc_note_read(int kind, const void* p, size_t n) {
   const tc_stamp now = tc_now();
   for (size_t i = 0; i < n; ++i) {
     const uintptr_t a = (uintptr_t)p + i;
@@ -195,7 +237,7 @@ __attribute__((optimize("O2"))) static void tc_note_read(int kind, const void* p
     c.has |= TC_HAS_R0;
   }
 }
-__attribute__((optimize("O2"))) static void tc_note_write(int kind, const void* p, size_t n, const void* old) {
+extern "C" void tc_note_write(int kind, const void* p, size_t n, const void* old) {
   const tc_stamp now = tc_now();
   for (size_t i = 0; i < n; ++i) {
     const uintptr_t a = (uintptr_t)p + i;
@@ -212,24 +254,9 @@ __attribute__((optimize("O2"))) static void tc_note_write(int kind, const void* 
     c.has |= TC_HAS_W;
   }
 }
-template <typename T> static inline const T& tc_rdg(const T& x) { tc_note_read(0, &x, sizeof(T)); return x; }
-template <typename T> static inline const T& tc_rds(const T& x) { tc_note_read(1, &x, sizeof(T)); return x; }
-template <typename T> struct tc_written {
-  T* p;
-  int kind;
-  template <typename V> T& operator=(const V& v) {
-    unsigned char old[sizeof(T)];
-    std::memcpy(old, (const void*)p, sizeof(T));
-    *p = v;
-    tc_note_write(kind, p, sizeof(T), old);
-    return *p;
-  }
-};
-template <typename T> static inline tc_written<T> tc_wrg(T& x) { return {&x, 0}; }
-template <typename T> static inline tc_written<T> tc_wrs(T& x) { return {&x, 1}; }
 // a thread returned while others of its block wait at a barrier (run_on_host: EmulationError)
 static inline void tc_barrier_trap() { std::fflush(nullptr); std::_Exit(87); }
-static inline void __syncthreads() {
+extern "C" void __syncthreads() {
   tc_fibers[tc_current].state = TC_AT_BARRIER;
   swapcontext(&tc_fibers[tc_current].ctx, &tc_scheduler);
 }
@@ -239,7 +266,7 @@ static void tc_fiber_main() {
   tc_fn(tc_ctx);
   tc_fibers[tc_current].state = TC_DONE;    // returns to the scheduler (uc_link)
 }
-static void tc_run_grid(const unsigned* g, const unsigned* b, void (*fn)(void*), void* ctx) {
+extern "C" void tc_run_grid(const unsigned* g, const unsigned* b, void (*fn)(void*), void* ctx) {
   static char* stacks = nullptr;
   static unsigned capacity = 0;
   gridDim = {g[0], g[1], g[2]};
@@ -293,6 +320,8 @@ static void tc_run_grid(const unsigned* g, const unsigned* b, void (*fn)(void*),
     }
   }
 }
+extern "C" void tc_set_reverse(int reverse) { tc_reverse = reverse; }
+extern "C" void tc_set_report(void* report) { tc_report = (tc_race_report*)report; }
 """
 
 
@@ -349,8 +378,6 @@ extern "C" int tc_launch_{ks.name}(const long long* args, const unsigned* g, con
   tc_run_grid(g, b, tc_body_{ks.name}, (void*)args);
   return 0;
 }}""")
-    out.append('extern "C" void tc_set_reverse(int reverse) { tc_reverse = reverse; }')
-    out.append('extern "C" void tc_set_report(void* report) { tc_report = (tc_race_report*)report; }')
     return "\n".join(out)
 
 
@@ -401,6 +428,32 @@ def _header(cxx: str, text: str) -> str:
         return path
 
 
+#: the runtime's compile flags: it runs every emulated thread, so it is optimised
+_RUNTIME_FLAGS = ["-std=c++20", "-O2", "-fPIC", "-pthread", "-w", "-shared"]
+_RUNTIMES: dict[str, str] = {}
+
+
+def _runtime(cxx: str) -> str:
+    """The path of the emulation's runtime library (``_RUNTIME``), built once per process.
+    Kernels link to it by this path, so each compiles only its own code: the race check's
+    hash map is no longer instantiated and optimised in every kernel (g++ 0.2 -> 0.1 s a
+    kernel)."""
+    with _HEADER_LOCK:
+        path = _RUNTIMES.get(cxx)
+        if path is None:
+            h = hashlib.sha256((cxx + _RUNTIME).encode()).hexdigest()[:24]
+            path = os.path.join(_workdir(), f"libtc_emulation_{h}.so")
+            cpp = path[:-3] + ".cpp"
+            with open(cpp, "w") as f:
+                f.write(_RUNTIME)
+            made = subprocess.run([cxx, *_RUNTIME_FLAGS, cpp, "-o", path + ".part"], capture_output=True, text=True)
+            if made.returncode != 0:
+                raise EmulationError(f"g++ could not compile the emulation's runtime:\n{made.stderr[-4000:]}")
+            os.replace(path + ".part", path)
+            _RUNTIMES[cxx] = path
+        return path
+
+
 def emulation_source(kernel) -> str:
     """The CUDA C the emulation compiles: ``kernel.source`` with every access of global or
     shared memory noted for the race check (``tc_rdg(b_X[i])``, ``tc_wrs(s_T[j]) = ...``;
@@ -436,14 +489,17 @@ def _build(kernel) -> str:
     body = "\n".join(ln for ln in source.splitlines() if not ln.startswith("#include"))
     head = "\n".join(includes) + _PRELUDE
     src = body + "\n" + _driver(kernel)
-    h = hashlib.sha256((head + src).encode()).hexdigest()[:24]
+    runtime = _runtime(cxx)
+    h = hashlib.sha256((head + src + runtime).encode()).hexdigest()[:24]
     if h in _LIBS:
         return _LIBS[h]
     path = os.path.join(_workdir(), f"k_{h}.so")
     cpp = os.path.join(_workdir(), f"k_{h}.cpp")
     with open(cpp, "w") as f:
         f.write(src)
-    cmd = [cxx, *_CXXFLAGS, "-shared", f"-I{_cuda_include()}", "-include", _header(cxx, head), cpp, "-o", path]
+    # the runtime, named by its path (it has no soname), is loaded with the kernel from there
+    cmd = [cxx, *_CXXFLAGS, "-shared", f"-I{_cuda_include()}", "-include", _header(cxx, head), cpp, runtime,
+           "-o", path]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise EmulationError(f"g++ could not compile the emulated kernel:\n{p.stderr[-4000:]}")
