@@ -11,7 +11,9 @@ For each tensor, producers before consumers:
 - **contractions** (matmul, convolution) get the register-blocked template with tiles sized
   for the vector registers of the target (``contraction_params``);
 - **reductions** accumulate through vector lanes (``rfactor``) when the reduction extent
-  allows, their outer loop parallel;
+  allows, their outer loop parallel; a reduction whose reads run along its last output
+  index and not along the reduction's (a column sum) keeps a tile of output vectors in
+  registers while the reduction runs inside it (``column_reduction``);
 - **element-wise** tensors vectorize the contiguous innermost loop at the native width
   (tiles when a read is transposed), flatten small rows, and parallelize the outer loop
   when there is enough work for the target's cores; a row that would be read by gathers
@@ -48,8 +50,8 @@ from te.tensor import Tensor
 from ..errors import ScheduleError
 from ..queries import stmt_loads
 from ..target import Target, resolve_target
-from .templates import (blocks_leftover_columns, contraction, deferred_unrolls, pack_candidate, pending_unrolls,
-                        several, reduction as plain_reduction, unroll_fully, vector_reduction, vectorize_split)
+from .templates import (blocks_leftover_columns, column_reduction, contraction, deferred_unrolls, pack_candidate,
+                        pending_unrolls, several, reduction as plain_reduction, unroll_fully, vector_reduction, vectorize_split)
 from .classify import classify, const_extent, consumers_of, sliced_loop
 
 __all__ = ["auto_schedule", "AutoScheduleReport", "TensorChoice", "contraction_params", "gathers", "matmul_kc",
@@ -350,6 +352,31 @@ def gathers(loop) -> bool:
     return any(ld.indices and _step(ld.indices[-1], var) not in (0, 1) for ld in stmt_loads(loop.stmt))
 
 
+def along_columns(t: Tensor) -> bool:
+    """Whether reduction ``t`` reads its operands along its last output index and not along
+    any reduction index (a column sum): the last index of every load steps by 0 or 1 with
+    the last output index (1 for at least one load) and by 0 with each reduction index.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> A = Buffer("A", (8, 16), "float32")
+    >>> along_columns(Reduce("S", (16,), Sum(), lambda j, i: A[i, j], (8,)))
+    True
+    >>> along_columns(Reduce("R", (8,), Sum(), lambda i, k: A[i, k], (16,)))
+    False
+    """
+    if not t.args or not t.reduce_args:
+        return False
+    steps = set()
+    for ld in loads(t.body):
+        if not ld.indices:
+            continue
+        last = ld.indices[-1]
+        if any(_step(last, r) != 0 for r in t.reduce_args):
+            return False
+        steps.add(_step(last, t.args[-1]))
+    return 1 in steps and steps <= {0, 1}
+
+
 def _step(index, var: Var) -> int | None:
     """How much ``index`` grows when ``var`` grows by one, when that is a constant, else None."""
     if not uses_var(index, var):
@@ -572,6 +599,15 @@ class _Planner:
         loops = nest.get_loops_for(t)
         n_sp = len(t.args)
         parts, reasons = [], []
+        if n_sp and along_columns(t):
+            lanes = self.target.lanes(t.dtype)
+            par = self.should_parallelize(t)
+            if self.attempt(column_reduction, nest, t, lanes, REDUCE_VECTORS, par):
+                par = any(lp.kind == "parallel" for lp in nest.get_loops_for(t))
+                return (f"tiles of up to {REDUCE_VECTORS} vectors of {lanes} lanes in registers, the reduction "
+                        f"inside each tile" + (", parallel" if par else ""),
+                        "reduction along the columns: its reads step along the last output index, not the "
+                        "reduction's")
         if n_sp:
             lanes = self.target.lanes(t.dtype)
             row = loops[n_sp - 1]

@@ -410,6 +410,69 @@ def _leftover_columns(nest, t: Tensor, spatial: list, j_rest, n_red: int, par: b
     return spatial
 
 
+def column_reduction(nest, t: Tensor, lanes: int, vectors: int, par: bool) -> None:
+    """The schedule of a reduction ``t`` whose operands are read along its last output index
+    and not along the reduction's (a column sum, ``S[j] = sum_i A[i, j]``): the last output
+    loop is cut into tiles of ``vectors`` vectors of ``lanes`` (fewer where the loop is
+    shorter), the reduction runs inside each tile, whose partial results stay in registers
+    (a local buffer) across the whole reduction, the tile's vectors unrolled; columns left
+    over get a nest of their own (``_leftover_columns``). ``par`` parallelizes the outermost
+    output loop of more than one iteration. Every output element adds its terms in the
+    order of the unscheduled program: the same values.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (100, 64), "float32")
+    >>> S = Reduce("S", (64,), Sum(), lambda j, i: A[i, j], (100,))
+    >>> nest = LoopNest([S])
+    >>> column_reduction(nest, S, 8, 4, par=False)
+    >>> print(nest)
+    for (int j_outer = 0; j_outer < 2; j_outer++) {
+      for (int j_inner_outer_1 = 0; j_inner_outer_1 < 4; j_inner_outer_1++) {
+        for (int j_inner_inner_1 = 0; j_inner_inner_1 < 8; j_inner_inner_1++) {
+          S_local[j_inner_outer_1 * 8 + j_inner_inner_1] = 0.0f;
+        }
+      }
+      for (int i = 0; i < 100; i++) {
+        unrolled for (int j_inner_outer = 0; j_inner_outer < 4; j_inner_outer++) {
+          vectorized for (int j_inner_inner = 0; j_inner_inner < 8; j_inner_inner++) {
+            S_local[j_inner_outer * 8 + j_inner_inner] = S_local[j_inner_outer * 8 + j_inner_inner] + A[i, j_outer * 32 + j_inner_outer * 8 + j_inner_inner];
+          }
+        }
+      }
+      for (int S_local_i0 = 0; S_local_i0 < 32; S_local_i0++) {
+        S[j_outer * 32 + S_local_i0] = S_local[S_local_i0];
+      }
+    }
+    """
+    loops = nest.get_loops_for(t)
+    ns = len(t.args)
+    spatial, red = list(loops[:ns]), list(loops[ns:])
+    columns = const_extent(spatial[-1].extent)
+    if columns is not None and columns < lanes:     # fewer than one vector: the reduction outside them
+        reorder_accumulation(nest, accumulation_chain(nest, spatial[0]), spatial[:-1] + red + spatial[-1:], red)
+        outer = next((lp for lp in spatial[:-1] if several(lp)), None)
+        if par and outer is not None:
+            nest.parallelize(outer)
+        nest.vectorize(spatial[-1])
+        return
+    if columns is not None:
+        vectors = max(1, min(vectors, columns // lanes))
+    jo, ji, rest = nest.split_with_tail(spatial[-1], lanes * vectors)
+    if rest is not None:
+        spatial = _leftover_columns(nest, t, spatial, rest, len(red), par, lanes)
+    jv, jl, _ = nest.split_with_tail(ji, lanes)
+    outer = list(spatial[:-1]) + [jo]
+    reorder_accumulation(nest, accumulation_chain(nest, outer[0]), outer + red + [jv, jl], red)
+    first = next((lp for lp in outer if several(lp)), None)
+    if par and first is not None:
+        nest.parallelize(first)
+    nest.cache_accesses(nest.buffer(t.name), f"{t.name}_local", jo)
+    nest.vectorize(jl)
+    if several(jv):
+        _unroll(nest, jv)
+
+
 def blocks_leftover_columns(t: Tensor, k: dict) -> bool:
     """Whether ``contraction`` gives the columns of ``t`` left over by its vector tiles the
     main register tile (``_blocked_leftover_columns``): three or more output dimensions of
