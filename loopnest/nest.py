@@ -416,9 +416,10 @@ class LoopNest(NestState):
         return _store_at.store_at(self, self.buffer(t), None if loop is None else self.loop(loop))
 
     @_transform
-    def cache_accesses(self, buffer, name: str, loop):
-        """A local buffer for the region of ``buffer`` that ``loop`` touches (returns it)."""
-        return _cache.cache_accesses(self, self.buffer(buffer), name, self.loop(loop))
+    def cache_accesses(self, buffer, name: str, loop, order=None):
+        """A local buffer for the region of ``buffer`` that ``loop`` touches (returns it);
+        ``order`` permutes its dimensions (``(1, 0)``: a transposed copy)."""
+        return _cache.cache_accesses(self, self.buffer(buffer), name, self.loop(loop), order)
 
     @_transform
     def rfactor(self, t, loop):

@@ -5,7 +5,7 @@ cache_accesses and rfactor.
 
 The story: a blur followed by a row sum. We inline a cheap producer, compute an expensive
 one next to its consumer (also when another consumer reads it, and in the tail of a split),
-give a loop a local copy of what it reads, and split a long
+give a loop a local copy of what it reads (also transposed), and split a long
 reduction into partial sums that can run in parallel. Every step is checked against the
 unscheduled result.
 """
@@ -106,4 +106,17 @@ local = nest.cache_accesses(A, "A_local", i)
 print("\n== A cached per row in", local.name, local.shape, "==")
 print(nest)
 assert np.allclose(run(nest), reference, rtol=1e-6)
+
+# 5. A transposed copy: order=(1, 0) lays the local copy out with A's dimensions swapped.
+#    In a column sum, each iteration of k reads a column of A; its copy is a row, which the
+#    loop over i reads contiguously (the automatic scheduler packs B of A @ B.T this way).
+C = Reduce("C", (W + 2,), Sum(), lambda k, i: A[i, k], (H,))
+nest = LoopNest([C])
+k, i = nest.get_loops_for(C)
+local = nest.cache_accesses(A, "A_t", k, order=(1, 0))
+print("\n== A cached transposed in", local.name, local.shape, "==")
+print(nest)
+got = np.empty(W + 2, np.float32)
+build(nest, [A, C], target="llvm")(a, got)
+assert np.allclose(got, a.astype(np.float64).sum(axis=0), rtol=1e-5)
 print("OK")

@@ -87,4 +87,18 @@ kernel = build(LoopNest([P]), [A, B, P], target="llvm", schedule="auto")
 out = np.zeros((M, N), np.float32)
 kernel(a, b, out)
 np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-6)
+
+# 7. Other shapes of the same operations: a linear layer (x @ W.T: W is packed transposed,
+#    so the tile still reads it in vectors) and a column sum (output vectors held in
+#    registers while the rows stream past).
+W = Buffer("W", (N, K), float32)
+Lin = Reduce("Lin", (M, N), Sum(), lambda i, j, k: A[i, k] * W[j, k], (K,))
+Col = Reduce("Col", (K,), Sum(), lambda k, i: A[i, k], (M,))
+w = rng.standard_normal((N, K)).astype(np.float32)
+for out_t, args, want_t in ((Lin, [A, W, Lin], a.astype(np.float64) @ w.T), (Col, [A, Col], a.sum(axis=0))):
+    nest = LoopNest([out_t])
+    print("\n" + str(nest.auto_schedule(cpu)))
+    got = np.zeros(want_t.shape, np.float32)
+    build(nest, args, target="llvm")(*[{"A": a, "W": w}[b.name] for b in args[:-1]], got)
+    np.testing.assert_allclose(got, want_t, rtol=1e-4, atol=1e-4)
 print("\nOK")

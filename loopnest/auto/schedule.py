@@ -50,8 +50,9 @@ from te.tensor import Tensor
 from ..errors import ScheduleError
 from ..queries import stmt_loads
 from ..target import Target, resolve_target
-from .templates import (blocks_leftover_columns, column_reduction, contraction, deferred_unrolls, pack_candidate,
-                        pending_unrolls, several, reduction as plain_reduction, unroll_fully, vector_reduction, vectorize_split)
+from .templates import (blocks_leftover_columns, column_reduction, columns_last, contraction, deferred_unrolls,
+                        pack_candidate, pending_unrolls, several, reduction as plain_reduction, unroll_fully,
+                        vector_reduction, vectorize_split)
 from .classify import classify, const_extent, consumers_of, sliced_loop
 
 __all__ = ["auto_schedule", "AutoScheduleReport", "TensorChoice", "contraction_params", "gathers", "matmul_kc",
@@ -211,6 +212,30 @@ def matmul_kc(target: Target, rows: int, cols: int, k: int, itemsize: int = 4) -
     return 0 if kc >= k or kc < 16 else kc
 
 
+def _pack_layout(t: Tensor, name: str) -> str:
+    """The report's words for the layout of contraction ``t``'s packed operand ``name``."""
+    operand = next(ld.buffer for ld in loads(t.body) if ld.buffer.name == name)
+    if columns_last(t, operand) is None:
+        return ""
+    return " transposed" if operand.ndim == 2 else " with its dimensions reordered"
+
+
+def _batched(t: Tensor) -> bool:
+    """Whether contraction ``t`` (three or more output dimensions) is a batched matmul rather
+    than a convolution: the operand read along the columns (by the last output index) also
+    depends on the third-last output index, so a tile of that index shares no vectors
+    (a convolution's input rows serve every output channel of the tile).
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> A = Buffer("A", (4, 8, 8), "float32"); B = Buffer("B", (4, 8, 8), "float32")
+    >>> _batched(Reduce("C", (4, 8, 8), Sum(), lambda b, i, j, k: A[b, i, k] * B[b, k, j], (8,)))
+    True
+    """
+    cols, third = t.args[-1], t.args[-3]
+    return any(uses_var(ld.indices[-1], cols) and uses_var(ld.indices, third)
+               for ld in loads(t.body) if ld.indices)
+
+
 def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
     """The parameters of ``templates.contraction`` for ``t`` on ``target``: for two output
     dimensions (matmul) a ``register_tile`` of rows x vectors, the column tiles outermost,
@@ -218,7 +243,8 @@ def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
     output channels x 2 rows (4 rows with 32 registers) x 1 vector (of the native lanes
     where the columns left over get a register tile too:
     ``templates.blocks_leftover_columns``), row tiles outermost,
-    the filter's rows unrolled (its columns stay a loop).
+    the filter's rows unrolled (its columns stay a loop); a batched matmul (``_batched``)
+    gets the matmul's tile, its batch loops outside.
 
     >>> from te import Buffer, Reduce, Sum
     >>> A = Buffer("A", (64, 2048), "float32"); B = Buffer("B", (2048, 64), "float32")
@@ -235,7 +261,7 @@ def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
     k = {"kk": kk, "lanes": lanes, "reg_o": 1, "n_small_red": len(red) - kk - 1, "kc": 0,
          "pack_buffer": pack_candidate(t, placed), "pack": True, "unroll_r": kk + 1 < len(red),
          "par": target.cores > 1}
-    if ns >= 3:
+    if ns >= 3 and not _batched(t):
         k["reg_o"] = next(f for f in (4, 2, 1) if dims[-3] is not None and dims[-3] % f == 0) \
             if dims[-3] is not None else 1
         k["reg_i"] = 4 if target.vector_registers >= 32 else 2
@@ -587,7 +613,8 @@ class _Planner:
                 if q["reg_o"] > 1:
                     tile = f"{q['reg_o']} x {tile}"
                 extra = "".join([f", reduction slices of {q['kc']}" if q["kc"] else "",
-                                 f", {q['pack_buffer']} packed" if q["pack"] and q["pack_buffer"] else "",
+                                 f", {q['pack_buffer']} packed{_pack_layout(t, q['pack_buffer'])}"
+                                 if q["pack"] and q["pack_buffer"] else "",
                                  ", parallel" if q["par"] else ""])
                 narrow = "; half the vectors: the rows x k operand fits half of L2" if q.get("narrowed") else ""
                 return (f"register-blocked {tile}{extra}",

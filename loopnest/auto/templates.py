@@ -158,6 +158,25 @@ def pack_candidate(t: Tensor, placed=()) -> str | None:
     return None
 
 
+def columns_last(t: Tensor, operand) -> tuple | None:
+    """The order of dimensions that packs ``operand`` of contraction ``t`` with the dimension
+    its loads index by ``t``'s last output index (the vectorized columns) last, where that
+    dimension is another one (``B`` of ``A @ B.T``); None when it is already last or no
+    single dimension is.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> A = Buffer("A", (8, 16), "float32"); B = Buffer("B", (4, 16), "float32")
+    >>> columns_last(Reduce("C", (8, 4), Sum(), lambda i, j, k: A[i, k] * B[j, k], (16,)), B)
+    (1, 0)
+    """
+    dims = {d for ld in loads(t.body) if ld.buffer is operand
+            for d, index in enumerate(ld.indices) if uses_var(index, t.args[-1])}
+    if len(dims) != 1 or dims == {operand.ndim - 1}:
+        return None
+    (d,) = dims
+    return tuple(x for x in range(operand.ndim) if x != d) + (d,)
+
+
 def vectorize_split(nest, loop, lanes: int):
     """Split ``loop`` by ``lanes`` (a tail loop for the rest) and vectorize the inner loop;
     returns ``(outer, inner, tail)``. A loop of ``lanes`` constant iterations is vectorized
@@ -321,8 +340,10 @@ def contraction(nest, t: Tensor, k: dict):
     if k["pack"] and k["pack_buffer"]:
         pos_i = tile_outer.index(i_tile)
         if pos_i > 0:
-            nest.cache_accesses(nest.buffer(k["pack_buffer"]), f"{k['pack_buffer']}_pack", tile_outer[pos_i - 1])
-            vectorize_copy(nest, f"{k['pack_buffer']}_pack", lanes)
+            packed = nest.buffer(k["pack_buffer"])
+            nest.cache_accesses(packed, f"{packed.name}_pack", tile_outer[pos_i - 1],
+                                order=columns_last(t, packed))
+            vectorize_copy(nest, f"{packed.name}_pack", lanes)
     if j_lane is not None:
         nest.vectorize(j_lane)
     for lp in (j_vec, i_in, o_in):

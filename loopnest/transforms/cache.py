@@ -47,8 +47,16 @@ def _plus(m: Expr, x: Expr) -> Expr:
     return tidy(add(cast(m, x.dtype), x))
 
 
+def _placed(move: tuple, rel: list) -> tuple:
+    """The indices into a move's local buffer of the indices ``rel`` (already less the mins):
+    in the order of the move's third element, a permutation of the dimensions, when it has one."""
+    order = move[2] if len(move) > 2 else None
+    return tuple(rel) if order is None else tuple(rel[d] for d in order)
+
+
 class _Redirect(ExprMutator):
-    """Loads of each buffer of ``moves`` (``id(buffer) -> (local, mins)``) read ``local`` at
+    """Loads of each buffer of ``moves`` (``id(buffer) -> (local, mins)``, or ``(local, mins,
+    order)``: the local buffer's dimensions are the buffer's in that order) read ``local`` at
     the indices less ``mins``."""
 
     def __init__(self, moves: dict):
@@ -67,7 +75,7 @@ class _Redirect(ExprMutator):
         idx = tuple(self.visit(i) for i in e.indices)
         move = self.moves.get(id(e.buffer))
         if move is not None:
-            return Load(move[0], tuple(self.less(i, m) for i, m in zip(idx, move[1])))
+            return Load(move[0], _placed(move, [self.less(i, m) for i, m in zip(idx, move[1])]))
         return e.replace(indices=idx) if any(a is not b for a, b in zip(idx, e.indices)) else e
 
 
@@ -75,8 +83,8 @@ class _RedirectStmt(StmtMutator):
     """Accesses of ``buf`` go to ``local`` at the indices less ``mins``; ``also(buf, local,
     mins)`` adds another buffer to move in the same walk (the buffers must differ)."""
 
-    def __init__(self, buf, local, mins):
-        self.moves = {id(buf): (local, mins)}
+    def __init__(self, buf, local, mins, order=None):
+        self.moves = {id(buf): (local, mins, order)}
         self.ex = _Redirect(self.moves)
 
     def also(self, buf, local, mins) -> "_RedirectStmt":
@@ -91,7 +99,7 @@ class _RedirectStmt(StmtMutator):
         value = self.ex.visit(s.value)
         move = self.moves.get(id(s.buffer))
         if move is not None:
-            return Store(move[0], tuple(self.ex.less(i, m) for i, m in zip(idx, move[1])), value)
+            return Store(move[0], _placed(move, [self.ex.less(i, m) for i, m in zip(idx, move[1])]), value)
         return s.replace(indices=idx, value=value) if (value is not s.value or
                                                        any(a is not b for a, b in zip(idx, s.indices))) else s
 
@@ -192,19 +200,24 @@ def _size_vars(nest) -> set[int]:
     return out
 
 
-def _copy(nest, name: str, dst_of, src_of, bounds, dtype_like: Var) -> Stmt:
-    vs = []
-    for d, b in enumerate(bounds):
-        vs.append(Var(nest.fresh_name(f"{name}_i{d}"), dtype_like.dtype) if fold_int(b.extent) != 1 else None)
+def _copy(nest, name: str, dst_of, src_of, bounds, dtype_like: Var, order) -> Stmt:
+    """The loops copying the region ``bounds`` (in the buffer's dimensions) between the
+    buffer and its local copy, nested in the local buffer's order of dimensions ``order``
+    (its innermost loop runs along the local buffer's last dimension)."""
+    vs = [None] * len(bounds)
+    for k, d in enumerate(order):
+        if fold_int(bounds[d].extent) != 1:
+            vs[d] = Var(nest.fresh_name(f"{name}_i{k}"), dtype_like.dtype)
     rel = [v if v is not None else IntImm(0, b.min.dtype) for v, b in zip(vs, bounds)]
     s: Stmt = Store(dst_of[0], dst_of[1](rel), Load(src_of[0], src_of[1](rel)))
-    for v, b in reversed(list(zip(vs, bounds))):
+    for d in reversed(order):
+        v = vs[d]
         if v is not None:   # the extent is of the buffer's index dtype, the loop of the cached loop's
-            s = For(v, IntImm(0, v.dtype), tidy(cast(b.extent, v.dtype)), Block((s,)))
+            s = For(v, IntImm(0, v.dtype), tidy(cast(bounds[d].extent, v.dtype)), Block((s,)))
     return s
 
 
-def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
+def cache_accesses(nest, buf: Buffer, name: str, loop, order=None) -> Buffer:
     """Give one iteration of ``loop`` a local buffer ``name`` for the region of ``buf`` its
     body reads or writes: the region is copied in at the start of the body (when read, or
     when the writes may not cover all of it) and copied back at the end (when written), and
@@ -228,10 +241,16 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
     whole dimension). It is an intermediate of the nest (allocated by prepare_for_codegen)
     and is returned.
 
+    ``order`` (a permutation of ``buf``'s dimensions) lays the local buffer out with the
+    dimensions in that order: ``order=(1, 0)`` caches a region of a matrix transposed, so
+    that a loop along its first dimension reads the copy contiguously (a packed operand of
+    ``A @ B.T``). The copy loops nest in the local buffer's order.
+
     Legality: always preserves the result (a region copied back is first copied in unless
     the writes provably cover it). Refused with ScheduleError for an invalid or already
-    used ``name``, a ``loop`` whose body does not access ``buf``, a vectorized ``loop``, a
-    ``buf`` that a loop nest declared a warp MMA (``tensorize``) reads or writes, a parallel
+    used ``name``, an ``order`` that is not a permutation of the dimensions, a ``loop``
+    whose body does not access ``buf``, a vectorized ``loop``, a ``buf`` that a loop nest
+    declared a warp MMA (``tensorize``) reads or writes, a parallel
     or GPU-bound ``loop`` whose copy-back would write elements the iteration did not (other
     iterations may be writing them), and copies that would make the iterations of a
     parallel or GPU-bound loop around ``loop`` share elements of ``buf`` that they write,
@@ -244,6 +263,14 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
     if name in nest._used_names:
         raise ScheduleError(f"cache_accesses({buf.name}, {name!r}, {loop.name}): the name {name!r} is already used "
                             "by a buffer or loop of this nest; choose another")
+    identity = tuple(range(buf.ndim))
+    if order is None:
+        order = identity
+    elif not isinstance(order, (list, tuple)) or sorted(o if isinstance(o, int) and not isinstance(o, bool) else -1
+                                                        for o in order) != list(identity):
+        raise ScheduleError(f"cache_accesses({buf.name}, {name!r}, {loop.name}): order must be a permutation of "
+                            f"{buf.name}'s dimensions {list(identity)}, got {order!r}")
+    order = tuple(order)
     f = loop.stmt
     reads, writes = stmt_reads(f.body, buf), stmt_writes(f.body, buf)
     if not (reads or writes):
@@ -287,17 +314,22 @@ def cache_accesses(nest, buf: Buffer, name: str, loop) -> Buffer:
         if isinstance(s, Expr) and any(id(v) not in sizes for v in free_vars([s])):
             s = dim
         shape.append(s)
-    local = Buffer(name, shape, buf.dtype)
+    local = Buffer(name, [shape[d] for d in order], buf.dtype)
     mins = [b.min for b in bounds]
-    body = _RedirectStmt(buf, local, mins).visit(f.body)
+    permuted = order if order != identity else None
+    body = _RedirectStmt(buf, local, mins, permuted).visit(f.body)
     stmts = list(body.stmts)
     iv = f.var
+
+    def in_local(r):
+        return tuple(r[d] for d in order)
+
+    def in_buffer(r):
+        return tuple(_plus(m, x) for m, x in zip(mins, r))
     if copy_in:
-        stmts.insert(0, _copy(nest, name, (local, lambda r: tuple(r)),
-                              (buf, lambda r: tuple(_plus(m, x) for m, x in zip(mins, r))), bounds, iv))
+        stmts.insert(0, _copy(nest, name, (local, in_local), (buf, in_buffer), bounds, iv, order))
     if writes:
-        stmts.append(_copy(nest, name, (buf, lambda r: tuple(_plus(m, x) for m, x in zip(mins, r))),
-                           (local, lambda r: tuple(r)), bounds, iv))
+        stmts.append(_copy(nest, name, (buf, in_buffer), (local, in_local), bounds, iv, order))
     new_f = f.replace(body=Block(tuple(stmts)))
     nest.root = replace_loop(nest.root, f.var, lambda _: new_f)
     nest.add_buffer(local)
