@@ -253,9 +253,15 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
         if not intermediates:
             return draw_step(nest, rnd, gpu, state)
         args = [_buffer(rnd.choice(intermediates)), pick() if rnd.random() < 0.9 else None]
-    elif op == "cache_accesses":
+    elif op == "cache_accesses":     # a third of them with the copy's dimensions permuted (a transposed pack)
         state.caches += 1
-        args = [_buffer(rnd.choice(sorted(nest.buffers))), f"cache{state.caches}", pick()]
+        name = rnd.choice(sorted(nest.buffers))
+        args = [_buffer(name), f"cache{state.caches}", pick()]
+        ndim = nest.buffers[name].ndim
+        if ndim >= 2 and rnd.random() < 0.33:
+            order = list(range(ndim))
+            rnd.shuffle(order)
+            return {"op": op, "args": args, "kwargs": {"order": order}}
     elif op == "rfactor":
         reductions = sorted(t.name for t in nest.tensors if t.is_reduction)
         if not reductions:

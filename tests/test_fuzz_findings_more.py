@@ -12,7 +12,8 @@ from codegen import build
 from codegen.cuda import nvcc_available
 from codegen.cuda.emulate import host_compiler, run_on_host
 from loopnest import LoopNest, ScheduleError, Target
-from te import Buffer, Compute, Reduce, Sum, Var, cast, if_then_else, int32
+from te import (Buffer, Compute, Max, Reduce, Sum, Var, cast, floordiv, if_then_else, int32, maximum, minimum,
+                select)
 
 HAVE_EMU = host_compiler() is not None and nvcc_available()
 
@@ -739,3 +740,52 @@ def test_the_emulation_names_the_race_of_seed_143_on_every_run(monkeypatch):
                                              r"\(0, 0, 0\) wrote it, then thread \(0, 0, 1\) of block \(0, 0, 0\) "
                                              r"wrote it, changing it"):
         run_on_host(kernel, idx, np.zeros(9, np.float32), 8)
+
+
+def _seed_154_case_392():
+    N = Var("N", int32)
+    A = Buffer("A", (N + 2,), "float32")
+    T1 = Compute("T1", (N + 2,), lambda i0: cast(A[0], "int32") * cast(A[floordiv(i0, 2)], "int32"))
+    T2 = Compute("T2", (7, 9), lambda i0, i1: T1[i1 / 2] * (maximum(T1[minimum(i0, N + 2 - 1)],
+                                                                    cast(A[i0 / 2], "int32")) / 2))
+    T3 = Compute("T3", (7, 9), lambda i0, i1: maximum(T2[i0, floordiv(i0, 2)],
+                                                      cast(select(i0 < 1, 1.0, A[floordiv(i1, 2)]), "int32")))
+    T4 = Reduce("T4", (N,), Max(), lambda i0, r0, r1: T3[i0 / 2, floordiv(r0, 2)]
+                + if_then_else(i0 >= 1, if_then_else(r1 >= 1, T3[r1 - 1, i0 - 1], 0), 0)
+                + if_then_else(r1 >= 1, T3[r0 * 2, r1 - 1], 0), (N, 7))
+    nest = LoopNest([T4])
+    nest.unroll(nest.loop("i1_1"), None)
+    nest.normalize(nest.loop("i0"))
+    nest.cache_accesses(nest.buffer("T3"), "cache1", nest.loop("r0"))
+    nest.split_with_mask(nest.loop("r1"), 4)
+    return nest
+
+
+def test_a_dependence_analysis_that_isl_cannot_finish_is_bounded_and_assumes_the_worst():
+    """Seed 154, case 392: the bounds of a cache copy (minima of a dozen floor divisions) made
+    the composition of its access relations run for minutes, while vectorize looked for loops
+    to suggest instead. Now the conflicting pairs of a buffer take a bounded number of isl
+    operations, and where isl gives up every distance counts: the refusal is still the right
+    one (the loop carries the reduction)."""
+    nest = _seed_154_case_392()
+    before = str(nest)
+    with pytest.raises(ScheduleError, match="flow dependence on T4 carried by loop r1_inner"):
+        nest.vectorize(nest.loop("r1_inner"))
+    assert str(nest) == before
+
+
+def test_conflicts_isl_gives_up_on_count_as_every_distance_and_the_refusal_says_so(monkeypatch):
+    from loopnest.analysis import dependences
+    monkeypatch.setattr(dependences, "CONFLICT_OPERATIONS", 1)
+    A = Buffer("A", (16, 16), "float32")
+    B = Compute("B", (16, 16), lambda i, j: A[i, j] * 2.0)     # B[i, j] written once: no dependence
+    nest = LoopNest([B])
+    i, j = nest.get_loops_for(B)
+    assert [b.name for b in dependences.buffers_carried_by(nest.root, i)] == ["B"]
+    before = str(nest)
+    for transform in (lambda: nest.parallelize(i), lambda: nest.vectorize(j), lambda: nest.reorder([i, j], [1, 0])):
+        with pytest.raises(ScheduleError, match=r"isl could not analyse the accesses of B within its operation "
+                                                r"budget \(simpler indices and loop bounds let it\), so any two of them "
+                                                r"may touch one element"):
+            transform()
+        assert str(nest) == before

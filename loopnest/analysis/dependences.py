@@ -428,16 +428,22 @@ def conflict_distances(nest_or_root: Any, loop: Any, n: int | None = None, buffe
     return out
 
 
+#: isl operations the conflicting pairs of accesses of one buffer may take (about 0.2 s): the
+#: relations of a cache whose bounds are minima of many floor divisions made their composition
+#: run for minutes (random tester seed 154, case 392); the benchmark's schedules take at most
+#: 2 ms
+CONFLICT_OPERATIONS = 200_000
+
+
 def _conflict_set(an: Analysis, accs: list, n: int):
-    writes = isl.UnionMap.from_map(next(a.relation for a in accs if a.is_write))
-    every = writes
-    for a in accs:
-        um = isl.UnionMap.from_map(a.relation)
-        every = every.union(um)
-        if a.is_write:
-            writes = writes.union(um)
-    conf = writes.apply_range(every.reverse())
-    conf = conf.union(conf.reverse())
+    """The distance vectors over the first ``n`` loops between the accesses ``accs`` of one
+    buffer that touch one element, at least one a write (see ``conflict_distances``); every
+    distance when isl gives up on the pairs (the callers then assume the worst: a dependence
+    carried by every loop, reversed by every reorder)."""
+    conf = _conflicting_pairs(an, accs)
+    if conf is None:
+        an.__dict__.setdefault("_undecided", set()).add(id(accs[0].buffer))
+        return isl.Set.universe(an.space(n)[0])
     proj = None
     seen: set[str] = set()
     for a in accs:
@@ -451,6 +457,58 @@ def _conflict_set(an: Analysis, accs: list, n: int):
         proj = m if proj is None else proj.union(m)
     deltas = proj.reverse().apply_range(conf).apply_range(proj).deltas()
     return deltas.extract_set(an.space(n)[0])
+
+
+def _conflicting_pairs(an: Analysis, accs: list):
+    """The pairs of iterations among ``accs`` that touch one element, at least one writing it,
+    in either order (an ``isl.UnionMap``), once per set of accesses of the analysis ``an``
+    (the loops of one nest share them); None when isl cannot compute them within
+    ``CONFLICT_OPERATIONS``."""
+    cache = an.__dict__.setdefault("_conflicting_pairs", {})
+    key = tuple(id(a) for a in accs)
+    hit = cache.get(key)
+    if hit is None:
+        hit = cache[key] = (accs, within_budget(CONFLICT_OPERATIONS, _pairs, accs))  # accs keeps the ids
+    return hit[1]
+
+
+def _pairs(accs: list):
+    writes = isl.UnionMap.from_map(next(a.relation for a in accs if a.is_write))
+    every = writes
+    for a in accs:
+        um = isl.UnionMap.from_map(a.relation)
+        every = every.union(um)
+        if a.is_write:
+            writes = writes.union(um)
+    conf = writes.apply_range(every.reverse())
+    return conf.union(conf.reverse())
+
+
+def undecided(nest_or_root: Any) -> set:
+    """The ids of the buffers whose conflicting accesses isl could not compute within
+    ``CONFLICT_OPERATIONS`` in the analysis of ``nest_or_root`` so far: every distance counts
+    for them, and no pair of their accesses can explain a refusal (``UndecidedDependence``)."""
+    return analyze(nest_or_root).__dict__.get("_undecided", set())
+
+
+@dataclass(frozen=True)
+class UndecidedDependence:
+    """What a refusal names for ``buffer`` when isl could not compute its conflicting accesses:
+    any two of them may touch one element.
+
+    >>> from te import Buffer
+    >>> print(UndecidedDependence(Buffer("T", (4,), "float32")).describe())
+    isl could not analyse the accesses of T within its operation budget (simpler indices and loop bounds let it), so any two of them may touch one element
+    """
+    buffer: Any
+    kind: str = "possible"
+
+    def describe(self, loop: Any = None) -> str:
+        return (f"isl could not analyse the accesses of {self.buffer.name} within its operation budget (simpler "
+                "indices and loop bounds let it), so any two of them may touch one element")
+
+    def is_carried_by(self, loop: Any) -> bool:
+        return True
 
 
 def buffers_carried_by(nest_or_root: Any, loop: Any) -> list:

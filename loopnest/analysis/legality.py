@@ -29,8 +29,9 @@ from te.queries import fold_int
 from ..errors import ScheduleError
 from ..queries import own_loaded_ids, stmt_touches
 from ..stmt import Block, Cond, For, LetStmt, Store, iter_stmts
-from .dependences import (Dependence, _zero_prefix, buffers_carried_by, carried_by, dependences_in,
-                          lex_negative_after, reads_written_in_iteration, reorder_violations, value_flow)
+from .dependences import (Dependence, UndecidedDependence, _zero_prefix, buffers_carried_by, carried_by,
+                          dependences_in, lex_negative_after, reads_written_in_iteration, reorder_violations,
+                          undecided, value_flow)
 from .domains import analyze, loop_var_of
 
 __all__ = ["refuse", "check_parallelize", "check_vectorize", "check_reorder", "check_fuse",
@@ -210,9 +211,14 @@ def blocking_parallel(nest: Any, loop: Any, privatize: bool = True) -> list[Depe
     bufs = blocking_buffers(nest, loop, privatize)
     if not bufs:
         return []
-    deps = carried_by(way_to_loop(nest, loop), loop, buffers=bufs[:1], first=True)
+    root = way_to_loop(nest, loop)
+    unsure = undecided(root)
+    decided = [b for b in bufs if id(b) not in unsure]
+    if not decided:
+        return [UndecidedDependence(bufs[0])]
+    deps = carried_by(root, loop, buffers=decided[:1], first=True)
     if not deps:  # cannot happen: the fast query and the pairwise one agree
-        raise AssertionError(f"dependence analysis: no carried dependence found on {bufs[0].name}")
+        raise AssertionError(f"dependence analysis: no carried dependence found on {decided[0].name}")
     return deps
 
 
@@ -414,6 +420,11 @@ def check_reorder(nest: Any, loops: Sequence[Any], permutation: Sequence[int]) -
     violated = reorder_violations(nest, outer_info.loop, band, order)
     if not violated:
         return
+    unsure = undecided(nest)
+    if all(id(b) in unsure for b, _ in violated):
+        refuse("reorder", list(loops), dep=UndecidedDependence(violated[0][0]),
+               reason="a dependence the new order would reverse cannot be ruled out")
+    violated = [v for v in violated if id(v[0]) not in unsure]
     deps = list(_pairs(an, [a for a in an.accesses
                             if outer_info.contains(a.instance) and a.buffer is violated[0][0]]))
     bad = _reorder_violation(deps, band[0], band, order)
