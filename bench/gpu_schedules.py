@@ -40,7 +40,8 @@ from .kernels import WORKLOADS, Spec
 from .pipelines import PYRAMID_LEVELS, STENCIL_STAGES, stencil_kinds
 
 __all__ = ["GPU_SCHEDULES", "TEST_SIZES", "gpu_nest", "thread_strided", "block_reduce", "matmul_config",
-           "elementwise_gpu", "softmax_gpu", "layernorm_gpu", "row_sum_gpu", "transpose_gpu", "matmul_gpu",
+           "elementwise_gpu", "softmax_gpu", "layernorm_gpu", "row_sum_gpu", "column_sum_gpu", "transpose_gpu",
+           "matmul_gpu", "linear_gpu",
            "conv2d_gpu", "blur_gpu", "make_matmul_lowp", "bind_2d", "stencil_gpu", "pyramid_gpu"]
 
 
@@ -155,6 +156,23 @@ def row_sum_gpu(nest: LoopNest, spec: Spec, threads: int | None = None, second: 
     parts = block_reduce(nest, S, T, second)
     nest.cache_accesses(S, "S_sh", i)
     cache_rows(nest, parts, i)
+
+
+def column_sum_gpu(nest: LoopNest, spec: Spec, threads: int = 256) -> None:
+    """Column sums, a thread per column summing it in a register down the rows: the threads
+    of a warp read neighbouring columns of one row at a time (coalesced)."""
+    (S,) = spec.outputs
+    (j, _) = nest.get_loops_for(S)
+    blocks, lanes = nest.split_with_mask(j, threads)
+    nest.set_gpu_block_index(blocks, 0)
+    nest.set_gpu_thread_index(lanes, 0)
+
+
+def linear_gpu(nest: LoopNest, spec: Spec) -> None:
+    """``A @ B.T`` takes the automatic GPU schedule (``nest.auto_schedule("cuda")``): the
+    float32 register-tiled tree reads B as K x N, so each output is a block's reduction
+    (float16 and bfloat16 operands take the tensor cores, which read B either way)."""
+    nest.auto_schedule("cuda")
 
 
 def transpose_gpu(nest: LoopNest, spec: Spec, tile: int | None = None, rows: int = 8,
@@ -447,6 +465,8 @@ GPU_SCHEDULES: dict[str, Callable[[LoopNest, Spec], None]] = {
     "row_sum": row_sum_gpu,
     "transpose": transpose_gpu,
     "matmul": matmul_gpu,
+    "linear": linear_gpu,
+    "column_sum": column_sum_gpu,
     "conv2d": conv2d_gpu,
     "blur": blur_gpu,
     "stencil": stencil_gpu,
@@ -461,6 +481,8 @@ TEST_SIZES: dict[str, object] = {
     "row_sum": (4, 512),
     "transpose": (40, 72),
     "matmul": 64,
+    "linear": 8,
+    "column_sum": (40, 300),
     "conv2d": (1, 4, 8, 12, 4),
     "blur": (20, 300),
     "stencil": (12, 40),

@@ -26,7 +26,7 @@ import numpy as np
 from te import Buffer, Compute, Max, Reduce, Sum, exp, float32, maximum, rsqrt
 from loopnest import LoopNest, ScheduleError, Target
 from loopnest.auto.schedule import REDUCE_VECTORS, transpose_tile as auto_transpose_tile
-from loopnest.auto.templates import vectorize_split
+from loopnest.auto.templates import column_reduction, vectorize_split
 from loopnest.target import resolve_target
 
 #: how many partial results of a row reduction are left to a serial reduction at the end
@@ -340,6 +340,24 @@ def hand_row_sum(nest: LoopNest, spec: Spec, target: Target | None = None,
     nest.parallelize(nest.get_loops_for(S)[0])
 
 
+def make_column_sum(shape) -> Spec:
+    m, n = shape
+    A = Buffer("A", (m, n), float32)
+    S = Reduce("S", (n,), Sum(), lambda j, i: A[i, j], (m,))
+    a = _rng().standard_normal((m, n)).astype(np.float32)
+    return Spec(f"{m}x{n}", [S], [A, S], {"A": a}, {"S": (n,)},
+                lambda d: {"S": d["A"].astype(np.float64).sum(axis=0)}, lambda d: d["A"].sum(axis=0),
+                lambda t, d: (lambda v: (lambda: v.sum(dim=0)))(t.from_numpy(d["A"])),
+                flops=m * n, bytes=4 * m * n, tol=1e-3)
+
+
+def hand_column_sum(nest: LoopNest, spec: Spec, target: Target | None = None) -> None:
+    """Columns in tiles of ``REDUCE_VECTORS`` native vectors, held in registers while the
+    rows stream past, the tiles in parallel (``loopnest.auto.templates.column_reduction``)."""
+    (S,) = spec.outputs
+    column_reduction(nest, S, vector_lanes(target), REDUCE_VECTORS, par=True)
+
+
 def make_transpose(shape) -> Spec:
     m, n = shape
     A = Buffer("A", (m, n), float32)
@@ -399,9 +417,25 @@ def make_matmul(n: int) -> Spec:
 def hand_matmul(nest: LoopNest, spec: Spec, target: Target | None = None) -> None:
     """Register-blocked matmul (``schedules.matmul_schedule``): a tile of C in registers
     sized to the target (6 rows x 4 vectors of 16 floats on AVX-512, 8 x 2 where A fits in
-    half of L2; 6 x 2 x 8 on AVX2), k in cache-sized slices with the B panel packed, column panels in parallel."""
+    half of L2; 6 x 2 x 8 on AVX2), k in cache-sized slices with the B panel packed (transposed for
+    a linear layer's ``A @ B.T``), column panels in parallel."""
     from bench.schedules import matmul_schedule
     matmul_schedule(nest, spec.outputs[0], target=target)
+
+
+def make_linear(n: int) -> Spec:
+    """A linear layer's product ``A @ B.T`` (B holds the weights, one output per row)."""
+    A = Buffer("A", (n, n), float32)
+    B = Buffer("B", (n, n), float32)
+    C = Reduce("C", (n, n), Sum(), lambda i, j, k: A[i, k] * B[j, k], (n,))
+    r = _rng()
+    d = {"A": r.standard_normal((n, n)).astype(np.float32), "B": r.standard_normal((n, n)).astype(np.float32)}
+    return Spec(f"n={n}", [C], [A, B, C], d, {"C": (n, n)},
+                lambda x: {"C": x["A"].astype(np.float64) @ x["B"].astype(np.float64).T},
+                lambda x: x["A"] @ x["B"].T,
+                lambda t, x: (lambda a, b: (lambda: t.nn.functional.linear(a, b)))(t.from_numpy(x["A"]),
+                                                                                  t.from_numpy(x["B"])),
+                flops=2 * n ** 3, bytes=12 * n * n, tol=1e-3)
 
 
 def make_conv2d(shape) -> Spec:
@@ -495,6 +529,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("transpose", make_transpose, [(1024, 1024)], [(4096, 4096)], hand_transpose),
     Workload("matmul", make_matmul, [256, 512], [256, 512, 1024, 2048], hand_matmul,
              skip_default=lambda n: n > 1024),     # the unscheduled 2048 matmul takes ~2 minutes a call
+    Workload("linear", make_linear, [512], [1024], hand_matmul,
+             skip_default=lambda n: n > 512),      # the unscheduled 1024 product takes seconds a call
+    Workload("column_sum", make_column_sum, [(1024, 1024)], [(4096, 4096)], hand_column_sum),
     Workload("conv2d", make_conv2d, [(1, 16, 28, 28, 16)], [(1, 64, 56, 56, 64)], hand_conv2d),
     Workload("blur", make_blur, [(512, 768)], [(1536, 2560)], hand_blur),
     Workload("stencil", make_stencil, [(512, 768)], [(1536, 2560)], hand_stencil),

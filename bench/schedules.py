@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from loopnest import LoopNest, Target
 from loopnest.auto.schedule import matmul_kc, register_tile
-from loopnest.auto.templates import accumulation_chain, reorder_accumulation, vectorize_copy
+from loopnest.auto.templates import accumulation_chain, columns_last, reorder_accumulation, vectorize_copy
 from loopnest.target import resolve_target
 
 
@@ -52,8 +52,9 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
     given keeps the other at ``matmul_tile``'s unnarrowed value) accumulates in a local
     buffer that LLVM keeps in registers while k runs over a ``kc``-deep slice of the
     reduction (``matmul_kc``; 0: all of k); the ``kc`` x ``cols`` panel of B that the slice
-    needs is first copied to a contiguous buffer (``cache_accesses``, the copy vectorized: it
-    stays in cache while every row tile uses it); the tile's rows are unrolled and its
+    needs is first copied to a contiguous buffer (``cache_accesses``, the copy vectorized,
+    transposed where C reads B as ``B[j, k]``: it stays in cache while every row tile uses
+    it); the tile's rows are unrolled and its
     columns vectorized; the column panels run in parallel. Rows left over when ``rows`` does not divide the size get
     a vectorized loop of their own. When ``cols`` does not divide the width, the tile narrows
     by whole vectors, then to half a vector, and so on.
@@ -108,8 +109,9 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
     if parallel:       # before the local buffers exist: a cheaper legality check, same result
         nest.parallelize(jo)
     nest.cache_accesses(C, "C_local", row_tile)
-    if pack_b:
-        nest.cache_accesses(_buffer(nest, "B"), "B_pack", panel)
+    if pack_b:      # transposed where B's columns are its rows (x @ W.T)
+        b = _buffer(nest, "B")
+        nest.cache_accesses(b, "B_pack", panel, order=columns_last(C, b))
         vectorize_copy(nest, "B_pack", lanes)
     nest.vectorize(ji)
     nest.unroll(ii, late=True)

@@ -60,7 +60,8 @@ TARGETS = ("ireval", "llvm", "cuda")
 @dataclass
 class Failure:
     """One failed check. ``kind``: crash (a transform raised something other than
-    ScheduleError), refusal (a refused transform changed the nest), invalid (an accepted
+    ScheduleError), refusal (a refused transform changed the nest, or ``auto_schedule``
+    refused an unscheduled nest), invalid (an accepted
     transform left a nest that does not verify), build (an accepted schedule does not
     build, or LLVM printed a diagnostic building it), run (the kernel raised), wrong (values
     differ from the unscheduled program), reference (the unscheduled program differs from
@@ -265,10 +266,14 @@ def _apply(nest, step: dict, result: Result) -> bool:
     before, history = str(nest), list(nest.history)
     try:
         apply_step(nest, step)
-    except ScheduleError:
+    except ScheduleError as e:
         result.refused += 1
         if str(nest) != before or nest.history != history:
             result.failures.append(Failure("refusal", step["op"], "", f"{step} was refused but changed the nest"))
+        elif step["op"] == "auto_schedule" and not history and "external call" not in str(e):
+            # the automatic schedules take every unscheduled nest of tensors the backend runs
+            result.failures.append(Failure("refusal", "auto_schedule", "ScheduleError",
+                                           f"auto_schedule refused an unscheduled nest: {e}"))
         return True
     except Exception as e:  # the fuzzer reports every exception
         f = _error(e)

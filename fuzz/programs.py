@@ -689,8 +689,9 @@ def random_program(rnd: random.Random) -> Program:
 
 def matmul_program(rnd: random.Random) -> Program:
     """``C[i, j] = sum_k f32(A[i, k]) * f32(B[k, j])`` with A and B float16, bfloat16 or
-    float32 and M, N, K multiples of 16 (what the GPU matmul trees tile). The inputs are
-    small integers, so every summation order gives the same bits.
+    float32 and M, N, K multiples of 16 (what the GPU matmul trees tile); in one draw of three
+    B is N x K, read as ``B[j, k]`` (a linear layer's ``A @ B.T``). The inputs are small
+    integers, so every summation order gives the same bits.
 
     >>> p = matmul_program(random.Random(1))
     >>> [t.name for t in p.tensors], p.tensor("C").reducer, p.tensor("C").dtype
@@ -699,8 +700,10 @@ def matmul_program(rnd: random.Random) -> Program:
     dtype = rnd.choice(["float16", "bfloat16", "float32"])
     m, n, k = (rnd.choice([16, 32, 64]) for _ in range(3))
     f32 = lambda e: e if dtype == "float32" else ["cast", "float32", e]  # noqa: E731
-    body = ["mul", f32(["ld", "A", [["i", 0], ["i", 2]]]), f32(["ld", "B", [["i", 2], ["i", 1]]])]
-    return Program({}, [TensorSpec("A", dtype, [[m, 0], [k, 0]]), TensorSpec("B", dtype, [[k, 0], [n, 0]]),
+    nk = rnd.random() < 1 / 3
+    b_index, b_shape = ([["i", 1], ["i", 2]], [[n, 0], [k, 0]]) if nk else ([["i", 2], ["i", 1]], [[k, 0], [n, 0]])
+    body = ["mul", f32(["ld", "A", [["i", 0], ["i", 2]]]), f32(["ld", "B", b_index])]
+    return Program({}, [TensorSpec("A", dtype, [[m, 0], [k, 0]]), TensorSpec("B", dtype, b_shape),
                         TensorSpec("C", "float32", [[m, 0], [n, 0]], body, reducer="Sum", rdims=[[k, 0]])],
                    ["C"], rnd.randrange(2 ** 31))
 

@@ -327,3 +327,24 @@ def test_a_vector_wider_than_a_register_of_lanes_not_a_power_of_two_is_a_failure
     failures = check_schedule(case, steps, targets=("ireval", "llvm")).failures
     assert [f.signature for f in failures] == ["build:llvm:WideVector"], failures
     assert f"<{lanes} x float>" in failures[0].message
+
+
+def test_the_tester_reports_auto_schedule_refusing_an_unscheduled_nest(monkeypatch):
+    """The automatic schedules take every unscheduled nest of tensors: a refusal is a failure
+    (``auto_schedule("cuda")`` refused a float32 ``A @ B.T``: the SIMT matmul tree reads B as
+    K x N). Matmul programs draw B as N x K in one draw of three."""
+    import random
+
+    from fuzz.programs import matmul_program
+    from loopnest import ScheduleError
+
+    def refuse(self, target=None):
+        raise ScheduleError("no schedule")
+    monkeypatch.setattr(LoopNest, "auto_schedule", refuse)
+    case = Case(matmul_program(random.Random(0)))
+    result = check_schedule(case, [{"op": "auto_schedule", "args": ["cuda"], "kwargs": {}}], targets=("ireval",))
+    assert [(f.kind, f.where) for f in result.failures] == [("refusal", "auto_schedule")]
+    assert "auto_schedule refused an unscheduled nest: no schedule" in result.failures[0].message
+    bodies = [str(matmul_program(random.Random(s)).tensor("C").body) for s in range(12)]
+    assert any("['ld', 'B', [['i', 1], ['i', 2]]]" in b for b in bodies)          # B read as B[j, k]
+    assert any("['ld', 'B', [['i', 2], ['i', 1]]]" in b for b in bodies)          # and as B[k, j]

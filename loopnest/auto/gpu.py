@@ -359,10 +359,12 @@ class GpuPlan:
 
     @staticmethod
     def _tiles_for(t) -> tuple[str, list[dict]]:
-        A, B, _ = matmul_operands(t)
+        A, B, layout = matmul_operands(t)
         m, k = (int_value(d) for d in A.shape)
         n = int_value(t.dims[1])
         lowp = str(A.dtype) in ("float16", "bfloat16", "float8_e4m3", "float8_e5m2") and A.dtype == B.dtype
+        if not lowp and layout != "kn":     # the SIMT tree takes B as K x N: A @ B.T is a reduction
+            return "simt", []
         tiles = MMA_TILES if lowp else SIMT_TILES
         return ("mma" if lowp else "simt"), [c for c in tiles if m % c["BM"] == 0 and n % c["BN"] == 0
                                              and k % c["BK"] == 0]

@@ -79,6 +79,19 @@ def test_a_half_precision_matmul_takes_the_tensor_cores():
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-3)
 
 
+def test_a_float32_product_with_b_transposed_takes_the_reduction_template():
+    # the float32 register-tiled tree reads B as K x N: it refused x @ W.T, and auto_schedule raised
+    A, B = Buffer("A", (64, 32), "float32"), Buffer("B", (64, 32), "float32")
+    C = Reduce("C", (64, 64), Sum(), lambda i, j, k: A[i, k] * B[j, k], (32,))
+    nest = LoopNest([C])
+    assert str(auto_schedule_gpu(nest)).startswith("C: a block per output, a tree of")
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal((64, 32)).astype(np.float32) for _ in range(2))
+    c = np.zeros((64, 64), np.float32)
+    build(nest, [A, B, C], target="ireval")(a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.T.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
 def test_a_convolution_takes_the_direct_template():
     X = Buffer("X", (1, 4, 10, 10), "float32")
     W = Buffer("W", (8, 4, 3, 3), "float32")
