@@ -209,10 +209,11 @@ def vectorize_split(nest, loop, lanes: int):
 def vectorize_copy(nest, buffer: str, lanes: int) -> None:
     """Vectorize the innermost loop of the copy that fills the local buffer ``buffer`` (made
     by ``cache_accesses``): whole where its extent is a constant of at most ``4 * lanes``,
-    else by ``vectorize_split``. The copy runs along the last dimension of both buffers, so
-    its vectors are contiguous loads and stores. A scalar copy loop is left to LLVM, which
-    turns each row into a ``memcpy`` whose code generation costs about a millisecond
-    (matmul 1024: 7 of 100 ms of build).
+    else by ``vectorize_split``. The copy runs along the last dimension of the local buffer:
+    its stores are contiguous, and so are its loads unless the copy is permuted (a transposed
+    pack, whose loads gather: as fast as the scalar copy there, x @ W.T 1024 in 7.4 ms either
+    way). A scalar copy loop is left to LLVM, which turns each row into a ``memcpy`` whose
+    code generation costs about a millisecond (matmul 1024: 7 of 100 ms of build).
 
     >>> from te import Buffer, Reduce, Sum
     >>> from loopnest import LoopNest
