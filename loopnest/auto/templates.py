@@ -224,7 +224,10 @@ def vectorize_copy(nest, buffer: str, lanes: int) -> None:
     >>> [lp.kind for lp in nest.get_loops_for("B_pack")]
     ['serial', 'serial', 'vectorized']
     """
-    inner = nest.get_loops_for(nest.buffer(buffer))[-1]
+    loops = nest.get_loops_for(nest.buffer(buffer))
+    if not loops:       # a copy of one element
+        return
+    inner = loops[-1]
     extent = const_extent(inner.extent)
     if extent is not None and extent <= 4 * lanes:
         if extent >= 2:     # each iteration copies its own element: no dependence to check
