@@ -789,3 +789,28 @@ def test_conflicts_isl_gives_up_on_count_as_every_distance_and_the_refusal_says_
                                                 r"may touch one element"):
             transform()
         assert str(nest) == before
+
+
+def test_a_tf32_matmul_of_b_transposed_keeps_its_shared_tiles_small():
+    """Seed 155, case 467 (found once matmul programs read B as N x K): the tf32 tensor-core
+    tree gave B's shared tile, N x K, rows of BN + 8 elements instead of BK + 4 (3 stages of
+    64 x 72 floats: over the 48 KB of static shared memory, so the build moved it to global
+    memory and refused the MMA)."""
+    from loopnest.transforms.gpu_matmul import mma_shared_bytes
+    A, B = Buffer("A", (32, 64), "float32"), Buffer("B", (64, 64), "float32")
+    C = Reduce("C", (32, 64), Sum(), lambda i, j, k: A[i, k] * B[j, k], (64,))
+    nest = LoopNest([C])
+    nest.gpu_matmul(tensor_cores=True, BM=16, BN=64, WM=16, WN=32, BK=16, prefetch="shared", stages=3)
+    assert nest.buffer("Bs").shape == (3, 64, 20)
+    assert mma_shared_bytes(16, 64, 16, 3, 4, "nk") == 3 * (16 * 20 + 64 * 20) * 4
+    kernel = build(nest, [A, B, C], target="cuda")
+    a = np.random.default_rng(0).integers(-3, 4, (32, 64)).astype(np.float32)
+    b = np.random.default_rng(1).integers(-3, 4, (64, 64)).astype(np.float32)
+    want = a @ b.T
+    got = np.zeros((32, 64), np.float32)
+    build(nest, [A, B, C], target="ireval")(a, b, got)
+    np.testing.assert_array_equal(got, want)
+    if HAVE_EMU:
+        got = np.zeros((32, 64), np.float32)
+        run_on_host(kernel, a, b, got)
+        np.testing.assert_array_equal(got, want)

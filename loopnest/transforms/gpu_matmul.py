@@ -205,8 +205,8 @@ def _tile_row_lengths(BN: int, BK: int, itemsize: int, nk: bool = False) -> tupl
     """Row lengths of the shared A and B tiles, padded so the fragment loads hit distinct
     banks: ldmatrix's 16-byte rows for 16-bit and 8-bit operands, the (lane / 4, lane % 4)
     element pattern of tf32 (``itemsize`` 4)."""
-    if itemsize == 4:
-        return BK + 4, BN + 8
+    if itemsize == 4:     # B as N x K holds rows of BK, as A does (it had rows of BN + 8: seed 155, case 467)
+        return BK + 4, BK + 4 if nk else BN + 8
     vec = 16 // itemsize
     return _conflict_free(BK, vec), _conflict_free(BK if nk else BN, vec)
 
