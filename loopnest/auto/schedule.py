@@ -380,27 +380,33 @@ def gathers(loop) -> bool:
 
 def along_columns(t: Tensor) -> bool:
     """Whether reduction ``t`` reads its operands along its last output index and not along
-    any reduction index (a column sum): the last index of every load steps by 0 or 1 with
-    the last output index (1 for at least one load) and by 0 with each reduction index.
+    any reduction index (a column sum, ``x @ A``): every load that uses the last output
+    index uses it in its last index only, stepping by 1 with it and by 0 with each
+    reduction index (at least one load does); a load that does not use it (``x[k]``) is one
+    value for every column.
 
     >>> from te import Buffer, Reduce, Sum
-    >>> A = Buffer("A", (8, 16), "float32")
+    >>> A = Buffer("A", (8, 16), "float32"); x = Buffer("x", (8,), "float32")
     >>> along_columns(Reduce("S", (16,), Sum(), lambda j, i: A[i, j], (8,)))
+    True
+    >>> along_columns(Reduce("z", (16,), Sum(), lambda j, k: x[k] * A[k, j], (8,)))
     True
     >>> along_columns(Reduce("R", (8,), Sum(), lambda i, k: A[i, k], (16,)))
     False
     """
     if not t.args or not t.reduce_args:
         return False
-    steps = set()
+    cols = t.args[-1]
+    found = False
     for ld in loads(t.body):
-        if not ld.indices:
+        if not ld.indices or not uses_var(ld.indices, cols):
             continue
         last = ld.indices[-1]
-        if any(_step(last, r) != 0 for r in t.reduce_args):
+        if any(uses_var(i, cols) for i in ld.indices[:-1]) or _step(last, cols) != 1 or \
+                any(_step(last, r) != 0 for r in t.reduce_args):
             return False
-        steps.add(_step(last, t.args[-1]))
-    return 1 in steps and steps <= {0, 1}
+        found = True
+    return found
 
 
 def _step(index, var: Var) -> int | None:
