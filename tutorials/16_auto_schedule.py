@@ -89,8 +89,8 @@ kernel(a, b, out)
 np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-6)
 
 # 7. Other shapes of the same operations: a linear layer (x @ W.T: W is packed transposed,
-#    so the tile still reads it in vectors) and a column sum (output vectors held in
-#    registers while the rows stream past).
+#    so the tile still reads it in vectors) and a column sum (its rows streamed into sums
+#    that stay in L1, or tiles of sums held in registers).
 W = Buffer("W", (N, K), float32)
 Lin = Reduce("Lin", (M, N), Sum(), lambda i, j, k: A[i, k] * W[j, k], (K,))
 Col = Reduce("Col", (K,), Sum(), lambda k, i: A[i, k], (M,))

@@ -12,8 +12,9 @@ For each tensor, producers before consumers:
   for the vector registers of the target (``contraction_params``);
 - **reductions** accumulate through vector lanes (``rfactor``) when the reduction extent
   allows, their outer loop parallel; a reduction whose reads run along its last output
-  index and not along the reduction's (a column sum) keeps a tile of output vectors in
-  registers while the reduction runs inside it (``column_reduction``);
+  index and not along the reduction's (a column sum) streams its rows into outputs that
+  stay in L1 (``column_stream``), else keeps a tile of output vectors in registers while
+  the reduction runs inside it (``column_reduction``);
 - **element-wise** tensors vectorize the contiguous innermost loop at the native width
   (tiles when a read is transposed), flatten small rows, and parallelize the outer loop
   when there is enough work for the target's cores; a row that would be read by gathers
@@ -50,9 +51,9 @@ from te.tensor import Tensor
 from ..errors import ScheduleError
 from ..queries import stmt_loads
 from ..target import Target, resolve_target
-from .templates import (blocks_leftover_columns, column_reduction, columns_last, contraction, deferred_unrolls,
-                        pack_candidate, pending_unrolls, several, reduction as plain_reduction, unroll_fully,
-                        vector_reduction, vectorize_split)
+from .templates import (blocks_leftover_columns, column_reduction, column_stream, columns_last, contraction,
+                        deferred_unrolls, pack_candidate, pending_unrolls, several, reduction as plain_reduction,
+                        unroll_fully, vector_reduction, vectorize_split)
 from .classify import classify, const_extent, consumers_of, sliced_loop
 
 __all__ = ["auto_schedule", "AutoScheduleReport", "TensorChoice", "contraction_params", "gathers", "matmul_kc",
@@ -635,6 +636,11 @@ class _Planner:
         if n_sp and along_columns(t):
             lanes = self.target.lanes(t.dtype)
             par = self.should_parallelize(t)
+            if self.attempt(column_stream, nest, t, lanes, self.target.cores if par else 1, self.target.l1_bytes):
+                par = any(lp.kind == "parallel" for lp in nest.get_loops_for(t))
+                return (f"rows streamed, the columns vectorized {lanes} wide" + (", parallel" if par else ""),
+                        "reduction along the columns: its reads step along the last output index, not the "
+                        "reduction's; a core's outputs fit half of L1")
             if self.attempt(column_reduction, nest, t, lanes, REDUCE_VECTORS, par):
                 par = any(lp.kind == "parallel" for lp in nest.get_loops_for(t))
                 return (f"tiles of up to {REDUCE_VECTORS} vectors of {lanes} lanes in registers, the reduction "

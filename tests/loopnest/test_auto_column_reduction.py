@@ -96,3 +96,18 @@ def test_a_vector_times_a_matrix_is_a_column_reduction():
     got = np.zeros(50, np.float32)
     build(nest, [x, A, z], target="llvm")(xv, a, got)
     np.testing.assert_allclose(got, xv.astype(np.float64) @ a, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,streamed", [((300, 64), True), ((300, 70), False)])
+def test_rows_stream_where_the_columns_cut_into_a_chunk_per_core(shape, streamed):
+    """64 columns on 2 cores of 16 lanes: a chunk of 32 a core, the rows streamed through it
+    (``column_stream``); 70 do not cut so: tiles of vectors in registers. Same bits either way."""
+    rows, cols = shape
+    A, S = _column_sum(rows, cols)
+    a = (np.random.default_rng(5).standard_normal(shape) * 1e4).astype(np.float32)
+    nest = LoopNest([S])
+    report = str(nest.auto_schedule(AVX512))
+    assert ("rows streamed" in report) == streamed, report
+    got = _run(nest, [A, S], [a], (cols,), np.float32, "llvm")
+    plain = _run(LoopNest([S]), [A, S], [a], (cols,), np.float32, "ireval")
+    assert got.tobytes() == plain.tobytes()
