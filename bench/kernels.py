@@ -316,15 +316,23 @@ def hand_layernorm(nest: LoopNest, spec: Spec, target: Target | None = None, lan
     nest.parallelize(nest.get_loops_for(Y)[0])
 
 
-def make_row_sum(shape) -> Spec:
+def _matrix_sum(shape, axis: int) -> Spec:
+    """The sums of an ``m`` x ``n`` matrix along ``axis``: 1, a sum per row; 0, per column."""
     m, n = shape
     A = Buffer("A", (m, n), float32)
-    S = Reduce("S", (m,), Sum(), lambda i, k: A[i, k], (n,))
+    if axis == 1:
+        S = Reduce("S", (m,), Sum(), lambda i, k: A[i, k], (n,))
+    else:
+        S = Reduce("S", (n,), Sum(), lambda j, i: A[i, j], (m,))
     a = _rng().standard_normal((m, n)).astype(np.float32)
-    return Spec(f"{m}x{n}", [S], [A, S], {"A": a}, {"S": (m,)},
-                lambda d: {"S": d["A"].astype(np.float64).sum(axis=1)}, lambda d: d["A"].sum(axis=1),
-                lambda t, d: (lambda v: (lambda: v.sum(dim=1)))(t.from_numpy(d["A"])),
+    return Spec(f"{m}x{n}", [S], [A, S], {"A": a}, {"S": S.shape},
+                lambda d: {"S": d["A"].astype(np.float64).sum(axis=axis)}, lambda d: d["A"].sum(axis=axis),
+                lambda t, d: (lambda v: (lambda: v.sum(dim=axis)))(t.from_numpy(d["A"])),
                 flops=m * n, bytes=4 * m * n, tol=1e-3)
+
+
+def make_row_sum(shape) -> Spec:
+    return _matrix_sum(shape, axis=1)
 
 
 def hand_row_sum(nest: LoopNest, spec: Spec, target: Target | None = None,
@@ -341,14 +349,7 @@ def hand_row_sum(nest: LoopNest, spec: Spec, target: Target | None = None,
 
 
 def make_column_sum(shape) -> Spec:
-    m, n = shape
-    A = Buffer("A", (m, n), float32)
-    S = Reduce("S", (n,), Sum(), lambda j, i: A[i, j], (m,))
-    a = _rng().standard_normal((m, n)).astype(np.float32)
-    return Spec(f"{m}x{n}", [S], [A, S], {"A": a}, {"S": (n,)},
-                lambda d: {"S": d["A"].astype(np.float64).sum(axis=0)}, lambda d: d["A"].sum(axis=0),
-                lambda t, d: (lambda v: (lambda: v.sum(dim=0)))(t.from_numpy(d["A"])),
-                flops=m * n, bytes=4 * m * n, tol=1e-3)
+    return _matrix_sum(shape, axis=0)
 
 
 def hand_column_sum(nest: LoopNest, spec: Spec, target: Target | None = None) -> None:
@@ -407,17 +408,25 @@ def hand_transpose(nest: LoopNest, spec: Spec, target: Target | None = None, til
     nest.parallelize(io)
 
 
-def make_matmul(n: int) -> Spec:
+def make_matmul(n: int, b_transposed: bool = False) -> Spec:
+    """``A @ B``, or with ``b_transposed`` a linear layer's ``A @ B.T`` (B holds the weights,
+    one output per row; PyTorch's peer is ``torch.nn.functional.linear``)."""
     A = Buffer("A", (n, n), float32)
     B = Buffer("B", (n, n), float32)
-    C = Reduce("C", (n, n), Sum(), lambda i, j, k: A[i, k] * B[k, j], (n,))
+    if b_transposed:
+        C = Reduce("C", (n, n), Sum(), lambda i, j, k: A[i, k] * B[j, k], (n,))
+    else:
+        C = Reduce("C", (n, n), Sum(), lambda i, j, k: A[i, k] * B[k, j], (n,))
     r = _rng()
     d = {"A": r.standard_normal((n, n)).astype(np.float32), "B": r.standard_normal((n, n)).astype(np.float32)}
+    right = (lambda b: b.T) if b_transposed else (lambda b: b)
+
+    def torch_fn(t, x):
+        a, b = t.from_numpy(x["A"]), t.from_numpy(x["B"])
+        return (lambda: t.nn.functional.linear(a, b)) if b_transposed else (lambda: a @ b)
     return Spec(f"n={n}", [C], [A, B, C], d, {"C": (n, n)},
-                lambda x: {"C": x["A"].astype(np.float64) @ x["B"].astype(np.float64)},
-                lambda x: x["A"] @ x["B"],
-                lambda t, x: (lambda a, b: (lambda: a @ b))(t.from_numpy(x["A"]), t.from_numpy(x["B"])),
-                flops=2 * n ** 3, bytes=12 * n * n, tol=1e-3)
+                lambda x: {"C": x["A"].astype(np.float64) @ right(x["B"].astype(np.float64))},
+                lambda x: x["A"] @ right(x["B"]), torch_fn, flops=2 * n ** 3, bytes=12 * n * n, tol=1e-3)
 
 
 def hand_matmul(nest: LoopNest, spec: Spec, target: Target | None = None) -> None:
@@ -430,18 +439,8 @@ def hand_matmul(nest: LoopNest, spec: Spec, target: Target | None = None) -> Non
 
 
 def make_linear(n: int) -> Spec:
-    """A linear layer's product ``A @ B.T`` (B holds the weights, one output per row)."""
-    A = Buffer("A", (n, n), float32)
-    B = Buffer("B", (n, n), float32)
-    C = Reduce("C", (n, n), Sum(), lambda i, j, k: A[i, k] * B[j, k], (n,))
-    r = _rng()
-    d = {"A": r.standard_normal((n, n)).astype(np.float32), "B": r.standard_normal((n, n)).astype(np.float32)}
-    return Spec(f"n={n}", [C], [A, B, C], d, {"C": (n, n)},
-                lambda x: {"C": x["A"].astype(np.float64) @ x["B"].astype(np.float64).T},
-                lambda x: x["A"] @ x["B"].T,
-                lambda t, x: (lambda a, b: (lambda: t.nn.functional.linear(a, b)))(t.from_numpy(x["A"]),
-                                                                                  t.from_numpy(x["B"])),
-                flops=2 * n ** 3, bytes=12 * n * n, tol=1e-3)
+    """A linear layer's product ``A @ B.T`` (``make_matmul(n, b_transposed=True)``)."""
+    return make_matmul(n, b_transposed=True)
 
 
 def make_conv2d(shape) -> Spec:

@@ -54,10 +54,10 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
     reduction (``matmul_kc``; 0: all of k); the ``kc`` x ``cols`` panel of B that the slice
     needs is first copied to a contiguous buffer (``cache_accesses``, the copy vectorized,
     transposed where C reads B as ``B[j, k]``: it stays in cache while every row tile uses
-    it); the tile's rows are unrolled and its
-    columns vectorized; the column panels run in parallel. Rows left over when ``rows`` does not divide the size get
-    a vectorized loop of their own. When ``cols`` does not divide the width, the tile narrows
-    by whole vectors, then to half a vector, and so on.
+    it); the tile's rows are unrolled and its columns vectorized; the column panels run in
+    parallel. Rows left over when ``rows`` does not divide the size get a vectorized loop of
+    their own. When ``cols`` does not divide the width, the tile narrows by whole vectors,
+    then to half a vector, and so on.
 
         parallel for jo:                          (columns jo*cols .. jo*cols+cols-1)
           C[rows, panel] = 0                      (with slices only)

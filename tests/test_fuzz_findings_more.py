@@ -4,6 +4,7 @@ is the minimised program and schedule of one finding, checked as the tester chec
 (IREval and the CUDA host emulation give the unscheduled program's values)."""
 from __future__ import annotations
 
+import islpy as isl
 import ml_dtypes
 import numpy as np
 import pytest
@@ -772,6 +773,13 @@ def test_a_dependence_analysis_that_isl_cannot_finish_is_bounded_and_assumes_the
     with pytest.raises(ScheduleError, match="flow dependence on T4 carried by loop r1_inner"):
         nest.vectorize(nest.loop("r1_inner"))
     assert str(nest) == before
+    # the cache's conflicts are the ones isl gives up on: every distance counts for them
+    from loopnest.analysis import dependences
+    carried = dependences.conflict_distances(nest.root, nest.loop("r0"))
+    cache1 = nest.buffer("cache1")
+    assert id(cache1) in dependences.undecided(nest.root)
+    distances = next(d for b, d in carried if b is cache1)
+    assert distances.is_equal(isl.Set.universe(distances.get_space()))
 
 
 def test_conflicts_isl_gives_up_on_count_as_every_distance_and_the_refusal_says_so(monkeypatch):

@@ -487,7 +487,15 @@ def _pairs(accs: list):
 def undecided(nest_or_root: Any) -> set:
     """The ids of the buffers whose conflicting accesses isl could not compute within
     ``CONFLICT_OPERATIONS`` in the analysis of ``nest_or_root`` so far: every distance counts
-    for them, and no pair of their accesses can explain a refusal (``UndecidedDependence``)."""
+    for them, and no pair of their accesses can explain a refusal (``UndecidedDependence``).
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> nest = LoopNest([Compute("B", (8,), lambda i: Buffer("A", (8,), "float32")[i] + 1.0)])
+    >>> _ = buffers_carried_by(nest.root, nest.get_loops_for("B")[0])
+    >>> undecided(nest.root)            # isl decided every buffer
+    set()
+    """
     return analyze(nest_or_root).__dict__.get("_undecided", set())
 
 

@@ -244,7 +244,17 @@ def cache_accesses(nest, buf: Buffer, name: str, loop, order=None) -> Buffer:
     ``order`` (a permutation of ``buf``'s dimensions) lays the local buffer out with the
     dimensions in that order: ``order=(1, 0)`` caches a region of a matrix transposed, so
     that a loop along its first dimension reads the copy contiguously (a packed operand of
-    ``A @ B.T``). The copy loops nest in the local buffer's order.
+    ``A @ B.T``). The copy loops nest in the local buffer's order::
+
+        >>> from te import Buffer, Reduce, Sum
+        >>> from loopnest import LoopNest
+        >>> A = Buffer("A", (3, 4), "float32")
+        >>> S = Reduce("S", (4,), Sum(), lambda j, i: A[i, j], (3,))
+        >>> nest = LoopNest([S])
+        >>> nest.cache_accesses(A, "A_t", nest.get_loops_for(S)[0], order=(1, 0)).shape
+        (1, 3)
+        >>> print(str(nest).splitlines()[2])
+            A_t[0, A_t_i1] = A[A_t_i1, j];
 
     Legality: always preserves the result (a region copied back is first copied in unless
     the writes provably cover it). Refused with ScheduleError for an invalid or already
