@@ -127,15 +127,19 @@ print("IREval matches numpy")
 # gpu_matmul(wgmma=True) writes the same matmul for wgmma.mma_async.m64nNk16: each thread of a
 # warpgroup holds N / 2 accumulators; the tiles lie in shared memory in the instruction's
 # core-matrix layout. IREval runs it thread by thread; on sm_90 the CUDA build prints one
-# wgmma per 16 of K (compiled for sm_90a), plain per-thread code elsewhere.
+# wgmma per 16 of K (compiled for sm_90a), plain per-thread code elsewhere. With 3 stages the
+# copies run one k-tile ahead, so the MMAs of one iteration may run on beside the next one's
+# copies (wgmma.wait_group 1): the cuda_wgmma_overlap step checks that nothing overwrites
+# what they read.
 wg = LoopNest([C])
-wg.gpu_matmul(True, wgmma=True, BM=64, BN=64, BK=32, stages=2)
+wg.gpu_matmul(True, wgmma=True, BM=64, BN=64, BK=32, stages=3)
 print("\nwarpgroup MMA:", wg.tensorized)
 c[:] = 0
 build(wg, [A, B, C], target="ireval")(A=a, B=b, C=c)
 assert np.allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3)
 wg_kernel = build(wg, [A, B, C], target="cuda")
 print(wg_kernel.module.plan.describe_tensor_cores().splitlines()[1].strip())
+print(wg_kernel.module.plan.describe_wgmma_overlap() or "(each iteration waits for its MMAs)")
 print("IREval matches numpy")
 
 try:                                                           # on a GPU: run it, and tune it

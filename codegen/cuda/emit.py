@@ -696,6 +696,11 @@ class CudaEmitter(Functor):
         self.visit(s.body)
         self.indent -= 1
         self.emit("}")
+        if id(s) in self.plan.wgmma_drains:
+            # the warpgroup MMAs left in flight by the last iteration (codegen.cuda.wgmma_overlap)
+            self.emit(f"#if {WGMMA_GUARD}")
+            self.emit("tc_wgmma_wait<0>();")
+            self.emit("#endif")
 
     def _bound_var_line(self, s: For, index: str) -> str:
         """The declaration of a GPU-bound loop variable: the index is converted to the

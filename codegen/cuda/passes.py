@@ -12,6 +12,8 @@ before and after each and then what the step recorded in the plan:
 3. ``cuda_tensor_cores`` (``codegen.cuda.tensor_cores``): the loop nests that are warp MMAs
    written lane by lane, printed as ``ldmatrix`` and ``mma.sync``;
 4. ``cuda_sync`` (``codegen.cuda.sync``): ``__syncthreads()`` positions and one-thread sections;
+   then ``cuda_wgmma_overlap`` (``codegen.cuda.wgmma_overlap``): the warpgroup MMAs that stay in
+   flight across an iteration of their K loop;
 5. ``cuda_arguments`` (``codegen.cuda.aliasing``): kernel arguments and the const /
    ``__restrict__`` facts;
 6. ``cuda_vector_access`` (``codegen.cuda.vectors``): the loads and stores done as whole
@@ -49,6 +51,9 @@ so that facts can be keyed by statement identity); the printer (``codegen.cuda.e
 // ---- before cuda_sync ----
 // ---- after cuda_sync ----
 // ---- cuda_sync: plan ----
+// ---- before cuda_wgmma_overlap ----
+// ---- after cuda_wgmma_overlap ----
+// ---- cuda_wgmma_overlap: plan ----
 // ---- before cuda_arguments ----
 // ---- after cuda_arguments ----
 // ---- cuda_arguments: plan ----
@@ -82,6 +87,7 @@ from .plan import CudaPlan
 from .sync import plan_sync
 from .tensor_cores import plan_tensor_cores
 from .vectors import plan_vector_accesses
+from .wgmma_overlap import plan_wgmma_overlap
 
 __all__ = ["CUDA_STEPS", "cuda_passes", "plan_cuda"]
 
@@ -92,6 +98,7 @@ CUDA_STEPS: list[tuple[str, Callable[[CudaPlan], None], str]] = [
     ("cuda_memory_scopes", assign_memory_scopes, "memory"),
     ("cuda_tensor_cores", plan_tensor_cores, "tensor_cores"),
     ("cuda_sync", plan_sync, "sync"),
+    ("cuda_wgmma_overlap", plan_wgmma_overlap, "wgmma_overlap"),
     ("cuda_arguments", plan_arguments, "arguments"),
     ("cuda_vector_access", plan_vector_accesses, "vectors"),
     ("cuda_async_copies", plan_async_copies, "async_copies"),

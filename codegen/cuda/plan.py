@@ -339,6 +339,9 @@ class CudaPlan:
     mma_by_kernel: dict[str, list] = field(default_factory=dict)
     tensorized: dict = field(default_factory=dict)       # loop variable -> intrinsic (nest.tensorize)
     mma_refusals: dict = field(default_factory=dict)     # loop variable -> why it is not an MMA
+    # cuda_wgmma_overlap (codegen.cuda.wgmma_overlap): id(loop) -> the loop after which every
+    # warpgroup MMA group is waited for (its nests leave one group in flight per iteration)
+    wgmma_drains: dict[int, Any] = field(default_factory=dict)
 
     @property
     def buffer_params(self) -> list[Param]:
@@ -375,6 +378,18 @@ class CudaPlan:
             if nests:
                 out.append(f"kernel {k.name}: {len(nests)} warp MMA nest(s)")
                 out.extend(f"  {m.describe()}" for m in nests)
+        return "\n".join(out)
+
+    def describe_wgmma_overlap(self) -> str:
+        """The warpgroup MMA nests that leave their group running into the next iteration of
+        their loop (recorded by ``cuda_wgmma_overlap``), per kernel that has any."""
+        out = []
+        for k in self.kernels:
+            nests = [m for m in self.mma_by_kernel.get(k.name, []) if getattr(m, "in_flight", 0)]
+            if nests:
+                loops = {id(f): f.var.name for f in iter_stmts(k.region) if id(f) in self.wgmma_drains}
+                out.append(f"kernel {k.name}: {len(nests)} warpgroup MMA nest(s) in flight across iterations of "
+                           f"{', '.join(loops.values())}")
         return "\n".join(out)
 
     def describe_kernels(self) -> str:
@@ -541,6 +556,7 @@ class CudaPlan:
     def __str__(self) -> str:
         parts = {"kernels": self.describe_kernels, "memory": self.describe_memory,
                  "tensor_cores": self.describe_tensor_cores, "sync": self.describe_sync,
+                 "wgmma_overlap": self.describe_wgmma_overlap,
                  "arguments": self.describe_arguments, "vectors": self.describe_vectors,
                  "async_copies": self.describe_async_copies, "async_waits": self.describe_async_waits}
         return "\n".join(t for t in (parts[s]() for s in self.done) if t)

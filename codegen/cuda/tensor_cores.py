@@ -264,7 +264,7 @@ def print_wgmma_nest(em, nest, plain) -> None:
         acc = em.elem(nest.acc, em.expr(em._private_index(nest.acc, c0), True))
         em.emit(f"{fn}(&{acc}, {descs[0][ai]}, {descs[1][bi]});")
     em.emit("tc_wgmma_commit();")
-    em.emit("tc_wgmma_wait<0>();")
+    em.emit(f"tc_wgmma_wait<{getattr(nest, 'in_flight', 0)}>();")
     em.indent -= 1
     em.emit("}")
     em.emit("#else")

@@ -25,8 +25,11 @@ matrices padded by 16 bytes so that the stores still hit distinct banks, measure
 ``wgmma.mma_async`` per ``kk`` on sm_90a (plain per-thread code elsewhere).
 
 Per k-tile of BK the block's threads copy the A (BM x BK) and B (BK x BN) tiles into shared
-memory, ``stages`` tiles ahead (``cp.async`` on the GPU), as :func:`~.gpu_matmul.mma_matmul`
-does with ``prefetch="shared"``.
+memory (``cp.async`` on the GPU), ``ahead`` k-tiles ahead of the MMAs, as
+:func:`~.gpu_matmul.mma_matmul` does with ``prefetch="shared"``. By default that is
+``stages - 2`` with 3 or 4 stages: the stage the previous iteration's MMAs read is then not
+overwritten, so the CUDA backend lets those MMAs run on while the next tiles are copied
+(:mod:`codegen.cuda.wgmma_overlap`; 4 stages: 2 k-tiles in flight beside them).
 
 >>> from te import Buffer, Reduce, Sum, cast, float32
 >>> A = Buffer("A", (128, 64), "float16"); B = Buffer("B", (64, 256), "float16")
@@ -84,14 +87,16 @@ def wgmma_shared_bytes(BM: int, BN: int, BK: int, stages: int, itemsize: int = 2
     return stages * (BM + BN) * BK * itemsize
 
 
-def wgmma_matmul(A, B, C, BM: int = 128, BN: int = 256, BK: int = 64, stages: int = 3, b_layout: str = "kn"):
+def wgmma_matmul(A, B, C, BM: int = 128, BN: int = 256, BK: int = 64, stages: int = 3, b_layout: str = "kn",
+                 ahead: int | None = None):
     """The statement tree of ``C = A @ B`` on Hopper's warpgroup MMA (see the module
     docstring) for ``A`` (M x K) and ``B`` (K x N, or N x K with ``b_layout="nk"``) both
     float16 or both bfloat16, and ``C`` (M x N) float32; returns ``(root, [As, Bs, acc])``.
     A block of ``BM / 64`` warpgroups computes a BM x BN tile of C, each warpgroup 64 rows
     with one ``m64n{BN}k16`` per 16 of K. ``stages`` (1 to 4) k-tiles are in shared memory
-    at once. Raises ``ValueError`` when the sizes are not multiples of the tiles or the
-    tiles do not fit the instruction."""
+    at once; the copies run ``ahead`` k-tiles ahead of the MMAs (0 to ``stages - 1``; by
+    default ``stages - 2`` with 3 or more stages, else ``stages - 1``). Raises ``ValueError``
+    when the sizes are not multiples of the tiles or the tiles do not fit the instruction."""
     M, N, K, nk = matmul_sizes(A, B, C, b_layout)
     if str(A.dtype) not in WGMMA_TYPES or A.dtype != B.dtype or str(C.dtype) != "float32":
         raise ValueError(f"the warpgroup MMA takes float16 or bfloat16 A and B of one type and a float32 C, got "
@@ -102,6 +107,10 @@ def wgmma_matmul(A, B, C, BM: int = 128, BN: int = 256, BK: int = 64, stages: in
     if BM % ROWS or BN % 32 or BN > 256 or BK % MMA_K or not 1 <= stages <= 4:
         raise ValueError(f"BM ({BM}) must be a multiple of 64, BN ({BN}) a multiple of 32 up to 256, BK ({BK}) a "
                          f"multiple of 16, and stages ({stages}) 1 to 4")
+    if ahead is None:
+        ahead = stages - 2 if stages >= 3 else stages - 1
+    if type(ahead) is not int or not 0 <= ahead < stages:
+        raise ValueError(f"ahead must be an int from 0 to stages - 1 ({stages - 1}), got {ahead!r}")
     if M % BM or N % BN or K % BK:
         raise ValueError(f"M, N, K ({M}, {N}, {K}) must be multiples of BM, BN, BK ({BM}, {BN}, {BK})")
     G = BM // ROWS
@@ -173,10 +182,10 @@ def wgmma_matmul(A, B, C, BM: int = 128, BN: int = 256, BK: int = 64, stages: in
 
     init = threads(lambda g, w, lane: [per_value(lambda v: Store(acc, (g, w, lane, v), FloatImm(0.0, float32)))])
     KT = K // BK
-    prologue = [x for s in range(stages - 1) for x in (copy_a(min(s, KT - 1), s), copy_b(min(s, KT - 1), s))]
-    ahead = minimum(ko + (stages - 1), KT - 1)     # the last steps reload the last tile into unused stages
-    nxt = floormod(ko + (stages - 1), stages)
-    kloop = For(ko, 0, KT, Block([copy_a(ahead, nxt), copy_b(ahead, nxt),
+    prologue = [x for s in range(ahead) for x in (copy_a(min(s, KT - 1), s), copy_b(min(s, KT - 1), s))]
+    tile = minimum(ko + ahead, KT - 1)     # the last steps reload the last tile into unused stages
+    nxt = floormod(ko + ahead, stages)
+    kloop = For(ko, 0, KT, Block([copy_a(tile, nxt), copy_b(tile, nxt),
                                   threads(lambda g, w, lane: mma_step(g, w, lane, floormod(ko, stages)))]))
     write = threads(lambda g, w, lane: [per_value(lambda v: Store(
         C, (by * BM + g * ROWS + warpgroup_row(w, lane, v), bx * BN + warpgroup_col(lane, v)),

@@ -73,6 +73,7 @@ class WgmmaMatch:
     a_tiles: list
     b_tiles: list
     mmas: list
+    in_flight: int = 0      # the groups left running at the end of the nest (codegen.cuda.wgmma_overlap)
 
     kind = "wgmma"
 

@@ -1,5 +1,6 @@
 """The warpgroup-MMA matmul tree (Hopper's wgmma.mma_async, sm_90a) on the GPU with each B layout,
-operand type and number of shared stages, against numpy. Skipped without PyCUDA, a device, or
+operand type and number of shared stages (the MMAs of one iteration in flight beside the next one's copies, where
+codegen.cuda.wgmma_overlap allows it), against numpy. Skipped without PyCUDA, a device, or
 on devices other than sm_90."""
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from codegen.cuda.mma_matmul import wgmma_matmul_example
                                    dict(M=128, N=128, K=256, BN=64, BK=32, stages=2),
                                    dict(M=256, N=512, K=256, BN=256, BK=64, stages=3),
                                    dict(M=128, N=256, K=320, BN=128, BK=64, stages=4, b_layout="nk"),
+                                   dict(M=256, N=512, K=1024, BN=256, BK=64, stages=4),
+                                   dict(M=256, N=512, K=1024, BN=256, BK=64, stages=4, ahead=3),
                                    dict(M=192, N=96, K=128, BM=192, BN=96, BK=64, stages=2)])
 def test_wgmma_matmul_matches_numpy_on_the_gpu(cuda_device, dtype, shape):
     if cuda_device["arch"] not in ("sm_90", "sm_90a"):
