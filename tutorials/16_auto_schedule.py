@@ -90,15 +90,20 @@ np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-6)
 
 # 7. Other shapes of the same operations: a linear layer (x @ W.T: W is packed transposed,
 #    so the tile still reads it in vectors) and a column sum (its rows streamed into sums
-#    that stay in L1, or tiles of sums held in registers).
+#    that stay in L1, or tiles of sums held in registers), and the sum of the whole matrix
+#    (one output: the reduction itself is split into a part per core, added at the end).
 W = Buffer("W", (N, K), float32)
 Lin = Reduce("Lin", (M, N), Sum(), lambda i, j, k: A[i, k] * W[j, k], (K,))
 Col = Reduce("Col", (K,), Sum(), lambda k, i: A[i, k], (M,))
+Big = Buffer("Big", (512, 512), float32)
+Tot = Reduce("Tot", (1,), Sum(), lambda z, i, k: Big[i, k], (512, 512))
 w = rng.standard_normal((N, K)).astype(np.float32)
-for out_t, args, want_t in ((Lin, [A, W, Lin], a.astype(np.float64) @ w.T), (Col, [A, Col], a.sum(axis=0))):
+big = rng.standard_normal((512, 512)).astype(np.float32)
+for out_t, args, want_t in ((Lin, [A, W, Lin], a.astype(np.float64) @ w.T), (Col, [A, Col], a.sum(axis=0)),
+                            (Tot, [Big, Tot], big.astype(np.float64).sum(keepdims=True).reshape(1))):
     nest = LoopNest([out_t])
     print("\n" + str(nest.auto_schedule(cpu)))
     got = np.zeros(want_t.shape, np.float32)
-    build(nest, args, target="llvm")(*[{"A": a, "W": w}[b.name] for b in args[:-1]], got)
+    build(nest, args, target="llvm")(*[{"A": a, "W": w, "Big": big}[b.name] for b in args[:-1]], got)
     np.testing.assert_allclose(got, want_t, rtol=1e-4, atol=1e-4)
 print("\nOK")

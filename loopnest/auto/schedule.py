@@ -11,7 +11,8 @@ For each tensor, producers before consumers:
 - **contractions** (matmul, convolution) get the register-blocked template with tiles sized
   for the vector registers of the target (``contraction_params``);
 - **reductions** accumulate through vector lanes (``rfactor``) when the reduction extent
-  allows, their outer loop parallel; a reduction whose reads run along its last output
+  allows, their outer loop parallel, or, with fewer outputs than cores (a sum of a whole
+  array), the reduction split into a part per core (``reduction_parts``); a reduction whose reads run along its last output
   index and not along the reduction's (a column sum) streams its rows into outputs that
   stay in L1 (``column_stream``), else keeps a tile of output vectors in registers while
   the reduction runs inside it (``column_reduction``);
@@ -53,7 +54,7 @@ from ..queries import stmt_loads
 from ..target import Target, resolve_target
 from .templates import (blocks_leftover_columns, column_reduction, column_stream, columns_last, contraction,
                         deferred_unrolls, pack_candidate, pending_unrolls, several, reduction as plain_reduction,
-                        unroll_fully, vector_reduction, vectorize_split)
+                        reduction_parts, unroll_fully, vector_reduction, vectorize_split)
 from .classify import classify, const_extent, consumers_of, sliced_loop
 
 __all__ = ["auto_schedule", "AutoScheduleReport", "TensorChoice", "contraction_params", "gathers", "matmul_kc",
@@ -422,6 +423,14 @@ def _outermost_several(loops: list):
     return next((lp for lp in loops if several(lp)), loops[0])
 
 
+def _outputs(t: Tensor) -> int:
+    """The elements of ``t`` (a symbolic dimension counts as large)."""
+    n = 1
+    for d in t.dims:
+        n *= const_extent(d) or PARALLEL_MIN_WORK
+    return n
+
+
 def _work(t: Tensor) -> int:
     """Innermost iterations of ``t`` (a symbolic extent counts as large)."""
     n = 1
@@ -647,18 +656,27 @@ class _Planner:
                         f"inside each tile" + (", parallel" if par else ""),
                         "reduction along the columns: its reads step along the last output index, not the "
                         "reduction's")
+        accumulator = t.name
         if n_sp:
             lanes = self.target.lanes(t.dtype)
             row = loops[n_sp - 1]
+            before = set(nest.buffers)
             done = next((w for w in _reduction_widths(lanes) if t.dtype.is_float
                          and self.attempt(vector_reduction, nest, t, row, w, FOLD)), None)
             if done is not None:
                 parts.append(_partials(done))
+                # the partial results the reduction accumulates into (the first lanes made)
+                accumulator = next(b for b in nest.buffers if b not in before and b.endswith("_lanes"))
             elif self.attempt(plain_reduction, nest, t, {"unroll_k": 4}):
                 parts.append("reduction unrolled by 4")
                 reasons.append("the reduction extent does not allow vector lanes")
         if n_sp and self.should_parallelize(t):
-            if self.attempt(nest.parallelize, _outermost_several(nest.get_loops_for(t)[:n_sp])):
+            cores = self.target.cores
+            if not fused and _outputs(t) < cores and \
+                    self.attempt(reduction_parts, nest, t, accumulator, cores):
+                parts.append(f"the reduction split into {cores} parts run in parallel")
+                reasons.append(f"{_outputs(t)} output(s) for {cores} cores")
+            elif self.attempt(nest.parallelize, _outermost_several(nest.get_loops_for(t)[:n_sp])):
                 parts.append("outer loop parallel")
         return ", ".join(parts) or "left as it is", "; ".join(["reduction"] + reasons)
 

@@ -31,7 +31,7 @@ from ..transforms.loop_kinds import MAX_LATE_UNROLL
 from .classify import const_extent
 
 __all__ = ["accumulation_chain", "reorder_accumulation", "contraction", "reduction", "elementwise",
-           "vector_reduction", "vectorize_split", "pack_candidate", "several", "deferred_unrolls", "unroll_fully",
+           "vector_reduction", "reduction_parts", "vectorize_split", "pack_candidate", "several", "deferred_unrolls", "unroll_fully",
            "pending_unrolls"]
 
 _PENDING: contextvars.ContextVar = contextvars.ContextVar("pending_unrolls", default=None)
@@ -679,6 +679,31 @@ def vector_reduction(nest, t: Tensor, at, lanes: int, fold: int = 0) -> bool:
         nest.cache_accesses(rf, rf.name + "_lanes", at)
         nest.vectorize(fi)
     return True
+
+
+def reduction_parts(nest, t: Tensor, buffer: str, cores: int):
+    """Run the reduction of ``t`` on ``cores`` cores when it has too few outputs to share out
+    (a sum of a whole array): ``buffer`` -- ``t``'s own name, or the partial results its
+    update accumulates into (the vector lanes of :func:`vector_reduction`) -- gets a copy
+    for each of ``cores`` parts of its outermost reduction loop that runs several times
+    (``privatize``), the parts run in parallel and are added after it. Returns the loop of
+    the parts; raises ScheduleError (the nest unchanged by the caller's ``attempt``) when no
+    reduction loop runs several times.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (64, 64), "float32")
+    >>> T = Reduce("T", (1,), Sum(), lambda z, i, j: A[i, j], (64, 64))
+    >>> nest = LoopNest([T]); reduction_parts(nest, T, "T", 2)
+    Loop(i_part)
+    >>> [(lp.name, lp.kind) for lp in nest.get_loops_for("T_part")][:3]
+    [('z', 'serial'), ('i_part', 'parallel'), ('i_inner', 'serial')]
+    """
+    loops = nest.get_loops_for(buffer)
+    outer = next((lp for lp in loops[len(t.args):] if lp.kind == "serial" and several(lp)), None)
+    if outer is None:
+        raise ScheduleError(f"{t.name}'s reduction has no serial loop that runs several times to split among cores")
+    return nest.privatize(buffer, outer, parts=cores, parallel=True)
 
 
 def elementwise(nest, t: Tensor, k: dict):
