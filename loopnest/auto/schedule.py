@@ -12,10 +12,11 @@ For each tensor, producers before consumers:
   for the vector registers of the target (``contraction_params``);
 - **reductions** accumulate through vector lanes (``rfactor``) when the reduction extent
   allows, their outer loop parallel, or, with fewer outputs than cores (a sum of a whole
-  array), the reduction split into a part per core (``reduction_parts``); a reduction whose reads run along its last output
-  index and not along the reduction's (a column sum) streams its rows into outputs that
-  stay in L1 (``column_stream``), else keeps a tile of output vectors in registers while
-  the reduction runs inside it (``column_reduction``);
+  array), the reduction split into a part per core (``reduction_parts``); a reduction
+  whose reads run along its last output index and not along the reduction's (a column
+  sum) streams its rows into outputs that stay in L1 (``column_stream``), else keeps a tile of output vectors in registers while
+  the reduction runs inside it (``column_reduction``), as does a reduction of few terms
+  reading along its last output index (``short_window``: a 1-D convolution);
 - **element-wise** tensors vectorize the contiguous innermost loop at the native width
   (tiles when a read is transposed), flatten small rows, and parallelize the outer loop
   when there is enough work for the target's cores; a row that would be read by gathers
@@ -238,6 +239,21 @@ def _batched(t: Tensor) -> bool:
                for ld in loads(t.body) if ld.indices)
 
 
+def _panel_in_place(t: Tensor, name: str | None) -> bool:
+    """Whether contraction ``t`` reads operand ``name`` along its rows: the last output index
+    in the operand's last index only, stepping by 1 (``B[k, j]``, not ``B[j, k]``).
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> A = Buffer("A", (8, 8), "float32"); B = Buffer("B", (8, 32), "float32")
+    >>> _panel_in_place(Reduce("C", (8, 32), Sum(), lambda i, j, k: A[i, k] * B[k, j], (8,)), "B")
+    True
+    """
+    cols = t.args[-1]
+    reads = [ld for ld in loads(t.body) if ld.buffer.name == name and ld.indices]
+    return bool(reads) and all(_step(ld.indices[-1], cols) == 1
+                               and not any(uses_var(i, cols) for i in ld.indices[:-1]) for ld in reads)
+
+
 def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
     """The parameters of ``templates.contraction`` for ``t`` on ``target``: for two output
     dimensions (matmul) a ``register_tile`` of rows x vectors, the column tiles outermost,
@@ -277,6 +293,8 @@ def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
         k["narrowed"] = (rows, vecs) != register_tile(target, dims[-1], lanes)
         k["reg_i"] = rows if dims[-2] is None or dims[-2] >= rows else max(1, dims[-2])
         k["vec_n"] = vecs if lanes > 1 and (dims[-1] is None or dims[-1] >= lanes) else 0
+        if k["vec_n"] and dims[-1] == k["vec_n"] * lanes and _panel_in_place(t, k["pack_buffer"]):
+            k["pack"] = False       # its rows are one tile wide: the packed panel would be the same layout
         n = red[kk]
         k["kc"] = matmul_kc(target, k["reg_i"], max(1, k["vec_n"]) * lanes, n, t.dtype.itemsize) if n else 0
         k["order"] = "jKi"
@@ -295,6 +313,9 @@ CONTRACTION_MAX_COST = 32
 #: 1024 on AVX-512: auto / hand 0.95 -> 1.0 against two vectors)
 REDUCE_VECTORS = 4
 
+#: at most this many terms per output: a reduction reading along its last output index is
+#: vectorized across its outputs (``short_window``)
+SHORT_REDUCTION = 64
 #: partial results of a vector reduction are added into this many by vector operations
 #: before the serial sum at the end of each row (layernorm 4096 x 1024 on AVX-512: auto / hand
 #: 0.91 -> 1.0 with the partials folded to 8)
@@ -380,12 +401,13 @@ def gathers(loop) -> bool:
     return any(ld.indices and _step(ld.indices[-1], var) not in (0, 1) for ld in stmt_loads(loop.stmt))
 
 
-def along_columns(t: Tensor) -> bool:
+def along_columns(t: Tensor, window: bool = False) -> bool:
     """Whether reduction ``t`` reads its operands along its last output index and not along
     any reduction index (a column sum, ``x @ A``): every load that uses the last output
     index uses it in its last index only, stepping by 1 with it and by 0 with each
-    reduction index (at least one load does); a load that does not use it (``x[k]``) is one
-    value for every column.
+    reduction index (at least one load does; with ``window``, by anything with the
+    reduction indices: a sliding window, ``S[i + k]``); a load that does not use it
+    (``x[k]``) is one value for every column.
 
     >>> from te import Buffer, Reduce, Sum
     >>> A = Buffer("A", (8, 16), "float32"); x = Buffer("x", (8,), "float32")
@@ -405,10 +427,39 @@ def along_columns(t: Tensor) -> bool:
             continue
         last = ld.indices[-1]
         if any(uses_var(i, cols) for i in ld.indices[:-1]) or _step(last, cols) != 1 or \
-                any(_step(last, r) != 0 for r in t.reduce_args):
+                not window and any(_step(last, r) != 0 for r in t.reduce_args):
             return False
         found = True
     return found
+
+
+def _terms(t: Tensor) -> int | None:
+    """The terms each output of reduction ``t`` adds up, when that is a constant."""
+    n = 1
+    for d in t.reduce_dims:
+        c = const_extent(d)
+        if c is None:
+            return None
+        n *= c
+    return n
+
+
+def short_window(t: Tensor) -> bool:
+    """Whether reduction ``t`` adds up at most ``SHORT_REDUCTION`` terms per output and reads
+    along its last output index (``along_columns(t, window=True)``: a 1-D convolution,
+    ``C[i] = sum_k S[i + k] * w[k]``): then a vector of its outputs costs a vector operation
+    per term, where vector lanes of its few terms would cost a horizontal sum per output.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> S = Buffer("S", (1030,), "float32"); w = Buffer("w", (7,), "float32")
+    >>> short_window(Reduce("C", (1024,), Sum(), lambda i, k: S[i + k] * w[k], (7,)))
+    True
+    >>> A = Buffer("A", (64, 1024), "float32")
+    >>> short_window(Reduce("R", (64,), Sum(), lambda i, k: A[i, k], (1024,)))
+    False
+    """
+    n = _terms(t)
+    return n is not None and n <= SHORT_REDUCTION and along_columns(t, window=True)
 
 
 def _step(index, var: Var) -> int | None:
@@ -642,20 +693,22 @@ class _Planner:
         loops = nest.get_loops_for(t)
         n_sp = len(t.args)
         parts, reasons = [], []
-        if n_sp and along_columns(t):
+        columns = n_sp and along_columns(t)
+        if columns or n_sp and short_window(t):
             lanes = self.target.lanes(t.dtype)
             par = self.should_parallelize(t)
-            if self.attempt(column_stream, nest, t, lanes, self.target.cores if par else 1, self.target.l1_bytes):
+            why = ("reduction along the columns: its reads step along the last output index, not the reduction's"
+                   if columns else f"a reduction of {_terms(t)} terms whose reads step along the last output index: "
+                   "vectorized across its outputs rather than its few terms")
+            if columns and self.attempt(column_stream, nest, t, lanes, self.target.cores if par else 1,
+                                        self.target.l1_bytes):
                 par = any(lp.kind == "parallel" for lp in nest.get_loops_for(t))
                 return (f"rows streamed, the columns vectorized {lanes} wide" + (", parallel" if par else ""),
-                        "reduction along the columns: its reads step along the last output index, not the "
-                        "reduction's; a core's outputs fit half of L1")
+                        why + "; a core's outputs fit half of L1")
             if self.attempt(column_reduction, nest, t, lanes, REDUCE_VECTORS, par):
                 par = any(lp.kind == "parallel" for lp in nest.get_loops_for(t))
                 return (f"tiles of up to {REDUCE_VECTORS} vectors of {lanes} lanes in registers, the reduction "
-                        f"inside each tile" + (", parallel" if par else ""),
-                        "reduction along the columns: its reads step along the last output index, not the "
-                        "reduction's")
+                        f"inside each tile" + (", parallel" if par else ""), why)
         accumulator = t.name
         if n_sp:
             lanes = self.target.lanes(t.dtype)

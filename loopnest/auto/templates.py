@@ -31,8 +31,8 @@ from ..transforms.loop_kinds import MAX_LATE_UNROLL
 from .classify import const_extent
 
 __all__ = ["accumulation_chain", "reorder_accumulation", "contraction", "reduction", "elementwise",
-           "vector_reduction", "reduction_parts", "vectorize_split", "pack_candidate", "several", "deferred_unrolls", "unroll_fully",
-           "pending_unrolls"]
+           "vector_reduction", "reduction_parts", "vectorize_split", "pack_candidate", "several", "deferred_unrolls",
+           "unroll_fully", "pending_unrolls"]
 
 _PENDING: contextvars.ContextVar = contextvars.ContextVar("pending_unrolls", default=None)
 

@@ -55,3 +55,18 @@ def test_a_convolution_is_not_a_batched_matmul():
                (8, 3, 3))
     assert not _batched(Y)
     assert _batched(_bmm(2)[2])
+
+
+@pytest.mark.parametrize("m, packed", [(32, False), (64, True), (40, True)])
+def test_rows_one_tile_wide_are_not_packed(m, packed):
+    # 2 vectors of 16 lanes: rows of 32 columns are already the packed panel's layout
+    A, B, C = _bmm(8, n=16, k=24, m=m)
+    nest = LoopNest([C])
+    report = str(nest.auto_schedule(AVX512))
+    assert ("B packed" in report) == packed, report
+    rng = np.random.default_rng(m)
+    a = rng.standard_normal((8, 16, 24)).astype(np.float32)
+    b = rng.standard_normal((8, 24, m)).astype(np.float32)
+    c = np.zeros((8, 16, m), np.float32)
+    build(nest, [A, B, C], target="llvm")(a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
