@@ -619,10 +619,12 @@ for _name in WORKLOAD_ENTRIES:   # at least as fast as the faster of PyTorch eag
 
 
 def run(backend: Backend | None = None, sizes: dict | None = None, only=None, repeats: int = 10,
-        keep: bool = False, log=print, torch_compile: bool = True) -> list[dict]:
+        keep: bool = False, log=print, torch_compile: bool = True, matmul_params: dict | None = None) -> list[dict]:
     """Run the entries (``only``: a subset of ``ENTRIES``) and return their rows; an entry
     that fails is reported in its row (``error``) and the others still run.
-    ``torch_compile=False`` leaves ``torch.compile`` out of the workload entries' peers."""
+    ``torch_compile=False`` leaves ``torch.compile`` out of the workload entries' peers.
+    ``matmul_params`` override the matmul entries' schedule (``bench.gpu_schedules.matmul_gpu``:
+    tiles, ``stages``, ``wgmma=True`` for Hopper's warpgroup tree...)."""
     be = backend or find_backend()
     sizes = sizes or SIZES["full"]
     rows: list[dict] = []
@@ -638,7 +640,7 @@ def run(backend: Backend | None = None, sizes: dict | None = None, only=None, re
                     copy_gbs = entry_device_copy(be, 4 * 4 * sizes[name], repeats)["gbs"]
                 row = entry_elementwise(be, sizes[name], repeats, copy_gbs, keep)
             elif name.startswith("matmul_"):
-                row = entry_matmul(be, sizes[name], name.split("_", 1)[1], repeats, keep)
+                row = entry_matmul(be, sizes[name], name.split("_", 1)[1], repeats, keep, **(matmul_params or {}))
             elif name == "softmax":
                 row = entry_softmax(be, sizes[name], repeats, keep)
             elif name in WORKLOAD_ENTRIES:
@@ -692,6 +694,21 @@ def _jsonable(rows):
     return [{k: v for k, v in r.items() if k != "output"} for r in rows]
 
 
+def _json_object(text: str) -> dict:
+    """``--matmul-params``: a JSON object.
+
+    >>> _json_object('{"wgmma": true, "stages": 4}')
+    {'wgmma': True, 'stages': 4}
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"stages\": 4}}', got {text!r}: {exc}")
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"stages\": 4}}', got {text!r}")
+    return value
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.gpu", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="smaller sizes (a minute or so)")
@@ -701,6 +718,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(RESULTS))
     p.add_argument("--no-torch-compile", action="store_true",
                    help="leave torch.compile out of the workloads' peers (it compiles for seconds each)")
+    p.add_argument("--matmul-params", type=_json_object, default=None, metavar="JSON",
+                   help='schedule parameters of the matmul entries, e.g. \'{"wgmma": true, "stages": 4}\'')
     args = p.parse_args(argv)
     try:
         be = find_backend(args.launcher)
@@ -713,7 +732,7 @@ def main(argv=None) -> int:
     print(f"benchmarking on {device.get('name')} ({device.get('arch')}) through {be.name} ...", flush=True)
     sizes = SIZES["quick" if args.quick else "full"]
     rows = run(be, sizes, args.only, args.repeats, log=lambda s: print(s, flush=True),
-               torch_compile=not args.no_torch_compile)
+               torch_compile=not args.no_torch_compile, matmul_params=args.matmul_params)
     table = format_table(rows, device)
     print()
     print(table)

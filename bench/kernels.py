@@ -25,7 +25,7 @@ import numpy as np
 
 from te import Buffer, Compute, Max, Reduce, Sum, exp, float32, maximum, rsqrt
 from loopnest import LoopNest, ScheduleError, Target
-from loopnest.auto.schedule import REDUCE_VECTORS, transpose_tile as auto_transpose_tile
+from loopnest.auto.schedule import REDUCE_VECTORS, STREAM_ROWS, transpose_tile as auto_transpose_tile
 from loopnest.auto.templates import column_reduction, column_stream, vectorize_split
 from loopnest.target import resolve_target
 
@@ -353,14 +353,14 @@ def make_column_sum(shape) -> Spec:
 
 
 def hand_column_sum(nest: LoopNest, spec: Spec, target: Target | None = None) -> None:
-    """The rows streamed into one chunk of the sums per core, the columns vectorized
-    (``loopnest.auto.templates.column_stream``); where the columns do not cut into such
+    """The rows streamed into one chunk of the sums per core, ``STREAM_ROWS`` at a time, the
+    columns vectorized (``loopnest.auto.templates.column_stream``); where the columns do not cut into such
     chunks, tiles of ``REDUCE_VECTORS`` native vectors held in registers while the rows
     stream past, the tiles in parallel (``column_reduction``)."""
     (S,) = spec.outputs
     t = resolve_target(target)
     try:
-        column_stream(nest, S, vector_lanes(target), t.cores, t.l1_bytes)
+        column_stream(nest, S, vector_lanes(target), t.cores, t.l1_bytes, STREAM_ROWS)
     except ScheduleError:
         column_reduction(nest, S, vector_lanes(target), REDUCE_VECTORS, par=True)
 

@@ -313,6 +313,8 @@ CONTRACTION_MAX_COST = 32
 #: 1024 on AVX-512: auto / hand 0.95 -> 1.0 against two vectors)
 REDUCE_VECTORS = 4
 
+#: rows a streamed reduction along the columns adds to its outputs at a time (``column_stream``)
+STREAM_ROWS = 4
 #: at most this many terms per output: a reduction reading along its last output index is
 #: vectorized across its outputs (``short_window``)
 SHORT_REDUCTION = 64
@@ -701,9 +703,9 @@ class _Planner:
                    if columns else f"a reduction of {_terms(t)} terms whose reads step along the last output index: "
                    "vectorized across its outputs rather than its few terms")
             if columns and self.attempt(column_stream, nest, t, lanes, self.target.cores if par else 1,
-                                        self.target.l1_bytes):
+                                        self.target.l1_bytes, STREAM_ROWS):
                 par = any(lp.kind == "parallel" for lp in nest.get_loops_for(t))
-                return (f"rows streamed, the columns vectorized {lanes} wide" + (", parallel" if par else ""),
+                return (f"rows streamed {STREAM_ROWS} at a time, the columns vectorized {lanes} wide" + (", parallel" if par else ""),
                         why + "; a core's outputs fit half of L1")
             if self.attempt(column_reduction, nest, t, lanes, REDUCE_VECTORS, par):
                 par = any(lp.kind == "parallel" for lp in nest.get_loops_for(t))

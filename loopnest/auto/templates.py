@@ -498,7 +498,7 @@ def column_reduction(nest, t: Tensor, lanes: int, vectors: int, par: bool) -> No
         _unroll(nest, jv)
 
 
-def column_stream(nest, t: Tensor, lanes: int, cores: int, l1_bytes: int) -> None:
+def column_stream(nest, t: Tensor, lanes: int, cores: int, l1_bytes: int, rows: int = 1) -> None:
     """A reduction along the columns (as for ``column_reduction``) that streams its rows: the
     reduction runs outside the last output loop, which is vectorized, so the rows are read
     in memory order and the outputs accumulate in place, in L1. With ``cores`` > 1 and no
@@ -507,15 +507,21 @@ def column_stream(nest, t: Tensor, lanes: int, cores: int, l1_bytes: int) -> Non
     ``column_reduction``) where a core's outputs would take more than half of ``l1_bytes``,
     or the columns do not cut into chunks of whole vectors. A column sum of 4096^2 on 2 cores: 1.12 ms, against 2.04 ms
     for tiles of 4 vectors held in registers (the tiles step through a page per row).
+    ``rows`` rows at a time are added to each vector of outputs (the innermost reduction loop
+    split by ``rows``, its inner part unrolled inside the vector loop; the rest in a loop of
+    its own), so the outputs are loaded and stored once per ``rows`` rows; each output still
+    adds its terms in order (4096^2: 1.15 against 1.33 ms row by row, same process).
 
     >>> from te import Buffer, Reduce, Sum
     >>> from loopnest import LoopNest
     >>> A = Buffer("A", (100, 64), "float32")
     >>> S = Reduce("S", (64,), Sum(), lambda j, i: A[i, j], (100,))
     >>> nest = LoopNest([S])
-    >>> column_stream(nest, S, 8, 2, 48 * 1024)
-    >>> [(lp.name, lp.kind) for lp in nest.get_loops_for(S)]
-    [('j_outer', 'parallel'), ('i', 'serial'), ('j_inner_outer', 'serial'), ('j_inner_inner', 'vectorized')]
+    >>> column_stream(nest, S, 8, 2, 48 * 1024, rows=4)
+    >>> [lp.name for lp in nest.get_loops_for(S)]
+    ['j_outer', 'i_outer', 'j_inner_outer', 'i_inner', 'j_inner_inner']
+    >>> [lp.kind for lp in nest.get_loops_for(S)]
+    ['parallel', 'serial', 'serial', 'unrolled', 'vectorized']
     """
     loops = nest.get_loops_for(t)
     ns = len(t.args)
@@ -536,7 +542,14 @@ def column_stream(nest, t: Tensor, lanes: int, cores: int, l1_bytes: int) -> Non
         reorder_accumulation(nest, accumulation_chain(nest, spatial[0]), spatial[:-1] + red + [ji], red)
         if cores > 1 and outer is not None:
             nest.parallelize(outer)
-    vectorize_split(nest, ji, lanes)
+    vectors, _, _ = vectorize_split(nest, ji, lanes)
+    row = red[-1]           # directly around the columns' loops
+    extent = const_extent(row.extent)
+    if rows > 1 and (extent is None or extent >= rows):
+        _, ri, _ = nest.split_with_tail(row, rows)
+        if vectors is not None:     # the rows inside the loop over the vectors
+            nest.reorder([ri, vectors], [1, 0])
+        _unroll(nest, ri)
 
 
 def blocks_leftover_columns(t: Tensor, k: dict) -> bool:

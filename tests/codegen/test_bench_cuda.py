@@ -549,3 +549,16 @@ def test_the_convolution_peer_is_also_timed_with_cudnn_tf32_off(monkeypatch):
     assert [label for label, _ in peers] == ["PyTorch 2.11.0 eager", "PyTorch 2.11.0 eager, cuDNN TF32 off"]
     assert seen == {True, False} and torch.backends.cudnn.allow_tf32 is True
     assert [label for label, _ in bench_gpu.peer_torch(spec, 2, torch_compile=False)] == ["PyTorch 2.11.0 eager"]
+
+
+def test_bench_gpu_passes_matmul_params_to_the_matmul_entries_only(monkeypatch):
+    from bench import gpu as bench_gpu
+    seen = {}
+    monkeypatch.setattr(bench_gpu, "entry_matmul", lambda be, n, dtype, repeats, keep, **params:
+                        seen.setdefault(dtype, params) and {"name": f"matmul_{dtype}", "time_s": 1.0})
+    rows = bench_gpu.run(backend=object(), only=["matmul_float16", "matmul_float32"], log=lambda s: None,
+                         matmul_params={"wgmma": True, "stages": 4})
+    assert seen == {"float16": {"wgmma": True, "stages": 4}, "float32": {"wgmma": True, "stages": 4}}
+    assert [r["name"] for r in rows] == ["matmul_float16", "matmul_float32"]
+    with pytest.raises(SystemExit):
+        bench_gpu.main(["--matmul-params", "[4]"])
