@@ -348,3 +348,31 @@ def test_the_tester_reports_auto_schedule_refusing_an_unscheduled_nest(monkeypat
     bodies = [str(matmul_program(random.Random(s)).tensor("C").body) for s in range(12)]
     assert any("['ld', 'B', [['i', 1], ['i', 2]]]" in b for b in bodies)          # B read as B[j, k]
     assert any("['ld', 'B', [['i', 2], ['i', 1]]]" in b for b in bodies)          # and as B[k, j]
+
+
+def test_every_program_is_auto_scheduled_for_three_cpus_and_a_crash_is_reported(monkeypatch):
+    """``check_program`` runs ``auto_schedule`` on the unscheduled nest for each CPU of
+    ``AUTO_TARGETS`` (a KeyError in the column template escaped the schedules that draw
+    auto_schedule once in six): an exception there is a crash, a refusal a failure too."""
+    import loopnest.auto.schedule as auto
+    from fuzz.check import AUTO_TARGETS
+    from fuzz.programs import Program, TensorSpec
+    p = Program({}, [TensorSpec("A", "float32", [[40, 0]]),
+                     TensorSpec("B", "float32", [[40, 0]], ["add", ["ld", "A", [["i", 0]]], ["c", 1.0, "float32"]])],
+                ["B"], 0)
+    assert check_program(Case(p)) == []
+    calls = []
+
+    def broken(self):
+        calls.append(self.target.cores)
+        raise KeyError("planner")
+    monkeypatch.setattr(auto._Planner, "run", broken)
+    found = check_program(Case(p))
+    assert calls == [t["cores"] for t in AUTO_TARGETS]
+    assert [(f.kind, f.where, f.error) for f in found] == [("crash", "auto_schedule", "KeyError")] * 3
+    assert "for {'vector_bits': 128" in found[0].message
+
+    def refuses(self):
+        raise auto.ScheduleError("no template")
+    monkeypatch.setattr(auto._Planner, "run", refuses)
+    assert [(f.kind, f.where) for f in check_program(Case(p))] == [("refusal", "auto_schedule")] * 3

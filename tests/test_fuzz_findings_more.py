@@ -13,7 +13,7 @@ from codegen import build
 from codegen.cuda import nvcc_available
 from codegen.cuda.emulate import host_compiler, run_on_host
 from loopnest import LoopNest, ScheduleError, Target
-from te import (Buffer, Compute, Max, Reduce, Sum, Var, cast, floordiv, if_then_else, int32, maximum, minimum,
+from te import (Buffer, Compute, Max, Min, Reduce, Sum, Var, cast, floordiv, if_then_else, int32, maximum, minimum,
                 select)
 
 HAVE_EMU = host_compiler() is not None and nvcc_available()
@@ -822,3 +822,30 @@ def test_a_tf32_matmul_of_b_transposed_keeps_its_shared_tiles_small():
         got = np.zeros((32, 64), np.float32)
         run_on_host(kernel, a, b, got)
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_column_reduction_with_an_intermediate_computed_in_its_rows_falls_back():
+    """Found by scanning random programs with auto_schedule: a reduction along its columns (T4
+    reads B[r, j]) narrower than a vector, with an intermediate (T3, which gathers) computed at
+    each of its rows, raised a KeyError: the column template reordered loops that T3's loop
+    beside them kept from being one chain. The reorder is now a refusal, and the planner takes
+    the next template."""
+    A, B = Buffer("A", (8, 9), "float32"), Buffer("B", (7, 9), "float32")
+    T3 = Compute("T3", (7, 9), lambda i, j: A[i, 8 - j] * A[i + 1, j // 2] + A[i, j // 2] * A[i + 1, 8 - j]
+                 - A[i, j] * 3.0)
+
+    def body(i, j, r):
+        e = minimum(T3[i, r], B[r, j])
+        for c in range(1, 8):
+            e = minimum(e, T3[i, r] * float(c) + B[r, j])
+        return e
+    T4 = Reduce("T4", (7, 9), Min(), body, (7,))
+    nest = LoopNest([T4])
+    report = str(nest.auto_schedule(Target(vector_bits=512, vector_registers=32, cores=4)))
+    assert "T3: computed at each row of T4" in report, report
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((8, 9)).astype(np.float32), rng.standard_normal((7, 9)).astype(np.float32)
+    want, got = np.zeros((7, 9), np.float32), np.zeros((7, 9), np.float32)
+    build(LoopNest([T4]), [A, B, T4], target="ireval")(a, b, want)
+    build(nest, [A, B, T4], target="llvm")(a, b, got)
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -401,6 +401,10 @@ def _reorder_to(nest, chain: list, wanted: list) -> None:
     """Reorder the loops of ``chain`` (outermost first) into the order of ``wanted`` (the same
     loops), if it differs."""
     pos = {id(lp.var): n for n, lp in enumerate(chain)}
+    missing = [lp.name for lp in wanted if id(lp.var) not in pos]
+    if missing:     # a statement beside the loops (an intermediate computed inside them) ends the chain
+        raise ScheduleError(f"cannot reorder loops {[lp.name for lp in chain]} into {[lp.name for lp in wanted]}: "
+                            f"{', '.join(missing)} not nested directly inside the others")
     perm = [pos[id(lp.var)] for lp in wanted]
     if perm != list(range(len(perm))):
         nest.reorder(chain, perm)
