@@ -282,7 +282,7 @@ def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None,
     (:func:`loopnest.transforms.gpu_matmul.register_tiled_matmul`, tiles from :func:`matmul_config`;
     keyword arguments override them). ``max_shared_bytes`` is what the kernel will be built
     with: the tensor-core tiles take two shared stages where it allows. ``wgmma=True`` takes
-    Hopper's warpgroup-MMA tree instead (its tiles: ``BM, BN, BK, stages``).
+    Hopper's warpgroup-MMA tree instead (its tiles: ``BM, BN, BK, stages, ahead``).
 
     A block of 16 x 16 threads computes a 128 x 128 tile of C (64 x 64 on small problems),
     each thread an 8 x 8 block of float32 accumulators in registers. Per k-tile of 8 the

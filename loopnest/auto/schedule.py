@@ -14,9 +14,10 @@ For each tensor, producers before consumers:
   allows, their outer loop parallel, or, with fewer outputs than cores (a sum of a whole
   array), the reduction split into a part per core (``reduction_parts``); a reduction
   whose reads run along its last output index and not along the reduction's (a column
-  sum) streams its rows into outputs that stay in L1 (``column_stream``), else keeps a tile of output vectors in registers while
-  the reduction runs inside it (``column_reduction``), as does a reduction of few terms
-  reading along its last output index (``short_window``: a 1-D convolution);
+  sum) streams its rows into outputs that stay in L1 (``column_stream``), else keeps a
+  tile of output vectors in registers while the reduction runs inside it
+  (``column_reduction``), as does a reduction of few terms reading along its last output
+  index (``short_window``: a 1-D convolution);
 - **element-wise** tensors vectorize the contiguous innermost loop at the native width
   (tiles when a read is transposed), flatten small rows, and parallelize the outer loop
   when there is enough work for the target's cores; a row that would be read by gathers
@@ -705,8 +706,8 @@ class _Planner:
             if columns and self.attempt(column_stream, nest, t, lanes, self.target.cores if par else 1,
                                         self.target.l1_bytes, STREAM_ROWS):
                 par = any(lp.kind == "parallel" for lp in nest.get_loops_for(t))
-                return (f"rows streamed {STREAM_ROWS} at a time, the columns vectorized {lanes} wide" + (", parallel" if par else ""),
-                        why + "; a core's outputs fit half of L1")
+                return (f"rows streamed {STREAM_ROWS} at a time, the columns vectorized {lanes} wide"
+                        + (", parallel" if par else ""), why + "; a core's outputs fit half of L1")
             if self.attempt(column_reduction, nest, t, lanes, REDUCE_VECTORS, par):
                 par = any(lp.kind == "parallel" for lp in nest.get_loops_for(t))
                 return (f"tiles of up to {REDUCE_VECTORS} vectors of {lanes} lanes in registers, the reduction "
@@ -721,7 +722,7 @@ class _Planner:
             if done is not None:
                 parts.append(_partials(done))
                 # the partial results the reduction accumulates into (the first lanes made)
-                accumulator = next(b for b in nest.buffers if b not in before and b.endswith("_lanes"))
+                accumulator = next((b for b in nest.buffers if b not in before and b.endswith("_lanes")), t.name)
             elif self.attempt(plain_reduction, nest, t, {"unroll_k": 4}):
                 parts.append("reduction unrolled by 4")
                 reasons.append("the reduction extent does not allow vector lanes")
