@@ -24,7 +24,7 @@ from ..loop import Loop
 from ..lower import tensors_in_order
 from ..transforms.gpu_matmul import load_of, matmul_operands
 from .classify import classify, consumers_of
-from .schedule import AutoScheduleReport
+from .schedule import SHORT_REDUCTION, AutoScheduleReport, reduction_terms
 
 __all__ = ["thread_strided", "block_reduce", "cache_rows", "row_threads", "pow2_at_most", "conv2d_operands",
            "direct_conv2d", "divisor_at_most", "GpuPlan", "auto_schedule_gpu", "MMA_TILES", "SIMT_TILES"]
@@ -281,8 +281,9 @@ class GpuPlan:
     tiles divides takes ``nest.gpu_matmul`` (tensor cores for float16, bfloat16 and float8,
     else the SIMT tree); a lone direct convolution :func:`direct_conv2d` (its window tensor, if
     any, kept); every other tensor is ``"elementwise"`` (its loops flattened, blocks of
-    ``threads`` threads of ``per`` elements each) or ``"reduction"`` (other contractions
-    included: a block per output, a tree of ``threads`` threads). ``kind_of`` names each kept
+    ``threads`` threads of ``per`` elements each; also a reduction of at most
+    ``SHORT_REDUCTION`` terms, each thread adding up its outputs' terms) or ``"reduction"``
+    (other contractions included: a block per output, a tree of ``threads`` threads). ``kind_of`` names each kept
     tensor's template; ``apply`` schedules a nest with knobs per tensor. Raises
     ``ScheduleError`` for an external call (the CUDA backend does not run them).
 
@@ -303,6 +304,7 @@ class GpuPlan:
         self.kept = [t for t in self.tensors if t.name not in self.inlined]
         self.fallbacks: dict[str, str] = {}     # tensor -> why its template was refused (``apply``)
         self.matmul = None
+        self.short: dict[str, int] = {}     # reductions of at most SHORT_REDUCTION terms -> their terms
         for t in self.kept:
             kind = self.kinds[t.name]
             if kind == "extern":
@@ -316,8 +318,11 @@ class GpuPlan:
         elif self.matmul is not None:
             self.kind_of = {self.matmul.name: "matmul"}
         else:
-            self.kind_of = {t.name: "elementwise" if self.kinds[t.name] == "elementwise" else "reduction"
-                            for t in self.kept}
+            # a reduction of few terms: one output per thread (a tree of threads would mostly idle)
+            self.short = {t.name: reduction_terms(t) for t in self.kept if self.kinds[t.name] != "elementwise"
+                          and (reduction_terms(t) or SHORT_REDUCTION + 1) <= SHORT_REDUCTION}
+            self.kind_of = {t.name: "elementwise" if self.kinds[t.name] == "elementwise" or t.name in self.short
+                            else "reduction" for t in self.kept}
 
     def _to_inline(self, window: str | None) -> list[str]:
         """The element-wise intermediates to inline, producers first: each while the nodes it
@@ -439,7 +444,9 @@ class GpuPlan:
                                   f"{k['threads']} threads per block, input windows in shared memory",
                             "direct convolution"))
             elif kind == "elementwise":
-                out.append((name, f"blocks of {k['threads']} threads, {k['per']} elements each", "element-wise"))
+                why = (f"reduction of {self.short[name]} terms: too few for a tree of threads, one output per thread"
+                       if name in self.short else "element-wise")
+                out.append((name, f"blocks of {k['threads']} threads, {k['per']} elements each", why))
             else:
                 out.append((name, f"a block per output, a tree of {k['threads']} threads", "reduction"))
         return out

@@ -60,7 +60,7 @@ from .templates import (blocks_leftover_columns, column_reduction, column_stream
 from .classify import classify, const_extent, consumers_of, sliced_loop
 
 __all__ = ["auto_schedule", "AutoScheduleReport", "TensorChoice", "contraction_params", "gathers", "matmul_kc",
-           "REDUCE_VECTORS",
+           "REDUCE_VECTORS", "STREAM_ROWS", "SHORT_REDUCTION", "reduction_terms", "short_window", "along_columns",
            "register_tile", "transpose_tile", "vector_lanes"]
 
 #: iterations below which a loop nest is not worth running on several threads
@@ -436,8 +436,14 @@ def along_columns(t: Tensor, window: bool = False) -> bool:
     return found
 
 
-def _terms(t: Tensor) -> int | None:
-    """The terms each output of reduction ``t`` adds up, when that is a constant."""
+def reduction_terms(t: Tensor) -> int | None:
+    """The terms each output of reduction ``t`` adds up, when that is a constant.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> A = Buffer("A", (4, 8, 3), "float32")
+    >>> reduction_terms(Reduce("R", (4,), Sum(), lambda i, k, r: A[i, k, r], (8, 3)))
+    24
+    """
     n = 1
     for d in t.reduce_dims:
         c = const_extent(d)
@@ -461,7 +467,7 @@ def short_window(t: Tensor) -> bool:
     >>> short_window(Reduce("R", (64,), Sum(), lambda i, k: A[i, k], (1024,)))
     False
     """
-    n = _terms(t)
+    n = reduction_terms(t)
     return n is not None and n <= SHORT_REDUCTION and along_columns(t, window=True)
 
 
@@ -701,8 +707,8 @@ class _Planner:
             lanes = self.target.lanes(t.dtype)
             par = self.should_parallelize(t)
             why = ("reduction along the columns: its reads step along the last output index, not the reduction's"
-                   if columns else f"a reduction of {_terms(t)} terms whose reads step along the last output index: "
-                   "vectorized across its outputs rather than its few terms")
+                   if columns else f"a reduction of {reduction_terms(t)} terms whose reads step along the last output "
+                   "index: vectorized across its outputs rather than its few terms")
             if columns and self.attempt(column_stream, nest, t, lanes, self.target.cores if par else 1,
                                         self.target.l1_bytes, STREAM_ROWS):
                 par = any(lp.kind == "parallel" for lp in nest.get_loops_for(t))

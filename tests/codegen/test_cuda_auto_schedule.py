@@ -81,15 +81,39 @@ def test_a_half_precision_matmul_takes_the_tensor_cores():
 
 def test_a_float32_product_with_b_transposed_takes_the_reduction_template():
     # the float32 register-tiled tree reads B as K x N: it refused x @ W.T, and auto_schedule raised
-    A, B = Buffer("A", (64, 32), "float32"), Buffer("B", (64, 32), "float32")
-    C = Reduce("C", (64, 64), Sum(), lambda i, j, k: A[i, k] * B[j, k], (32,))
+    A, B = Buffer("A", (64, 128), "float32"), Buffer("B", (64, 128), "float32")
+    C = Reduce("C", (64, 64), Sum(), lambda i, j, k: A[i, k] * B[j, k], (128,))
     nest = LoopNest([C])
     assert str(auto_schedule_gpu(nest)).startswith("C: a block per output, a tree of")
     rng = np.random.default_rng(2)
-    a, b = (rng.standard_normal((64, 32)).astype(np.float32) for _ in range(2))
+    a, b = (rng.standard_normal((64, 128)).astype(np.float32) for _ in range(2))
     c = np.zeros((64, 64), np.float32)
     build(nest, [A, B, C], target="ireval")(a, b, c)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.T.astype(np.float64), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n, taps", [(1000, 31), (300, 64), (5, 3)])
+def test_a_reduction_of_few_terms_takes_one_output_per_thread(n, taps):
+    # a block of 256 threads per output of a 1-D convolution left most of them idle
+    S, w = Buffer("S", (n + taps - 1,), "float32"), Buffer("w", (taps,), "float32")
+    C = Reduce("C", (n,), Sum(), lambda i, k: S[i + k] * w[k], (taps,))
+    nest = LoopNest([C])
+    report = str(auto_schedule_gpu(nest))
+    assert report == (f"C: blocks of 256 threads, 4 elements each (reduction of {taps} terms: too few for a tree "
+                      "of threads, one output per thread)"), report
+    rng = np.random.default_rng(n)
+    s, ww = rng.standard_normal(n + taps - 1).astype(np.float32), rng.standard_normal(taps).astype(np.float32)
+    want = np.correlate(s.astype(np.float64), ww.astype(np.float64), "valid")
+    got = np.zeros(n, np.float32)
+    build(nest, [S, w, C], target="ireval")(s, ww, got)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    from codegen.cuda.emulate import host_compiler, run_on_host
+    if host_compiler() is not None:
+        got = np.zeros(n, np.float32)
+        run_on_host(build(nest, [S, w, C], target="cuda"), s, ww, got)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    longer = Reduce("D", (n,), Sum(), lambda i, k: S[i % 3 + k] * w[k % taps], (65,))
+    assert "a tree of" in str(auto_schedule_gpu(LoopNest([longer])))
 
 
 def test_a_convolution_takes_the_direct_template():
@@ -128,14 +152,14 @@ def test_a_refused_template_step_falls_back_to_a_thread_per_output():
     first output loop over blocks of threads, and the report says why; values on IREval."""
     from te import Var
     N = Var("N", "int32")
-    A = Buffer("A", (N, 6, 5), "float32")
-    S = Reduce("S", (N,), Sum(), lambda i, r, q: A[i, r, q], (6, 5))
+    A = Buffer("A", (N, 12, 10), "float32")      # 120 terms: more than a thread per output takes
+    S = Reduce("S", (N,), Sum(), lambda i, r, q: A[i, r, q], (12, 10))
     E = Compute("E", (N, N + 1), lambda i, j: S[i] * 2.0 + cast(j, "float32"))
     nest = LoopNest([E, S])
     report = str(nest.auto_schedule("cuda"))
     assert "S: its first output loop over blocks of 128 threads, one output each (reduction; the template was " \
            "refused: cannot fuse" in report, report
-    a = np.random.default_rng(2).standard_normal((5, 6, 5)).astype(np.float32)
+    a = np.random.default_rng(2).standard_normal((5, 12, 10)).astype(np.float32)
     e, s = np.zeros((5, 6), np.float32), np.zeros(5, np.float32)
     build(nest, [A, E, S, N], target="ireval")(a, e, s, 5)
     np.testing.assert_allclose(s, a.astype(np.float64).sum((1, 2)), rtol=1e-5, atol=1e-5)

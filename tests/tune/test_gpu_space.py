@@ -163,21 +163,22 @@ def test_other_contractions_take_the_reduction_template():
     divides are reductions: a block per output and a thread tree, or the fallback where a step of
     that is refused; every point computes what numpy does."""
     rng = np.random.default_rng(6)
-    A, B = Buffer("A", (2, 8, 8), "float32"), Buffer("B", (2, 8, 8), "float32")
-    C = Reduce("C", (2, 8, 8), Sum(), lambda b, i, j, k: A[b, i, k] * B[b, k, j], (8,))
-    a, b = rng.standard_normal((2, 8, 8)).astype(np.float32), rng.standard_normal((2, 8, 8)).astype(np.float32)
+    # (more than SHORT_REDUCTION terms: fewer take one output per thread, as element-wise tensors)
+    A, B = Buffer("A", (2, 8, 72), "float32"), Buffer("B", (2, 72, 8), "float32")
+    C = Reduce("C", (2, 8, 8), Sum(), lambda b, i, j, k: A[b, i, k] * B[b, k, j], (72,))
+    a, b = rng.standard_normal((2, 8, 72)).astype(np.float32), rng.standard_normal((2, 72, 8)).astype(np.float32)
     space = _check_points([C], [A, B, C], {"A": a, "B": b}, {"C": a.astype(np.float64) @ b}, rtol=1e-4, atol=1e-4)
     assert [k.name for k in space.knobs] == ["C.threads"]
-    X = Buffer("X", (1, 4, 10, 10), "float32")
-    W = Buffer("W", (8, 4, 3, 3), "float32")
+    X = Buffer("X", (1, 8, 10, 10), "float32")
+    W = Buffer("W", (8, 8, 3, 3), "float32")
     Y = Reduce("Y", (1, 8, 4, 4), Sum(), lambda n, k, y, x, c, r, s: X[n, c, 2 * y + r, 2 * x + s] * W[k, c, r, s],
-               (4, 3, 3))       # strided
-    x, w = rng.standard_normal((1, 4, 10, 10)).astype(np.float32), rng.standard_normal((8, 4, 3, 3)).astype(np.float32)
+               (8, 3, 3))       # strided
+    x, w = rng.standard_normal((1, 8, 10, 10)).astype(np.float32), rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
     want = _conv_ref(x, w)[:, :, ::2, ::2][:, :, :4, :4]
     _check_points([Y], [X, W, Y], {"X": x, "W": w}, {"Y": want}, rtol=1e-4, atol=1e-4)
-    M, N = Buffer("M", (24, 40), "float32"), Buffer("N", (40, 24), "float32")
-    P = Reduce("P", (24, 24), Sum(), lambda i, j, k: M[i, k] * N[k, j], (40,))
-    m, n = rng.standard_normal((24, 40)).astype(np.float32), rng.standard_normal((40, 24)).astype(np.float32)
+    M, N = Buffer("M", (24, 80), "float32"), Buffer("N", (80, 24), "float32")
+    P = Reduce("P", (24, 24), Sum(), lambda i, j, k: M[i, k] * N[k, j], (80,))
+    m, n = rng.standard_normal((24, 80)).astype(np.float32), rng.standard_normal((80, 24)).astype(np.float32)
     space = _check_points([P], [M, N, P], {"M": m, "N": n}, {"P": m.astype(np.float64) @ n}, rtol=1e-4, atol=1e-4)
     assert [k.name for k in space.knobs] == ["P.threads"]      # no tile divides 24: not the matmul tree
 
