@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .check import TARGETS, Case, Failure, check_program, check_schedule
+from .check import TARGETS, Case, Failure, check_auto_schedules, check_program, check_schedule
 from .limits import WALL_FACTOR, TimeLimit, time_limit  # noqa: F401 -- part of this module's API
 from .minimize import minimize, minimize_program, reproducer_source
 from .programs import INDEX_NAME, random_program
@@ -176,6 +176,10 @@ def run_campaign(seed: int, count: int | None = None, seconds: float | None = No
         with time_limit(case_seconds):
             found = check_program(case)
         _record(summary, found, case, [], case_id, targets, out_dir, options, case_seconds)
+        with time_limit(case_seconds):
+            automatic = check_auto_schedules(case)
+        for steps, failure in automatic:
+            _record(summary, [failure], case, steps, case_id, targets, out_dir, options, case_seconds)
         for _ in range(SCHEDULES_PER_PROGRAM):
             if count is not None and summary.schedules >= count:
                 break

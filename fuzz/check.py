@@ -2,8 +2,9 @@
 (:func:`check_schedule`).
 
 Per program: the unscheduled nest on IREval equals the float64 numpy reference, and
-``auto_schedule`` takes the unscheduled nest for each CPU of ``AUTO_TARGETS`` (a refusal or an
-exception is a failure; the schedule is only built by the schedules that draw it). A program
+``auto_schedule`` takes the unscheduled nest for each CPU of ``AUTO_TARGETS``
+(:func:`check_auto_schedules`: a refusal or an exception is a failure; the schedule is only
+built by the schedules that draw it). A program
 whose index data is out of range (``Case.expected`` is "error" or "any") must, for one nest,
 raise IndexError on every target (IREval, LLVM, the CUDA host emulation) or on none, and give
 the reference values where it does not raise. (Whether a nest reads the element depends on
@@ -58,7 +59,7 @@ from .schedules import GPU_OPS, VECTOR_FINISH_PROBABILITY, DrawState, apply_step
 
 TARGETS = ("ireval", "llvm", "cuda")
 
-#: the CPUs every program is scheduled for by ``auto_schedule`` (``check_program``): narrow
+#: the CPUs every program is scheduled for by ``auto_schedule`` (``check_auto_schedules``): narrow
 #: and wide vectors, one to four cores, tiny and real caches; a schedule draws it as its first
 #: step in one of six, for a random CPU, and builds and runs it
 AUTO_TARGETS = ({"vector_bits": 128, "vector_registers": 8, "cores": 1, "l1_bytes": 512, "l2_bytes": 4096},
@@ -263,20 +264,22 @@ def check_program(case: Case) -> list:
         if case.expected == "values":
             case.baseline = outs
         found += _outcome(case, outs, case.reference, target, "reference")
-    found += [Failure(f.kind, "unscheduled", f.error, f"{f.where}: {f.message}") for f in _agreement(case, raised)]
-    return found + _auto_schedules(case)
+    return found + [Failure(f.kind, "unscheduled", f.error, f"{f.where}: {f.message}") for f in _agreement(case, raised)]
 
 
-def _auto_schedules(case: Case) -> list:
-    """``auto_schedule`` of the unscheduled nest for each of ``AUTO_TARGETS``: the step as a
-    schedule applies it (a refusal of an unscheduled nest, an exception, or a nest that does
-    not verify is a failure)."""
+def check_auto_schedules(case: Case) -> list:
+    """``[(steps, failure)]``: ``auto_schedule`` of the unscheduled nest for each of
+    ``AUTO_TARGETS``, the step applied as a schedule applies it (a refusal of an unscheduled
+    nest, an exception, or a nest that does not verify is a failure); ``steps`` is that one
+    step, for the campaign's minimiser and reproducer."""
+    if case.te_error is not None:   # reported by check_program
+        return []
     found: list = []
     for target in AUTO_TARGETS:
         step = {"op": "auto_schedule", "args": [{"target": target}], "kwargs": {}}
         result = Result([step])
         _apply(LoopNest(case.outputs), step, result)
-        found += [Failure(f.kind, f.where, f.error, f"for {target}: {f.message}") for f in result.failures]
+        found += [([step], f) for f in result.failures]
     return found
 
 

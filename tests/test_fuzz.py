@@ -350,29 +350,37 @@ def test_the_tester_reports_auto_schedule_refusing_an_unscheduled_nest(monkeypat
     assert any("['ld', 'B', [['i', 2], ['i', 1]]]" in b for b in bodies)          # and as B[k, j]
 
 
-def test_every_program_is_auto_scheduled_for_three_cpus_and_a_crash_is_reported(monkeypatch):
-    """``check_program`` runs ``auto_schedule`` on the unscheduled nest for each CPU of
+def test_every_program_is_auto_scheduled_for_three_cpus_and_a_crash_is_reported(monkeypatch, tmp_path):
+    """``check_auto_schedules`` runs ``auto_schedule`` on the unscheduled nest for each CPU of
     ``AUTO_TARGETS`` (a KeyError in the column template escaped the schedules that draw
-    auto_schedule once in six): an exception there is a crash, a refusal a failure too."""
+    auto_schedule once in six): an exception there is a crash, a refusal a failure too, each
+    with the one step, so that the campaign writes a reproducer that applies it."""
     import loopnest.auto.schedule as auto
-    from fuzz.check import AUTO_TARGETS
+    from fuzz.check import AUTO_TARGETS, check_auto_schedules
     from fuzz.programs import Program, TensorSpec
     p = Program({}, [TensorSpec("A", "float32", [[40, 0]]),
                      TensorSpec("B", "float32", [[40, 0]], ["add", ["ld", "A", [["i", 0]]], ["c", 1.0, "float32"]])],
                 ["B"], 0)
-    assert check_program(Case(p)) == []
+    assert check_auto_schedules(Case(p)) == []
     calls = []
 
     def broken(self):
         calls.append(self.target.cores)
         raise KeyError("planner")
     monkeypatch.setattr(auto._Planner, "run", broken)
-    found = check_program(Case(p))
+    found = check_auto_schedules(Case(p))
     assert calls == [t["cores"] for t in AUTO_TARGETS]
-    assert [(f.kind, f.where, f.error) for f in found] == [("crash", "auto_schedule", "KeyError")] * 3
-    assert "for {'vector_bits': 128" in found[0].message
+    assert [(f.kind, f.where, f.error) for _, f in found] == [("crash", "auto_schedule", "KeyError")] * 3
+    assert [steps for steps, _ in found] == [[{"op": "auto_schedule", "args": [{"target": t}], "kwargs": {}}]
+                                             for t in AUTO_TARGETS]
+    assert check_program(Case(p)) == []     # the unscheduled program itself is fine
 
     def refuses(self):
         raise auto.ScheduleError("no template")
     monkeypatch.setattr(auto._Planner, "run", refuses)
-    assert [(f.kind, f.where) for f in check_program(Case(p))] == [("refusal", "auto_schedule")] * 3
+    assert [(f.kind, f.where) for _, f in check_auto_schedules(Case(p))] == [("refusal", "auto_schedule")] * 3
+    monkeypatch.setattr(auto._Planner, "run", broken)
+    summary = run_campaign(seed=3, count=1, targets=("ireval",), quiet=True, out=tmp_path)
+    assert summary.by_kind["crash"] >= 3
+    scripts = list(tmp_path.glob("*.py"))
+    assert scripts and all("auto_schedule" in f.read_text() for f in scripts)

@@ -516,11 +516,13 @@ class _Planner:
         self.outputs = {b.name for b in nest.outputs}
         self.extern_reads = {b.name for t in self.tensors if isinstance(t, ExternTensor) for b in t.extern_inputs}
         self.inlined: set[str] = set()
+        self.last_result = None     # what the last step ``attempt`` ran returned
 
     # -- undo on refusal ---------------------------------------------------------------------
     def attempt(self, fn, *args) -> bool:
         """Run ``fn(*args)``; on ScheduleError undo everything it applied and return False, else
-        True unless ``fn`` returned False (it declined and changed nothing)."""
+        True unless ``fn`` returned False (it declined and changed nothing). What ``fn``
+        returned is kept in ``self.last_result``."""
         saved, n = self.nest._snapshot(), len(self.nest.history)
         pending = pending_unrolls()
         noted = len(pending) if pending is not None else 0
@@ -532,6 +534,7 @@ class _Planner:
             if pending is not None:
                 del pending[noted:]
             return False
+        self.last_result = result
         return result is not False
 
     def should_parallelize(self, t: Tensor) -> bool:
@@ -722,13 +725,11 @@ class _Planner:
         if n_sp:
             lanes = self.target.lanes(t.dtype)
             row = loops[n_sp - 1]
-            before = set(nest.buffers)
             done = next((w for w in _reduction_widths(lanes) if t.dtype.is_float
                          and self.attempt(vector_reduction, nest, t, row, w, FOLD)), None)
             if done is not None:
                 parts.append(_partials(done))
-                # the partial results the reduction accumulates into (the first lanes made)
-                accumulator = next((b for b in nest.buffers if b not in before and b.endswith("_lanes")), t.name)
+                accumulator = self.last_result      # the partial results the reduction accumulates into
             elif self.attempt(plain_reduction, nest, t, {"unroll_k": 4}):
                 parts.append("reduction unrolled by 4")
                 reasons.append("the reduction extent does not allow vector lanes")

@@ -652,7 +652,7 @@ def reduction(nest, t: Tensor, k: dict):
     return loops[0] if loops else None
 
 
-def vector_reduction(nest, t: Tensor, at, lanes: int, fold: int = 0) -> bool:
+def vector_reduction(nest, t: Tensor, at, lanes: int, fold: int = 0) -> str | bool:
     """Vectorize the innermost reduction loop of ``t`` through ``lanes`` partial results:
     split it by ``lanes``, ``rfactor`` at the inner part (the partials accumulate side by
     side: a reassociation that rfactor makes legal for Sum / Max / Min), keep the partials
@@ -661,21 +661,22 @@ def vector_reduction(nest, t: Tensor, at, lanes: int, fold: int = 0) -> bool:
     one included) is split with a mask (``split_with_mask``: the last partial vector is
     guarded). With ``fold``, the partials are then added into ``fold`` partials by vector
     operations (a second rfactor) where ``fold`` divides ``lanes``, so the serial reduction
-    left adds up only ``fold`` of them. Returns False (and changes nothing) when the extent
-    is a constant no larger than ``lanes``.
+    left adds up only ``fold`` of them. Returns the name of the local buffer of the
+    ``lanes`` partials (what the reduction's update accumulates into), or False (and
+    changes nothing) when the extent is a constant no larger than ``lanes``.
 
     >>> from te import Buffer, Reduce, Sum, Var
     >>> from loopnest import LoopNest
     >>> A = Buffer("A", (4, 64), "float32")
     >>> R = Reduce("R", (4,), Sum(), lambda i, k: A[i, k], (64,))
     >>> nest = LoopNest([R]); vector_reduction(nest, R, nest.get_loops_for(R)[0], 16)
-    True
+    'R_rf_lanes'
     >>> N = Var("N"); B = Buffer("B", (4, N), "float32")
     >>> S = Reduce("S", (4,), Sum(), lambda i, k: B[i, k], (N,))
     >>> nest = LoopNest([S]); vector_reduction(nest, S, nest.get_loops_for(S)[0], 16)
-    True
+    'S_rf_lanes'
     >>> nest = LoopNest([R]); vector_reduction(nest, R, nest.get_loops_for(R)[0], 32, fold=8)
-    True
+    'R_rf_lanes'
     >>> [lp.extent for lp in nest.get_loops_for(R)]     # the row, then the 8 partials left
     [4, 8]
     """
@@ -688,14 +689,15 @@ def vector_reduction(nest, t: Tensor, at, lanes: int, fold: int = 0) -> bool:
     else:
         _, ki = nest.split_with_mask(k, lanes)
     rf = nest.rfactor(t, ki)
-    nest.cache_accesses(rf, rf.name + "_lanes", at)
+    partials = rf.name + "_lanes"
+    nest.cache_accesses(rf, partials, at)
     nest.vectorize(ki)
     if fold and fold < lanes and lanes % fold == 0:
         _, fi, _ = nest.split_with_tail(nest.get_loops_for(t)[-1], fold)
         rf = nest.rfactor(t, fi)
         nest.cache_accesses(rf, rf.name + "_lanes", at)
         nest.vectorize(fi)
-    return True
+    return partials
 
 
 def reduction_parts(nest, t: Tensor, buffer: str, cores: int):

@@ -554,8 +554,11 @@ def test_the_convolution_peer_is_also_timed_with_cudnn_tf32_off(monkeypatch):
 def test_bench_gpu_passes_matmul_params_to_the_matmul_entries_only(monkeypatch):
     from bench import gpu as bench_gpu
     seen = {}
-    monkeypatch.setattr(bench_gpu, "entry_matmul", lambda be, n, dtype, repeats, keep, **params:
-                        seen.setdefault(dtype, params) and {"name": f"matmul_{dtype}", "time_s": 1.0})
+
+    def entry_matmul(be, n, dtype, repeats, keep, **params):
+        seen[dtype] = params
+        return {"name": f"matmul_{dtype}", "time_s": 1.0}
+    monkeypatch.setattr(bench_gpu, "entry_matmul", entry_matmul)
     rows = bench_gpu.run(backend=object(), only=["matmul_float16", "matmul_float32"], log=lambda s: None,
                          matmul_params={"wgmma": True, "stages": 4})
     assert seen == {"float16": {"wgmma": True, "stages": 4}, "float32": {"wgmma": True, "stages": 4}}

@@ -22,14 +22,7 @@ def _total(rows, cols, dtype="float32", reducer=Sum, outputs=1):
 
 
 def _parallel_loops(nest) -> list:
-    return [lp.name for b in nest.buffers for lp in _loops(nest, b) if lp.kind == "parallel"]
-
-
-def _loops(nest, name):
-    try:
-        return nest.get_loops_for(name)
-    except Exception:     # an input, or a buffer no statement stores to
-        return []
+    return [lp.name for lp in nest.get_all_loops() if lp.kind == "parallel"]
 
 
 def _run(nest, args, inputs, shape, dtype, target, sizes=()):
