@@ -467,6 +467,8 @@ def entry_matmul(be: Backend, n: int, dtype: str = "float32", repeats: int = 10,
     spec = WORKLOADS["matmul"].make(n) if dtype in ("float32", "tf32") else make_matmul_lowp(n, dtype)
     if tf32:
         params = dict(params, tensor_cores=True)
+    else:
+        params.setdefault("arch", be.arch())        # sm_90: the warpgroup MMA for float16 / bfloat16
     params.setdefault("max_shared_bytes", be.max_shared_bytes())
     _, run, dev, info = _ours(be, "matmul", spec, **params)
     run()
@@ -719,7 +721,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-torch-compile", action="store_true",
                    help="leave torch.compile out of the workloads' peers (it compiles for seconds each)")
     p.add_argument("--matmul-params", type=_json_object, default=None, metavar="JSON",
-                   help='schedule parameters of the matmul entries, e.g. \'{"wgmma": true, "stages": 4}\'')
+                   help='schedule parameters of the matmul entries, e.g. \'{"wgmma": false}\' (mma.sync on sm_90)')
     args = p.parse_args(argv)
     try:
         be = find_backend(args.launcher)

@@ -123,8 +123,9 @@ def _lone_matmul(nest) -> bool:
 def _matmul_tiles(nest, rnd: random.Random) -> dict:
     """Random tiles for ``gpu_matmul`` of the nest's matmul, mostly ones that fit its sizes:
     the warpgroup-MMA tree (float16 / bfloat16 with M a multiple of 64, in about one draw of
-    three, copying 0 to stages - 1 k-tiles ahead in half of them; some of its tiles do not split
-    over its threads, a named refusal), the tensor-core
+    three, copying 0 to stages - 1 k-tiles ahead in half of them, k-tiles of 64 in 128-byte
+    swizzled atoms in three of four; some of its tiles do not split over its threads, a named
+    refusal), the tensor-core
     tree (float16 / bfloat16; tf32 for float32 in one draw of three) with its
     prefetch through registers or shared memory and 1 to 4 stages, else the SIMT tree, single-
     or double-buffered, with 1, 2 or 4 elements per global load (4 refused where a thread's
@@ -134,11 +135,14 @@ def _matmul_tiles(nest, rnd: random.Random) -> dict:
     dtype = str(nest.buffer("A").dtype)
     fits = lambda size, options: [t for t in options if size % t == 0] or [options[0]]  # noqa: E731
     if dtype != "float32" and m % 64 == 0 and n % 32 == 0 and rnd.random() < 0.3:
-        stages = rnd.randint(1, 4)
+        bk = rnd.choice(fits(k, [16, 32, 64]))
+        stages = rnd.randint(1, 2 if bk == 64 else 4)           # within the default 48 KiB of shared memory
         tiles = {"tensor_cores": True, "wgmma": True, "BM": 64, "BN": rnd.choice(fits(n, [32, 64])),
-                 "BK": rnd.choice(fits(k, [16, 32])), "stages": stages}
+                 "BK": bk, "stages": stages}
         if rnd.random() < 0.5:
             tiles["ahead"] = rnd.randint(0, stages - 1)       # else its default (overlapped MMAs from 3 stages)
+        if bk == 64 and rnd.random() < 0.25:
+            tiles["swizzle"] = 0                                # else swizzled atoms where the tiles allow
         return tiles
     if dtype != "float32" or rnd.random() < 1 / 3:
         bm, bn = rnd.choice(fits(m, [16, 32, 64])), rnd.choice(fits(n, [16, 32, 64]))

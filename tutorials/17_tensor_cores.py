@@ -126,13 +126,14 @@ print("IREval matches numpy")
 # -- Hopper's warpgroup MMA: four warps, operands read from shared memory by descriptor --------
 # gpu_matmul(wgmma=True) writes the same matmul for wgmma.mma_async.m64nNk16: each thread of a
 # warpgroup holds N / 2 accumulators; the tiles lie in shared memory in the instruction's
-# core-matrix layout. IREval runs it thread by thread; on sm_90 the CUDA build prints one
-# wgmma per 16 of K (compiled for sm_90a), plain per-thread code elsewhere. With 3 stages the
-# copies run one k-tile ahead, so the MMAs of one iteration may run on beside the next one's
-# copies (wgmma.wait_group 1): the cuda_wgmma_overlap step checks that nothing overwrites
-# what they read.
+# 128-byte swizzled layout (k-tiles of 64: rows of 128 bytes, each row's 16-byte chunks
+# permuted; swizzle=0 takes interleaved core matrices). IREval runs it thread by thread; on
+# sm_90 the CUDA build prints one wgmma per 16 of K (compiled for sm_90a), plain per-thread
+# code elsewhere. With 3 stages the copies run one k-tile ahead, so the MMAs of one iteration
+# may run on beside the next one's copies (wgmma.wait_group 1): the cuda_wgmma_overlap step
+# checks that nothing overwrites what they read.
 wg = LoopNest([C])
-wg.gpu_matmul(True, wgmma=True, BM=64, BN=64, BK=32, stages=3)
+wg.gpu_matmul(True, wgmma=True, BM=64, BN=64, BK=64, stages=3)
 print("\nwarpgroup MMA:", wg.tensorized)
 c[:] = 0
 build(wg, [A, B, C], target="ireval")(A=a, B=b, C=c)

@@ -549,7 +549,7 @@ class CudaEmitter(Functor):
         if p.scope == "shared" and self.kernel.spec().dynamic_shared:
             self.emit(f"{st}* const {n} = reinterpret_cast<{st}*>({DYNAMIC_SHARED} + {p.offset});")
         elif p.scope == "shared":
-            self.emit(f"__shared__ __align__(16) {st} {n}[{max(size, 1) * p.slices}];")
+            self.emit(f"__shared__ __align__({p.align}) {st} {n}[{max(size, 1) * p.slices}];")
         else:
             self.emit(f"__align__(16) {st} {n}[{max(size, 1)}];")
 
@@ -740,10 +740,12 @@ class CudaEmitter(Functor):
         if k.spec().dynamic_shared:
             # one extern array holds every shared buffer (visit_Allocate points into it); the
             # host emulation, which runs one block at a time, gives it a static array
+            align = max([16] + [p.align for p in self.plan.placements.values()
+                                if p.scope == "shared" and p.kernel == k.index])
             self.lines += ["#ifdef TC_HOST_EMULATION",
-                           f"  static __align__(16) unsigned char {DYNAMIC_SHARED}[{k.shared_bytes}];",
+                           f"  static __align__({align}) unsigned char {DYNAMIC_SHARED}[{k.shared_bytes}];",
                            "#else",
-                           f"  extern __shared__ __align__(16) unsigned char {DYNAMIC_SHARED}[];",
+                           f"  extern __shared__ __align__({align}) unsigned char {DYNAMIC_SHARED}[];",
                            "#endif"]
         for f in k.block_loops:
             self.emit(self._bound_var_line(f, f"blockIdx.{AXES[f.axis]}"))

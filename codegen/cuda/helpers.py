@@ -154,16 +154,18 @@ _h("tc_mma", _mma_helpers())
 
 
 _h("tc_wgmma", r"""
-// Hopper's warpgroup MMA (codegen.cuda.wgmma, sm_90a): the descriptor of an unswizzled
-// shared-memory operand (address, leading and stride byte offsets, each in 16-byte units),
-// the fence that orders the accumulators' register accesses before the asynchronous MMAs,
-// the commit and wait of a group of them, and the proxy fence that makes what the threads
-// stored in shared memory visible to the tensor cores' reads.
+// Hopper's warpgroup MMA (codegen.cuda.wgmma, sm_90a): the descriptor of a shared-memory
+// operand (address, leading and stride byte offsets, each in 16-byte units, and the swizzle
+// mode: 0 interleaved, 1 the 128-byte swizzle), the fence that orders the accumulators'
+// register accesses before the asynchronous MMAs, the commit and wait of a group of them,
+// and the proxy fence that makes what the threads stored in shared memory visible to the
+// tensor cores' reads.
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ unsigned long long tc_wgmma_desc(const void* p, unsigned lbo, unsigned sbo) {
+__device__ __forceinline__ unsigned long long tc_wgmma_desc(const void* p, unsigned lbo, unsigned sbo,
+                                                            unsigned mode = 0) {
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(p));
   return (unsigned long long)((a & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16)
-       | ((unsigned long long)(sbo >> 4) << 32);
+       | ((unsigned long long)(sbo >> 4) << 32) | ((unsigned long long)mode << 62);
 }
 __device__ __forceinline__ void tc_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void tc_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }

@@ -203,6 +203,8 @@ def interval(e: Expr, ranges: dict) -> tuple[int, int] | None:
     >>> i = Var("i")
     >>> interval(i * 4 + floormod(i, 3), {id(i): (0, 7)})
     (0, 30)
+    >>> interval((floormod(i, 8) ^ 5) * 8, {id(i): (0, 99)})
+    (0, 56)
     """
     return _INTERVAL.visit(e, ranges)
 
@@ -255,6 +257,18 @@ class _Interval(Functor):
     def visit_Mod(self, e, ranges):
         a = self.visit(e.a, ranges)
         return self.visit_FloorMod(e, ranges) if a is not None and a[0] >= 0 else None
+
+    def visit_Call(self, e, ranges):
+        """``&``, ``|`` and ``^`` of non-negative integers (a swizzled layout's XOR): below the
+        next power of two of the larger bound (``&``: the smaller one)."""
+        if e.name not in ("bitwise_and", "bitwise_or", "bitwise_xor") or not e.dtype.is_int:
+            return None
+        a, b = (self.visit(x, ranges) for x in e.args)
+        if a is None or b is None or a[0] < 0 or b[0] < 0:
+            return None
+        if e.name == "bitwise_and":
+            return 0, min(a[1], b[1])
+        return 0, (1 << max(a[1], b[1]).bit_length()) - 1
 
     def generic(self, e, ranges):
         return None

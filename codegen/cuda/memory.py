@@ -63,7 +63,7 @@ from .ir_queries import AXES, StmtWalk, extent, interval, linear_coeff
 from .outline import host_level
 from .plan import CudaPlan, KernelPlan, Placement
 
-__all__ = ["assign_memory_scopes", "promote_private", "private_index"]
+__all__ = ["assign_memory_scopes", "align_shared", "promote_private", "private_index"]
 
 
 def assign_memory_scopes(plan: CudaPlan) -> None:
@@ -93,12 +93,7 @@ def assign_memory_scopes(plan: CudaPlan) -> None:
         shared = [p for p in _placements_in(plan, k) if p.scope == "shared"]
         if _padded_total(shared) > plan.max_shared:
             shared = _spill_to_global(plan, k, shared)
-        # each shared array is 16-byte aligned: count its padded size (and place it there when
-        # the kernel takes dynamic shared memory)
-        k.shared_bytes = 0
-        for p in shared:
-            p.offset = k.shared_bytes
-            k.shared_bytes += _padded(p)
+        _set_offsets(k, shared)
     size_ids = plan.size_ids
     for b in plan.scratch:
         bad = [v for v in free_vars(b.dims) if id(v) not in size_ids]
@@ -106,6 +101,31 @@ def assign_memory_scopes(plan: CudaPlan) -> None:
             raise BuildError(f"the size of intermediate {b.name} depends on {', '.join(v.name for v in bad)}, "
                              "which is not a size argument (an intermediate outside the kernels, in a loop "
                              "the launcher runs, is allocated once for the whole call)")
+
+
+def _set_offsets(k: KernelPlan, shared: list[Placement]) -> None:
+    """Place ``shared`` in order, each at a multiple of its alignment (16 bytes, or what
+    :func:`align_shared` asked), and set the kernel's ``shared_bytes``."""
+    k.shared_bytes = 0
+    for p in shared:
+        p.offset = -(-k.shared_bytes // p.align) * p.align
+        k.shared_bytes = p.offset + _padded(p)
+
+
+def align_shared(plan: CudaPlan, k: KernelPlan, buffers, align: int) -> None:
+    """Align the shared memory of ``buffers`` (of kernel ``k``) to ``align`` bytes (the
+    1024-byte atoms of a swizzled warpgroup-MMA operand), placing the kernel's shared buffers
+    again; raises BuildError when they no longer fit in ``plan.max_shared`` bytes."""
+    wanted = {id(b) for b in buffers}
+    shared = [p for p in _placements_in(plan, k) if p.scope == "shared"]
+    for p in shared:
+        if id(p.buffer) in wanted:
+            p.align = max(p.align, align)
+    _set_offsets(k, shared)
+    if k.shared_bytes > plan.max_shared:
+        raise BuildError(f"kernel {k.name}'s shared buffers need {k.shared_bytes} bytes with "
+                         f"{', '.join(b.name for b in buffers)} aligned to {align} bytes, over the limit of "
+                         f"{plan.max_shared}; use smaller tiles, or a larger max_shared_bytes")
 
 
 def _padded(p: Placement) -> int:

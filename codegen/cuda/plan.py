@@ -187,8 +187,9 @@ class Placement:
     elements indexed without the thread variables; packed densely with ``private_slots``
     (constant index -> slot) or ``private_strides`` (coefficient of a loop variable in the
     index -> its stride in the thread's array)).
-    ``offset``: the byte offset of a shared buffer in its kernel's shared memory (16-byte
-    aligned, in allocation order).
+    ``offset``: the byte offset of a shared buffer in its kernel's shared memory (in
+    allocation order, a multiple of ``align``: 16 bytes, 1024 for a swizzled warpgroup-MMA
+    operand).
 
     >>> from te import Buffer
     >>> p = Placement(Buffer("t", (16,), "float32"), "shared", slice_axes=(1,), slice_dims=(8,))
@@ -208,6 +209,7 @@ class Placement:
     offset: int = 0
     slice_stride: Any = None        # global with slices: elements per slice (an expression)
     spilled: bool = False           # global because the kernel's shared buffers were over the limit
+    align: int = 16                 # bytes, of a shared buffer's offset
     pinned: bool = False            # its Allocate asked for this scope
 
     @property

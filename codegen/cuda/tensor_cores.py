@@ -48,6 +48,8 @@ from ..kernel import BuildError
 from .ir_queries import extent
 from .mma import LDMATRIX_OPERANDS, ldmatrix_row_address, mma_spec
 from .mma_source import fragment_index, layout_c_expr
+from .memory import align_shared
+from .wgmma import SWIZZLE_ATOM_BYTES, SWIZZLE_MODES
 from .wgmma_source import WGMMA_GUARD, wgmma_function
 
 __all__ = ["MmaNest", "plan_tensor_cores", "match_mma_nest", "print_mma_nest", "print_wgmma_nest", "needs_proxy_fence"]
@@ -134,6 +136,8 @@ def _walk(plan, kernel, s, lane, warp=None) -> None:
             else:
                 plan.mma[id(s)] = m
                 plan.mma_by_kernel.setdefault(kernel.name, []).append(m)
+                if getattr(m, "swizzled_buffers", None):
+                    align_shared(plan, kernel, m.swizzled_buffers, SWIZZLE_ATOM_BYTES)
                 return
         # mma.sync needs the whole warp: nothing under a loop whose trip count differs per lane
         diverges = lane is not None and uses_var([s.start, s.stop], lane)
@@ -250,13 +254,14 @@ def print_wgmma_nest(em, nest, plain) -> None:
     em.emit("{")
     em.indent += 1
     descs = []
-    for tiles, buf, lbo, sbo, tag in ((nest.a_tiles, nest.a, nest.a_lbo, nest.a_sbo, "da"),
-                                      (nest.b_tiles, nest.b, nest.b_lbo, nest.b_sbo, "db")):
+    for tiles, buf, lbo, sbo, swizzle, tag in ((nest.a_tiles, nest.a, nest.a_lbo, nest.a_sbo, nest.a_swizzle, "da"),
+                                               (nest.b_tiles, nest.b, nest.b_lbo, nest.b_sbo, nest.b_swizzle, "db")):
         names = []
+        mode = f", {SWIZZLE_MODES[swizzle]}" if swizzle else ""
         for origin in tiles:
             d = em.tmp(tag)
             em.emit(f"const unsigned long long {d} = tc_wgmma_desc(&{em.elem(buf, em.expr(origin, True))}, "
-                    f"{lbo}, {sbo});")
+                    f"{lbo}, {sbo}{mode});")
             names.append(d)
         descs.append(names)
     em.emit("tc_wgmma_fence();")

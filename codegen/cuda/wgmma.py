@@ -21,8 +21,24 @@ byte offset, SBO) -- :func:`canonical_offset`::
     K-major:  byte(r, k) = (r % 8) * 16 + (r / 8) * SBO + (k % 8) * 2 + (k / 8) * LBO
     MN-major: byte(k, n) = (k % 8) * 16 + (k / 8) * LBO + (n % 8) * 2 + (n / 8) * SBO
 
+With 128-byte swizzling (:data:`SWIZZLE_128B`) the unit is a 1024-byte *atom*: eight rows of
+128 bytes, each row 64 elements along the contiguous dimension (K for a K-major operand, N
+for an MN-major one), and the 16-byte chunk ``c`` of row ``r`` stored at chunk ``c ^ r``:
+on the absolute shared-memory address, bits 4-6 are XORed with bits 7-9 (:func:`swizzled`),
+so the atoms must be 1024-byte aligned. SBO is the distance between groups of eight rows;
+for an MN-major operand LBO is the distance between atoms along N (unused for K-major,
+whose 16 k of one instruction lie inside a row: the start address moves 32 bytes per k step)::
+
+    K-major:  byte(r, k) = (r % 8) * 128 + (r / 8) * SBO + (k % 64) * 2 + (k / 64) * LBO
+    MN-major: byte(k, n) = (k % 8) * 128 + (k / 8) * SBO + (n % 64) * 2 + (n / 64) * LBO
+
+A row of 128 bytes is one contiguous row of a K-major tile 64 elements deep (or of an
+MN-major tile's 64 columns): a warp copies whole rows of global memory into whole rows of
+the atom, which ``cp.async`` needs to run at full speed (interleaved core matrices scatter
+each 128-byte row of global memory over eight core matrices: about a third of the speed).
+
 :func:`descriptor` packs a start address and the two offsets (bits 0-13: address / 16,
-16-29: LBO / 16, 32-45: SBO / 16, 62-63: swizzle mode 0); :func:`warpgroup_mma` decodes
+16-29: LBO / 16, 32-45: SBO / 16, 62-63: swizzle mode, 1 for 128 bytes); :func:`warpgroup_mma` decodes
 descriptors against a shared-memory image and computes what the instruction does, so the
 code the CUDA backend prints from the same functions is checked against a plain matmul on
 every machine (and on a GPU by ``tests/gpu``).
@@ -42,14 +58,21 @@ from te.layout import Layout
 
 from .mma import round_operand
 
-__all__ = ["WARPGROUP", "WGMMA_K", "WGMMA_N", "acc_coord", "acc_layout", "acc_values", "canonical_offset",
-           "descriptor", "decode_descriptor", "warpgroup_mma", "tile_offsets"]
+__all__ = ["WARPGROUP", "WGMMA_K", "WGMMA_N", "SWIZZLE_128B", "SWIZZLE_ATOM_BYTES", "SWIZZLE_MODES", "acc_coord",
+           "acc_layout", "acc_values", "canonical_offset", "swizzled", "descriptor", "decode_descriptor",
+           "descriptor_swizzle", "warpgroup_mma", "tile_offsets"]
 
 WARPGROUP = 128
 #: the k extent of one 16-bit wgmma
 WGMMA_K = 16
 #: the N extents of ``wgmma.m64nNk16``
 WGMMA_N = tuple(range(8, 257, 8))
+#: the 128-byte swizzle (descriptor mode 1): its atom is 8 rows of 128 bytes
+SWIZZLE_128B = 128
+#: the bytes of a 128-byte swizzle's atom (8 rows), and the alignment it needs
+SWIZZLE_ATOM_BYTES = 1024
+#: swizzle in bytes -> the descriptor's mode (bits 62-63)
+SWIZZLE_MODES = {0: 0, SWIZZLE_128B: 1}
 
 
 def acc_values(n: int) -> int:
@@ -84,14 +107,25 @@ def acc_layout(n: int) -> Layout:
     return Layout(((4, 8, 4), (2, 2, acc_values(n) // 4)), ((128, 1, 16), (64, 8, 512)))
 
 
-def canonical_offset(major: str, row, col, lbo: int, sbo: int, itemsize: int = 2):
-    """Byte offset of element ``(row, col)`` in an interleaved canonical layout: for
-    ``major="K"`` the operand is MN x K (``row`` in M or N, ``col`` in K); for ``"MN"`` it
-    is K x N (``row`` in K, ``col`` in N).
+def canonical_offset(major: str, row, col, lbo: int, sbo: int, itemsize: int = 2, swizzle: int = 0):
+    """Byte offset of element ``(row, col)`` in a canonical layout, before any swizzle (see
+    :func:`swizzled`): for ``major="K"`` the operand is MN x K (``row`` in M or N, ``col``
+    in K); for ``"MN"`` it is K x N (``row`` in K, ``col`` in N). ``swizzle``: 0
+    (interleaved core matrices) or 128 (rows of 128-byte atoms).
 
     >>> canonical_offset("MN", 9, 10, lbo=128, sbo=256)   # k 9: core matrix 1 along K; n 10: 1 along N
     404
+    >>> canonical_offset("MN", 9, 70, lbo=8192, sbo=1024, swizzle=128)   # k 9: row 1 of atom 1; n 70: atom 1
+    9356
     """
+    if swizzle == SWIZZLE_128B:
+        per = 128 // itemsize       # elements in a 128-byte atom row
+        if major not in ("K", "MN"):
+            raise ValueError(f"major must be 'K' or 'MN', got {major!r}")
+        # rows (M or N for K-major, K for MN-major) of 128 bytes along the contiguous dimension
+        return (row % 8) * 128 + (row // 8) * sbo + (col % per) * itemsize + (col // per) * lbo
+    if swizzle != 0:
+        raise ValueError(f"swizzle must be 0 or {SWIZZLE_128B}, got {swizzle!r}")
     per = 16 // itemsize            # elements in a 16-byte core-matrix row
     if major == "K":
         return (row % 8) * 16 + (row // 8) * sbo + (col % per) * itemsize + (col // per) * lbo
@@ -117,30 +151,59 @@ def tile_offsets(major: str, rows: int, cols: int, itemsize: int = 2):
     return 128, 128 * (k // per if major == "K" else k // 8)
 
 
-def descriptor(address: int, lbo: int, sbo: int) -> int:
-    """The 64-bit matrix descriptor of an interleaved (unswizzled) operand at shared-memory
-    byte ``address`` with the given byte offsets (multiples of 16, below 2**18).
+def swizzled(address, swizzle: int = SWIZZLE_128B):
+    """Where the tensor cores find byte ``address`` (absolute, in shared memory) of a
+    ``swizzle``-byte swizzled operand: for 128, bits 4-6 XOR bits 7-9 (the 16-byte chunk of
+    a 128-byte row XOR the row's place in its 1024-byte atom); ints or integer arrays.
+
+    >>> swizzled(0x3a0), swizzled(0x3a0, 0)      # row 7 of an atom, chunk 2: stored at chunk 5
+    (976, 928)
+    """
+    if swizzle == 0:
+        return address
+    if swizzle != SWIZZLE_128B:
+        raise ValueError(f"swizzle must be 0 or {SWIZZLE_128B}, got {swizzle!r}")
+    return address ^ (((address >> 7) & 7) << 4)
+
+
+def descriptor(address: int, lbo: int, sbo: int, swizzle: int = 0) -> int:
+    """The 64-bit matrix descriptor of an operand at shared-memory byte ``address`` with the
+    given byte offsets (multiples of 16, below 2**18), interleaved (``swizzle=0``) or in
+    128-byte swizzled atoms (``swizzle=128``).
 
     >>> decode_descriptor(descriptor(4096, 128, 2048))
     (4096, 128, 2048)
+    >>> descriptor_swizzle(descriptor(4096, 16, 1024, swizzle=128))
+    128
     """
     for name, x in (("address", address), ("lbo", lbo), ("sbo", sbo)):
         if x % 16 or not 0 <= x < 1 << 18:
             raise ValueError(f"descriptor {name} {x} must be a multiple of 16 below {1 << 18}")
-    return (address >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32)
+    if swizzle not in SWIZZLE_MODES:
+        raise ValueError(f"swizzle must be one of {sorted(SWIZZLE_MODES)}, got {swizzle!r}")
+    return (address >> 4) | ((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (SWIZZLE_MODES[swizzle] << 62)
 
 
 def decode_descriptor(desc: int):
-    """``(address, lbo, sbo)`` of an unswizzled descriptor; ValueError for a swizzled one."""
-    if desc >> 62:
-        raise ValueError(f"descriptor {desc:#x} has swizzle mode {desc >> 62}; the model takes mode 0")
+    """``(address, lbo, sbo)`` of a descriptor (its swizzle: :func:`descriptor_swizzle`)."""
     return (desc & 0x3FFF) << 4, ((desc >> 16) & 0x3FFF) << 4, ((desc >> 32) & 0x3FFF) << 4
+
+
+def descriptor_swizzle(desc: int) -> int:
+    """The swizzle of a descriptor in bytes (0 or 128); ValueError for the 32- and 64-byte
+    modes, which the model does not take."""
+    mode = desc >> 62
+    for swizzle, m in SWIZZLE_MODES.items():
+        if m == mode:
+            return swizzle
+    raise ValueError(f"descriptor {desc:#x} has swizzle mode {mode}; the model takes modes 0 and 1 (128 bytes)")
 
 
 def _read(smem: np.ndarray, major: str, desc: int, rows: int, cols: int, dtype: str) -> np.ndarray:
     addr, lbo, sbo = decode_descriptor(desc)
+    swizzle = descriptor_swizzle(desc)
     r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
-    off = addr + canonical_offset(major, r, c, lbo, sbo)
+    off = swizzled(addr + canonical_offset(major, r, c, lbo, sbo, swizzle=swizzle), swizzle)
     raw = smem[off[..., None] + np.arange(2)]            # the two bytes of each element
     bits = raw[..., 0].astype(np.uint16) | (raw[..., 1].astype(np.uint16) << 8)
     if dtype == "f16":

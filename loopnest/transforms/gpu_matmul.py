@@ -429,7 +429,7 @@ def gpu_matmul(nest, tensor_cores: bool | None = None, **tiles) -> None:
     float8 operands; True also takes float32 to tf32), declared with ``tensorize``, or
     :func:`register_tiled_matmul` (float32, SIMT). ``tiles`` are the tree's tile sizes;
     ``wgmma=True`` takes Hopper's warpgroup MMA instead (:func:`~.gpu_wgmma.wgmma_matmul`,
-    float16 and bfloat16 on sm_90a; its tiles ``BM, BN, BK, stages`` and ``ahead``).
+    float16 and bfloat16 on sm_90a; its tiles ``BM, BN, BK, stages``, ``ahead`` and ``swizzle``).
     Raises ``ScheduleError`` (the nest unchanged) for anything else."""
     if nest.history or len(nest.tensors) != 1:
         raise ScheduleError("gpu_matmul: takes a fresh nest of one matmul tensor; this one has "

@@ -144,6 +144,7 @@ class MmaMatch:
 # ------------------------------------------------------------------------------------
 # numeric evaluation of index expressions over every point of a nest
 # ------------------------------------------------------------------------------------
+_BIT_OPS = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor}
 _BINARY = {
     E.Add: np.add, E.Sub: np.subtract, E.Mul: np.multiply, E.Min: np.minimum, E.Max: np.maximum,
     E.FloorDiv: np.floor_divide, E.FloorMod: np.mod,
@@ -163,6 +164,8 @@ def _evaluate(e, env: dict):
         return _evaluate(e.value, env)
     if t in _BINARY:
         return _BINARY[t](_evaluate(e.a, env), _evaluate(e.b, env))
+    if t is E.Call and e.name in _BIT_OPS and e.dtype.is_int:     # a swizzled layout's XOR, a mask
+        return _BIT_OPS[e.name](_evaluate(e.args[0], env), _evaluate(e.args[1], env))
     if t in (E.Div, E.Mod):   # C division of non-negative operands (codegen's index division)
         a, b = _evaluate(e.a, env), _evaluate(e.b, env)
         if np.any(a < 0) or np.any(b <= 0):

@@ -12,7 +12,11 @@ with ``row``/``col`` the accumulator layout (:func:`~.gpu_wgmma.warpgroup_row`,
 the K-major interleaved canonical layout in elements and ``MN(k, n) = (k % 8) * 8 +
 (k / 8) * lbo + n % 8 + (n / 8) * sbo`` the MN-major one (B stored K x N), both operands
 float16 or both bfloat16 in shared memory, the accumulators float32 registers, one
-thread's ``N / 2`` of them consecutive. Every index is evaluated at every point of the nest
+thread's ``N / 2`` of them consecutive. Either operand may instead be in the 128-byte
+swizzled layout (:mod:`codegen.cuda.wgmma`): rows of 64 elements in 1024-byte atoms, the
+16-byte chunk ``c`` of row ``r`` at ``c ^ (r % 8)``, the tile's origin in the first row of an
+atom (the buffer's shared memory is then 1024-byte aligned by the CUDA backend). Every index
+is evaluated at every point of the nest
 for several values of the variables around it, as :func:`~.tensorize.match_mma` does.
 
 >>> from te import Buffer, Reduce, Sum, cast, float32
@@ -74,12 +78,22 @@ class WgmmaMatch:
     b_tiles: list
     mmas: list
     in_flight: int = 0      # the groups left running at the end of the nest (codegen.cuda.wgmma_overlap)
+    a_swizzle: int = 0      # bytes: 0 (interleaved core matrices) or 128 (swizzled atoms)
+    b_swizzle: int = 0
 
     kind = "wgmma"
 
     def describe(self) -> str:
-        return (f"wgmma m64n{self.n}k16 {self.dtype}: {len(self.a_tiles)} A tile(s) ({self.a.name}, K-major), "
-                f"{len(self.b_tiles)} B tile(s) ({self.b.name}, {self.b_major}-major), {len(self.mmas)} wgmma per nest")
+        def layout(major, swizzle):
+            return f"{major}-major" + (f", {swizzle}-byte swizzle" if swizzle else "")
+        return (f"wgmma m64n{self.n}k16 {self.dtype}: {len(self.a_tiles)} A tile(s) ({self.a.name}, "
+                f"{layout('K', self.a_swizzle)}), {len(self.b_tiles)} B tile(s) ({self.b.name}, "
+                f"{layout(self.b_major, self.b_swizzle)}), {len(self.mmas)} wgmma per nest")
+
+    @property
+    def swizzled_buffers(self) -> list:
+        """The operand buffers in swizzled layouts: their shared memory must be 1024-byte aligned."""
+        return [buf for buf, sw in ((self.a, self.a_swizzle), (self.b, self.b_swizzle)) if sw]
 
 
 def _k_major(r, k, lbo, sbo):
@@ -88,6 +102,23 @@ def _k_major(r, k, lbo, sbo):
 
 def _mn_major(k, n, lbo, sbo):
     return (k % 8) * 8 + (k // 8) * lbo + n % 8 + (n // 8) * sbo
+
+
+def _swizzled(x):
+    """The 128-byte swizzle on 16-bit element indices (codegen.cuda.wgmma.swizzled on bytes)."""
+    return x ^ (((x >> 6) & 7) << 3)
+
+
+def _atom_rows(r, c, lbo, sbo):
+    """Rows ``r`` of 64 elements ``c`` in 128-byte atoms (before the swizzle), in elements."""
+    return (r % 8) * 64 + (r // 8) * sbo + c % 64 + (c // 64) * lbo
+
+
+def _in_atoms(ix, origin, r, c, lbo, sbo):
+    """Whether the element indices ``ix`` are the 128-byte swizzled layout at ``origin`` (in
+    the first row of an atom, as the descriptor's zero base offset assumes)."""
+    return (not np.any(origin % 512 >= 64) and sbo % 512 == 0 and lbo % 8 == 0
+            and np.array_equal(ix, _swizzled(origin + _atom_rows(r, c, lbo, sbo))))
 
 
 def match_wgmma(loop: For, lane: Var, warp: Var, index_of: Callable, scope: Callable | None = None) -> WgmmaMatch:
@@ -120,18 +151,27 @@ def match_wgmma(loop: For, lane: Var, warp: Var, index_of: Callable, scope: Call
         a0, b0 = a[here + (0, 0)], b[here + (0, 0)]
         a_off, b_off = a - a0[origin], b - b0[origin]
         first = (0, 0) + (0,) * len(tile_loops)
-        a_lbo, a_sbo = int(a_off[first + (0, 8)]), int(a_off[first + (2, 0)])      # k 8; v 2: row 8
+        a_lbo, a_sbo, a_sw = int(a_off[first + (0, 8)]), int(a_off[first + (2, 0)]), 0     # k 8; v 2: row 8
         if not np.array_equal(a_off, _k_major(row, k_g, a_lbo, a_sbo)):
-            raise NotAnMma(f"{x.buffer.name}'s index is not the K-major interleaved layout of a 64 x 16 A tile at "
-                           "the warpgroup's accumulator rows")
-        b_lbo, b_sbo = int(b_off[first + (0, 8)]), int(b_off[first + (4, 0)])      # k 8; v 4: column 8
+            a_lbo, a_sw = 8, 128        # K-major swizzled: LBO unused (one k step lies inside a row)
+            if not _in_atoms(a, a0[origin], row, k_g, a_lbo, a_sbo):
+                raise NotAnMma(f"{x.buffer.name}'s index is neither the K-major interleaved layout nor the K-major "
+                               "128-byte swizzled layout of a 64 x 16 A tile at the warpgroup's accumulator rows")
+        b_lbo, b_sbo, b_sw = int(b_off[first + (0, 8)]), int(b_off[first + (4, 0)]), 0     # k 8; v 4: column 8
         if np.array_equal(b_off, _mn_major(k_g, col, b_lbo, b_sbo)):
             major = "MN"
         elif np.array_equal(b_off, _k_major(col, k_g, b_lbo, b_sbo)):
             major = "K"
         else:
-            raise NotAnMma(f"{y.buffer.name}'s index is neither the MN-major nor the K-major interleaved layout of "
-                           "a 16 x N B tile at the accumulator columns")
+            # swizzled: MN-major rows are k (SBO: k 8) and LBO steps 64 columns (v 32), K-major rows are columns
+            mn_lbo = int(b_off[first + (32, 0)]) if values > 32 else 8
+            if _in_atoms(b, b0[origin], k_g, col, mn_lbo, b_lbo):
+                major, b_lbo, b_sbo, b_sw = "MN", mn_lbo, b_lbo, 128
+            elif _in_atoms(b, b0[origin], col, k_g, 8, b_sbo):
+                major, b_lbo, b_sw = "K", 8, 128
+            else:
+                raise NotAnMma(f"{y.buffer.name}'s index is neither the MN-major nor the K-major layout (interleaved "
+                               "or 128-byte swizzled) of a 16 x N B tile at the accumulator columns")
         if any(d % 8 or not 0 < 2 * d < 1 << 18 for d in (a_lbo, a_sbo, b_lbo, b_sbo)):
             raise NotAnMma("the distances between core matrices must be positive multiples of 16 bytes below "
                            f"256 KiB (A: {2 * a_lbo}, {2 * a_sbo}; B: {2 * b_lbo}, {2 * b_sbo} bytes)")
@@ -140,13 +180,14 @@ def match_wgmma(loop: For, lane: Var, warp: Var, index_of: Callable, scope: Call
         if np.any(c - c[..., :1, :] != v_g) or np.any(c != c[..., :1]):
             raise NotAnMma(f"a thread's accumulators of {store.buffer.name} must be consecutive in v and not "
                            "change with k")
-        if found not in (None, (a_lbo, a_sbo, b_lbo, b_sbo, major)):
+        if found not in (None, (a_lbo, a_sbo, b_lbo, b_sbo, major, a_sw, b_sw)):
             raise NotAnMma("the layouts change with the loops around the nest")
-        found = (a_lbo, a_sbo, b_lbo, b_sbo, major)
-    a_lbo, a_sbo, b_lbo, b_sbo, major = found
+        found = (a_lbo, a_sbo, b_lbo, b_sbo, major, a_sw, b_sw)
+    a_lbo, a_sbo, b_lbo, b_sbo, major, a_sw, b_sw = found
     a_tiles, b_tiles, mmas = _tiles(loops, lane, warp, a_ix, b_ix, c_index)
     return WgmmaMatch(loops[0], lane, warp, WGMMA_TYPES[str(x.buffer.dtype)], x.buffer, y.buffer, store.buffer,
-                      2 * values, 2 * a_lbo, 2 * a_sbo, 2 * b_lbo, 2 * b_sbo, major, a_tiles, b_tiles, mmas)
+                      2 * values, 2 * a_lbo, 2 * a_sbo, 2 * b_lbo, 2 * b_sbo, major, a_tiles, b_tiles, mmas,
+                      a_swizzle=a_sw, b_swizzle=b_sw)
 
 
 def _tiles(loops, lane, warp, a_ix, b_ix, c_index):

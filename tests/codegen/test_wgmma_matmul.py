@@ -63,10 +63,13 @@ def test_host_emulation_runs_the_plain_per_thread_code():
 
 
 @pytest.mark.parametrize("b_layout", ["kn", "nk"])
-def test_the_printed_wgmmas_compute_what_the_nest_says_on_the_instruction_model(b_layout):
+@pytest.mark.parametrize("tiles", [dict(M=64, N=64, K=32, BN=64, BK=32), dict(M=64, N=128, K=128, BN=128, BK=128)])
+def test_the_printed_wgmmas_compute_what_the_nest_says_on_the_instruction_model(b_layout, tiles):
     """Each printed wgmma, run on the CPU model of the instruction (descriptors decoded against
-    a random shared-memory image), gives every thread the sums the nest's loops compute."""
-    ex = wgmma_matmul_example(64, 64, 32, BM=64, BN=64, BK=32, stages=1, b_layout=b_layout)
+    a random shared-memory image), gives every thread the sums the nest's loops compute: with
+    interleaved core matrices (k-tiles of 32) and in 128-byte swizzled atoms (k-tiles of 128:
+    two atoms along K, and for a K x N B two along N)."""
+    ex = wgmma_matmul_example(BM=64, stages=1, b_layout=b_layout, **tiles)
     k = build(ex.nest, ex.args, target="cuda")
     (m,) = k.module.plan.mma_by_kernel["k0_C"]
     loops = _perfect_nest(m.root)
@@ -83,7 +86,9 @@ def test_the_printed_wgmmas_compute_what_the_nest_says_on_the_instruction_model(
     for t, (ai, bi, _) in enumerate(m.mmas):
         a0 = int(_evaluate(m.a_tiles[ai], env0))
         b0 = int(_evaluate(m.b_tiles[bi], env0))
-        acc = warpgroup_mma(smem, descriptor(2 * a0, m.a_lbo, m.a_sbo), descriptor(b_base + 2 * b0, m.b_lbo, m.b_sbo),
+        assert (m.a_swizzle, m.b_swizzle) == ((128, 128) if tiles["BK"] == 128 else (0, 0))
+        acc = warpgroup_mma(smem, descriptor(2 * a0, m.a_lbo, m.a_sbo, m.a_swizzle),
+                            descriptor(b_base + 2 * b0, m.b_lbo, m.b_sbo, m.b_swizzle),
                             np.zeros((128, m.n // 2), np.float32), m.n, m.dtype, m.b_major == "MN")
         grids = np.meshgrid(np.arange(4), np.arange(32), np.arange(m.n // 2), np.arange(16), indexing="ij")
         env = dict(env0)
@@ -123,6 +128,20 @@ def test_the_bench_matmul_schedule_takes_the_warpgroup_tree_with_its_own_tiles()
     assert [b.shape for b in nest.intermediates if b.name == "acc"] == [(2, 4, 32, 64)]
 
 
+def test_the_bench_matmul_schedule_takes_the_warpgroup_tree_on_sm90_only():
+    from bench.gpu_schedules import WGMMA_TILES, gpu_nest, make_matmul_lowp
+    spec, big = make_matmul_lowp(512), 227 * 1024
+
+    def acc_shapes(**kw):
+        return [b.shape for b in gpu_nest("matmul", spec, max_shared_bytes=big, **kw).intermediates if b.name == "acc"]
+    assert acc_shapes(arch="sm_80") == acc_shapes() != acc_shapes(arch="sm_90", wgmma=True)
+    assert acc_shapes(arch="sm_90", wgmma=True) == [(2, 4, 32, 128)]
+    assert acc_shapes(arch="sm_90", wgmma=False) == acc_shapes()
+    # 512^2 makes 8 blocks of 128 x 256: too few for the warpgroup tree by default
+    assert acc_shapes(arch="sm_90") == acc_shapes()
+    assert WGMMA_TILES["stages"] == 4 and WGMMA_TILES["BN"] == 256
+
+
 def test_a_tree_off_the_accumulator_layout_is_refused_by_tensorize(monkeypatch):
     """The same tree with the accumulator rows of half the values wrong (no ``+ 8``): every
     index still in range, IREval would run it, but it is not the instruction."""
@@ -133,8 +152,8 @@ def test_a_tree_off_the_accumulator_layout_is_refused_by_tensorize(monkeypatch):
     C = Reduce("C", (64, 64), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (32,))
     nest = LoopNest([C])
     before = str(nest.root)
-    with pytest.raises(ScheduleError, match=r"tensorize\(kk, 'wgmma_m64nNk16'\): As's index is not the K-major "
-                                            r"interleaved layout"):
+    with pytest.raises(ScheduleError, match=r"tensorize\(kk, 'wgmma_m64nNk16'\): As's index is neither the "
+                                            r"K-major interleaved layout nor the K-major 128-byte swizzled"):
         nest.gpu_matmul(True, wgmma=True, BM=64, BN=64, BK=32, stages=2)
     assert str(nest.root) == before and not nest.history
 

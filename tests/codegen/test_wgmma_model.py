@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from codegen.cuda.wgmma import (acc_coord, acc_layout, canonical_offset, decode_descriptor, descriptor,
-                                tile_offsets, warpgroup_mma)
+                                descriptor_swizzle, swizzled, tile_offsets, warpgroup_mma)
 from codegen.cuda.wgmma_source import warpgroup_tile_source, wgmma_function
 
 
@@ -34,14 +34,14 @@ def test_a_dense_tile_fills_its_bytes_once(major, rows, cols):
     assert sorted(offs.ravel().tolist()) == list(range(0, 2 * rows * cols, 2))
 
 
-def _image(A, B, trans_b, a_at, b_at, lbo_sbo_a, lbo_sbo_b, size=1 << 16):
+def _image(A, B, trans_b, a_at, b_at, lbo_sbo_a, lbo_sbo_b, size=1 << 16, swizzle=0):
     smem = np.zeros(size, np.uint8)
     for (i, j), x in np.ndenumerate(A):
-        o = a_at + canonical_offset("K", i, j, *lbo_sbo_a)
+        o = swizzled(a_at + canonical_offset("K", i, j, *lbo_sbo_a, swizzle=swizzle), swizzle)
         smem[o:o + 2] = np.frombuffer(x.tobytes(), np.uint8)
     Bs = B if trans_b else B.T
     for (i, j), x in np.ndenumerate(Bs):
-        o = b_at + canonical_offset("MN" if trans_b else "K", i, j, *lbo_sbo_b)
+        o = swizzled(b_at + canonical_offset("MN" if trans_b else "K", i, j, *lbo_sbo_b, swizzle=swizzle), swizzle)
         smem[o:o + 2] = np.frombuffer(x.tobytes(), np.uint8)
     return smem
 
@@ -66,12 +66,43 @@ def test_model_of_a_k_step_inside_a_larger_tile_is_a_matmul(dtype, npdt, trans_b
     np.testing.assert_array_equal(D, expected)
 
 
+def test_a_swizzled_atom_stores_each_row_in_its_own_128_bytes_with_the_chunks_permuted():
+    r, c = np.meshgrid(range(16), range(64), indexing="ij")
+    offs = swizzled(canonical_offset("K", r, c, lbo=16, sbo=1024, swizzle=128))
+    assert sorted(offs.ravel().tolist()) == list(range(0, 2 * 16 * 64, 2))
+    assert (offs // 128 == r).all()                                    # row r: bytes [128 r, 128 r + 128)
+    assert ((offs % 128) // 16 == (c // 8) ^ (r % 8)).all()            # chunk c // 8 at chunk (c // 8) ^ r
+
+
+@pytest.mark.parametrize("dtype,npdt", [("f16", np.float16), ("bf16", ml_dtypes.bfloat16)])
+@pytest.mark.parametrize("trans_b", [True, False])
+def test_model_of_swizzled_operands_is_a_matmul(dtype, npdt, trans_b):
+    # 128-byte swizzled atoms: A 128 x 64 (K-major, one atom along K), B 64 x 128 (MN-major: two
+    # atoms along N, LBO apart) or 128 x 64 (K-major); the third k step of A's second 64 rows
+    rng = np.random.default_rng(4)
+    A = rng.integers(-4, 5, (128, 64)).astype(npdt)
+    B = rng.integers(-4, 5, (64, 128)).astype(npdt)
+    la, lb = (16, 1024), ((64 * 128, 1024) if trans_b else (16, 1024))
+    smem = _image(A, B, trans_b, 0, 16384, la, lb, swizzle=128)
+    da = descriptor(8 * 1024 + 2 * 32, *la, swizzle=128)             # rows 64..: 8 atoms on; k 32..: 64 bytes in
+    db = descriptor(16384 + (4 * 1024 if trans_b else 64), *lb, swizzle=128)   # k 32..
+    out = warpgroup_mma(smem, da, db, np.zeros((128, 64), np.float32), 128, dtype, trans_b)
+    D = np.zeros((64, 128))
+    t, v = np.meshgrid(range(128), range(64), indexing="ij")
+    D[acc_coord(t, v)] = out
+    np.testing.assert_array_equal(D, A[64:, 32:48].astype(np.float64) @ B[32:48].astype(np.float64))
+
+
 def test_descriptor_fields_and_refusals():
     assert decode_descriptor(descriptor(227 * 1024 - 16, 128, 8192)) == (227 * 1024 - 16, 128, 8192)
     with pytest.raises(ValueError, match="multiple of 16"):
         descriptor(8, 128, 256)
-    with pytest.raises(ValueError, match="swizzle"):
-        decode_descriptor(descriptor(0, 128, 256) | (1 << 62))
+    assert decode_descriptor(descriptor(2048, 16, 1024, swizzle=128)) == (2048, 16, 1024)
+    assert descriptor_swizzle(descriptor(0, 128, 256)) == 0
+    with pytest.raises(ValueError, match="modes 0 and 1"):
+        descriptor_swizzle(descriptor(0, 128, 256) | (2 << 62))      # the 64-byte swizzle
+    with pytest.raises(ValueError, match="swizzle must be"):
+        descriptor(0, 128, 256, swizzle=64)
     with pytest.raises(ValueError, match="N must be"):
         wgmma_function(12)
 

@@ -18,6 +18,8 @@ from codegen.cuda.mma_matmul import wgmma_matmul_example
                                    dict(M=128, N=256, K=320, BN=128, BK=64, stages=4, b_layout="nk"),
                                    dict(M=256, N=512, K=1024, BN=256, BK=64, stages=4),
                                    dict(M=256, N=512, K=1024, BN=256, BK=64, stages=4, ahead=3),
+                                   dict(M=256, N=512, K=1024, BN=256, BK=64, stages=4, swizzle=0),
+                                   dict(M=128, N=256, K=256, BN=128, BK=128, stages=2, b_layout="nk"),
                                    dict(M=192, N=96, K=128, BM=192, BN=96, BK=64, stages=2)])
 def test_wgmma_matmul_matches_numpy_on_the_gpu(cuda_device, dtype, shape):
     if cuda_device["arch"] not in ("sm_90", "sm_90a"):
