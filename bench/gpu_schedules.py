@@ -28,8 +28,8 @@ from typing import Callable
 import numpy as np
 
 from loopnest import LoopNest
-from loopnest.auto.gpu import (block_reduce, cache_rows, direct_conv2d, divisor_at_most, pow2_at_most,
-                               row_threads, thread_strided)
+from loopnest.auto.gpu import (block_reduce, cache_rows, direct_conv2d, divisor_at_most, grid_partials, grid_reduce,
+                               pow2_at_most, row_threads, thread_strided)
 from loopnest.nest import Loop
 from loopnest.transforms.gpu_matmul import mma_shared_bytes
 from loopnest.transforms.gpu_wgmma import wgmma_shared_bytes
@@ -41,9 +41,10 @@ from .kernels import WORKLOADS, Spec
 from .pipelines import PYRAMID_LEVELS, STENCIL_STAGES, stencil_kinds
 
 __all__ = ["GPU_SCHEDULES", "TEST_SIZES", "gpu_nest", "thread_strided", "block_reduce", "matmul_config",
-           "elementwise_gpu", "softmax_gpu", "layernorm_gpu", "row_sum_gpu", "column_sum_gpu", "transpose_gpu",
+           "elementwise_gpu", "softmax_gpu", "layernorm_gpu", "row_sum_gpu", "sum_gpu", "column_sum_gpu",
+           "transpose_gpu",
            "matmul_gpu", "mma_matmul_config", "WGMMA_TILES", "linear_gpu",
-           "conv2d_gpu", "blur_gpu", "make_matmul_lowp", "bind_2d", "stencil_gpu", "pyramid_gpu"]
+           "conv1d_gpu", "conv2d_gpu", "blur_gpu", "make_matmul_lowp", "bind_2d", "stencil_gpu", "pyramid_gpu"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -76,6 +77,27 @@ def elementwise_gpu(nest: LoopNest, spec: Spec, threads: int = 256, per_thread: 
     256 threads give full occupancy with few registers. A partial last block is masked."""
     (Y,) = spec.outputs
     (i,) = nest.get_loops_for(Y)
+    bo, rest = nest.split_with_mask(i, threads * per_thread)
+    nest.set_gpu_block_index(bo, 0)
+    thread_strided(nest, rest, threads)
+
+
+def sum_gpu(nest: LoopNest, spec: Spec, threads: int = 256) -> None:
+    """The sum of a whole matrix: partial sums by many blocks of ``threads`` threads, each
+    thread adding every partials-th element (consecutive threads, consecutive elements),
+    then one block adding the partials with a tree (:func:`loopnest.auto.gpu.grid_reduce`,
+    the partials of :func:`loopnest.auto.gpu.grid_partials`, at least a block's worth)."""
+    (S,) = spec.outputs
+    grid_reduce(nest, nest.buffer(S.name), threads, max(threads, grid_partials(S) or threads))
+
+
+def conv1d_gpu(nest: LoopNest, spec: Spec, threads: int = 256, per_thread: int = 4) -> None:
+    """``Y[i] = sum_k X[i + k] * W[k]``: the outputs as :func:`elementwise_gpu` cuts them
+    (blocks of ``threads`` threads, ``per_thread`` outputs each, ``threads`` apart), each
+    thread adding up its outputs' taps: a few dozen terms are too few for a tree of threads
+    per output, and the warp's reads of ``X`` at one tap are consecutive (coalesced)."""
+    (Y,) = spec.outputs
+    i = nest.get_loops_for(Y)[0]
     bo, rest = nest.split_with_mask(i, threads * per_thread)
     nest.set_gpu_block_index(bo, 0)
     thread_strided(nest, rest, threads)
@@ -490,7 +512,9 @@ GPU_SCHEDULES: dict[str, Callable[[LoopNest, Spec], None]] = {
     "transpose": transpose_gpu,
     "matmul": matmul_gpu,
     "linear": linear_gpu,
+    "sum": sum_gpu,
     "column_sum": column_sum_gpu,
+    "conv1d": conv1d_gpu,
     "conv2d": conv2d_gpu,
     "blur": blur_gpu,
     "stencil": stencil_gpu,
@@ -506,7 +530,9 @@ TEST_SIZES: dict[str, object] = {
     "transpose": (40, 72),
     "matmul": 64,
     "linear": 8,
+    "sum": (40, 300),
     "column_sum": (40, 300),
+    "conv1d": (3000, 7),
     "conv2d": (1, 4, 8, 12, 4),
     "blur": (20, 300),
     "stencil": (12, 40),

@@ -26,7 +26,8 @@ import numpy as np
 from te import Buffer, Compute, Max, Reduce, Sum, exp, float32, maximum, rsqrt
 from loopnest import LoopNest, ScheduleError, Target
 from loopnest.auto.schedule import REDUCE_VECTORS, STREAM_ROWS, transpose_tile as auto_transpose_tile
-from loopnest.auto.templates import column_reduction, column_stream, vectorize_split
+from loopnest.auto.templates import (column_reduction, column_stream, reduction_parts, vector_reduction,
+                                     vectorize_split)
 from loopnest.target import resolve_target
 
 #: how many partial results of a row reduction are left to a serial reduction at the end
@@ -348,6 +349,31 @@ def hand_row_sum(nest: LoopNest, spec: Spec, target: Target | None = None,
     nest.parallelize(nest.get_loops_for(S)[0])
 
 
+def make_sum(shape) -> Spec:
+    """The sum of a whole ``m`` x ``n`` matrix (one output), of values in [0, 1)."""
+    m, n = shape
+    A = Buffer("A", (m, n), float32)
+    S = Reduce("S", (1,), Sum(), lambda z, i, j: A[i, j], (m, n))
+    a = _rng().random((m, n), dtype=np.float32)
+    return Spec(f"{m}x{n}", [S], [A, S], {"A": a}, {"S": (1,)},
+                lambda d: {"S": np.array([d["A"].astype(np.float64).sum()])}, lambda d: d["A"].sum(),
+                lambda t, d: (lambda v: (lambda: v.sum()))(t.from_numpy(d["A"])),
+                flops=m * n, bytes=4 * m * n, tol=1e-4)
+
+
+def hand_sum(nest: LoopNest, spec: Spec, target: Target | None = None) -> None:
+    """``REDUCE_VECTORS`` native vectors of partial sums (``vector_reduction``), one set per
+    core over a share of the rows (``reduction_parts``: one output would keep one core
+    busy), added up at the end."""
+    (S,) = spec.outputs
+    t = resolve_target(target)
+    lanes = vector_reduction(nest, S, nest.get_loops_for(S)[0], REDUCE_VECTORS * vector_lanes(target),
+                             min(FOLD, vector_lanes(target)))
+    if t.cores > 1:
+        reduction_parts(nest, S, lanes or S.name, t.cores)
+    nest.eliminate_dead_stores()
+
+
 def make_column_sum(shape) -> Spec:
     return _matrix_sum(shape, axis=0)
 
@@ -363,6 +389,32 @@ def hand_column_sum(nest: LoopNest, spec: Spec, target: Target | None = None) ->
         column_stream(nest, S, vector_lanes(target), t.cores, t.l1_bytes, STREAM_ROWS)
     except ScheduleError:
         column_reduction(nest, S, vector_lanes(target), REDUCE_VECTORS, par=True)
+
+
+def make_conv1d(shape) -> Spec:
+    """``Y[i] = sum_k X[i + k] * W[k]``: a "valid" 1-D convolution (correlation) of ``n``
+    outputs and ``taps`` weights, numpy's ``correlate`` and PyTorch's ``conv1d``."""
+    n, taps = shape
+    X, W = Buffer("X", (n + taps - 1,), float32), Buffer("W", (taps,), float32)
+    Y = Reduce("Y", (n,), Sum(), lambda i, k: X[i + k] * W[k], (taps,))
+    x = _rng().standard_normal(n + taps - 1).astype(np.float32)
+    w = _rng(1).standard_normal(taps).astype(np.float32)
+
+    def torch_fn(t, d):
+        tx, tw = t.from_numpy(d["X"]).reshape(1, 1, -1), t.from_numpy(d["W"]).reshape(1, 1, -1)
+        return lambda: t.nn.functional.conv1d(tx, tw).reshape(-1)
+    return Spec(f"{n}x{taps}", [Y], [X, W, Y], {"X": x, "W": w}, {"Y": (n,)},
+                lambda d: {"Y": np.correlate(d["X"].astype(np.float64), d["W"].astype(np.float64), "valid")},
+                lambda d: np.correlate(d["X"], d["W"], "valid"), torch_fn,
+                flops=2 * n * taps, bytes=4 * (2 * n + 2 * taps - 1), tol=1e-4)
+
+
+def hand_conv1d(nest: LoopNest, spec: Spec, target: Target | None = None) -> None:
+    """Tiles of up to ``REDUCE_VECTORS`` native vectors of outputs held in registers while
+    the taps are added in, the tiles in parallel (``column_reduction``: consecutive outputs
+    read consecutive inputs, so a vector of outputs takes a vector load per tap)."""
+    (Y,) = spec.outputs
+    column_reduction(nest, Y, vector_lanes(target), REDUCE_VECTORS, par=True)
 
 
 def make_transpose(shape) -> Spec:
@@ -536,7 +588,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              skip_default=lambda n: n > 1024),     # the unscheduled 2048 matmul takes ~2 minutes a call
     Workload("linear", make_linear, [512], [1024], hand_matmul,
              skip_default=lambda n: n > 512),      # the unscheduled 1024 product takes seconds a call
+    Workload("sum", make_sum, [(1024, 1024)], [(4096, 4096)], hand_sum),
     Workload("column_sum", make_column_sum, [(1024, 1024)], [(4096, 4096)], hand_column_sum),
+    Workload("conv1d", make_conv1d, [(1 << 16, 31)], [(1 << 20, 31)], hand_conv1d),
     Workload("conv2d", make_conv2d, [(1, 16, 28, 28, 16)], [(1, 64, 56, 56, 64)], hand_conv2d),
     Workload("blur", make_blur, [(512, 768)], [(1536, 2560)], hand_blur),
     Workload("stencil", make_stencil, [(512, 768)], [(1536, 2560)], hand_stencil),

@@ -27,7 +27,9 @@ CASES = {
     # 6 x 2 vectors / 8 x 2 (A, 64 KB, fits half of AVX-512's L2: narrower panels), the tail rows too
     "matmul": (128, {16}, {32}),
     "linear": (128, {16}, {32}),                                # the same tiles; B packed transposed
+    "sum": ((40, 100), {32, 8}, {64, 8}),                      # partial sums per core, folded into 8
     "column_sum": ((40, 100), {8}, {16}),                       # tiles of native vectors, and the leftover columns
+    "conv1d": ((200, 31), {8}, {16}),                           # tiles of output vectors, the taps inside
     "conv2d": ((1, 8, 12, 40, 8), {8}, {16}),                   # 40 columns: 5 x 8 / 2 x 16 + a tail tile of 8
     "blur": ((16, 64), {8}, {16}),
     "stencil": ((32, 64), {8}, {16}),

@@ -12,7 +12,7 @@ serial and runs on the host, launching the column kernel once per row (a host lo
 Then a convolution from the CUDA tuning space (what `autotune(..., target="cuda")`
 searches): its knobs, and its first seed (the benchmark's GPU schedule) on the interpreter.
 Last, the same softmax with no schedule written: `schedule="auto"` applies those templates'
-defaults for CUDA.
+defaults for CUDA; and the sum of a whole array, which they split over two kernels.
 """
 import sys
 from pathlib import Path
@@ -132,4 +132,13 @@ print("the seed's convolution agrees with numpy on IREval")
 auto_kernel = build(LoopNest([Y]), [X, Y], target="cuda", schedule="auto")
 print("\n" + str(auto_kernel.auto_schedule_report))
 print("launches (name, grid, block):", auto_kernel.launch_dims())
+
+# The sum of a whole array has one output: a block for it would leave the GPU idle. The
+# templates split its terms over many blocks of partial sums, then add the partials in a
+# second kernel (loopnest.auto.gpu.grid_reduce).
+Big = Buffer("Big", (2048, 1024), "float32")
+Total = Reduce("Total", (1,), Sum(), lambda z, i, j: Big[i, j], (2048, 1024))
+sum_kernel = build(LoopNest([Total]), [Big, Total], target="cuda", schedule="auto")
+print("\n" + str(sum_kernel.auto_schedule_report))
+print("launches (name, grid, block):", sum_kernel.launch_dims())
 print("OK")

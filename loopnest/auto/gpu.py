@@ -26,8 +26,8 @@ from ..transforms.gpu_matmul import load_of, matmul_operands
 from .classify import classify, consumers_of
 from .schedule import SHORT_REDUCTION, AutoScheduleReport, reduction_terms
 
-__all__ = ["thread_strided", "block_reduce", "cache_rows", "row_threads", "pow2_at_most", "conv2d_operands",
-           "direct_conv2d", "divisor_at_most", "GpuPlan", "auto_schedule_gpu", "MMA_TILES", "SIMT_TILES"]
+__all__ = ["thread_strided", "block_reduce", "grid_reduce", "grid_partials", "cache_rows", "row_threads", "pow2_at_most",
+           "conv2d_operands", "direct_conv2d", "divisor_at_most", "GpuPlan", "auto_schedule_gpu", "MMA_TILES", "SIMT_TILES"]
 
 
 def pow2_at_most(n: int, cap: int) -> int:
@@ -106,6 +106,65 @@ def block_reduce(nest, t, threads: int, second: int = 32) -> list:
         rf2, _ = _reduce_level(nest, t, final, second)
         out.append(rf2)
     return out
+
+
+def grid_reduce(nest, t, threads: int, partials: int) -> Loop:
+    """Reduce ``t`` -- few outputs, many terms each (the sum of a whole array) -- in two
+    kernels: ``partials`` threads per output, in blocks of ``threads``, each add every
+    ``partials``-th term into a register (consecutive threads read consecutive terms) and
+    store their partial; then a block per output adds its ``partials`` partials with a tree
+    of ``threads`` threads (:func:`block_reduce`). The reduction loops are flattened into
+    one first. Returns the output loop of the second kernel.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (64, 96), "float32")
+    >>> S = Reduce("S", (1,), Sum(), lambda z, i, j: A[i, j], (64, 96))
+    >>> nest = LoopNest([S]); _ = grid_reduce(nest, nest.buffer("S"), 128, 512)
+    >>> [(lp.extent, lp.kind) for lp in nest.get_loops_for("S_rf")]      # 4 blocks of 128 threads
+    [(4, 'gpu_block'), (128, 'gpu_thread')]
+    """
+    loops = nest.get_loops_for(t)
+    outer, red = loops[:len(t.dims)], loops[len(t.dims):]
+    r = nest.flatten(red) if len(red) > 1 else red[0]
+    if len(outer) > 1:
+        outer = [nest.flatten(outer)]
+    ro, ri = nest.split_with_mask(r, partials)
+    rf = nest.rfactor(t, ri)                 # rf[outputs..., p]: every partials-th term from p
+    init = nest.loop(ri.name + "_rf")
+    nest.reorder([ro, ri], [1, 0])
+    part = nest.fuse([init, ri])
+    first, init_t, update_t = nest.distribute(outer[0])
+    second = nest.fuse([init_t, update_t])
+    blocks, thread = nest.split_with_mask(nest.flatten([first, part]), threads)
+    nest.set_gpu_block_index(blocks, 0)
+    nest.set_gpu_thread_index(thread, 0)
+    nest.cache_accesses(rf, rf.name + "_reg", thread)        # a thread's partial in a register
+    nest.set_gpu_block_index(second, 0)
+    cache_rows(nest, block_reduce(nest, t, threads), second)
+    return second
+
+
+def grid_partials(t: Tensor) -> int | None:
+    """The partials per output :func:`grid_reduce` takes for reduction ``t``: a power of two,
+    at most ``GRID_PARTIALS`` in all and ``GRID_TERMS_PER_THREAD`` terms each at least; None
+    when ``t`` has ``GRID_OUTPUTS`` outputs or more, fewer than ``GRID_MIN_TERMS`` terms in
+    all, or sizes that are not constants.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> A = Buffer("A", (4096, 4096), "float32")
+    >>> grid_partials(Reduce("S", (1,), Sum(), lambda z, i, j: A[i, j], (4096, 4096)))
+    65536
+    >>> grid_partials(Reduce("R", (4096,), Sum(), lambda i, j: A[i, j], (4096,))) is None
+    True
+    """
+    outputs, terms = 1, reduction_terms(t)
+    for d in t.dims:
+        v = int_value(d)
+        outputs = outputs * v if outputs is not None and v is not None else None
+    if outputs is None or terms is None or outputs >= GRID_OUTPUTS or outputs * terms < GRID_MIN_TERMS:
+        return None
+    return pow2_at_most(min(terms // GRID_TERMS_PER_THREAD, GRID_PARTIALS // outputs), GRID_PARTIALS)
 
 
 def cache_rows(nest, bufs, row_loop) -> None:
@@ -269,6 +328,11 @@ SIMT_TILES = [dict(BM=128, BN=128, BK=16, TM=8, TN=8, stages=2, vector=4),
 INLINE_BUDGET = 64
 #: threads per block of the fallback schedule of an element-wise tensor or reduction
 FALLBACK_THREADS = 128
+#: a reduction with fewer outputs than this (about the SMs of a large GPU: a block per output
+#: would leave most of them idle) and at least GRID_MIN_TERMS terms in all takes ``grid_reduce``,
+#: each output's terms split among up to GRID_PARTIALS threads in all, GRID_TERMS_PER_THREAD
+#: terms a thread at least
+GRID_OUTPUTS, GRID_MIN_TERMS, GRID_PARTIALS, GRID_TERMS_PER_THREAD = 128, 1 << 20, 1 << 16, 64
 #: the benchmark's choices, which ``auto_schedule_gpu`` takes and the tuning space seeds with
 DEFAULT_KNOBS = {"elementwise": {"threads": 256, "per": 4}, "reduction": {"threads": 256}, "matmul": {"tile": 0},
                  "conv": {"channels": 2, "pixels": 1, "threads": 128}}
@@ -323,6 +387,9 @@ class GpuPlan:
                           and (reduction_terms(t) or SHORT_REDUCTION + 1) <= SHORT_REDUCTION}
             self.kind_of = {t.name: "elementwise" if self.kinds[t.name] == "elementwise" or t.name in self.short
                             else "reduction" for t in self.kept}
+        # reductions of few outputs and many terms: partials per output in a first kernel
+        self.partials = {t.name: p for t in self.kept if self.kind_of.get(t.name) == "reduction"
+                         for p in [grid_partials(t)] if p}
 
     def _to_inline(self, window: str | None) -> list[str]:
         """The element-wise intermediates to inline, producers first: each while the nodes it
@@ -411,6 +478,9 @@ class GpuPlan:
                 self.fallbacks[t.name] = str(exc).split(";")[0]
 
     def _template(self, nest, t, k: dict) -> None:
+        if self.kind_of[t.name] == "reduction" and self.partials.get(t.name, 0) >= k["threads"]:
+            grid_reduce(nest, nest.buffer(t.name), k["threads"], self.partials[t.name])
+            return
         outer = nest.get_loops_for(t)[:len(t.dims)]
         if len(outer) > 1:
             outer = [nest.flatten(outer)]
@@ -421,6 +491,9 @@ class GpuPlan:
             nest.set_gpu_block_index(blocks, 0)
             thread_strided(nest, inner, k["threads"])
         else:
+            red = nest.get_loops_for(t)[len(t.dims):]
+            if len(red) > 1:        # the tree takes one reduction loop
+                nest.flatten(red)
             if outer:
                 nest.set_gpu_block_index(outer[0], 0)
             parts = block_reduce(nest, nest.buffer(t.name), k["threads"])
@@ -447,6 +520,10 @@ class GpuPlan:
                 why = (f"reduction of {self.short[name]} terms: too few for a tree of threads, one output per thread"
                        if name in self.short else "element-wise")
                 out.append((name, f"blocks of {k['threads']} threads, {k['per']} elements each", why))
+            elif self.partials.get(name, 0) >= k["threads"]:
+                out.append((name, f"{self.partials[name]} partials per output in blocks of {k['threads']} threads, "
+                                  f"then a block per output adding them with a tree of {k['threads']} threads",
+                            "reduction with few outputs: a block per output would leave the GPU idle"))
             else:
                 out.append((name, f"a block per output, a tree of {k['threads']} threads", "reduction"))
         return out

@@ -116,6 +116,39 @@ def test_a_reduction_of_few_terms_takes_one_output_per_thread(n, taps):
     assert "a tree of" in str(auto_schedule_gpu(LoopNest([longer])))
 
 
+@pytest.mark.parametrize("outputs, dims, reducer", [(1, (60, 70), Sum), (3, (40, 50), Sum), (1, (4100,), Max),
+                                                    (2, (7, 9, 33), Sum)])
+def test_a_reduction_of_few_outputs_splits_its_terms_over_two_kernels(monkeypatch, outputs, dims, reducer):
+    """The sum of a whole array took one thread (the block tree's fuse was refused for two
+    reduction loops; one output made one block at best); it now takes partials over many
+    blocks, then a block per output adding them (loopnest.auto.gpu.grid_reduce). Thresholds
+    lowered so that IREval runs it in a moment; values on IREval and the host emulation."""
+    import loopnest.auto.gpu as gpu
+    monkeypatch.setattr(gpu, "GRID_MIN_TERMS", 1000)
+    monkeypatch.setattr(gpu, "GRID_TERMS_PER_THREAD", 4)
+    A = Buffer("A", (outputs, *dims), "float32")
+    S = Reduce("S", (outputs,), reducer(), lambda o, *r: A[(o, *r)], dims)
+    nest = LoopNest([S])
+    report = str(auto_schedule_gpu(nest))
+    assert "partials per output in blocks of 256 threads, then a block per output" in report, report
+    kernel = build(nest, [A, S], target="cuda")
+    assert len(kernel.launch_dims()) == 2
+    a = np.random.default_rng(outputs).standard_normal((outputs, *dims)).astype(np.float32)
+    axes = tuple(range(1, a.ndim))
+    want = a.astype(np.float64).sum(axes) if reducer is Sum else a.max(axes)
+    got = np.zeros(outputs, np.float32)
+    build(nest, [A, S], target="ireval")(a, got)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    from codegen.cuda.emulate import host_compiler, run_on_host
+    if host_compiler() is not None:
+        got = np.zeros(outputs, np.float32)
+        run_on_host(kernel, a, got)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    B = Buffer("B", (6000,), "float32")
+    many = Reduce("M", (200,), Sum(), lambda i, k: B[k] * 1.0, (6000,))        # enough outputs for a block each
+    assert "a block per output, a tree of 256 threads" in str(auto_schedule_gpu(LoopNest([many])))
+
+
 def test_a_convolution_takes_the_direct_template():
     X = Buffer("X", (1, 4, 10, 10), "float32")
     W = Buffer("W", (8, 4, 3, 3), "float32")
@@ -147,9 +180,10 @@ def test_a_cpu_target_description_is_not_a_gpu_schedule():
 
 
 def test_a_refused_template_step_falls_back_to_a_thread_per_output():
-    """A reduction over two loops (block_reduce's fuse is refused) and a symbolic 2-D element-wise
-    tensor (the flattened domain's iterations cannot be told apart): each gets the fallback, its
-    first output loop over blocks of threads, and the report says why; values on IREval."""
+    """A symbolic 2-D element-wise tensor (the flattened domain's iterations cannot be told
+    apart) gets the fallback, its first output loop over blocks of threads, and the report
+    says why; the reduction over two loops beside it takes the tree (its reduction loops
+    flattened into one); values on IREval."""
     from te import Var
     N = Var("N", "int32")
     A = Buffer("A", (N, 12, 10), "float32")      # 120 terms: more than a thread per output takes
@@ -157,8 +191,9 @@ def test_a_refused_template_step_falls_back_to_a_thread_per_output():
     E = Compute("E", (N, N + 1), lambda i, j: S[i] * 2.0 + cast(j, "float32"))
     nest = LoopNest([E, S])
     report = str(nest.auto_schedule("cuda"))
-    assert "S: its first output loop over blocks of 128 threads, one output each (reduction; the template was " \
-           "refused: cannot fuse" in report, report
+    assert "S: a block per output, a tree of 256 threads (reduction)" in report, report
+    assert "E: its first output loop over blocks of 128 threads, one output each (elementwise; the template was " \
+           "refused: cannot bind" in report, report
     a = np.random.default_rng(2).standard_normal((5, 12, 10)).astype(np.float32)
     e, s = np.zeros((5, 6), np.float32), np.zeros(5, np.float32)
     build(nest, [A, E, S, N], target="ireval")(a, e, s, 5)
