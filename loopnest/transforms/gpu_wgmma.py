@@ -44,9 +44,9 @@ overwritten, so the CUDA backend lets those MMAs run on while the next tiles are
 >>> C = Reduce("C", (128, 256), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (64,))
 >>> root, bufs = wgmma_matmul(A, B, C)
 >>> [(b.name, b.shape) for b in bufs]
-[('As', (3, 1, 128, 64)), ('Bs', (3, 4, 64, 64)), ('acc', (2, 4, 32, 128))]
+[('As', (4, 1, 128, 64)), ('Bs', (4, 4, 64, 64)), ('acc', (2, 4, 32, 128))]
 >>> [b.shape for b in wgmma_matmul(A, B, C, swizzle=0)[1][:2]]
-[(3, 16, 8, 8, 8), (3, 32, 8, 8, 8)]
+[(4, 16, 8, 8, 8), (4, 32, 8, 8, 8)]
 """
 from __future__ import annotations
 
@@ -126,14 +126,16 @@ def wgmma_shared_bytes(BM: int, BN: int, BK: int, stages: int, itemsize: int = 2
     return stages * (BM + BN) * BK * itemsize
 
 
-def wgmma_matmul(A, B, C, BM: int = 128, BN: int = 256, BK: int = 64, stages: int = 3, b_layout: str = "kn",
+def wgmma_matmul(A, B, C, BM: int = 128, BN: int = 256, BK: int = 64, stages: int = 4, b_layout: str = "kn",
                  ahead: int | None = None, swizzle: int | None = None):
     """The statement tree of ``C = A @ B`` on Hopper's warpgroup MMA (see the module
     docstring) for ``A`` (M x K) and ``B`` (K x N, or N x K with ``b_layout="nk"``) both
     float16 or both bfloat16, and ``C`` (M x N) float32; returns ``(root, [As, Bs, acc])``.
     A block of ``BM / 64`` warpgroups computes a BM x BN tile of C, each warpgroup 64 rows
     with one ``m64n{BN}k16`` per 16 of K. ``stages`` (1 to 4) k-tiles are in shared memory
-    at once; the copies run ``ahead`` k-tiles ahead of the MMAs (0 to ``stages - 1``; by
+    at once (on an H100 at 4096, float16: 617 TFLOP/s with 4, 513 with 3; the default 4 takes
+    192 KiB with the default tiles: build with ``max_shared_bytes`` up to the device's
+    opt-in limit); the copies run ``ahead`` k-tiles ahead of the MMAs (0 to ``stages - 1``; by
     default ``stages - 2`` with 3 or more stages, else ``stages - 1``). ``swizzle``: the
     operands' shared layout, 128 (rows of 128-byte swizzled atoms, copied a whole row of
     global memory at a time: the default where ``BK``, and ``BN`` for a K x N B, are

@@ -69,8 +69,13 @@ def test_an_ahead_outside_the_stages_is_refused_and_the_nest_kept(ahead):
     assert str(nest.root) == before and not nest.history
 
 
-def test_the_default_of_three_stages_copies_one_tile_ahead_and_overlaps():
+def test_the_default_of_four_stages_copies_two_tiles_ahead_and_overlaps():
     k = _kernel(M=128, N=256, K=512)
+    assert re.search(r"\(v_ko \+ 2\) % 4", k.source) and "tc_wgmma_wait<1>();" in k.source
+
+
+def test_three_stages_copy_one_tile_ahead_and_overlap():
+    k = _kernel(M=128, N=256, K=512, stages=3)
     assert re.search(r"\(v_ko \+ 1\) % 3", k.source) and "tc_wgmma_wait<1>();" in k.source
 
 
