@@ -347,7 +347,8 @@ class GpuPlan:
     any, kept); every other tensor is ``"elementwise"`` (its loops flattened, blocks of
     ``threads`` threads of ``per`` elements each; also a reduction of at most
     ``SHORT_REDUCTION`` terms, each thread adding up its outputs' terms) or ``"reduction"``
-    (other contractions included: a block per output, a tree of ``threads`` threads). ``kind_of`` names each kept
+    (other contractions included: a block per output, a tree of ``threads`` threads; with few
+    outputs and many terms, :func:`grid_reduce`'s two kernels). ``kind_of`` names each kept
     tensor's template; ``apply`` schedules a nest with knobs per tensor. Raises
     ``ScheduleError`` for an external call (the CUDA backend does not run them).
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codegen import build
 from loopnest import LoopNest, ScheduleError
 from loopnest.auto.gpu import auto_schedule_gpu
-from te import Buffer, Compute, Max, Reduce, Sum, cast, exp, float32
+from te import Buffer, Compute, Max, Min, Reduce, Sum, cast, exp, float32
 from tune import auto_space
 
 
@@ -147,6 +149,28 @@ def test_a_reduction_of_few_outputs_splits_its_terms_over_two_kernels(monkeypatc
     B = Buffer("B", (6000,), "float32")
     many = Reduce("M", (200,), Sum(), lambda i, k: B[k] * 1.0, (6000,))        # enough outputs for a block each
     assert "a block per output, a tree of 256 threads" in str(auto_schedule_gpu(LoopNest([many])))
+
+
+@settings(max_examples=12, deadline=None)
+@given(outputs=st.integers(1, 4), dims=st.lists(st.integers(1, 40), min_size=1, max_size=3),
+       reducer=st.sampled_from([Sum, Max, Min]), threads=st.sampled_from([32, 64]))
+def test_split_reductions_of_any_shape_equal_numpy_on_ireval(outputs, dims, reducer, threads):
+    """grid_reduce over random reduction shapes (tails where the partials do not divide the
+    terms, one to three reduction loops), the thresholds lowered so that every shape takes it."""
+    import loopnest.auto.gpu as gpu
+    A = Buffer("A", (outputs, *dims), "float32")
+    S = Reduce("S", (outputs,), reducer(), lambda o, *r: A[(o, *r)], tuple(dims))
+    nest = LoopNest([S])
+    partials = gpu.pow2_at_most(max(1, int(np.prod(dims)) // 3), 64)
+    if partials < threads:
+        partials = threads
+    gpu.grid_reduce(nest, nest.buffer("S"), threads, partials)
+    a = np.random.default_rng(int(np.prod(dims))).standard_normal((outputs, *dims)).astype(np.float32)
+    axes = tuple(range(1, a.ndim))
+    want = {Sum: a.astype(np.float64).sum, Max: a.max, Min: a.min}[reducer](axes)
+    got = np.zeros(outputs, np.float32)
+    build(nest, [A, S], target="ireval")(a, got)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
 def test_a_convolution_takes_the_direct_template():
