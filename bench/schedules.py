@@ -73,6 +73,9 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
           C[i, j block] = 0
           for k: vectorized for j: C[i, j] += A[i, k] * B[k, j]     (C's columns stay in registers)
 
+    (For ``x @ W.T`` without slices the leftover rows run inside ``jo``, after ``io``, and
+    read its transposed ``B_pack``.)
+
     The init of C stays beside the reduction until the reorders, which distribute it inside
     the tile loops (``reorder_accumulation``): no separate pass zeroes C (matmul 256, 1024:
     4-13% and 1-5% faster).
@@ -95,39 +98,46 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
         raise ValueError(f"matmul_schedule: the column count {j.extent} is not a multiple of {widths[-1]}")
     if kc is None:
         kc = matmul_kc(t, rows, cols, k.extent, C.dtype.itemsize) if isinstance(k.extent, int) else 0
+    sliced = bool(kc) and isinstance(k.extent, int) and k.extent > kc and k.extent % kc == 0
+    b = _buffer(nest, "B")
+    # the leftover rows inside the column panel loop, reading its packed B, where that pack
+    # transposes B (x @ W.T): read in place, all of B was transposed again (1024: 0.5 ms)
+    share = pack_b and not sliced and columns_last(C, b) is not None
     io, ii, itail = nest.split_with_tail(i, rows)
-    if itail is not None:
-        _matmul_tail_rows(nest, itail, cols, parallel)
+    tail_panel = _matmul_tail_rows(nest, itail, cols, parallel and not share) if itail is not None else None
     jo, ji, _ = nest.split_with_tail(j, cols)
-    if kc and isinstance(k.extent, int) and k.extent > kc and k.extent % kc == 0:
+    if sliced:
         ko, ki, _ = nest.split_with_tail(k, kc)
         reorder_accumulation(nest, [io, ii, jo, ji, ko, ki], [jo, ko, io, ki, ii, ji], [ko, ki])
         row_tile, panel = io, ko
     else:
         reorder_accumulation(nest, [io, ii, jo, ji, k], [jo, io, k, ii, ji], [k])
         row_tile, panel = io, jo
+    if share and tail_panel is not None:
+        jo = panel = nest.fuse([jo, tail_panel])
     if parallel:       # before the local buffers exist: a cheaper legality check, same result
         nest.parallelize(jo)
     nest.cache_accesses(C, "C_local", row_tile)
     if pack_b:      # transposed where B's columns are its rows (x @ W.T)
-        b = _buffer(nest, "B")
         nest.cache_accesses(b, "B_pack", panel, order=columns_last(C, b))
         vectorize_copy(nest, "B_pack", lanes)
     nest.vectorize(ji)
     nest.unroll(ii, late=True)
 
 
-def _matmul_tail_rows(nest: LoopNest, itail, cols: int, parallel: bool) -> None:
+def _matmul_tail_rows(nest: LoopNest, itail, cols: int, parallel: bool):
     """The rows left over by the row tiles: ``cols``-wide column blocks (in parallel), each
     row's block accumulating in vector registers while k runs (``i_tail, j, k`` ->
     ``j_outer, i_tail, k, j_inner``: C's block is invariant in k, so LLVM keeps it in
-    registers; 1.6x faster at n = 1024 than rows updating C in memory)."""
+    registers; 1.6x faster at n = 1024 than rows updating C in memory). Returns the loop of
+    the column blocks."""
     _, tj, tk = accumulation_chain(nest, itail)
     tjo, tji, _ = nest.split_with_tail(tj, cols)
     reorder_accumulation(nest, [itail, tjo, tji, tk], [tjo, itail, tk, tji], [tk])
     if parallel:
         nest.parallelize(tjo)
     nest.vectorize(tji)
+    return tjo
 
 
 def conv2d_tile(target: Target | None = None, dtype="float32") -> tuple[int, int, int]:

@@ -91,3 +91,17 @@ def test_every_other_round_of_interleaved_timing_runs_in_the_opposite_order():
     time_interleaved({n: candidate(n) for n in "abc"}, rounds=3)
     runs = [n for k, n in enumerate(calls) if k == 0 or calls[k - 1] != n]     # consecutive calls as one
     assert runs[-7:] == list("abc" "ba" "bc")     # a b c | c b a | a b c, repeats merged
+
+
+@pytest.mark.parametrize("size", [40, 136])
+def test_the_hand_linear_schedule_transposes_b_once(size):
+    """x @ W.T: the rows the register tile leaves over read the column panel's transposed
+    copy of B (read in place, all of B was transposed a second time)."""
+    w = WORKLOADS["linear"]
+    spec = w.make(size)
+    nest = LoopNest(spec.outputs)
+    w.hand_schedule(nest, spec)
+    reads_of_b = [line.strip() for line in str(nest).splitlines() if "B[" in line]
+    assert len(reads_of_b) == 1 and reads_of_b[0].startswith("B_pack["), reads_of_b
+    outs, _ = spec.run(build(nest, spec.args, target="llvm"))
+    assert spec.error(outs) <= spec.tol
