@@ -235,6 +235,18 @@ def _stage_key(buf, indices, stage_vars: frozenset, ranges: dict | None):
         if r is not None and r[0] + lo_span >= 0 and r[1] + hi_span < m and S * m <= size:
             return ("mod", id(v), c % S, S, m)
     m = size // dims[0]
+    for i, (sign, t) in enumerate(terms):
+        # ``v * m``, m a slice of the first dimension, where the simplifier dropped the
+        # ``mod S`` of a stage index ``(v + c) mod S`` that never wraps (fewer k-tiles than
+        # stages): the same part of the buffer as that stage
+        v = _stage_var_times(t, m, stage_vars) if sign > 0 else None
+        r = _sum_interval(terms[:i] + terms[i + 1:], ranges) if v is not None else None
+        if r is None or id(v) not in ranges:
+            continue
+        c = (r[0] + lo_span) // m
+        S, (lo, hi) = dims[0], ranges[id(v)]
+        if (r[1] + hi_span) // m == c and 0 <= lo + c and hi + c < S:
+            return ("mod", id(v), c % S, S, m)
     r = interval(ix, ranges)
     if m > 0 and r is not None and r[0] + lo_span >= 0 and r[1] + hi_span < size \
             and (r[0] + lo_span) // m == (r[1] + hi_span) // m:
@@ -259,6 +271,16 @@ def _sum_interval(terms: list, ranges: dict):
             return None
         lo, hi = (lo + r[0], hi + r[1]) if sign > 0 else (lo - r[1], hi - r[0])
     return lo, hi
+
+
+def _stage_var_times(t, m: int, stage_vars: frozenset):
+    """The stage variable ``v`` when ``t`` is ``v * m`` (either order), else None."""
+    if not isinstance(t, Mul):
+        return None
+    for x, y in ((t.a, t.b), (t.b, t.a)):
+        if isinstance(x, Var) and id(x) in stage_vars and fold_int(y) == m:
+            return x
+    return None
 
 
 def _stage_term(t, stage_vars: frozenset, ranges: dict):
