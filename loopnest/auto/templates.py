@@ -331,7 +331,7 @@ def contraction(nest, t: Tensor, k: dict):
     #    loop they pass: inside the tile loops when the reduction runs inside them
     reorder_accumulation(nest, accumulation_chain(nest, top), tile_outer + inner_red + reg,
                           groups["K"] + inner_red)
-    if i_tail is not None and share and order[0] == "j":
+    if i_tail is not None and share:
         # the leftover rows inside the column tile loop, after the row tiles: they read the
         # same packed copy of the transposed operand (their own copy, or its loads in place,
         # transposed all of it again: x @ W.T 1024 with 4 leftover rows, 7.4 against 6.9 ms)
@@ -613,8 +613,9 @@ def _blocked_leftover_columns(nest, t: Tensor, k: dict, above: list, tile: set, 
 
 def _shares_the_pack(t: Tensor, k: dict, outer_fixed: list) -> bool:
     """Whether the leftover rows of a 2-D contraction go inside the column tile loop of the
-    main rows, to read the packed copy of its transposed operand (``B`` of ``A @ B.T``)."""
-    if outer_fixed or not (k["vec_n"] and k.get("pack") and k.get("pack_buffer")):
+    main rows, to read the packed copy of its transposed operand (``B`` of ``A @ B.T``): the
+    column tiles must be the outermost tile loop."""
+    if outer_fixed or k["order"][:1] != "j" or not (k["vec_n"] and k.get("pack") and k.get("pack_buffer")):
         return False
     packed = next((ld.buffer for ld in loads(t.body) if ld.buffer.name == k["pack_buffer"]), None)
     return packed is not None and columns_last(t, packed) is not None

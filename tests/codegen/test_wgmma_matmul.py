@@ -110,6 +110,10 @@ def test_refusals_name_what_does_not_fit_and_leave_the_nest_unchanged():
         nest.gpu_matmul(True, wgmma=True, BN=64)
     with pytest.raises(ScheduleError, match="needs tensor_cores"):
         nest.gpu_matmul(False, wgmma=True)
+    with pytest.raises(ScheduleError, match=r"128-byte swizzle needs BK \(64\) and BN \(32\) to be multiples of 64"):
+        nest.gpu_matmul(True, wgmma=True, BN=32, BK=64, swizzle=128)
+    with pytest.raises(ScheduleError, match=r"swizzle must be 0 \(interleaved core matrices\) or 128 bytes, got 64"):
+        nest.gpu_matmul(True, wgmma=True, BN=32, BK=64, swizzle=64)
     assert str(nest.root) == before and not nest.history
     F = Buffer("F", (128, 64), "float32")
     G = Buffer("G", (64, 64), "float32")
