@@ -60,7 +60,8 @@ import numpy as np
 from codegen import build
 from codegen.cuda.plan import STATIC_SHARED_BYTES
 
-from .gpu_schedules import gpu_nest, make_matmul_lowp
+from .gpu_schedules import (WGMMA_ARCHS, WGMMA_MIN_BLOCKS, WGMMA_TF32_TILES, gpu_nest, make_matmul_lowp,
+                            tf32_wgmma_matmul)
 from .kernels import WORKLOADS, Spec
 
 __all__ = ["NoGPU", "Backend", "CupyBackend", "PycudaBackend", "find_backend", "GpuTiming", "ENTRIES", "SIZES",
@@ -411,13 +412,50 @@ def _ours(be: Backend, name: str, spec: Spec, **params):
     for k, shape in spec.out_shapes.items():
         dev[k] = be.empty(shape, np.float32)
     run = be.load(kernel, dev)
+    return kernel, run, dev, {"build_s": compile_s, "resources": _resources(be, kernel),
+                              "launch": kernel.launch_dims()}
+
+
+def _resources(be: Backend, kernel) -> dict:
+    """Registers, shared memory and spills of each of ``kernel``'s CUDA kernels (ptxas)."""
     try:
         rep = kernel.compile(be.arch())
-        resources = {k: {f: v[f] for f in ("registers", "shared_bytes", "spill_stores")}
-                     for k, v in rep["kernels"].items()}
+        return {k: {f: v[f] for f in ("registers", "shared_bytes", "spill_stores")} for k, v in rep["kernels"].items()}
     except Exception as exc:  # the report is informative only
-        resources = {"error": str(exc)}
-    return kernel, run, dev, {"build_s": compile_s, "resources": resources, "launch": kernel.launch_dims()}
+        return {"error": str(exc)}
+
+
+def _tf32_wgmma_default(be: Backend, n: int) -> bool:
+    """Whether the ``n x n`` tf32 matmul takes the warpgroup MMA by default: on sm_90, where
+    the sizes divide into at least ``WGMMA_MIN_BLOCKS`` of its blocks."""
+    t = WGMMA_TF32_TILES
+    return (be.arch() in WGMMA_ARCHS and n % t["BN"] == 0 and n % t["BM"] == 0
+            and (n // t["BM"]) * (n // t["BN"]) >= WGMMA_MIN_BLOCKS)
+
+
+def _ours_tf32_wgmma(be: Backend, spec: Spec, **tiles):
+    """:func:`~bench.gpu_schedules.tf32_wgmma_matmul`'s two kernels (B transposed, then the
+    warpgroup tree) built and loaded on device copies of the inputs, launched one after the
+    other by the returned ``run``: ``(None, run, dev, info)`` as :func:`_ours`."""
+    A, B = spec.args[0], spec.args[1]
+    t0 = time.perf_counter()
+    built = [(build(nest, args, target="cuda", max_shared_bytes=be.max_shared_bytes()), args)
+             for nest, args in tf32_wgmma_matmul(A, B, **tiles)]
+    compile_s = time.perf_counter() - t0
+    dev = {k: be.to_device(v) for k, v in spec.inputs.items()}
+    dev["BT"] = be.empty((int(B.shape[1]), int(B.shape[0])), np.float32)
+    dev["C"] = be.empty(spec.out_shapes["C"], np.float32)
+    runs = [be.load(kernel, {a.name: dev[a.name] for a in args}) for kernel, args in built]
+
+    def run():
+        for launch in runs:
+            launch()
+    resources, launch = {}, []
+    for kernel, _ in built:
+        resources.update(_resources(be, kernel))
+        launch += kernel.launch_dims()
+    return None, run, dev, {"build_s": compile_s, "resources": resources, "launch": launch,
+                            "schedule": "tf32 warpgroup MMA after a transposing kernel (B to N x K)"}
 
 
 def entry_device_copy(be: Backend, n_bytes: int, repeats: int = 10, keep: bool = False) -> dict:
@@ -462,16 +500,22 @@ def entry_matmul(be: Backend, n: int, dtype: str = "float32", repeats: int = 10,
                  **params) -> dict:
     """``n x n`` matmul with the hand schedule (``params`` override its tiles) vs cuBLAS;
     ``dtype="tf32"``: float32 inputs on the tensor cores (``tensor_cores=True``) against
-    cuBLAS's TF32 GEMM, within tf32's rounding (relative error 1e-3). Checked against numpy
-    float64 on a sample of rows (all rows when ``n <= 512``)."""
+    cuBLAS's TF32 GEMM, within tf32's rounding (relative error 1e-3); on sm_90 the warpgroup
+    MMA, after a kernel that transposes B (:func:`~bench.gpu_schedules.tf32_wgmma_matmul`:
+    ``wgmma=False`` keeps ``mma.sync``, the tiles ``BM, BN, BK, stages, ahead`` override its
+    own). Checked against numpy float64 on a sample of rows (all rows when ``n <= 512``)."""
     tf32 = dtype == "tf32"
     spec = WORKLOADS["matmul"].make(n) if dtype in ("float32", "tf32") else make_matmul_lowp(n, dtype)
-    if tf32:
-        params = dict(params, tensor_cores=True)
+    wgmma = params.pop("wgmma", None) if tf32 else None
+    if tf32 and (wgmma if wgmma is not None else _tf32_wgmma_default(be, n)):
+        _, run, dev, info = _ours_tf32_wgmma(be, spec, **params)
     else:
-        params.setdefault("arch", be.arch())        # sm_90: the warpgroup MMA for float16 / bfloat16
-    params.setdefault("max_shared_bytes", be.max_shared_bytes())
-    _, run, dev, info = _ours(be, "matmul", spec, **params)
+        if tf32:
+            params = dict(params, tensor_cores=True)
+        else:
+            params.setdefault("arch", be.arch())        # sm_90: the warpgroup MMA for float16 / bfloat16
+        params.setdefault("max_shared_bytes", be.max_shared_bytes())
+        _, run, dev, info = _ours(be, "matmul", spec, **params)
     run()
     got = be.to_host(dev["C"])
     a, b = spec.inputs["A"], spec.inputs["B"]

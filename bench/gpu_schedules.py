@@ -43,7 +43,7 @@ from .pipelines import PYRAMID_LEVELS, STENCIL_STAGES, stencil_kinds
 __all__ = ["GPU_SCHEDULES", "TEST_SIZES", "gpu_nest", "thread_strided", "block_reduce", "matmul_config",
            "elementwise_gpu", "softmax_gpu", "layernorm_gpu", "row_sum_gpu", "sum_gpu", "column_sum_gpu",
            "transpose_gpu",
-           "matmul_gpu", "mma_matmul_config", "WGMMA_TILES", "linear_gpu",
+           "matmul_gpu", "mma_matmul_config", "WGMMA_TILES", "WGMMA_TF32_TILES", "tf32_wgmma_matmul", "linear_gpu",
            "conv1d_gpu", "conv2d_gpu", "blur_gpu", "make_matmul_lowp", "bind_2d", "stencil_gpu", "pyramid_gpu"]
 
 
@@ -215,7 +215,7 @@ def transpose_gpu(nest: LoopNest, spec: Spec, tile: int | None = None, rows: int
     tile = tile or (64 if shared else 32)
     (T,) = spec.outputs
     if shared:
-        _shared_transpose(nest, spec, tile, rows)
+        _shared_transpose(nest, A, T, tile, rows)
         return
     i, j = nest.get_loops_for(T)
     io, jo, ii, ji = nest.tile(i, j, tile, tile)
@@ -228,7 +228,7 @@ def transpose_gpu(nest: LoopNest, spec: Spec, tile: int | None = None, rows: int
     nest.unroll(ro)
 
 
-def _shared_transpose(nest: LoopNest, spec: Spec, tile: int, rows: int) -> None:
+def _shared_transpose(nest: LoopNest, A: Buffer, T, tile: int, rows: int) -> None:
     """``shared=True``: the classic tiled transpose as a statement tree. A block of
     ``tile x rows`` threads reads a ``tile x tile`` tile of A row by row (coalesced) into
     shared memory padded to ``tile + 1`` columns (no bank conflicts on the column reads),
@@ -236,8 +236,6 @@ def _shared_transpose(nest: LoopNest, spec: Spec, tile: int, rows: int) -> None:
     from loopnest.stmt import Block, For, ForKind, Store
     from te import Var
 
-    (T,) = spec.outputs
-    A = spec.args[0]
     m, n = (int(d) for d in A.shape)
     if m % tile or n % tile or tile % rows:
         raise ValueError(f"the shared-memory transpose needs {m} x {n} to be multiples of the tile {tile} "
@@ -339,6 +337,43 @@ def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None,
 WGMMA_TILES = {"wgmma": True, "BM": 128, "BN": 256, "BK": 64, "stages": 4}
 #: the devices that take it, and the blocks it needs (about one per SM of an H100)
 WGMMA_ARCHS, WGMMA_MIN_BLOCKS = ("sm_90", "sm_90a"), 128
+
+
+#: the tf32 tree's tiles: k-tiles of 32 float32 (one 128-byte swizzled row), the same bytes per stage
+WGMMA_TF32_TILES = {"wgmma": True, "BM": 128, "BN": 256, "BK": 32, "stages": 4}
+
+
+def tf32_wgmma_matmul(A: Buffer, B: Buffer, **tiles) -> list[tuple[LoopNest, list]]:
+    """``C = A @ B`` for float32 ``A`` (M x K) and ``B`` (K x N) as tf32 on Hopper's warpgroup
+    MMA (sm_90a), in two kernels: the tf32 instruction reads both operands K-major (it has
+    no transposed form), so the first kernel transposes ``B`` into ``BT`` (N x K: the
+    shared-memory tiled transpose of :func:`transpose_gpu`, 64 x 64 tiles) and the second
+    is the warpgroup tree (:data:`WGMMA_TF32_TILES`, ``tiles`` override them) on ``A`` and
+    ``BT``. Returns ``[(nest, args)]`` in launch order; the second takes ``BT`` by name
+    (build it with ``max_shared_bytes`` up to the device's opt-in limit: the default tiles
+    take 192 KiB). Raises ``ValueError`` (or ``ScheduleError`` from the tree) where the
+    sizes do not divide into the tiles (64 for the transpose).
+
+    >>> A, B = Buffer("A", (256, 128), "float32"), Buffer("B", (128, 256), "float32")
+    >>> [(nest.tensorized, [a.name for a in args]) for nest, args in tf32_wgmma_matmul(A, B, stages=2)]
+    [({}, ['B', 'BT']), ({'kk': 'wgmma_m64nNk8_tf32'}, ['A', 'BT', 'C'])]
+    """
+    from te import Compute
+
+    m, k = (int(d) for d in A.shape)
+    n = int(B.shape[1])
+    if str(A.dtype) != "float32" or str(B.dtype) != "float32" or int(B.shape[0]) != k:
+        raise ValueError(f"tf32_wgmma_matmul takes float32 A (M x K) and B (K x N), got {A.dtype} {A.shape} and "
+                         f"{B.dtype} {B.shape}")
+    config = dict(WGMMA_TF32_TILES, **tiles)
+    BT = Compute("BT", (n, k), lambda j, kk: B[kk, j])
+    transpose = LoopNest([BT])
+    _shared_transpose(transpose, B, BT, 64, 8)
+    BTin = Buffer("BT", (n, k), "float32")
+    C = Reduce("C", (m, n), Sum(), lambda i, j, kk: A[i, kk] * BTin[j, kk], (k,))
+    matmul = LoopNest([C])
+    matmul.gpu_matmul(True, **config)
+    return [(transpose, [B, BT]), (matmul, [A, BTin, C])]
 
 
 def mma_matmul_config(m: int, n: int, k: int, dtype: str = "float16",

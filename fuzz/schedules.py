@@ -124,16 +124,22 @@ def _matmul_tiles(nest, rnd: random.Random) -> dict:
     """Random tiles for ``gpu_matmul`` of the nest's matmul, mostly ones that fit its sizes:
     the warpgroup-MMA tree (float16 / bfloat16 with M a multiple of 64, in about one draw of
     three, copying 0 to stages - 1 k-tiles ahead in half of them, k-tiles of 64 in 128-byte
-    swizzled atoms in three of four; some of its tiles do not split over its threads, a named
-    refusal), the tensor-core
+    swizzled atoms in three of four; for float32 with an N x K B its tf32 form, k-tiles of 32 or
+    64; some of its tiles do not split over its threads, a named refusal), the tensor-core
     tree (float16 / bfloat16; tf32 for float32 in one draw of three) with its
     prefetch through registers or shared memory and 1 to 4 stages, else the SIMT tree, single-
     or double-buffered, with 1, 2 or 4 elements per global load (4 refused where a thread's
     share of a tile is not a multiple of it)."""
+    from loopnest.transforms.gpu_matmul import matmul_operands
     (C,) = nest.tensors
     m, n, k = (d if isinstance(d, int) else fold_int(d) for d in (*C.shape, C.reduce_dims[0]))
     dtype = str(nest.buffer("A").dtype)
     fits = lambda size, options: [t for t in options if size % t == 0] or [options[0]]  # noqa: E731
+    if dtype == "float32" and matmul_operands(C)[2] == "nk" and m % 64 == 0 and rnd.random() < 0.3:
+        bk = rnd.choice(fits(k, [32, 64]))
+        stages = rnd.randint(1, 2 if bk == 32 else 1)           # within the default 48 KiB of shared memory
+        return {"tensor_cores": True, "wgmma": True, "BM": 64, "BN": rnd.choice(fits(n, [32, 64])), "BK": bk,
+                "stages": stages}
     if dtype != "float32" and m % 64 == 0 and n % 32 == 0 and rnd.random() < 0.3:
         bk = rnd.choice(fits(k, [16, 32, 64]))
         stages = rnd.randint(1, 2 if bk == 64 else 4)           # within the default 48 KiB of shared memory

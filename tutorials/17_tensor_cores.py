@@ -143,6 +143,16 @@ print(wg_kernel.module.plan.describe_tensor_cores().splitlines()[1].strip())
 print(wg_kernel.module.plan.describe_wgmma_overlap() or "(each iteration waits for its MMAs)")
 print("IREval matches numpy")
 
+# float32 operands take the warpgroup MMA's tf32 form (m64nNk8, operands rounded to tf32: asked
+# for with tensor_cores=True), which reads both operands K-major: B stored N x K.
+F = Buffer("F", (64, 64), "float32")
+G = Buffer("G", (64, 64), "float32")                               # N x K
+T = Reduce("T", (64, 64), Sum(), lambda i, j, k: F[i, k] * G[j, k], (64,))
+tf = LoopNest([T])
+tf.gpu_matmul(True, wgmma=True, BM=64, BN=64, BK=32, stages=2)
+print("tf32 warpgroup MMA:", tf.tensorized)
+print(build(tf, [F, G, T], target="cuda").module.plan.describe_tensor_cores().splitlines()[1].strip())
+
 try:                                                           # on a GPU: run it, and tune it
     from codegen.cuda.launch import device_info
     device_info()

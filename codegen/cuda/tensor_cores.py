@@ -98,7 +98,7 @@ def _runs_from_zero(s: For, n: int) -> bool:
     return isinstance(e, IntImm) and e.value == n and isinstance(s.start, IntImm) and s.start.value == 0
 
 
-def _match_wgmma(plan, kernel, s: For, lane, warp):
+def _match_wgmma(plan, kernel, s: For, lane, warp, intrinsic: str):
     """The warpgroup MMA that ``s`` is (:mod:`loopnest.transforms.tensorize_wgmma`): its
     threads must be whole warpgroups -- blocks of 32 x 4 threads (x, y), ``lane`` and
     ``warp`` bound to them."""
@@ -109,7 +109,7 @@ def _match_wgmma(plan, kernel, s: For, lane, warp):
     if block != (32, 4):
         raise NotAnMma(f"the kernel's blocks are {block[0]} x {block[1]} threads (x, y); a warpgroup MMA needs "
                        "32 x 4, so that threadIdx.z numbers the warpgroups")
-    return match_wgmma(s, lane, warp, _flat_index, plan.scope)
+    return match_wgmma(s, lane, warp, _flat_index, plan.scope, intrinsic)
 
 
 def _walk(plan, kernel, s, lane, warp=None) -> None:
@@ -128,7 +128,7 @@ def _walk(plan, kernel, s, lane, warp=None) -> None:
             intrinsic = plan.tensorized.get(s.var, "mma_m16n8k16")
             try:
                 if intrinsic.startswith("wgmma"):
-                    m = _match_wgmma(plan, kernel, s, lane, warp)
+                    m = _match_wgmma(plan, kernel, s, lane, warp, intrinsic)
                 else:
                     m = match_mma(s, lane, _flat_index, plan.scope, intrinsic)
             except NotAnMma as exc:

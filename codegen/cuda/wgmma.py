@@ -58,13 +58,17 @@ from te.layout import Layout
 
 from .mma import round_operand
 
-__all__ = ["WARPGROUP", "WGMMA_K", "WGMMA_N", "SWIZZLE_128B", "SWIZZLE_ATOM_BYTES", "SWIZZLE_MODES", "acc_coord",
-           "acc_layout", "acc_values", "canonical_offset", "swizzled", "descriptor", "decode_descriptor",
+__all__ = ["WARPGROUP", "WGMMA_K", "WGMMA_DTYPE_K", "WGMMA_N", "SWIZZLE_128B", "SWIZZLE_ATOM_BYTES", "SWIZZLE_MODES",
+           "acc_coord", "acc_layout", "acc_values", "canonical_offset", "swizzled", "descriptor", "decode_descriptor",
            "descriptor_swizzle", "warpgroup_mma", "tile_offsets"]
 
 WARPGROUP = 128
 #: the k extent of one 16-bit wgmma
 WGMMA_K = 16
+#: operand type -> the k extent of one wgmma (32 bytes of K: tf32 takes 8)
+WGMMA_DTYPE_K = {"f16": 16, "bf16": 16, "tf32": 8}
+#: operand type -> bytes per element
+_ITEMSIZE = {"f16": 2, "bf16": 2, "tf32": 4}
 #: the N extents of ``wgmma.m64nNk16``
 WGMMA_N = tuple(range(8, 257, 8))
 #: the 128-byte swizzle (descriptor mode 1): its atom is 8 rows of 128 bytes
@@ -202,10 +206,14 @@ def descriptor_swizzle(desc: int) -> int:
 def _read(smem: np.ndarray, major: str, desc: int, rows: int, cols: int, dtype: str) -> np.ndarray:
     addr, lbo, sbo = decode_descriptor(desc)
     swizzle = descriptor_swizzle(desc)
+    size = _ITEMSIZE[dtype]
     r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
-    off = swizzled(addr + canonical_offset(major, r, c, lbo, sbo, swizzle=swizzle), swizzle)
-    raw = smem[off[..., None] + np.arange(2)]            # the two bytes of each element
-    bits = raw[..., 0].astype(np.uint16) | (raw[..., 1].astype(np.uint16) << 8)
+    off = swizzled(addr + canonical_offset(major, r, c, lbo, sbo, size, swizzle), swizzle)
+    raw = smem[off[..., None] + np.arange(size)].astype(np.uint32)      # the bytes of each element, little-endian
+    bits = sum(raw[..., i] << (8 * i) for i in range(size))
+    if dtype == "tf32":
+        return bits.astype(np.uint32).view(np.float32)
+    bits = bits.astype(np.uint16)
     if dtype == "f16":
         return bits.view(np.float16).astype(np.float32)
     return (bits.astype(np.uint32) << 16).view(np.float32)      # bfloat16: the high half of a float32
@@ -215,8 +223,10 @@ def warpgroup_mma(smem, desc_a: int, desc_b: int, acc, n: int, dtype: str = "f16
     """What ``wgmma.mma_async.m64n{n}k16.f32.{dtype}.{dtype}`` leaves in the accumulators
     ``acc`` (``(128, n / 2)`` float32, every thread's values) given the shared-memory image
     ``smem`` (uint8) and the two descriptors: A is K-major; B K-major (N x K) or, with
-    ``trans_b``, MN-major (K x N). The products are summed exactly and rounded once to
-    float32 (the ISA leaves the hardware's internal order unspecified).
+    ``trans_b``, MN-major (K x N, 16-bit types only). The products are summed exactly and
+    rounded once to float32 (the ISA leaves the hardware's internal order unspecified).
+    ``dtype="tf32"``: ``m64n{n}k8`` on float32 elements, rounded to tf32 (the ISA leaves how
+    the low mantissa bits are dropped to the hardware: tests use values tf32 holds exactly).
 
     >>> rng = np.random.default_rng(0)
     >>> A = rng.integers(-3, 4, (64, 16)).astype(np.float16); B = rng.integers(-3, 4, (16, 8)).astype(np.float16)
@@ -238,10 +248,13 @@ def warpgroup_mma(smem, desc_a: int, desc_b: int, acc, n: int, dtype: str = "f16
     acc = np.asarray(acc, np.float64)
     if acc.shape != (WARPGROUP, values):
         raise ValueError(f"acc must be (128, {values}), got {acc.shape}")
-    if dtype not in ("f16", "bf16"):
-        raise ValueError(f"dtype must be 'f16' or 'bf16', got {dtype!r}")
-    a = _read(smem, "K", desc_a, 64, WGMMA_K, dtype).astype(np.float64)
-    b = _read(smem, "MN", desc_b, WGMMA_K, n, dtype) if trans_b else _read(smem, "K", desc_b, n, WGMMA_K, dtype).T
+    if dtype not in WGMMA_DTYPE_K:
+        raise ValueError(f"dtype must be 'f16', 'bf16' or 'tf32', got {dtype!r}")
+    if dtype == "tf32" and trans_b:
+        raise ValueError("the tf32 wgmma reads B K-major only (trans_b=False)")
+    k = WGMMA_DTYPE_K[dtype]
+    a = _read(smem, "K", desc_a, 64, k, dtype).astype(np.float64)
+    b = _read(smem, "MN", desc_b, k, n, dtype) if trans_b else _read(smem, "K", desc_b, n, k, dtype).T
     a, b = round_operand(a, dtype).astype(np.float64), round_operand(b, dtype).astype(np.float64)
     t, v = np.meshgrid(np.arange(WARPGROUP), np.arange(values), indexing="ij")
     rows, cols = acc_coord(t, v)

@@ -13,12 +13,15 @@ accumulator layout (:func:`codegen.cuda.wgmma.acc_coord`), so a GPU checks the m
 'tc_wgmma_m64n64k16_f16_tn'
 >>> "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in src
 True
+>>> name, src = wgmma_function(256, "tf32")
+>>> name, "m64n256k8.f32.tf32.tf32" in src
+('tc_wgmma_m64n256k8_tf32_tt', True)
 >>> "fence.proxy.async.shared::cta" in warpgroup_tile_source(16)
 True
 """
 from __future__ import annotations
 
-from .wgmma import WGMMA_K, acc_values, tile_offsets
+from .wgmma import WGMMA_DTYPE_K, WGMMA_K, acc_values, tile_offsets
 
 __all__ = ["WGMMA_GUARD", "wgmma_function", "warpgroup_tile_source", "canonical_offset_c", "acc_coord_c"]
 
@@ -29,18 +32,25 @@ WGMMA_GUARD = "defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)"
 def wgmma_function(n: int, dtype: str = "f16", trans_b: bool = False) -> tuple[str, str]:
     """``(name, source)`` of ``void name(float* d, unsigned long long desc_a, unsigned long long
     desc_b)``: ``d[0 .. n/2) += A * B`` for one warpgroup (A K-major; B MN-major with
-    ``trans_b``, else K-major), guarded by :data:`WGMMA_GUARD`."""
+    ``trans_b``, else K-major), guarded by :data:`WGMMA_GUARD`. ``dtype``: ``"f16"``,
+    ``"bf16"`` (k 16) or ``"tf32"`` (k 8, both operands K-major: the instruction has no
+    transpose operands)."""
     values = acc_values(n)
-    if dtype not in ("f16", "bf16"):
-        raise ValueError(f"wgmma operands must be 'f16' or 'bf16', got {dtype!r}")
-    name = f"tc_wgmma_m64n{n}k16_{dtype}_{'tn' if trans_b else 'tt'}"
+    if dtype not in WGMMA_DTYPE_K:
+        raise ValueError(f"wgmma operands must be 'f16', 'bf16' or 'tf32', got {dtype!r}")
+    if dtype == "tf32" and trans_b:
+        raise ValueError("the tf32 wgmma reads B K-major only (trans_b=False)")
+    k = WGMMA_DTYPE_K[dtype]
+    name = f"tc_wgmma_m64n{n}k{k}_{dtype}_{'tn' if trans_b else 'tt'}"
     regs = ", ".join(f"%{i}" for i in range(values))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(values))
+    # scale-d 1, scale-a 1, scale-b 1, then (16-bit types only) transpose-a 0 and transpose-b
+    imms = "1, 1, 1" if dtype == "tf32" else f"1, 1, 1, 0, {int(trans_b)}"
     src = (f"#if {WGMMA_GUARD}\n"
            f"__device__ __forceinline__ void {name}(float* d, unsigned long long desc_a, "
            f"unsigned long long desc_b) {{\n"
-           f'  asm volatile("wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype} '
-           f'{{{regs}}}, %{values}, %{values + 1}, 1, 1, 1, 0, {int(trans_b)};\\n"\n'
+           f'  asm volatile("wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{dtype}.{dtype} '
+           f'{{{regs}}}, %{values}, %{values + 1}, {imms};\\n"\n'
            f'               : {outs}\n               : "l"(desc_a), "l"(desc_b));\n}}\n#endif')
     return name, src
 

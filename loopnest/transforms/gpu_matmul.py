@@ -40,7 +40,7 @@ from te.tensor import Tensor
 from ..errors import ScheduleError
 from ..stmt import Block, For, ForKind, Store
 from ._rewrite import fresh_vars, matmul_sizes, thread_nest
-from .gpu_wgmma import WGMMA_INTRINSIC, wgmma_matmul
+from .gpu_wgmma import WGMMA_INTRINSICS, wgmma_matmul
 from .tensorize import fragment_col, fragment_row
 
 __all__ = ["MMA_INTRINSIC", "fragment_row", "fragment_col", "mma_matmul", "mma_shared_bytes", "register_tiled_matmul",
@@ -429,7 +429,8 @@ def gpu_matmul(nest, tensor_cores: bool | None = None, **tiles) -> None:
     float8 operands; True also takes float32 to tf32), declared with ``tensorize``, or
     :func:`register_tiled_matmul` (float32, SIMT). ``tiles`` are the tree's tile sizes;
     ``wgmma=True`` takes Hopper's warpgroup MMA instead (:func:`~.gpu_wgmma.wgmma_matmul`,
-    float16 and bfloat16 on sm_90a; its tiles ``BM, BN, BK, stages``, ``ahead`` and ``swizzle``).
+    float16 and bfloat16 on sm_90a, float32 as tf32 with an N x K B; its tiles ``BM, BN, BK,
+    stages``, ``ahead`` and ``swizzle``).
     Raises ``ScheduleError`` (the nest unchanged) for anything else."""
     if nest.history or len(nest.tensors) != 1:
         raise ScheduleError("gpu_matmul: takes a fresh nest of one matmul tensor; this one has "
@@ -462,4 +463,4 @@ def gpu_matmul(nest, tensor_cores: bool | None = None, **tiles) -> None:
     nest.root = root
     nest.verify()
     if tensor_cores:
-        nest.tensorize("kk", WGMMA_INTRINSIC if wgmma else MMA_INTRINSIC[str(A.dtype)])
+        nest.tensorize("kk", (WGMMA_INTRINSICS if wgmma else MMA_INTRINSIC)[str(A.dtype)])

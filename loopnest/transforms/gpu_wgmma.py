@@ -32,6 +32,10 @@ describes each operand. IREval and LLVM run the tree as written;
 (:mod:`loopnest.transforms.tensorize_wgmma`), and the CUDA backend prints one
 ``wgmma.mma_async`` per ``kk`` on sm_90a (plain per-thread code elsewhere).
 
+float32 operands take the tf32 instruction (``m64nNk8``: 8 of K, the same 32 bytes per
+step), which reads both operands K-major: B must be N x K, and the tiles are swizzled rows of
+32 elements (``As[stage, kx / 32, row, ((kx % 32) / 4 ^ row % 8) * 4 + kx % 4]``).
+
 Per k-tile of BK the block's threads copy the A (BM x BK) and B (BK x BN) tiles into shared
 memory (``cp.async`` on the GPU), ``ahead`` k-tiles ahead of the MMAs, as
 :func:`~.gpu_matmul.mma_matmul` does with ``prefetch="shared"``. By default that is
@@ -56,16 +60,22 @@ from te.expr import Expr, FloatImm
 from ..stmt import Block, For, ForKind, Store
 from ._rewrite import fresh_vars, matmul_sizes, thread_nest
 
-__all__ = ["WGMMA_INTRINSIC", "WGMMA_TYPES", "warpgroup_row", "warpgroup_col", "swizzled_chunk", "wgmma_matmul",
-           "wgmma_shared_bytes"]
+__all__ = ["WGMMA_INTRINSIC", "WGMMA_TF32_INTRINSIC", "WGMMA_INTRINSICS", "WGMMA_TYPES", "warpgroup_row",
+           "warpgroup_col", "swizzled_chunk", "wgmma_matmul", "wgmma_shared_bytes"]
 
-#: the ``tensorize`` intrinsic of the warpgroup MMA (N is the nest's: twice its values per thread)
+#: the ``tensorize`` intrinsic of the 16-bit warpgroup MMA (N is the nest's: twice its values per thread)
 WGMMA_INTRINSIC = "wgmma_m64nNk16"
+#: the tf32 one: float32 operands rounded to tf32 on the tensor cores (opt-in, as ``mma_m16n8k8_tf32``)
+WGMMA_TF32_INTRINSIC = "wgmma_m64nNk8_tf32"
+#: operand type -> the intrinsic of its warpgroup MMA
+WGMMA_INTRINSICS = {"float16": WGMMA_INTRINSIC, "bfloat16": WGMMA_INTRINSIC, "float32": WGMMA_TF32_INTRINSIC}
 #: operand types -> the PTX type name
-WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16"}
-LANES, WARPS, ROWS, MMA_K = 32, 4, 64, 16
+WGMMA_TYPES = {"float16": "f16", "bfloat16": "bf16", "float32": "tf32"}
+LANES, WARPS, ROWS = 32, 4, 64
 #: the swizzle of the operand tiles, in bytes, and the elements of 16 bits in one of its rows
 SWIZZLE, ATOM = 128, 64
+#: the bytes of K one instruction takes (16 elements of 16 bits, 8 of tf32) and of a copied chunk
+MMA_K_BYTES, CHUNK = 32, 16
 
 
 def warpgroup_row(warp, lane, v):
@@ -103,17 +113,21 @@ def swizzled_chunk(chunk, row):
     return chunk ^ (row % 8)
 
 
-def _swizzle_for(swizzle, BN: int, BK: int, nk: bool) -> int:
+def _swizzle_for(swizzle, BN: int, BK: int, nk: bool, atom: int = ATOM) -> int:
     """The operands' swizzle: 128 where every tile is whole 128-byte atoms (``BK`` a multiple
-    of 64 and, for a K x N B, ``BN`` too), else 0; ``swizzle`` given: checked."""
-    fits = BK % ATOM == 0 and (nk or BN % ATOM == 0)
+    of ``atom``, the elements of a 128-byte row, and, for a K x N B, ``BN`` too), else 0;
+    ``swizzle`` given: checked. tf32 (``atom`` 32) takes the swizzled layout only."""
+    fits = BK % atom == 0 and (nk or BN % atom == 0)
     if swizzle is None:
-        return SWIZZLE if fits else 0
+        swizzle = SWIZZLE if fits or atom != ATOM else 0
     if swizzle not in (0, SWIZZLE):
         raise ValueError(f"swizzle must be 0 (interleaved core matrices) or {SWIZZLE} bytes, got {swizzle!r}")
+    if not swizzle and atom != ATOM:
+        raise ValueError(f"the tf32 warpgroup MMA takes the {SWIZZLE}-byte swizzled layout only; swizzle=0 is for "
+                         "16-bit operands")
     if swizzle and not fits:
         raise ValueError(f"the {SWIZZLE}-byte swizzle needs BK ({BK}){'' if nk else f' and BN ({BN})'} to be "
-                         f"multiples of {ATOM}; use swizzle=0 or larger tiles")
+                         f"multiples of {atom}" + ("; use swizzle=0 or larger tiles" if atom == ATOM else ""))
     return swizzle
 
 
@@ -131,6 +145,9 @@ def wgmma_matmul(A, B, C, BM: int = 128, BN: int = 256, BK: int = 64, stages: in
     """The statement tree of ``C = A @ B`` on Hopper's warpgroup MMA (see the module
     docstring) for ``A`` (M x K) and ``B`` (K x N, or N x K with ``b_layout="nk"``) both
     float16 or both bfloat16, and ``C`` (M x N) float32; returns ``(root, [As, Bs, acc])``.
+    float32 ``A`` and ``B`` take the tf32 instruction (``m64nNk8``, operands rounded to tf32:
+    declared ``wgmma_m64nNk8_tf32``), which reads both operands K-major: B must be N x K, and
+    the tiles are 128-byte swizzled rows of 32 elements (``BK`` a multiple of 32).
     A block of ``BM / 64`` warpgroups computes a BM x BN tile of C, each warpgroup 64 rows
     with one ``m64n{BN}k16`` per 16 of K. ``stages`` (1 to 4) k-tiles are in shared memory
     at once (on an H100 at 4096, float16: 617 TFLOP/s with 4, 513 with 3; the default 4 takes
@@ -143,29 +160,34 @@ def wgmma_matmul(A, B, C, BM: int = 128, BN: int = 256, BK: int = 64, stages: in
     are not multiples of the tiles or the tiles do not fit the instruction."""
     M, N, K, nk = matmul_sizes(A, B, C, b_layout)
     if str(A.dtype) not in WGMMA_TYPES or A.dtype != B.dtype or str(C.dtype) != "float32":
-        raise ValueError(f"the warpgroup MMA takes float16 or bfloat16 A and B of one type and a float32 C, got "
-                         f"{A.dtype}, {B.dtype} and {C.dtype}")
+        raise ValueError(f"the warpgroup MMA takes float16, bfloat16 or float32 (tf32) A and B of one type and a "
+                         f"float32 C, got {A.dtype}, {B.dtype} and {C.dtype}")
+    itemsize = A.dtype.itemsize
+    if itemsize == 4 and not nk:
+        raise ValueError("the tf32 warpgroup MMA reads B K-major: B must be N x K (b_layout='nk'); transpose a "
+                         "K x N B first")
+    atom, piece, mma_k = SWIZZLE // itemsize, CHUNK // itemsize, MMA_K_BYTES // itemsize
     for name, x in (("BM", BM), ("BN", BN), ("BK", BK), ("stages", stages)):
         if type(x) is not int or x < 1:
             raise ValueError(f"{name} must be a positive int, got {x!r}")
-    if BM % ROWS or BN % 32 or BN > 256 or BK % MMA_K or not 1 <= stages <= 4:
+    if BM % ROWS or BN % 32 or BN > 256 or BK % mma_k or not 1 <= stages <= 4:
         raise ValueError(f"BM ({BM}) must be a multiple of 64, BN ({BN}) a multiple of 32 up to 256, BK ({BK}) a "
-                         f"multiple of 16, and stages ({stages}) 1 to 4")
+                         f"multiple of {mma_k}, and stages ({stages}) 1 to 4")
     if ahead is None:
         ahead = stages - 2 if stages >= 3 else stages - 1
     if type(ahead) is not int or not 0 <= ahead < stages:
         raise ValueError(f"ahead must be an int from 0 to stages - 1 ({stages - 1}), got {ahead!r}")
     if M % BM or N % BN or K % BK:
         raise ValueError(f"M, N, K ({M}, {N}, {K}) must be multiples of BM, BN, BK ({BM}, {BN}, {BK})")
-    swizzle = _swizzle_for(swizzle, BN, BK, nk)
+    swizzle = _swizzle_for(swizzle, BN, BK, nk, atom)
     G = BM // ROWS
     nthreads = G * WARPS * LANES
-    if (BM * BK // 8) % nthreads or (BK * BN // 8) % nthreads:
+    if (BM * BK // piece) % nthreads or (BK * BN // piece) % nthreads:
         raise ValueError(f"the tiles ({BM} x {BK}, {BK} x {BN}) must split into 16-byte pieces evenly over the "
                          f"{nthreads} threads")
     if swizzle:
-        As = Buffer("As", (stages, BK // ATOM, BM, ATOM), A.dtype)
-        Bs = Buffer("Bs", (stages, BK // ATOM, BN, ATOM) if nk else (stages, BN // ATOM, BK, ATOM), B.dtype)
+        As = Buffer("As", (stages, BK // atom, BM, atom), A.dtype)
+        Bs = Buffer("Bs", (stages, BK // atom, BN, atom) if nk else (stages, BN // atom, BK, atom), B.dtype)
     else:
         As = Buffer("As", (stages, BM // 8, BK // 8, 8, 8), A.dtype)
         Bs = Buffer("Bs", (stages, BN // 8, BK // 8, 8, 8), B.dtype)
@@ -182,30 +204,30 @@ def wgmma_matmul(A, B, C, BM: int = 128, BN: int = 256, BK: int = 64, stages: in
         def body(g, w, lane):
             c, e = fresh("c"), fresh("e")
             lin = ((g * WARPS + w) * LANES + lane) + c * nthreads
-            vec = For(e, 0, 8, Block([store_fn(lin, e)]), ForKind.VECTORIZED)
+            vec = For(e, 0, piece, Block([store_fn(lin, e)]), ForKind.VECTORIZED)
             return [For(c, 0, chunks // nthreads, Block([vec]), ForKind.UNROLLED)]
         return threads(body)
 
     def k_major(stage, r, kx):
         """The index of element (r, kx) of a K-major tile (rows r, kx along K) in stage ``stage``."""
         if swizzle:
-            chunk = swizzled_chunk(floormod(floordiv(kx, 8), ATOM // 8), r)
-            return stage, floordiv(kx, ATOM), r, chunk * 8 + floormod(kx, 8)
+            chunk = swizzled_chunk(floormod(floordiv(kx, piece), 8), r)
+            return stage, floordiv(kx, atom), r, chunk * piece + floormod(kx, piece)
         return stage, floordiv(r, 8), floordiv(kx, 8), floormod(r, 8), floormod(kx, 8)
 
     def atom_copy(buf, stage, rows, cols, load):
-        """A ``rows x cols`` tile in 128-byte swizzled atoms (``buf[stage, atom, row, 64]``),
-        eight threads per 128 bytes of a row: the thread storing chunk ``p`` of a row of an
-        atom reads the row's chunk ``p ^ (row % 8)`` (``load(row, column)``), so the stores'
-        indices stay affine for the dependence analysis and each eight threads read 128
-        contiguous bytes of global memory."""
-        per_row = cols // 8
+        """A ``rows x cols`` tile in 128-byte swizzled atoms (``buf[stage, atom, row, 128
+        bytes]``), eight threads per 128 bytes of a row: the thread storing chunk ``p`` of a
+        row of an atom reads the row's chunk ``p ^ (row % 8)`` (``load(row, column)``), so the
+        stores' indices stay affine for the dependence analysis and each eight threads read
+        128 contiguous bytes of global memory."""
+        per_row = cols // piece
 
         def store(lin, e):
             r, q = floordiv(lin, per_row), floormod(lin, per_row)
-            atom, p = floordiv(q, ATOM // 8), floormod(q, ATOM // 8)
-            col = (atom * (ATOM // 8) + swizzled_chunk(p, r)) * 8 + e
-            return Store(buf, (stage, atom, r, p * 8 + e), load(r, col))
+            a, p = floordiv(q, 8), floormod(q, 8)
+            col = (a * 8 + swizzled_chunk(p, r)) * piece + e
+            return Store(buf, (stage, a, r, p * piece + e), load(r, col))
         return copy(rows * per_row, store)
 
     def copy_a(kt, stage):
@@ -241,7 +263,7 @@ def wgmma_matmul(A, B, C, BM: int = 128, BN: int = 256, BK: int = 64, stages: in
         v, k = fresh("v"), fresh("k")
         row = g * ROWS + warpgroup_row(w, lane, v)
         col = warpgroup_col(lane, v)
-        kx = kk * MMA_K + k
+        kx = kk * mma_k + k
         a = As[k_major(stage, row, kx)]
         if nk:
             b = Bs[k_major(stage, col, kx)]
@@ -252,8 +274,8 @@ def wgmma_matmul(A, B, C, BM: int = 128, BN: int = 256, BK: int = 64, stages: in
             b = Bs[stage, floordiv(col, 8), floordiv(kx, 8), floormod(kx, 8), floormod(col, 8)]
         at = (g, w, lane, v)
         body = Store(acc, at, acc[at] + cast(a, float32) * cast(b, float32))
-        nest = For(v, 0, BN // 2, Block([For(k, 0, MMA_K, Block([body]), ForKind.UNROLLED)]), ForKind.UNROLLED)
-        return [For(kk, 0, BK // MMA_K, Block([nest]), ForKind.UNROLLED)]
+        nest = For(v, 0, BN // 2, Block([For(k, 0, mma_k, Block([body]), ForKind.UNROLLED)]), ForKind.UNROLLED)
+        return [For(kk, 0, BK // mma_k, Block([nest]), ForKind.UNROLLED)]
 
     def per_value(body_fn):
         """for the accumulators ``v = 4 q + 2 h + p`` of a thread, pairs ``p`` (adjacent columns) vectorized."""

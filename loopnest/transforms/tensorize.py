@@ -71,7 +71,8 @@ INTRINSICS = {"mma_m16n8k16": (16, {"float16": "f16", "bfloat16": "bf16"}),
               "mma_m16n8k8_tf32": (8, {"float32": "tf32"}),
               "mma_m16n8k32_f8": (32, {"float8_e4m3": "e4m3", "float8_e5m2": "e5m2"}),
               # Hopper's warpgroup MMA (loopnest.transforms.tensorize_wgmma); N is the nest's
-              "wgmma_m64nNk16": (16, {"float16": "f16", "bfloat16": "bf16"})}
+              "wgmma_m64nNk16": (16, {"float16": "f16", "bfloat16": "bf16"}),
+              "wgmma_m64nNk8_tf32": (8, {"float32": "tf32"})}
 #: ``why_not(nest, loop)`` of the intrinsics not checked here, by name: the warpgroup MMA's
 #: (``loopnest.transforms.tensorize_wgmma`` registers it when imported, as ``loopnest`` does)
 CHECKS: dict = {}

@@ -21,10 +21,11 @@ from te.queries import free_vars
 
 HAVE_NVCC = nvcc_available()
 SMALL = dict(M=128, N=64, K=64, BN=64, BK=32, stages=2)
+TF32 = dict(M=128, N=64, K=96, BN=64, BK=32, stages=2, dtype="float32", b_layout="nk")
 
 
 @pytest.mark.parametrize("kw", [dict(SMALL), dict(M=64, N=64, K=64, BM=64, BN=64, BK=16, stages=1, b_layout="nk",
-                                                      dtype="bfloat16")])
+                                                      dtype="bfloat16"), TF32])
 def test_the_thread_by_thread_nest_is_a_matmul_on_ireval(kw):
     ex = wgmma_matmul_example(**kw)
     arrays, expected = ex.make(np.random.default_rng(1))
@@ -54,43 +55,70 @@ def test_the_kernel_compiles_for_sm90a_without_spills_and_plain_elsewhere():
     assert "wgmma.mma_async" not in compile_ptx(k.source, "sm_80")
 
 
+def test_tf32_prints_k8_wgmmas_on_k_major_swizzled_tiles():
+    ex = wgmma_matmul_example(**TF32)
+    k = build(ex.nest, ex.args, target="cuda")
+    assert k.module.plan.describe_tensor_cores().splitlines()[1] == (
+        "  wgmma m64n64k8 tf32: 4 A tile(s) (As, K-major, 128-byte swizzle), 4 B tile(s) (Bs, K-major, 128-byte "
+        "swizzle), 4 wgmma per nest")
+    assert k.source.count("tc_wgmma_m64n64k8_tf32_tt(&b_acc[0], ") == 4
+    assert "__align__(1024)" in k.source
+
+
+@pytest.mark.skipif(not HAVE_NVCC, reason="nvcc not installed")
+def test_the_tf32_kernel_compiles_for_sm90a_without_spills():
+    ex = wgmma_matmul_example(512, 512, 1024, dtype="float32", b_layout="nk", BM=128, BN=256, BK=32, stages=4)
+    k = build(ex.nest, ex.args, target="cuda", max_shared_bytes=227 * 1024)
+    rep = k.compile("sm_90")
+    assert rep["arch"] == "sm_90a" and rep["spill_stores"] == 0 and rep["registers"] <= 255, rep
+    assert "wgmma.mma_async.sync.aligned.m64n256k8.f32.tf32.tf32" in compile_ptx(k.source, "sm_90a")
+
+
 @pytest.mark.skipif(not (HAVE_NVCC and host_compiler() is not None), reason="g++ or the CUDA headers not found")
-def test_host_emulation_runs_the_plain_per_thread_code():
-    ex = wgmma_matmul_example(**SMALL)
+@pytest.mark.parametrize("kw", [SMALL, TF32])
+def test_host_emulation_runs_the_plain_per_thread_code(kw):
+    ex = wgmma_matmul_example(**kw)
     arrays, expected = ex.make(np.random.default_rng(2))
     run_on_host(build(ex.nest, ex.args, target="cuda"), **arrays)
     np.testing.assert_allclose(arrays["C"], expected["C"], rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("b_layout", ["kn", "nk"])
-@pytest.mark.parametrize("tiles", [dict(M=64, N=64, K=32, BN=64, BK=32), dict(M=64, N=128, K=128, BN=128, BK=128)])
-def test_the_printed_wgmmas_compute_what_the_nest_says_on_the_instruction_model(b_layout, tiles):
+@pytest.mark.parametrize("dtype,b_layout,tiles", [
+    ("float16", "kn", dict(M=64, N=64, K=32, BN=64, BK=32)), ("float16", "nk", dict(M=64, N=64, K=32, BN=64, BK=32)),
+    ("float16", "kn", dict(M=64, N=128, K=128, BN=128, BK=128)),
+    ("float16", "nk", dict(M=64, N=128, K=128, BN=128, BK=128)),
+    ("float32", "nk", dict(M=64, N=64, K=64, BN=64, BK=64))])
+def test_the_printed_wgmmas_compute_what_the_nest_says_on_the_instruction_model(dtype, b_layout, tiles):
     """Each printed wgmma, run on the CPU model of the instruction (descriptors decoded against
     a random shared-memory image), gives every thread the sums the nest's loops compute: with
     interleaved core matrices (k-tiles of 32) and in 128-byte swizzled atoms (k-tiles of 128:
-    two atoms along K, and for a K x N B two along N)."""
-    ex = wgmma_matmul_example(BM=64, stages=1, b_layout=b_layout, **tiles)
+    two atoms along K, and for a K x N B two along N; tf32: k-tiles of 64, two atoms of 32
+    along K)."""
+    ex = wgmma_matmul_example(BM=64, stages=1, b_layout=b_layout, dtype=dtype, **tiles)
     k = build(ex.nest, ex.args, target="cuda")
     (m,) = k.module.plan.mma_by_kernel["k0_C"]
     loops = _perfect_nest(m.root)
     store = loops[-1].body.stmts[0]
     _, x, y = _product_operands(store, lambda buf, ix: ix[0])
     rng = np.random.default_rng(5)
-    a_elems = rng.integers(-4, 5, x.buffer.static_size()).astype(np.float16)
-    b_elems = rng.integers(-4, 5, y.buffer.static_size()).astype(np.float16)
-    b_base = 2 * a_elems.size + 1024
-    smem = np.zeros(b_base + 2 * b_elems.size, np.uint8)
-    smem[:2 * a_elems.size] = a_elems.view(np.uint8)
+    npdt = np.float16 if dtype == "float16" else np.float32        # small integers: exact in tf32
+    size = np.dtype(npdt).itemsize
+    a_elems = rng.integers(-4, 5, x.buffer.static_size()).astype(npdt)
+    b_elems = rng.integers(-4, 5, y.buffer.static_size()).astype(npdt)
+    b_base = size * a_elems.size + 1024
+    smem = np.zeros(b_base + size * b_elems.size, np.uint8)
+    smem[:size * a_elems.size] = a_elems.view(np.uint8)
     smem[b_base:] = b_elems.view(np.uint8)
     env0 = {id(v): np.int64(0) for v in free_vars([x.indices[0], y.indices[0]])}
+    swizzled = tiles["BK"] >= 64
+    assert m.mmas and (m.a_swizzle, m.b_swizzle) == ((128, 128) if swizzled else (0, 0))
     for t, (ai, bi, _) in enumerate(m.mmas):
         a0 = int(_evaluate(m.a_tiles[ai], env0))
         b0 = int(_evaluate(m.b_tiles[bi], env0))
-        assert (m.a_swizzle, m.b_swizzle) == ((128, 128) if tiles["BK"] == 128 else (0, 0))
-        acc = warpgroup_mma(smem, descriptor(2 * a0, m.a_lbo, m.a_sbo, m.a_swizzle),
-                            descriptor(b_base + 2 * b0, m.b_lbo, m.b_sbo, m.b_swizzle),
+        acc = warpgroup_mma(smem, descriptor(size * a0, m.a_lbo, m.a_sbo, m.a_swizzle),
+                            descriptor(b_base + size * b0, m.b_lbo, m.b_sbo, m.b_swizzle),
                             np.zeros((128, m.n // 2), np.float32), m.n, m.dtype, m.b_major == "MN")
-        grids = np.meshgrid(np.arange(4), np.arange(32), np.arange(m.n // 2), np.arange(16), indexing="ij")
+        grids = np.meshgrid(np.arange(4), np.arange(32), np.arange(m.n // 2), np.arange(m.k), indexing="ij")
         env = dict(env0)
         env.update({id(v): g for v, g in zip([m.warp, m.lane, loops[-2].var, loops[-1].var], grids)})
         env[id(loops[0].var)] = np.int64(t)
@@ -118,8 +146,20 @@ def test_refusals_name_what_does_not_fit_and_leave_the_nest_unchanged():
     F = Buffer("F", (128, 64), "float32")
     G = Buffer("G", (64, 64), "float32")
     H = Reduce("H", (128, 64), Sum(), lambda i, j, k: F[i, k] * G[k, j], (64,))
-    with pytest.raises(ScheduleError, match="float16 or bfloat16"):
+    with pytest.raises(ScheduleError, match=r"B must be N x K \(b_layout='nk'\)"):
         LoopNest([H]).gpu_matmul(True, wgmma=True, BN=64)
+    T = Reduce("T", (128, 64), Sum(), lambda i, j, k: F[i, k] * G[j, k], (64,))
+    with pytest.raises(ScheduleError, match="swizzled layout only"):
+        LoopNest([T]).gpu_matmul(True, wgmma=True, BN=64, swizzle=0)
+    G96 = Buffer("G96", (64, 96), "float32")
+    T96 = Reduce("T96", (128, 64), Sum(), lambda i, j, k: Buffer("F96", (128, 96), "float32")[i, k] * G96[j, k],
+                 (96,))
+    with pytest.raises(ScheduleError, match=r"needs BK \(48\) to be multiples of 32$"):
+        LoopNest([T96]).gpu_matmul(True, wgmma=True, BN=64, BK=48, stages=1)
+    I = Buffer("I", (64, 64), "float16")
+    with pytest.raises(ScheduleError, match="float16, bfloat16 or float32"):
+        LoopNest([Reduce("U", (128, 64), Sum(), lambda i, j, k: F[i, k] * cast(I[j, k], float32), (64,))]).gpu_matmul(
+            True, wgmma=True, BN=64)
     # the warp-level mma.sync tree is not a warpgroup MMA: it says which loop is missing
     mma = mma_matmul_example(64, 64, 64, BM=64, BN=64, BK=32, WM=32, WN=32).nest
     assert "threadIdx.y with 4" in why_not_a_wgmma(mma, mma.loop("kk"))

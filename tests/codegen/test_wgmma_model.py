@@ -36,13 +36,14 @@ def test_a_dense_tile_fills_its_bytes_once(major, rows, cols):
 
 def _image(A, B, trans_b, a_at, b_at, lbo_sbo_a, lbo_sbo_b, size=1 << 16, swizzle=0):
     smem = np.zeros(size, np.uint8)
+    n = A.dtype.itemsize
     for (i, j), x in np.ndenumerate(A):
-        o = swizzled(a_at + canonical_offset("K", i, j, *lbo_sbo_a, swizzle=swizzle), swizzle)
-        smem[o:o + 2] = np.frombuffer(x.tobytes(), np.uint8)
+        o = swizzled(a_at + canonical_offset("K", i, j, *lbo_sbo_a, n, swizzle), swizzle)
+        smem[o:o + n] = np.frombuffer(x.tobytes(), np.uint8)
     Bs = B if trans_b else B.T
     for (i, j), x in np.ndenumerate(Bs):
-        o = swizzled(b_at + canonical_offset("MN" if trans_b else "K", i, j, *lbo_sbo_b, swizzle=swizzle), swizzle)
-        smem[o:o + 2] = np.frombuffer(x.tobytes(), np.uint8)
+        o = swizzled(b_at + canonical_offset("MN" if trans_b else "K", i, j, *lbo_sbo_b, n, swizzle), swizzle)
+        smem[o:o + n] = np.frombuffer(x.tobytes(), np.uint8)
     return smem
 
 
@@ -93,6 +94,26 @@ def test_model_of_swizzled_operands_is_a_matmul(dtype, npdt, trans_b):
     np.testing.assert_array_equal(D, A[64:, 32:48].astype(np.float64) @ B[32:48].astype(np.float64))
 
 
+def test_model_of_tf32_operands_is_a_matmul():
+    # tf32: 128-byte rows of 32 float32 elements, both operands K-major; A 128 x 64 (two atoms
+    # along K, LBO apart), B 64 x 64 (N x K); the k step 40..47 (second atom, 32 bytes in) of
+    # A's second 64 rows. Values tf32 holds exactly (the hardware's rounding is unspecified).
+    rng = np.random.default_rng(6)
+    A = (rng.integers(-64, 65, (128, 64)) / 8).astype(np.float32)
+    B = (rng.integers(-64, 65, (64, 64)) / 8).astype(np.float32)
+    la, lb = (16 * 1024, 1024), (8 * 1024, 1024)          # LBO: the next atom along K (128 or 64 rows on)
+    smem = _image(A, B.T, False, 0, 32768, la, lb, size=1 << 17, swizzle=128)
+    da = descriptor(8 * 1024 + la[0] + 32, *la, swizzle=128)          # rows 64..: 8 atoms on
+    db = descriptor(32768 + lb[0] + 32, *lb, swizzle=128)
+    out = warpgroup_mma(smem, da, db, np.zeros((128, 32), np.float32), 64, "tf32")
+    D = np.zeros((64, 64))
+    t, v = np.meshgrid(range(128), range(32), indexing="ij")
+    D[acc_coord(t, v)] = out
+    np.testing.assert_array_equal(D, A[64:, 40:48].astype(np.float64) @ B.T[40:48].astype(np.float64))
+    with pytest.raises(ValueError, match="K-major only"):
+        warpgroup_mma(smem, da, db, np.zeros((128, 32), np.float32), 64, "tf32", trans_b=True)
+
+
 def test_descriptor_fields_and_refusals():
     assert decode_descriptor(descriptor(227 * 1024 - 16, 128, 8192)) == (227 * 1024 - 16, 128, 8192)
     with pytest.raises(ValueError, match="multiple of 16"):
@@ -113,5 +134,7 @@ def test_the_tile_kernel_compiles_to_wgmma_for_sm90a_without_spills(n, dtype, tr
     from codegen.cuda.compile import compile_ptx, ptxas_report
     src = warpgroup_tile_source(n, dtype, trans_b)
     assert f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{dtype}.{dtype}" in compile_ptx(src, "sm_90a")
+    tf32 = wgmma_function(n, "tf32")[1]
+    assert "1, 1, 1;" in tf32 and f"m64n{n}k8.f32.tf32.tf32" in tf32      # no transpose operands
     assert "wgmma.mma_async" not in compile_ptx(src, "sm_90")      # the guard: plain sm_90 has none
     assert ptxas_report(src, "sm_90a")["spill_stores"] == 0
