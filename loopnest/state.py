@@ -137,6 +137,10 @@ class NestState:
         #: id(cache buffer) -> (the variable of the loop it was made at, ids of the variables
         #: of that loop and the loops around it then): ``passes._filled_in_each_iteration``
         self._cache_loops: dict[int, tuple] = {}
+        #: (root, ids of buffers, ids of loop variables) of a ``gpu_matmul`` tree while the root
+        #: is the one it made: each iteration of those (block) loops fills those buffers before
+        #: it reads them, by construction (``privacy.private_to``)
+        self._tree_private: tuple | None = None
         self._tensor_loops: dict[str, list[Var]] = {}
 
     def _init_from_stmt(self, stmt: Any, outputs: Sequence[Buffer]) -> None:

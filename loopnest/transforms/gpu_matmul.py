@@ -38,7 +38,7 @@ from te.expr import FloatImm, IntImm
 from te.tensor import Tensor
 
 from ..errors import ScheduleError
-from ..stmt import Block, For, ForKind, Store
+from ..stmt import Block, For, ForKind, Store, iter_stmts
 from ._rewrite import fresh_vars, matmul_sizes, thread_nest
 from .gpu_wgmma import WGMMA_INTRINSICS, wgmma_matmul
 from .tensorize import fragment_col, fragment_row
@@ -464,3 +464,9 @@ def gpu_matmul(nest, tensor_cores: bool | None = None, **tiles) -> None:
     nest.verify()
     if tensor_cores:
         nest.tensorize("kk", (WGMMA_INTRINSICS if wgmma else MMA_INTRINSIC)[str(A.dtype)])
+    # each block fills its tiles and accumulators before it reads them: they are private to
+    # the block loops, which the dependence analysis cannot always show within its budget
+    # (the swizzled tiles' XOR indices)
+    blocks = frozenset(id(f.var) for f in iter_stmts(nest.root)
+                       if isinstance(f, For) and f.kind == ForKind.GPU_BLOCK)
+    nest._tree_private = (nest.root, frozenset(id(b) for b in scratch), blocks)

@@ -18,6 +18,8 @@ def private_to(nest, buf, f: For) -> bool:
     """Whether ``buf`` may be allocated inside loop ``f`` (a loop of ``nest.root`` or a lowered
     copy of one); False for a loop the nest's analysis does not know. A buffer stored at a
     loop (``shrink_storage``) is allocated once outside it, per iteration of a parallel loop.
+    A ``gpu_matmul`` tree's tiles and accumulators are private to its block loops while the
+    nest is as the tree left it (each block fills them before reading them).
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest
@@ -31,6 +33,9 @@ def private_to(nest, buf, f: For) -> bool:
     inside = allocate_inside(nest, buf, f)
     if inside is not None:
         return inside
+    tree = nest._tree_private
+    if tree is not None and tree[0] is nest.root and id(buf) in tree[1] and id(f.var) in tree[2]:
+        return True         # a gpu_matmul tree's tiles in its block loops, as it made them
     if id(buf) in nest._cache_buffers and any(
             isinstance(g, For) and g.kind in ForKind.CONCURRENT for g in iter_stmts(f)):
         # a cache_accesses copy is filled by each iteration of its loop before it is read, so

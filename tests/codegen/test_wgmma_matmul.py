@@ -208,3 +208,22 @@ def test_tiles_over_the_shared_memory_limit_refuse_the_build_and_say_why():
                                          r".* use smaller tiles, or a larger max_shared_bytes"):
         build(ex.nest, ex.args, target="cuda")
     assert "wgmma" in build(ex.nest, ex.args, target="cuda", max_shared_bytes=227 * 1024).source
+
+
+@pytest.mark.parametrize("kw", [dict(dtype="float16", K=512, BK=64), dict(dtype="float32", K=256, BK=32)])
+def test_the_trees_tiles_are_private_to_a_block_where_the_analysis_runs_out_of_budget(kw):
+    """Eight k-tiles over four stages with an N x K B: the value-flow analysis of Bs's swizzled
+    (XOR) reads runs over its isl budget, but gpu_matmul made the tree, whose blocks fill their
+    tiles before reading them: Bs stays in shared memory. Once another transform changes the
+    nest, the analysis decides again (here it cannot show the tiles private after unrolling
+    kk, so the unroll is refused and the nest stays as it was)."""
+    from loopnest.transforms.privacy import private_to
+    ex = wgmma_matmul_example(512, 512, b_layout="nk", BM=128, BN=256, stages=4, **kw)
+    k = build(ex.nest, ex.args, target="cuda", max_shared_bytes=227 * 1024)
+    assert "  Bs: shared" in k.module.plan.describe_memory()
+    by = ex.nest.loop("by")
+    assert private_to(ex.nest, ex.nest.buffer("Bs"), by.stmt)
+    root = ex.nest.root
+    with pytest.raises(ScheduleError, match="would share one As"):
+        ex.nest.unroll(ex.nest.loop("kk"))
+    assert ex.nest.root is root and ex.nest._tree_private[0] is root
