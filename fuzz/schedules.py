@@ -22,6 +22,7 @@ True
 """
 from __future__ import annotations
 
+import importlib
 import random
 
 from loopnest import Target
@@ -36,7 +37,11 @@ OPS = {
     "compute_at": 4, "store_at": 2, "cache_accesses": 3, "rfactor": 2, "privatize": 2, "eliminate_dead_stores": 1,
     "simplify": 1, "tensorize": 1, "gpu_matmul": 1, "auto_schedule": 1,
 }
-GPU_OPS = ("set_gpu_block_index", "set_gpu_thread_index", "tensorize", "gpu_matmul")
+GPU_OPS = ("set_gpu_block_index", "set_gpu_thread_index", "tensorize", "gpu_matmul", "grid_reduce")
+#: steps that are functions of the nest (``fn(nest, *args)``, all or nothing) rather than its
+#: methods: ``loopnest.auto.gpu.grid_reduce``, the two-kernel reduction that ``auto_schedule``
+#: takes only from a million terms, far above the random programs' sizes
+NEST_FUNCTIONS = {"grid_reduce": "loopnest.auto.gpu"}
 #: the operations drawn more often right after an operation (where defects hide: chains of
 #: inlining, cache buffers of split and masked loops, splits of cache loops; vectorized
 #: split loops, whose strided loads are gathers and whose stores may stream)
@@ -210,6 +215,12 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
         op = "auto_schedule"
     if gpu and not nest.history and not state.last_op and _lone_matmul(nest) and rnd.random() < 0.7:
         return {"op": "gpu_matmul", "args": [], "kwargs": _matmul_tiles(nest, rnd)}
+    reductions = sorted(t.name for t in nest.tensors if t.is_reduction)
+    if gpu and not nest.history and not state.last_op and reductions and rnd.random() < 0.15:
+        threads = rnd.choice([32, 64, 128])
+        return {"op": "grid_reduce", "args": [_buffer(rnd.choice(reductions)), threads,
+                                              threads * rnd.choice([1, 2, 4]) // rnd.choice([1, 4])],
+                "kwargs": {}}
     if state.last_op in FOLLOW_UPS and rnd.random() < 0.5:
         op = rnd.choice(FOLLOW_UPS[state.last_op])
     loops = [lp.name for lp in nest.get_all_loops()]
@@ -305,6 +316,15 @@ def apply_step(nest, step: dict):
     exists raises ScheduleError, as any refused transform does)."""
     args = [_decode(nest, a) for a in step["args"]]
     kwargs = {k: _decode(nest, v) for k, v in step.get("kwargs", {}).items()}
+    if step["op"] in NEST_FUNCTIONS:
+        fn = getattr(importlib.import_module(NEST_FUNCTIONS[step["op"]]), step["op"])
+        saved, history = nest._snapshot(), list(nest.history)
+        try:
+            return fn(nest, *args, **kwargs)
+        except BaseException:   # all or nothing, as a method's refusal
+            nest._restore(saved)
+            nest.history[:] = history
+            raise
     return getattr(nest, step["op"])(*args, **kwargs)
 
 
@@ -321,4 +341,7 @@ def _arg_source(x) -> str:
 def step_source(step: dict) -> str:
     """The API call of ``step`` as Python source (the nest is called ``nest``)."""
     args = [_arg_source(a) for a in step["args"]] + [f"{k}={_arg_source(v)}" for k, v in step.get("kwargs", {}).items()]
+    if step["op"] in NEST_FUNCTIONS:     # the function's module imported in the expression
+        module = NEST_FUNCTIONS[step["op"]]
+        return f"__import__({module!r}, fromlist=['_']).{step['op']}({', '.join(['nest'] + args)})"
     return f"nest.{step['op']}({', '.join(args)})"

@@ -384,3 +384,21 @@ def test_every_program_is_auto_scheduled_for_three_cpus_and_a_crash_is_reported(
     assert summary.by_kind["crash"] >= 3
     scripts = list(tmp_path.glob("*.py"))
     assert scripts and all("auto_schedule" in f.read_text() for f in scripts)
+
+
+def test_a_whole_array_reduction_is_drawn_as_two_kernels_and_replays():
+    """``grid_reduce`` (the two kernels ``auto_schedule("cuda")`` takes only from 2^20 terms)
+    is drawn as a first GPU step on reductions of the random programs' sizes; the check runs
+    it on IREval and the emulated CUDA C, replays its history, and a refused draw leaves the
+    nest as it was."""
+    from fuzz.programs import matmul_program
+    from fuzz.schedules import step_source
+    import random
+    case = Case(matmul_program(random.Random(1)))
+    step = {"op": "grid_reduce", "args": [{"buffer": "C"}, 32, 64], "kwargs": {}}
+    result = check_schedule(case, [step], ("ireval", "cuda"))
+    assert result.failures == [] and result.refused == 0, [str(f) for f in result.failures]
+    assert step_source(step) == ("__import__('loopnest.auto.gpu', fromlist=['_']).grid_reduce(nest, "
+                                 'nest.buffer("C"), 32, 64)')
+    refused = check_schedule(case, [dict(step, args=[{"buffer": "C"}, 0, 64])], ("ireval",))
+    assert refused.failures == [] and refused.refused == 1

@@ -44,7 +44,7 @@ from te.queries import fold_int, free_vars
 
 from .ir_queries import contains_thread_loop, loop_ranges
 from .plan import CudaPlan
-from .sync import _Ctx, _accesses, _disjoint, _header_accesses, _rekey, _stage_key
+from .sync import SyncContext, header_accesses, parts_disjoint, rekey_accesses, shared_accesses, stage_key
 
 __all__ = ["plan_async_waits", "MAX_AGE"]
 
@@ -71,7 +71,7 @@ def plan_async_waits(plan: CudaPlan) -> None:
         try:
             while True:
                 walk = _Walk(plan, k, waits)
-                walk.block_or_stmt(k.region, _State({}, {_NO_BARRIER: 0}), _Ctx())
+                walk.block_or_stmt(k.region, _State({}, {_NO_BARRIER: 0}), SyncContext())
                 if walk.lowered is False:
                     break
                 waits = walk.waits
@@ -106,10 +106,10 @@ class _State:
 
     def rekey(self, var, shift: bool) -> "_State":
         """The state with the stages of loop variable ``var`` moved to the next iteration
-        (``shift``) or made whole buffers (see ``codegen.cuda.sync._rekey``)."""
+        (``shift``) or made whole buffers (see ``codegen.cuda.sync.rekey_accesses``)."""
         out: dict = {}
         for (bid, key), age in self.inflight.items():
-            new = next(iter(_rekey({bid: [None, {("w", key)}]}, var, shift)[bid][1]))[1]
+            new = next(iter(rekey_accesses({bid: [None, {("w", key)}]}, var, shift)[bid][1]))[1]
             out[(bid, new)] = min(age, out.get((bid, new), age))
         return _State(out, dict(self.since))
 
@@ -141,7 +141,7 @@ class _Walk:
         """Lower the waits of the barriers before this point so that the copies ``acc``
         touches are complete."""
         for (bid, key), age in st.inflight.items():
-            if bid not in acc or all(_disjoint(key, k2) for _, k2 in acc[bid][1]):
+            if bid not in acc or all(parts_disjoint(key, k2) for _, k2 in acc[bid][1]):
                 continue
             for b, since in st.since.items():
                 if b is _NO_BARRIER or age - since < 0:
@@ -150,9 +150,9 @@ class _Walk:
                     self.waits[b] = age - since
                     self.lowered = True
 
-    def leaf(self, x: Stmt, st: _State, ctx: _Ctx) -> _State:
+    def leaf(self, x: Stmt, st: _State, ctx: SyncContext) -> _State:
         """A statement whose threads run apart: its accesses, then a group of its copies."""
-        self.access(_accesses(self.plan, x, ctx, self.ranges), st)
+        self.access(shared_accesses(self.plan, x, ctx, self.ranges), st)
         copies = [s for s in iter_stmts(x) if id(s) in self.plan.async_copies]
         if not copies:
             return st
@@ -164,15 +164,15 @@ class _Walk:
             self.buffers[id(s.buffer)] = s.buffer
         return _State(inflight, {b: min(n + 1, MAX_AGE) for b, n in st.since.items()})
 
-    def _key(self, s: Store, ctx: _Ctx):
+    def _key(self, s: Store, ctx: SyncContext):
         stage_vars = ctx.stage_vars - {id(x.var) for x in iter_stmts(s) if isinstance(x, (For, LetStmt))}
-        return _stage_key(s.buffer, s.indices, stage_vars, self.ranges)
+        return stage_key(s.buffer, s.indices, stage_vars, self.ranges)
 
     def header(self, exprs, st: _State) -> None:
-        self.access(_header_accesses(self.plan, exprs), st)
+        self.access(header_accesses(self.plan, exprs), st)
 
     # -- structure (as codegen.cuda.sync._Uniform walks it) --------------------------
-    def block_or_stmt(self, s: Stmt, st: _State, ctx: _Ctx) -> _State:
+    def block_or_stmt(self, s: Stmt, st: _State, ctx: SyncContext) -> _State:
         if not isinstance(s, Block):
             return self.stmt(s, st, ctx)
         stmts = list(s.stmts)
@@ -195,7 +195,7 @@ class _Walk:
                 i = j
         return st
 
-    def stmt(self, s: Stmt, st: _State, ctx: _Ctx) -> _State:
+    def stmt(self, s: Stmt, st: _State, ctx: SyncContext) -> _State:
         if isinstance(s, Block):
             return self.block_or_stmt(s, st, ctx)
         if isinstance(s, For) and s.kind == ForKind.GPU_THREAD:
@@ -216,7 +216,7 @@ class _Walk:
             return self.block_or_stmt(s.body, st, ctx.but(stage_vars=ctx.stage_vars - {id(s.var)}))
         return self.loop(s, st, ctx)
 
-    def loop(self, s: For, st: _State, ctx: _Ctx) -> _State:
+    def loop(self, s: For, st: _State, ctx: SyncContext) -> _State:
         """A serial loop of barrier-level code: the body walked from the join of the entry and
         of every iteration's end (stages renamed to the next iteration) until that stops
         changing; after it, the loop's stages are whole buffers."""

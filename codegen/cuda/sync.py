@@ -77,7 +77,10 @@ from ..kernel import BuildError
 from .ir_queries import AXES, contains_thread_loop, flatten, interval, loop_ranges
 from .plan import CudaPlan, Guard, KernelPlan
 
-__all__ = ["plan_sync"]
+#: the access bookkeeping the other passes that order shared memory (``cuda_async_waits``,
+#: ``cuda_wgmma_overlap``) share with this one
+__all__ = ["plan_sync", "SyncContext", "shared_accesses", "header_accesses", "stage_key", "parts_disjoint",
+           "access_conflict", "rekey_accesses"]
 
 _MAX_CARRY_WALKS = 8
 
@@ -99,14 +102,18 @@ def plan_sync(plan: CudaPlan) -> None:
     """
     for k in plan.kernels:
         if k.bound:
-            _Uniform(plan, k).visit(k.region, {}, _Ctx())
+            _Uniform(plan, k).visit(k.region, {}, SyncContext())
 
 
-class _Ctx:
+class SyncContext:
     """Where the walk is: the thread axes bound by enclosing thread loops, whether inside one,
     the variables whose values differ between threads (thread loop variables and what is
     computed from them), and the variables of the enclosing serial loops of uniform code
-    (the same on every thread: the stages of a staged buffer may be told apart by them)."""
+    (the same on every thread: the stages of a staged buffer may be told apart by them).
+
+    >>> SyncContext().but(in_thread=True).in_thread
+    True
+    """
 
     __slots__ = ("bound_axes", "in_thread", "tdep", "stage_vars")
 
@@ -117,10 +124,10 @@ class _Ctx:
         self.tdep = tdep
         self.stage_vars = stage_vars
 
-    def but(self, **kw) -> "_Ctx":
+    def but(self, **kw) -> "SyncContext":
         vals = {f: getattr(self, f) for f in self.__slots__}
         vals.update(kw)
-        return _Ctx(**vals)
+        return SyncContext(**vals)
 
 
 # Accesses: {id(buffer): [buffer, {(mode, key)}]}, mode "r" or "w". ``key`` names the part of
@@ -139,8 +146,14 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
-def _disjoint(ka, kb) -> bool:
-    """Whether the parts of one buffer named by the keys ``ka`` and ``kb`` share no element."""
+def parts_disjoint(ka, kb) -> bool:
+    """Whether the parts of one buffer named by the keys ``ka`` and ``kb`` share no element.
+
+    >>> parts_disjoint(("const", 0, 64), ("const", 1, 64)), parts_disjoint(("const", 0, 64), None)
+    (True, False)
+    >>> parts_disjoint(("mod", 7, 0, 3, 64), ("mod", 7, 1, 3, 64))      # stages (v) % 3 and (v + 1) % 3
+    True
+    """
     if ka is None or kb is None or ka[0] != kb[0]:
         return False
     if ka[0] == "const":
@@ -148,21 +161,35 @@ def _disjoint(ka, kb) -> bool:
     return ka[1] == kb[1] and ka[3:] == kb[3:] and ka[2] != kb[2]
 
 
-def _conflict(a: dict, b: dict) -> str | None:
+def access_conflict(a: dict, b: dict) -> str | None:
     """The name of a buffer one side writes and the other touches (the same part of it),
-    else None."""
+    else None.
+
+    >>> from te import Buffer
+    >>> S = Buffer("S", (2, 64), "float32")
+    >>> access_conflict({id(S): [S, {("w", ("const", 0, 64))}]}, {id(S): [S, {("r", ("const", 1, 64))}]})
+    >>> access_conflict({id(S): [S, {("w", ("const", 0, 64))}]}, {id(S): [S, {("r", None)}]})
+    'S'
+    """
     for k, (buf, ma) in a.items():
         if k in b:
             for mode_a, key_a in ma:
                 for mode_b, key_b in b[k][1]:
-                    if "w" in (mode_a, mode_b) and not _disjoint(key_a, key_b):
+                    if "w" in (mode_a, mode_b) and not parts_disjoint(key_a, key_b):
                         return buf.name
     return None
 
 
-def _rekey(acc: dict, var, shift: bool) -> dict:
+def rekey_accesses(acc: dict, var, shift: bool) -> dict:
     """``acc`` with the keys on the loop variable ``var`` moved to the next iteration
-    (``shift``: stage (n + a) mod S is (n + 1 + a - 1) mod S), or made whole-buffer."""
+    (``shift``: stage (n + a) mod S is (n + 1 + a - 1) mod S), or made whole-buffer.
+
+    >>> from te import Buffer, Var
+    >>> S, v = Buffer("S", (3, 64), "float32"), Var("v")
+    >>> acc = {id(S): [S, {("w", ("mod", id(v), 1, 3, 64))}]}
+    >>> [key[2] for _, key in rekey_accesses(acc, v, True)[id(S)][1]], rekey_accesses(acc, v, False)[id(S)][1]
+    ([0], {('w', None)})
+    """
     def one(key):
         if key is None or key[0] != "mod" or key[1] != id(var):
             return key
@@ -173,7 +200,7 @@ def _rekey(acc: dict, var, shift: bool) -> dict:
     return {k: [buf, {(mode, one(key)) for mode, key in modes}] for k, (buf, modes) in acc.items()}
 
 
-def _accesses(plan: CudaPlan, s: Stmt, ctx: _Ctx | None = None, ranges: dict | None = None) -> dict:
+def shared_accesses(plan: CudaPlan, s: Stmt, ctx: SyncContext | None = None, ranges: dict | None = None) -> dict:
     """The accesses (see above) of the non-thread-local buffers ``s`` touches; parts are told
     apart by the stage variables of ``ctx`` not bound again inside ``s``."""
     out: dict[int, list] = {}
@@ -184,7 +211,7 @@ def _accesses(plan: CudaPlan, s: Stmt, ctx: _Ctx | None = None, ranges: dict | N
     def add(node, mode):
         b = node.buffer
         if plan.scope(b) != "local":
-            key = _stage_key(b, node.indices, stage_vars, ranges)
+            key = stage_key(b, node.indices, stage_vars, ranges)
             out.setdefault(id(b), [b, set()])[1].add((mode, key))
 
     for x in iter_stmts(s):
@@ -195,8 +222,8 @@ def _accesses(plan: CudaPlan, s: Stmt, ctx: _Ctx | None = None, ranges: dict | N
     return out
 
 
-def _header_accesses(plan: CudaPlan, exprs) -> dict:
-    """Like :func:`_accesses`, for the loads of a compound statement's header ``exprs``."""
+def header_accesses(plan: CudaPlan, exprs) -> dict:
+    """Like :func:`shared_accesses`, for the loads of a compound statement's header ``exprs``."""
     out: dict[int, list] = {}
     for ld in loads(exprs):
         if plan.scope(ld.buffer) != "local":
@@ -204,7 +231,7 @@ def _header_accesses(plan: CudaPlan, exprs) -> dict:
     return out
 
 
-def _stage_key(buf, indices, stage_vars: frozenset, ranges: dict | None):
+def stage_key(buf, indices, stage_vars: frozenset, ranges: dict | None):
     """The key of the part of ``buf`` that the (flat) index ``indices`` touches: a term
     ``(v + c) mod S * m`` of the index, with ``v`` in ``stage_vars``, next to terms provably in
     [0, m); or a whole index provably within [k*m, (k+1)*m), m the size of a slice of the
@@ -324,12 +351,12 @@ class _Uniform(Functor):
         self.per_thread = _PerThread(plan, k, self.ranges)
 
     def barrier_if(self, pending: dict, acc: dict, at: Stmt) -> dict:
-        if self.k.thread_axes and _conflict(pending, acc) is not None:
+        if self.k.thread_axes and access_conflict(pending, acc) is not None:
             self.k.barriers.append(at)
             return {}
         return pending
 
-    def visit_Block(self, s: Block, pending: dict, ctx: _Ctx) -> dict:
+    def visit_Block(self, s: Block, pending: dict, ctx: SyncContext) -> dict:
         stmts = list(s.stmts)
         i = 0
         while i < len(stmts):
@@ -343,19 +370,19 @@ class _Uniform(Functor):
             while j < len(stmts) and not isinstance(stmts[j], (Allocate, Free)) \
                     and not contains_thread_loop(stmts[j]):
                 j += 1
-            acc = _accesses(self.plan, Block(tuple(stmts[i:j])), ctx, self.ranges)
+            acc = shared_accesses(self.plan, Block(tuple(stmts[i:j])), ctx, self.ranges)
             pending = self.barrier_if(pending, acc, x)
             self.per_thread.single_or_distributed(stmts[i:j], ctx)
             pending = _merge(pending, acc)
             i = j
         return pending
 
-    def visit_Allocate(self, s, pending: dict, ctx: _Ctx) -> dict:
+    def visit_Allocate(self, s, pending: dict, ctx: SyncContext) -> dict:
         return pending
 
     visit_Free = visit_Allocate
 
-    def visit_For(self, s: For, pending: dict, ctx: _Ctx) -> dict:
+    def visit_For(self, s: For, pending: dict, ctx: SyncContext) -> dict:
         if s.kind == ForKind.GPU_THREAD:
             if id(s) not in self.k.guarded and contains_thread_loop(s.body):
                 # every thread runs the body once: still uniform, barriers allowed inside
@@ -367,7 +394,7 @@ class _Uniform(Functor):
             return self.generic(s, pending, ctx)
         return self.uniform_for(s, self._after_header(s, [s.start, s.stop], pending), ctx)
 
-    def visit_Cond(self, s: Cond, pending: dict, ctx: _Ctx) -> dict:
+    def visit_Cond(self, s: Cond, pending: dict, ctx: SyncContext) -> dict:
         if self._runs_apart(s, [s.cond], ctx):
             return self.generic(s, pending, ctx)
         pending = self._after_header(s, [s.cond], pending)
@@ -376,32 +403,32 @@ class _Uniform(Functor):
             else None
         return _merge(r1, r2 if r2 is not None else pending)
 
-    def visit_LetStmt(self, s: LetStmt, pending: dict, ctx: _Ctx) -> dict:
+    def visit_LetStmt(self, s: LetStmt, pending: dict, ctx: SyncContext) -> dict:
         if self._runs_apart(s, [s.value], ctx):
             return self.generic(s, pending, ctx)
         pending = self._after_header(s, [s.value], pending)
         _check_scalar_let(s)
         return self.visit(s.body, dict(pending), ctx.but(stage_vars=ctx.stage_vars - {id(s.var)}))
 
-    def generic(self, s: Stmt, pending: dict, ctx: _Ctx) -> dict:
+    def generic(self, s: Stmt, pending: dict, ctx: SyncContext) -> dict:
         """A statement whose threads run apart (a store, a guarded thread loop, a compound
         statement without uniform thread-bound loops inside): a barrier before it if needed."""
-        acc = _accesses(self.plan, s, ctx, self.ranges)
+        acc = shared_accesses(self.plan, s, ctx, self.ranges)
         pending = self.barrier_if(pending, acc, s)
         self.per_thread.single_or_distributed([s], ctx)
         return _merge(pending, acc)
 
     @staticmethod
-    def _runs_apart(s: Stmt, head: list, ctx: _Ctx) -> bool:
+    def _runs_apart(s: Stmt, head: list, ctx: SyncContext) -> bool:
         """Whether the compound statement ``s`` with header expressions ``head`` is per-thread
         code: it holds no thread-bound loop, or its header differs between threads."""
         return not contains_thread_loop(s) or any(id(v) in ctx.tdep for v in free_vars(head))
 
     def _after_header(self, s: Stmt, head: list, pending: dict) -> dict:
-        acc = _header_accesses(self.plan, head)
+        acc = header_accesses(self.plan, head)
         return _merge(self.barrier_if(pending, acc, s), acc)
 
-    def uniform_for(self, s: For, pending: dict, ctx: _Ctx) -> dict:
+    def uniform_for(self, s: For, pending: dict, ctx: SyncContext) -> dict:
         """A serial loop around thread-bound loops, in uniform code.
 
         When what is pending before the loop conflicts with the body, one barrier before the
@@ -409,7 +436,7 @@ class _Uniform(Functor):
         unless the body needs as many barriers anyway for the accesses its iterations
         exchange, in which case the loop is left as it is."""
         outer = ctx.but(stage_vars=ctx.stage_vars - {id(s.var)})
-        if _conflict(pending, _accesses(self.plan, s.body, outer, self.ranges)) is None:
+        if access_conflict(pending, shared_accesses(self.plan, s.body, outer, self.ranges)) is None:
             return self.serial_loop(s, pending, ctx)
         mark = len(self.k.barriers)
         self.serial_loop(s, pending, ctx)
@@ -422,7 +449,7 @@ class _Uniform(Functor):
         del self.k.barriers[mark:]
         return self.serial_loop(s, pending, ctx)
 
-    def serial_loop(self, s: For, pending: dict, ctx: _Ctx) -> dict:
+    def serial_loop(self, s: For, pending: dict, ctx: SyncContext) -> dict:
         """Walk the serial loop ``s``, its body starting with ``pending``; returns the accesses
         left pending after it (the body may run zero times).
 
@@ -431,16 +458,16 @@ class _Uniform(Functor):
         moves on by one more each time), until that start holds all it can: the barriers of
         the last walk serve every iteration."""
         inner = ctx.but(stage_vars=ctx.stage_vars | {id(s.var)})
-        pending = _rekey(pending, s.var, False)     # a variable bound again: its old stages are gone
+        pending = rekey_accesses(pending, s.var, False)     # a variable bound again: its old stages are gone
         start, walks = pending, 0
         while True:
             mark = len(self.k.barriers)
             end = self.visit(s.body, dict(start), inner)
             walks += 1
             # many stages: after a few walks, the carried parts become the whole buffer
-            nxt = _merge(start, _rekey(end, s.var, walks < _MAX_CARRY_WALKS))
+            nxt = _merge(start, rekey_accesses(end, s.var, walks < _MAX_CARRY_WALKS))
             if all(k in start and start[k][1] == v[1] for k, v in nxt.items()):
-                return _merge(pending, _rekey(end, s.var, False))
+                return _merge(pending, rekey_accesses(end, s.var, False))
             del self.k.barriers[mark:]
             start = nxt
 
@@ -455,7 +482,7 @@ class _PerThread(Functor):
         self.k = k
         self.ranges = ranges
 
-    def single_or_distributed(self, run: list, ctx: _Ctx) -> None:
+    def single_or_distributed(self, run: list, ctx: SyncContext) -> None:
         """``run`` (sibling statements) executed per thread: if it stores while thread axes
         are unbound around it, only the threads with index 0 on those axes store."""
         unbound = tuple(a for a in self.k.thread_axes if a not in ctx.bound_axes)
@@ -470,7 +497,7 @@ class _PerThread(Functor):
             return
         self.k.guards[id(x)] = Guard(unbound, "local" not in stores, len(run))
 
-    def visit_For(self, s: For, ctx: _Ctx) -> None:
+    def visit_For(self, s: For, ctx: SyncContext) -> None:
         if s.kind == ForKind.GPU_THREAD:
             self.thread_body(s.body, ctx.but(bound_axes=ctx.bound_axes | {s.axis}, in_thread=True,
                                              tdep=ctx.tdep | {id(s.var)}, stage_vars=ctx.stage_vars - {id(s.var)}))
@@ -478,20 +505,20 @@ class _PerThread(Functor):
             # threads may run different iterations of this loop: no stages told apart by it
             self._body(s.body, ctx.but(tdep=ctx.tdep | {id(s.var)}, stage_vars=ctx.stage_vars - {id(s.var)}))
 
-    def visit_Cond(self, s: Cond, ctx: _Ctx) -> None:
+    def visit_Cond(self, s: Cond, ctx: SyncContext) -> None:
         self._body(s.then, ctx)
         if s.otherwise is not None and s.otherwise.stmts:
             self._body(s.otherwise, ctx)
 
-    def visit_LetStmt(self, s: LetStmt, ctx: _Ctx) -> None:
+    def visit_LetStmt(self, s: LetStmt, ctx: SyncContext) -> None:
         _check_scalar_let(s)
         self._body(s.body, ctx.but(tdep=ctx.tdep | {id(s.var)}, stage_vars=ctx.stage_vars - {id(s.var)}))
 
-    def visit_Block(self, s: Block, ctx: _Ctx) -> None:
+    def visit_Block(self, s: Block, ctx: SyncContext) -> None:
         for y in s.stmts:
             self.single_or_distributed([y], ctx)
 
-    def thread_body(self, body: Block, ctx: _Ctx) -> None:
+    def thread_body(self, body: Block, ctx: SyncContext) -> None:
         """Statements reached per thread. Threads on the axes not bound yet run this code
         redundantly: stores are guarded to one of them, and data exchanged between parts
         that distribute over those axes cannot be synchronised, so it is refused."""
@@ -500,10 +527,10 @@ class _PerThread(Functor):
             return
         stmts = flatten(body)
         parts = [x for x in stmts if not isinstance(x, (Allocate, Free))]
-        accs = [_accesses(self.plan, x, ctx, self.ranges) for x in parts]
+        accs = [shared_accesses(self.plan, x, ctx, self.ranges) for x in parts]
         for i in range(len(parts)):
             for j in range(i + 1, len(parts)):
-                conflict = _conflict(accs[i], accs[j])
+                conflict = access_conflict(accs[i], accs[j])
                 if conflict is not None:
                     bound = ", ".join(f"threadIdx.{AXES[a]}" for a in sorted(ctx.bound_axes)) or "(none)"
                     raise BuildError(
@@ -516,7 +543,7 @@ class _PerThread(Functor):
         for x in stmts:
             self.single_or_distributed([x], ctx)
 
-    def _body(self, b: Block, ctx: _Ctx) -> None:
+    def _body(self, b: Block, ctx: SyncContext) -> None:
         if ctx.in_thread:
             self.thread_body(b, ctx)
         else:

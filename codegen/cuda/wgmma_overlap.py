@@ -37,7 +37,7 @@ from te.queries import loads
 from loopnest.stmt import Block, For, ForKind, Store, iter_stmts, stmt_exprs
 
 from .ir_queries import loop_ranges
-from .sync import _accesses, _conflict, _Ctx, _rekey
+from .sync import SyncContext, access_conflict, rekey_accesses, shared_accesses
 
 __all__ = ["plan_wgmma_overlap"]
 
@@ -90,12 +90,12 @@ def _overlapping_loop(plan, k, m, ranges) -> For | None:
     before = body.stmts[:-1]
     if any(b is m.acc for x in before for b in _buffers(x)):
         return None
-    ctx = _Ctx(stage_vars=frozenset({id(loop.var)}))
-    reads = _rekey(_accesses(plan, m.root, ctx, ranges), loop.var, True)     # as iteration n+1 names them
+    ctx = SyncContext(stage_vars=frozenset({id(loop.var)}))
+    reads = rekey_accesses(shared_accesses(plan, m.root, ctx, ranges), loop.var, True)     # as iteration n+1 names them
     operands = {id(m.a), id(m.b)}
     for x in before:
-        writes = {key: v for key, v in _accesses(plan, x, ctx, ranges).items() if key in operands}
-        if _conflict(writes, reads) is not None:
+        writes = {key: v for key, v in shared_accesses(plan, x, ctx, ranges).items() if key in operands}
+        if access_conflict(writes, reads) is not None:
             return None
     return loop if _stores_follow_a_barrier(k, before, operands)[0] else None
 

@@ -1049,3 +1049,24 @@ def test_an_rfactor_buffer_too_large_for_shared_memory_builds_in_global_memory()
         np.testing.assert_array_equal(c, np.broadcast_to(b.sum(0), (32, 64)))
     if HAVE_NVCC:
         assert k.compile("sm_80")
+
+
+def test_aligning_a_shared_buffer_places_it_at_the_alignment_or_refuses_what_no_longer_fits():
+    from codegen.cuda.memory import align_shared, assign_memory_scopes
+    from codegen.cuda.passes import plan_cuda
+    from codegen.kernel import make_params
+    ex = examples.matmul_tiled()
+    nest = ex.nest.copy().prepare_for_codegen()
+    plan = plan_cuda(nest, make_params(nest, ex.args), "mm", upto="cuda_outline_kernels")
+    assign_memory_scopes(plan)
+    (k,) = plan.kernels
+    first, second = sorted((p for p in plan.placements.values() if p.scope == "shared"), key=lambda p: p.offset)
+    assert (first.offset, second.offset, k.shared_bytes) == (0, 1024, 2048)
+    align_shared(plan, k, [first.buffer], 4096)          # the first stays at 0: nothing moves
+    assert (second.offset, k.shared_bytes) == (1024, 2048)
+    align_shared(plan, k, [second.buffer], 4096)
+    assert (second.offset, k.shared_bytes) == (4096, 5120)
+    plan.max_shared = 8192
+    with pytest.raises(BuildError, match=rf"need 9216 bytes with {second.buffer.name} aligned to 8192 bytes, over "
+                                         r"the limit of 8192; use smaller tiles, or a larger max_shared_bytes"):
+        align_shared(plan, k, [second.buffer], 8192)
