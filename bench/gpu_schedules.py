@@ -28,6 +28,7 @@ from typing import Callable
 import numpy as np
 
 from loopnest import LoopNest
+from loopnest.auto.gpu import WGMMA_ARCHS, WGMMA_TILES as TUNING_WGMMA_TILES
 from loopnest.auto.gpu import (block_reduce, cache_rows, direct_conv2d, divisor_at_most, grid_partials, grid_reduce,
                                pow2_at_most, row_threads, thread_strided)
 from loopnest.nest import Loop
@@ -334,9 +335,9 @@ def matmul_gpu(nest: LoopNest, spec: Spec, tensor_cores: bool | None = None,
 
 #: the warpgroup-MMA tree's tiles on sm_90 (float16, bfloat16): 128 x 256 blocks of two
 #: warpgroups, k-tiles of 64 in four shared stages (192 KiB), two copied ahead
-WGMMA_TILES = {"wgmma": True, "BM": 128, "BN": 256, "BK": 64, "stages": 4}
-#: the devices that take it, and the blocks it needs (about one per SM of an H100)
-WGMMA_ARCHS, WGMMA_MIN_BLOCKS = ("sm_90", "sm_90a"), 128
+WGMMA_TILES = dict(TUNING_WGMMA_TILES[0])
+#: the blocks it needs (about one per SM of an H100) on the devices that take it (``WGMMA_ARCHS``)
+WGMMA_MIN_BLOCKS = 128
 
 
 #: the tf32 tree's tiles: k-tiles of 32 float32 (one 128-byte swizzled row), the same bytes per stage

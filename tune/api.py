@@ -114,7 +114,11 @@ def autotune(outputs: Sequence[Tensor] | Tensor, args: Sequence[Any], target: st
     outputs = list(outputs)
     database = open_db(db)
     task = Task(outputs, args, sizes=sizes, inputs=inputs, reference=reference, target=target, seed=seed)
-    if space is None:
+    if space is None and target == "cuda":     # the tiles the device and the shared memory allow
+        from .device import gpu_description
+        space = auto_space(outputs, target, arch=(gpu_description() or {}).get("arch"),
+                           max_shared_bytes=(build_options or {}).get("max_shared_bytes"))
+    elif space is None:
         space = auto_space(outputs, target=target)
     elif callable(space) and not isinstance(space, ScheduleSpace):
         space = ScheduleSpace(space, outputs)

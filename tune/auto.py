@@ -233,9 +233,11 @@ class _Template:
                 if consumer == t.name and outer is not None:
                     nest.compute_at(nest.buffer(name), outer)
 
-def auto_space(outputs: Sequence[Tensor] | Tensor, target: str | Target = "llvm") -> ScheduleSpace:
+def auto_space(outputs: Sequence[Tensor] | Tensor, target: str | Target = "llvm", *, arch: str | None = None,
+               max_shared_bytes: int | None = None) -> ScheduleSpace:
     """The automatic search space of the computation of ``outputs``: for the CPU targets here,
-    for ``"cuda"`` the GPU templates of ``tune.gpu_space``.
+    for ``"cuda"`` the GPU templates of ``tune.gpu_space`` (for a device of ``arch`` and
+    kernels built with ``max_shared_bytes``: the warpgroup-MMA tiles on sm_90).
 
     ``target`` is a codegen target name (``"llvm"``, ``"ireval"``: the widths and tiles of
     this machine) or a ``loopnest.Target`` describing another CPU (vector width and
@@ -251,7 +253,7 @@ def auto_space(outputs: Sequence[Tensor] | Tensor, target: str | Target = "llvm"
         outputs = [outputs]
     if target == "cuda":
         from .gpu_space import gpu_space
-        return gpu_space(outputs)
+        return gpu_space(outputs, arch, max_shared_bytes)
     cpu = resolve_target(target)
     tmpl = _Template(list(outputs), target if isinstance(target, str) else "llvm", cpu)
     space = ScheduleSpace(tmpl, list(outputs), name=tmpl.__name__)

@@ -11,7 +11,10 @@ template with a few knobs:
 * **matmul** (``C[i, j] = sum_k A[i, k] * B[k, j]`` of two inputs, static sizes, the only
   tensor): ``nest.gpu_matmul`` (``loopnest.transforms.gpu_matmul``): float16 / bfloat16 /
   float8 operands on the tensor cores, float32 on the shared-memory register-tiled tree;
-  ``tile`` picks the block and warp (or thread) tiles;
+  ``tile`` picks the block and warp (or thread) tiles; for a device of ``arch`` sm_90 the
+  warpgroup-MMA tree's tiles come first (float16 / bfloat16), those that fit
+  ``max_shared_bytes`` (what the candidates are built with: ``autotune`` passes its
+  ``build_options``' and the device's arch);
 * **direct 2-D convolution** (``Y[b, co, y, x] = sum X[b, ci, y + ry, x + rx] * W[co, ci, ry,
   rx]``, static sizes, ``X`` an input or an element-wise tensor of inputs such as a zero
   padding, the only other tensor): ``loopnest.auto.gpu.direct_conv2d``, its input windows in
@@ -56,9 +59,9 @@ class _GpuTemplate:
     """The schedule function of the CUDA space (picklable data, no closures): the templates of
     ``loopnest.auto.gpu.GpuPlan`` with their knobs declared."""
 
-    def __init__(self, outputs: Sequence[Tensor]):
+    def __init__(self, outputs: Sequence[Tensor], arch: str | None = None, max_shared_bytes: int | None = None):
         try:
-            self.plan = GpuPlan(list(outputs))
+            self.plan = GpuPlan(list(outputs), arch, max_shared_bytes)
             self.n_tiles = len(self.plan.matmul_tiles()[1]) if self.plan.matmul is not None else 0
         except ScheduleError as exc:
             raise SpaceError(f"{exc}; or pass a schedule function as space=") from None
@@ -83,11 +86,20 @@ class _GpuTemplate:
             self.plan.apply(nest, knobs)
 
 
-def gpu_space(outputs: Sequence[Tensor] | Tensor) -> ScheduleSpace:
-    """The CUDA search space of the computation of ``outputs`` (see the module docstring)."""
+def gpu_space(outputs: Sequence[Tensor] | Tensor, arch: str | None = None,
+              max_shared_bytes: int | None = None) -> ScheduleSpace:
+    """The CUDA search space of the computation of ``outputs`` (see the module docstring) for
+    a device of ``arch`` (None: unknown) and kernels built with ``max_shared_bytes``.
+
+    >>> from te import Buffer, Reduce, Sum, cast, float32
+    >>> A, B = Buffer("A", (512, 512), "float16"), Buffer("B", (512, 512), "float16")
+    >>> C = Reduce("C", (512, 512), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (512,))
+    >>> len(gpu_space([C]).knob("C.tile").options), len(gpu_space([C], "sm_90", 227 * 1024).knob("C.tile").options)
+    (5, 8)
+    """
     if isinstance(outputs, Tensor):
         outputs = [outputs]
-    tmpl = _GpuTemplate(list(outputs))
+    tmpl = _GpuTemplate(list(outputs), arch, max_shared_bytes)
     space = ScheduleSpace(tmpl, list(outputs), name=tmpl.__name__)
     space.set_seeds(tmpl.seeds(space))
     return space

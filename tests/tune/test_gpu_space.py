@@ -202,3 +202,25 @@ def test_a_tuned_matmul_schedule_replays_from_its_history():
     replayed = LoopNest([C]).replay(nest.history)
     assert str(replayed) == str(nest) and replayed.tensorized == {"kk": "mma_m16n8k16"}
     assert "tc_mma_bf16(" in build(replayed, [A, B, C], target="cuda").source
+
+
+def test_on_sm90_half_precision_matmuls_seed_with_the_warpgroup_tree_where_the_shared_memory_allows():
+    from loopnest import LoopNest
+    from loopnest.auto.gpu import WGMMA_TILES
+    A, B = Buffer("A", (256, 128), "float16"), Buffer("B", (128, 256), "float16")
+    C = Reduce("C", (256, 256), Sum(), lambda i, j, k: cast(A[i, k], float32) * cast(B[k, j], float32), (128,))
+    space = auto_space([C], "cuda", arch="sm_90", max_shared_bytes=227 * 1024)
+    kind, tiles = space.fn.plan.matmul_tiles()
+    assert tiles[:len(WGMMA_TILES)] == WGMMA_TILES and tiles[len(WGMMA_TILES):] == [
+        t for t in MMA_TILES if 256 % t["BM"] == 0 and 256 % t["BN"] == 0 and 128 % t["BK"] == 0]
+    nest = space.apply(space.seeds[0])
+    assert nest.tensorized == {"kk": "wgmma_m64nNk16"}
+    replayed = LoopNest([C]).replay(nest.history)
+    assert str(replayed) == str(nest)
+    source = build(replayed, [A, B, C], target="cuda", max_shared_bytes=227 * 1024).source
+    assert "tc_wgmma_m64n256k16_f16_tn(" in source
+    # without the opt-in shared memory, or on another device, the mma.sync tiles only
+    for kw in (dict(arch="sm_90"), dict(arch="sm_80", max_shared_bytes=163 * 1024), {}):
+        assert space.fn.plan.matmul_tiles()[1][0] == WGMMA_TILES[0]
+        other = auto_space([C], "cuda", **kw)
+        assert all("wgmma" not in t for t in other.fn.plan.matmul_tiles()[1]), kw
