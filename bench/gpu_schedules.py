@@ -229,11 +229,12 @@ def transpose_gpu(nest: LoopNest, spec: Spec, tile: int | None = None, rows: int
     nest.unroll(ro)
 
 
-def _shared_transpose(nest: LoopNest, A: Buffer, T, tile: int, rows: int) -> None:
+def _shared_transpose(nest: LoopNest, A: Buffer, T, tile: int, rows: int, convert=None) -> None:
     """``shared=True``: the classic tiled transpose as a statement tree. A block of
     ``tile x rows`` threads reads a ``tile x tile`` tile of A row by row (coalesced) into
     shared memory padded to ``tile + 1`` columns (no bank conflicts on the column reads),
-    waits, and writes it to T row by row (coalesced), each thread ``tile / rows`` rows."""
+    waits, and writes it to T row by row (coalesced), each thread ``tile / rows`` rows.
+    ``convert(value)``: what is stored of each element read (the element itself by default)."""
     from loopnest.stmt import Block, For, ForKind, Store
     from te import Var
 
@@ -251,7 +252,8 @@ def _shared_transpose(nest: LoopNest, A: Buffer, T, tile: int, rows: int) -> Non
         return For(ty, 0, rows, Block([For(tx, 0, tile, Block([inner]), ForKind.GPU_THREAD, 0)]),
                    ForKind.GPU_THREAD, 1)
 
-    load = threads(lambda y, x: [Store(tile_buf, (y, x), A[by * tile + y, bx * tile + x])])
+    convert = convert or (lambda e: e)
+    load = threads(lambda y, x: [Store(tile_buf, (y, x), convert(A[by * tile + y, bx * tile + x]))])
     store = threads(lambda y, x: [Store(T, (bx * tile + y, by * tile + x), tile_buf[x, y])])
     root = For(by, 0, m // tile, Block([For(bx, 0, n // tile, Block([load, store]), ForKind.GPU_BLOCK, 0)]),
                ForKind.GPU_BLOCK, 1)
@@ -348,7 +350,9 @@ def tf32_wgmma_matmul(A: Buffer, B: Buffer, **tiles) -> list[tuple[LoopNest, lis
     """``C = A @ B`` for float32 ``A`` (M x K) and ``B`` (K x N) as tf32 on Hopper's warpgroup
     MMA (sm_90a), in two kernels: the tf32 instruction reads both operands K-major (it has
     no transposed form), so the first kernel transposes ``B`` into ``BT`` (N x K: the
-    shared-memory tiled transpose of :func:`transpose_gpu`, 64 x 64 tiles) and the second
+    shared-memory tiled transpose of :func:`transpose_gpu`, 64 x 64 tiles, which rounds B to
+    tf32: the tensor cores may truncate an operand's low bits, and A's alone then bias each
+    sum by about 2^-11 of itself rather than twice that) and the second
     is the warpgroup tree (:data:`WGMMA_TF32_TILES`, ``tiles`` override them) on ``A`` and
     ``BT``. Returns ``[(nest, args)]`` in launch order; the second takes ``BT`` by name
     (build it with ``max_shared_bytes`` up to the device's opt-in limit: the default tiles
@@ -367,9 +371,11 @@ def tf32_wgmma_matmul(A: Buffer, B: Buffer, **tiles) -> list[tuple[LoopNest, lis
         raise ValueError(f"tf32_wgmma_matmul takes float32 A (M x K) and B (K x N), got {A.dtype} {A.shape} and "
                          f"{B.dtype} {B.shape}")
     config = dict(WGMMA_TF32_TILES, **tiles)
-    BT = Compute("BT", (n, k), lambda j, kk: B[kk, j])
+    def to_tf32(e):
+        return cast(cast(e, "tf32"), float32)
+    BT = Compute("BT", (n, k), lambda j, kk: to_tf32(B[kk, j]))
     transpose = LoopNest([BT])
-    _shared_transpose(transpose, B, BT, 64, 8)
+    _shared_transpose(transpose, B, BT, 64, 8, to_tf32)
     BTin = Buffer("BT", (n, k), "float32")
     C = Reduce("C", (m, n), Sum(), lambda i, j, kk: A[i, kk] * BTin[j, kk], (k,))
     matmul = LoopNest([C])

@@ -573,6 +573,6 @@ def test_bench_tf32_matmul_on_sm90_transposes_b_then_takes_the_warpgroup_tree():
         def max_shared_bytes(self):
             return 227 * 1024
     row = bench_gpu.entry_matmul(Hopper(), 256, "tf32", repeats=1, wgmma=True, BN=128, stages=2)
-    assert row["correct"] and row["max_rel_err"] < 1e-5, row        # the emulation computes in float32
+    assert row["correct"] and 0 < row["max_rel_err"] < 1e-3, row        # B rounded to tf32, A exact
     assert [name for name, _, _ in row["launch"]] == ["k0_BT", "k0_C"]
     assert row["schedule"].startswith("tf32 warpgroup MMA")
