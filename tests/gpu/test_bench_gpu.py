@@ -55,6 +55,17 @@ def test_matmul_entry_agrees_with_numpy(be, n, dtype, params):
         assert row["peer_max_rel_err"] < 1e-2   # the peer computed the same product
 
 
+def test_tf32_matmul_entry_on_sm90_transposes_b_then_takes_the_warpgroup_tree(be):
+    if be.arch() not in ("sm_90", "sm_90a"):
+        pytest.skip(f"the warpgroup MMA needs sm_90, the device is {be.arch()}")
+    n = 1024
+    row = bench_gpu.entry_matmul(be, n, "tf32", repeats=3, keep=True, wgmma=True)
+    spec = WORKLOADS["matmul"].make(n)
+    want = spec.inputs["A"].astype(np.float64) @ spec.inputs["B"].astype(np.float64)
+    _close(row["output"], want, 5e-3, 5e-2, "tf32 warpgroup matmul")
+    assert row["correct"] and [name for name, _, _ in row["launch"]] == ["k0_BT", "k0_C"]
+
+
 @pytest.mark.parametrize("shape", [(64, 1024), (33, 300)])
 def test_softmax_entry_agrees_with_numpy(be, shape):
     row = bench_gpu.entry_softmax(be, shape, repeats=3, keep=True)
