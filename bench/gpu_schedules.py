@@ -43,9 +43,9 @@ from .pipelines import PYRAMID_LEVELS, STENCIL_STAGES, stencil_kinds
 
 __all__ = ["GPU_SCHEDULES", "TEST_SIZES", "gpu_nest", "thread_strided", "block_reduce", "matmul_config",
            "elementwise_gpu", "softmax_gpu", "layernorm_gpu", "row_sum_gpu", "sum_gpu", "column_sum_gpu",
-           "transpose_gpu",
-           "matmul_gpu", "mma_matmul_config", "WGMMA_TILES", "WGMMA_TF32_TILES", "tf32_wgmma_matmul", "linear_gpu",
-           "conv1d_gpu", "conv2d_gpu", "blur_gpu", "make_matmul_lowp", "bind_2d", "stencil_gpu", "pyramid_gpu"]
+           "transpose_gpu", "matmul_gpu", "mma_matmul_config", "WGMMA_TILES", "WGMMA_TF32_TILES",
+           "tf32_wgmma_matmul", "linear_gpu", "conv1d_gpu", "conv2d_gpu", "blur_gpu", "make_matmul_lowp", "bind_2d",
+           "stencil_gpu", "pyramid_gpu"]
 
 
 # ---------------------------------------------------------------------------------------
@@ -350,11 +350,11 @@ def tf32_wgmma_matmul(A: Buffer, B: Buffer, **tiles) -> list[tuple[LoopNest, lis
     """``C = A @ B`` for float32 ``A`` (M x K) and ``B`` (K x N) as tf32 on Hopper's warpgroup
     MMA (sm_90a), in two kernels: the tf32 instruction reads both operands K-major (it has
     no transposed form), so the first kernel transposes ``B`` into ``BT`` (N x K: the
-    shared-memory tiled transpose of :func:`transpose_gpu`, 64 x 64 tiles, which rounds B to
-    tf32: the tensor cores may truncate an operand's low bits, and A's alone then bias each
-    sum by about 2^-11 of itself rather than twice that) and the second
-    is the warpgroup tree (:data:`WGMMA_TF32_TILES`, ``tiles`` override them) on ``A`` and
-    ``BT``. Returns ``[(nest, args)]`` in launch order; the second takes ``BT`` by name
+    shared-memory tiled transpose of :func:`transpose_gpu`, 64 x 64 tiles) and the second is
+    the warpgroup tree (:data:`WGMMA_TF32_TILES`, ``tiles`` override them) on ``A`` and
+    ``BT``. The transpose rounds B to tf32 (to nearest even): the tensor cores may instead
+    truncate an operand's low bits, which biases each sum towards zero; rounded, only A's
+    half of that bias is left. Returns ``[(nest, args)]`` in launch order; the second takes ``BT`` by name
     (build it with ``max_shared_bytes`` up to the device's opt-in limit: the default tiles
     take 192 KiB). Raises ``ValueError`` (or ``ScheduleError`` from the tree) where the
     sizes do not divide into the tiles (64 for the transpose).
@@ -371,8 +371,10 @@ def tf32_wgmma_matmul(A: Buffer, B: Buffer, **tiles) -> list[tuple[LoopNest, lis
         raise ValueError(f"tf32_wgmma_matmul takes float32 A (M x K) and B (K x N), got {A.dtype} {A.shape} and "
                          f"{B.dtype} {B.shape}")
     config = dict(WGMMA_TF32_TILES, **tiles)
+
     def to_tf32(e):
         return cast(cast(e, "tf32"), float32)
+
     BT = Compute("BT", (n, k), lambda j, kk: to_tf32(B[kk, j]))
     transpose = LoopNest([BT])
     _shared_transpose(transpose, B, BT, 64, 8, to_tf32)

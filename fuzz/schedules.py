@@ -38,8 +38,8 @@ OPS = {
     "simplify": 1, "tensorize": 1, "gpu_matmul": 1, "auto_schedule": 1,
 }
 GPU_OPS = ("set_gpu_block_index", "set_gpu_thread_index", "tensorize", "gpu_matmul", "grid_reduce")
-#: steps that are functions of the nest (``fn(nest, *args)``, all or nothing) rather than its
-#: methods: ``loopnest.auto.gpu.grid_reduce``, the two-kernel reduction that ``auto_schedule``
+#: steps that are functions of the nest (``fn(nest, *args)``, all or nothing as a method) rather
+#: than its methods: ``loopnest.auto.gpu.grid_reduce``, the two-kernel reduction that ``auto_schedule``
 #: takes only from a million terms, far above the random programs' sizes
 NEST_FUNCTIONS = {"grid_reduce": "loopnest.auto.gpu"}
 #: the operations drawn more often right after an operation (where defects hide: chains of
@@ -318,13 +318,7 @@ def apply_step(nest, step: dict):
     kwargs = {k: _decode(nest, v) for k, v in step.get("kwargs", {}).items()}
     if step["op"] in NEST_FUNCTIONS:
         fn = getattr(importlib.import_module(NEST_FUNCTIONS[step["op"]]), step["op"])
-        saved, history = nest._snapshot(), list(nest.history)
-        try:
-            return fn(nest, *args, **kwargs)
-        except BaseException:   # all or nothing, as a method's refusal
-            nest._restore(saved)
-            nest.history[:] = history
-            raise
+        return fn(nest, *args, **kwargs)
     return getattr(nest, step["op"])(*args, **kwargs)
 
 

@@ -151,6 +151,10 @@ T = Reduce("T", (64, 64), Sum(), lambda i, j, k: F[i, k] * G[j, k], (64,))
 tf = LoopNest([T])
 tf.gpu_matmul(True, wgmma=True, BM=64, BN=64, BK=32, stages=2)
 print("tf32 warpgroup MMA:", tf.tensorized)
+f, g = (np.random.default_rng(s).standard_normal((64, 64)).astype(np.float32) for s in (4, 5))
+t_out = np.zeros((64, 64), np.float32)
+build(tf, [F, G, T], target="ireval")(F=f, G=g, T=t_out)     # IREval: float32 products, not rounded
+assert np.allclose(t_out, f.astype(np.float64) @ g.T.astype(np.float64), rtol=1e-5, atol=1e-4)
 print(build(tf, [F, G, T], target="cuda").module.plan.describe_tensor_cores().splitlines()[1].strip())
 
 try:                                                           # on a GPU: run it, and tune it

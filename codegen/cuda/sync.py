@@ -202,7 +202,19 @@ def rekey_accesses(acc: dict, var, shift: bool) -> dict:
 
 def shared_accesses(plan: CudaPlan, s: Stmt, ctx: SyncContext | None = None, ranges: dict | None = None) -> dict:
     """The accesses (see above) of the non-thread-local buffers ``s`` touches; parts are told
-    apart by the stage variables of ``ctx`` not bound again inside ``s``."""
+    apart by the stage variables of ``ctx`` not bound again inside ``s``.
+
+    >>> from types import SimpleNamespace
+    >>> from te import Buffer, Var
+    >>> from te.expr import Load
+    >>> from loopnest.stmt import Store
+    >>> S, v, t = Buffer("S", (2, 64), "float32"), Var("v"), Var("t")      # flat indices, as after lowering
+    >>> copy = Store(S, (v % 2 * 64 + t,), Load(S, (t * 2,)))
+    >>> acc = shared_accesses(SimpleNamespace(scope=lambda b: "shared"), copy,
+    ...                       SyncContext(stage_vars=frozenset({id(v)})), {id(v): (0, 9), id(t): (0, 63)})
+    >>> sorted(acc[id(S)][1], key=str)      # writes stage v % 2; reads anywhere in S
+    [('r', None), ('w', ('mod', ..., 0, 2, 64))]
+    """
     out: dict[int, list] = {}
     stage_vars = ctx.stage_vars if ctx is not None else frozenset()
     if stage_vars:
@@ -223,7 +235,14 @@ def shared_accesses(plan: CudaPlan, s: Stmt, ctx: SyncContext | None = None, ran
 
 
 def header_accesses(plan: CudaPlan, exprs) -> dict:
-    """Like :func:`shared_accesses`, for the loads of a compound statement's header ``exprs``."""
+    """Like :func:`shared_accesses`, for the loads of a compound statement's header ``exprs``.
+
+    >>> from types import SimpleNamespace
+    >>> from te import Buffer
+    >>> N = Buffer("N", (1,), "int32")
+    >>> header_accesses(SimpleNamespace(scope=lambda b: "shared"), [N[0] + 1])[id(N)][1]
+    {('r', None)}
+    """
     out: dict[int, list] = {}
     for ld in loads(exprs):
         if plan.scope(ld.buffer) != "local":
@@ -235,7 +254,14 @@ def stage_key(buf, indices, stage_vars: frozenset, ranges: dict | None):
     """The key of the part of ``buf`` that the (flat) index ``indices`` touches: a term
     ``(v + c) mod S * m`` of the index, with ``v`` in ``stage_vars``, next to terms provably in
     [0, m); or a whole index provably within [k*m, (k+1)*m), m the size of a slice of the
-    first dimension. Either within the buffer. None when neither is proven."""
+    first dimension. Either within the buffer. None when neither is proven.
+
+    >>> from te import Buffer, Var
+    >>> S, v, t = Buffer("S", (3, 64), "float32"), Var("v"), Var("t")
+    >>> key = stage_key(S, [(v + 1) % 3 * 64 + t], frozenset({id(v)}), {id(v): (0, 9), id(t): (0, 63)})
+    >>> key[0], key[2:], stage_key(S, [t * 3], frozenset(), {id(t): (0, 63)})
+    ('mod', (1, 3, 64), None)
+    """
     dims = [d if isinstance(d, int) else fold_int(d) for d in buf.shape]
     if ranges is None or len(indices) != 1 or len(dims) < 2 or any(d is None or d <= 0 for d in dims):
         return None     # (an empty buffer has no parts)

@@ -32,6 +32,9 @@ whose 16 k of one instruction lie inside a row: the start address moves 32 bytes
     K-major:  byte(r, k) = (r % 8) * 128 + (r / 8) * SBO + (k % 64) * 2 + (k / 64) * LBO
     MN-major: byte(k, n) = (k % 8) * 128 + (k / 8) * SBO + (n % 64) * 2 + (n / 64) * LBO
 
+tf32 (``m64nNk8``, 4-byte elements) takes both operands K-major only: a core matrix is 8
+rows of 4 elements, an atom row 32 elements, and one instruction's 8 of K are again 32 bytes.
+
 A row of 128 bytes is one contiguous row of a K-major tile 64 elements deep (or of an
 MN-major tile's 64 columns): a warp copies whole rows of global memory into whole rows of
 the atom, which ``cp.async`` needs to run at full speed (interleaved core matrices scatter

@@ -116,7 +116,8 @@ def grid_reduce(nest, t, threads: int, partials: int) -> Loop:
     ``partials``-th term into a register (consecutive threads read consecutive terms) and
     store their partial; then a block per output adds its ``partials`` partials with a tree
     of ``threads`` threads (:func:`block_reduce`). The reduction loops are flattened into
-    one first. Returns the output loop of the second kernel.
+    one first. Returns the output loop of the second kernel. All or nothing: where a step is
+    refused (``ScheduleError``), the nest is as it was.
 
     >>> from te import Buffer, Reduce, Sum
     >>> from loopnest import LoopNest
@@ -126,6 +127,16 @@ def grid_reduce(nest, t, threads: int, partials: int) -> Loop:
     >>> [(lp.extent, lp.kind) for lp in nest.get_loops_for("S_rf")]      # 4 blocks of 128 threads
     [(4, 'gpu_block'), (128, 'gpu_thread')]
     """
+    saved, history = nest._snapshot(), list(nest.history)
+    try:
+        return _grid_reduce(nest, t, threads, partials)
+    except BaseException:
+        nest._restore(saved)
+        nest.history[:] = history
+        raise
+
+
+def _grid_reduce(nest, t, threads: int, partials: int) -> Loop:
     loops = nest.get_loops_for(t)
     outer, red = loops[:len(t.dims)], loops[len(t.dims):]
     r = nest.flatten(red) if len(red) > 1 else red[0]
@@ -324,8 +335,8 @@ MMA_TILES = [dict(BM=128, BN=128, BK=64, WM=64, WN=32), dict(BM=128, BN=128, BK=
 #: shared memory), fastest first: on an H100 at 4096 617, 511 and 513 TFLOP/s (``mma.sync``: 283)
 WGMMA_TILES = [dict(wgmma=True, BM=128, BN=256, BK=64, stages=4), dict(wgmma=True, BM=128, BN=128, BK=64, stages=4),
                dict(wgmma=True, BM=128, BN=256, BK=64, stages=3)]
-#: the devices with the warpgroup MMA, and the shared memory a kernel has without opting in
-WGMMA_ARCHS, STATIC_SHARED_BYTES = ("sm_90", "sm_90a"), 48 * 1024
+#: the devices with the warpgroup MMA
+WGMMA_ARCHS = ("sm_90", "sm_90a")
 #: block and per-thread tiles of the float32 register-tiled matmul, double-buffered, fastest first
 #: (on an H100: the first at 4096, the second at 1024; 128-bit loads where the tiles allow)
 SIMT_TILES = [dict(BM=128, BN=128, BK=16, TM=8, TN=8, stages=2, vector=4),
@@ -361,9 +372,9 @@ class GpuPlan:
     ``ScheduleError`` for an external call (the CUDA backend does not run them).
 
     ``arch`` (the device, such as ``"sm_90"``; None: unknown) and ``max_shared_bytes`` (what
-    the kernels will be built with; None: 48 KiB) decide the matmul's tiles: on sm_90 a
-    float16 or bfloat16 matmul takes the warpgroup tree's ``WGMMA_TILES`` first, those that
-    fit the shared memory.
+    the kernels will be built with; None: the default, which holds none of the warpgroup
+    tree's stages) decide the matmul's tiles: on sm_90 a float16 or bfloat16 matmul takes the
+    warpgroup tree's ``WGMMA_TILES`` first, those that fit the shared memory.
 
     >>> from te import Buffer, Compute, Reduce, Sum, exp
     >>> A = Buffer("A", (8, 256), "float32")
@@ -373,7 +384,7 @@ class GpuPlan:
     """
 
     def __init__(self, outputs, arch: str | None = None, max_shared_bytes: int | None = None):
-        self.arch, self.max_shared_bytes = arch, max_shared_bytes or STATIC_SHARED_BYTES
+        self.arch, self.max_shared_bytes = arch, max_shared_bytes
         self.tensors = tensors_in_order(list(outputs))
         self.outputs = {t.name for t in outputs}
         self.kinds = {t.name: classify(t) for t in self.tensors}
@@ -453,7 +464,7 @@ class GpuPlan:
         if not lowp and layout != "kn":     # the SIMT tree takes B as K x N: A @ B.T is a reduction
             return "simt", []
         tiles = MMA_TILES if lowp else SIMT_TILES
-        if self.arch in WGMMA_ARCHS and str(A.dtype) in ("float16", "bfloat16"):
+        if self.arch in WGMMA_ARCHS and self.max_shared_bytes and str(A.dtype) in ("float16", "bfloat16"):
             tiles = [c for c in WGMMA_TILES if wgmma_shared_bytes(c["BM"], c["BN"], c["BK"], c["stages"])
                      <= self.max_shared_bytes] + tiles
         return ("mma" if lowp else "simt"), [c for c in tiles if m % c["BM"] == 0 and n % c["BN"] == 0

@@ -47,6 +47,14 @@ def _image(A, B, trans_b, a_at, b_at, lbo_sbo_a, lbo_sbo_b, size=1 << 16, swizzl
     return smem
 
 
+def _as_tile(acc: np.ndarray) -> np.ndarray:
+    """The 64 x N tile that the accumulators ``acc`` (128 threads x N / 2 values) hold."""
+    D = np.zeros((64, 2 * acc.shape[1]))
+    t, v = np.meshgrid(range(128), range(acc.shape[1]), indexing="ij")
+    D[acc_coord(t, v)] = acc
+    return D
+
+
 @pytest.mark.parametrize("dtype,npdt", [("f16", np.float16), ("bf16", ml_dtypes.bfloat16)])
 @pytest.mark.parametrize("trans_b", [True, False])
 def test_model_of_a_k_step_inside_a_larger_tile_is_a_matmul(dtype, npdt, trans_b):
@@ -60,9 +68,7 @@ def test_model_of_a_k_step_inside_a_larger_tile_is_a_matmul(dtype, npdt, trans_b
     db = descriptor(16384 + 2 * lb[0], *lb)                      # k 16..
     acc = np.ones((128, 16), np.float32)
     out = warpgroup_mma(smem, da, db, acc, 32, dtype, trans_b)
-    D = np.zeros((64, 32))
-    t, v = np.meshgrid(range(128), range(16), indexing="ij")
-    D[acc_coord(t, v)] = out
+    D = _as_tile(out)
     expected = A[64:, 16:32].astype(np.float64) @ B[16:32].astype(np.float64) + 1
     np.testing.assert_array_equal(D, expected)
 
@@ -88,9 +94,7 @@ def test_model_of_swizzled_operands_is_a_matmul(dtype, npdt, trans_b):
     da = descriptor(8 * 1024 + 2 * 32, *la, swizzle=128)             # rows 64..: 8 atoms on; k 32..: 64 bytes in
     db = descriptor(16384 + (4 * 1024 if trans_b else 64), *lb, swizzle=128)   # k 32..
     out = warpgroup_mma(smem, da, db, np.zeros((128, 64), np.float32), 128, dtype, trans_b)
-    D = np.zeros((64, 128))
-    t, v = np.meshgrid(range(128), range(64), indexing="ij")
-    D[acc_coord(t, v)] = out
+    D = _as_tile(out)
     np.testing.assert_array_equal(D, A[64:, 32:48].astype(np.float64) @ B[32:48].astype(np.float64))
 
 
@@ -106,9 +110,7 @@ def test_model_of_tf32_operands_is_a_matmul():
     da = descriptor(8 * 1024 + la[0] + 32, *la, swizzle=128)          # rows 64..: 8 atoms on
     db = descriptor(32768 + lb[0] + 32, *lb, swizzle=128)
     out = warpgroup_mma(smem, da, db, np.zeros((128, 32), np.float32), 64, "tf32")
-    D = np.zeros((64, 64))
-    t, v = np.meshgrid(range(128), range(32), indexing="ij")
-    D[acc_coord(t, v)] = out
+    D = _as_tile(out)
     np.testing.assert_array_equal(D, A[64:, 40:48].astype(np.float64) @ B.T[40:48].astype(np.float64))
     with pytest.raises(ValueError, match="K-major only"):
         warpgroup_mma(smem, da, db, np.zeros((128, 32), np.float32), 64, "tf32", trans_b=True)

@@ -221,6 +221,5 @@ def test_on_sm90_half_precision_matmuls_seed_with_the_warpgroup_tree_where_the_s
     assert "tc_wgmma_m64n256k16_f16_tn(" in source
     # without the opt-in shared memory, or on another device, the mma.sync tiles only
     for kw in (dict(arch="sm_90"), dict(arch="sm_80", max_shared_bytes=163 * 1024), {}):
-        assert space.fn.plan.matmul_tiles()[1][0] == WGMMA_TILES[0]
         other = auto_space([C], "cuda", **kw)
         assert all("wgmma" not in t for t in other.fn.plan.matmul_tiles()[1]), kw
