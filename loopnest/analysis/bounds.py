@@ -5,9 +5,11 @@
 variables fixed outside ``stmt`` (``outer_vars``, usually enclosing loop variables) and
 of the symbolic sizes.
 
-Affine (and quasi-affine: floordiv / floormod by constants, min, max) indices, loop
-bounds and conditions are handled exactly: the loop variables bound inside ``stmt`` are
-projected out and the per-dimension minimum / maximum are read back from isl as
+The accesses are those of the polyhedral model of ``stmt`` (``domains.analyze``, kept per
+tree: the buffers of one body share it; a load on the side of an ``if_then_else`` that is
+not taken is no access there). Affine (and quasi-affine: floordiv / floormod by
+constants, min, max) indices, loop bounds and conditions are handled exactly: the loop
+variables bound inside ``stmt`` are projected out and the per-dimension minimum / maximum are read back from isl as
 expressions (piecewise results become ``min`` / ``max``). Anything else is over-
 approximated safely: a non-affine bound or condition is dropped, a non-affine index may
 be any element, and every region is clamped to the buffer's shape (an access outside the
@@ -33,12 +35,11 @@ import islpy as isl
 
 from te import expr as E
 from te.functor import Functor
-from te.queries import fold_int, free_vars, loads
+from te.queries import fold_int, free_vars
 from te.simplify import simplify
 
-from ..queries import TouchedBuffers, stmt_free_vars
+from ..stmt import Stmt
 from .budget import within_budget
-from ..stmt import Block, Cond, For, Let, Stmt, Store, stmt_exprs
 
 __all__ = ["access_region", "access_bounds", "writes_cover_box", "DimBounds", "pw_aff_to_expr", "RegionError"]
 
@@ -89,18 +90,14 @@ class _Affine(Functor):
     """te integer expressions -> isl quasi-affine text (None when not representable).
 
     ``env`` maps ``id(var)`` to isl text (a loop dimension, a parameter, or the text of a
-    let-bound value; None for a non-affine let value). C division and remainder by a
-    constant introduce auxiliary variables (``aux``, named with ``prefix``) defined by
-    constraints (``defs``), which the caller quantifies; floor division / modulo, min and
-    max are native isl. ``conv(e)`` dispatches on the class of ``e`` to ``visit_<Class>``
-    (``te.functor.Functor``); classes without a method give None.
+    let-bound value; None for a non-affine let value). Floor division / modulo by a
+    positive constant, min and max are native isl; C division and remainder (which truncate
+    toward zero) are not represented. ``conv(e)`` dispatches on the class of ``e`` to
+    ``visit_<Class>`` (``te.functor.Functor``); classes without a method give None.
     """
 
-    def __init__(self, env: dict, prefix: str = "q"):
+    def __init__(self, env: dict):
         self.env = env
-        self.prefix = prefix
-        self.aux: list[str] = []
-        self.defs: list[str] = []
 
     def __call__(self, e: E.Expr) -> str | None:
         return self.visit(e)
@@ -145,11 +142,7 @@ class _Affine(Functor):
             return f"floor(({a})/{k})"
         if t is E.FloorMod:
             return f"(({a}) mod {k})"
-        q = f"{self.prefix}{len(self.aux)}"  # C division truncates toward zero
-        self.aux.append(q)
-        self.defs.append(f"(({a} >= 0 and {k}*{q} <= {a} <= {k}*{q} + {k - 1}) or "
-                         f"({a} < 0 and {k}*{q} - {k - 1} <= {a} <= {k}*{q}))")
-        return q if t is E.Div else f"({a} - {k}*{q})"
+        return None
 
     visit_FloorMod = visit_Div = visit_Mod = visit_FloorDiv
 
@@ -181,54 +174,10 @@ class _Affine(Functor):
             else:
                 self.env[id(e.var)] = saved
 
-    def cond(self, e: E.Expr) -> tuple[list[str], bool]:
-        """Constraints implied by a bool expression (its affine top-level conjuncts) and
-        whether they are exactly the expression."""
-        return _AffineCond(self).visit(e)
-
-
-class _AffineCond(Functor):
-    """``_Affine.cond``, dispatched on the class of the bool expression (classes without a
-    method give no constraint, inexactly)."""
-
-    def __init__(self, conv: _Affine):
-        self.conv = conv
-
-    def visit_And(self, e: E.And) -> tuple[list[str], bool]:
-        a, ea = self.visit(e.a)
-        b, eb = self.visit(e.b)
-        return a + b, ea and eb
-
-    def visit_Not(self, e: E.Not) -> tuple[list[str], bool]:
-        if isinstance(e.a, E.CmpOp):
-            neg = {E.LT: E.GE, E.LE: E.GT, E.GT: E.LE, E.GE: E.LT, E.EQ: E.NE, E.NE: E.EQ}[type(e.a)]
-            return self.visit(neg(e.a.a, e.a.b))
-        if isinstance(e.a, E.Or):
-            return self.visit(E.And(E.Not(e.a.a), E.Not(e.a.b)))
-        if isinstance(e.a, E.Not):
-            return self.visit(e.a.a)
-        return [], False
-
-    def visit_LT(self, e: E.CmpOp) -> tuple[list[str], bool]:
-        if not e.a.dtype.is_integer or e.a.dtype.is_vector:
-            return [], False
-        a, b = self.conv(e.a), self.conv(e.b)
-        if a is None or b is None:
-            return [], False
-        op = {E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">=", E.EQ: "=", E.NE: "!="}[type(e)]
-        return [f"({a} {op} {b})"], True
-
-    visit_LE = visit_GT = visit_GE = visit_EQ = visit_NE = visit_LT
-
-    def generic(self, e: E.Expr) -> tuple[list[str], bool]:
-        return [], False
-
 
 def _affine(e: E.Expr, env: dict) -> str | None:
-    """Self-contained isl text of ``e`` (None when not affine or when it needs auxiliaries)."""
-    conv = _Affine(dict(env))
-    t = conv(e)
-    return t if t is not None and not conv.aux else None
+    """Self-contained isl text of ``e`` (None when not quasi-affine in ``env``'s names)."""
+    return _Affine(dict(env))(e)
 
 
 def _add_const(e: E.Expr, c: int) -> E.Expr:
@@ -237,136 +186,6 @@ def _add_const(e: E.Expr, c: int) -> E.Expr:
     if c == 0:
         return e
     return e + c if c > 0 else e - (-c)
-
-
-class _Collector(Functor):
-    """Walk a subtree, recording for each access of ``buffer`` its isl set text.
-
-    ``inner`` lists the existentially quantified names (inner loop variables and the
-    auxiliaries of C divisions), ``cons`` the constraints on them (loop bounds, affine
-    conditions). ``exact`` turns False when a bound, condition or index was dropped.
-    ``walk`` dispatches on the statement class to ``visit_<Class>(s, inner, cons)``
-    (``te.functor.Functor``); other statements only have their loads recorded. A statement
-    of a Block that does not touch ``buffer`` (``touched``) is skipped: its loops and
-    conditions bound no access.
-    """
-
-    def __init__(self, buffer, env: dict, reads: bool, writes: bool, touched: TouchedBuffers):
-        self.buffer = buffer
-        self.touched = touched
-        self.env = env
-        self.reads = reads
-        self.writes = writes
-        self.pieces: list[str] = []
-        self.exact = True
-        self.n = 0
-
-    def _conv(self) -> _Affine:
-        self.n += 1
-        return _Affine(self.env, prefix=f"q{self.n}_")
-
-    def walk(self, s: Stmt, inner: list[str], cons: list[str]):
-        self.visit(s, inner, cons)
-
-    def _stmt_loads(self, s: Stmt, inner, cons):
-        for e in stmt_exprs(s):
-            self._loads(e, inner, cons)
-
-    def visit_Block(self, s: Block, inner: list[str], cons: list[str]):
-        key = id(self.buffer)
-        for x in s.stmts:
-            if key in self.touched(x):
-                self.visit(x, inner, cons)
-
-    def visit_Store(self, s: Store, inner: list[str], cons: list[str]):
-        self._stmt_loads(s, inner, cons)
-        if self.writes and s.buffer is self.buffer:
-            self._access(s.indices, inner, cons)
-
-    def visit_For(self, s: For, inner: list[str], cons: list[str]):
-        self._stmt_loads(s, inner, cons)
-        self.n += 1
-        name = f"l{self.n}"
-        conv = self._conv()
-        lo, hi = conv(s.start), conv(s.stop)
-        c = list(cons) + conv.defs
-        if lo is not None:
-            c.append(f"{name} >= {lo}")
-        if hi is not None:
-            c.append(f"{name} < {hi}")
-        if lo is None or hi is None:
-            self.exact = False
-        saved = self.env.get(id(s.var), _MISSING)
-        self.env[id(s.var)] = name
-        self.visit(s.body, inner + conv.aux + [name], c)
-        if saved is _MISSING:
-            del self.env[id(s.var)]
-        else:
-            self.env[id(s.var)] = saved
-
-    def visit_Cond(self, s: Cond, inner: list[str], cons: list[str]):
-        self._stmt_loads(s, inner, cons)
-        conv = self._conv()
-        then_c, exact = conv.cond(s.cond)
-        self.exact &= exact
-        self.visit(s.then, inner + conv.aux, cons + conv.defs + then_c)
-        if s.otherwise is not None:
-            conv = self._conv()
-            else_c, exact = conv.cond(E.Not(s.cond))
-            self.exact &= exact
-            self.visit(s.otherwise, inner + conv.aux, cons + conv.defs + else_c)
-
-    def visit_LetStmt(self, s: Let, inner: list[str], cons: list[str]):
-        self._stmt_loads(s, inner, cons)
-        saved = self.env.get(id(s.var), _MISSING)
-        self.env[id(s.var)] = _affine(s.value, self.env)
-        self.visit(s.body, inner, cons)
-        if saved is _MISSING:
-            del self.env[id(s.var)]
-        else:
-            self.env[id(s.var)] = saved
-
-    def visit_ExternCall(self, s, inner: list[str], cons: list[str]):
-        """An external call reads its inputs and writes its outputs whole."""
-        if (self.reads and any(b is self.buffer for b in s.inputs)) or \
-                (self.writes and any(b is self.buffer for b in s.outputs)):
-            conv = self._conv()
-            box = []
-            for d, dim in enumerate(self.buffer.dims):
-                t = conv(dim)
-                box.append(f"x{d} >= 0")
-                if t is None:
-                    self.exact = False
-                else:
-                    box.append(f"x{d} < {t}")
-            body = " and ".join(cons + conv.defs + box) or "0 = 0"
-            names = inner + conv.aux
-            self.pieces.append(f"exists ({', '.join(names)} : {body})" if names else f"({body})")
-
-    def generic(self, s: Stmt, inner: list[str], cons: list[str]):
-        self._stmt_loads(s, inner, cons)
-
-    def _loads(self, e: E.Expr, inner, cons):
-        if not self.reads:
-            return
-        for ld in loads(e, self.buffer):
-            self._access(ld.indices, inner, cons)
-
-    def _access(self, indices, inner, cons):
-        eqs = []
-        conv = self._conv()
-        for d, ix in enumerate(indices):
-            t = conv(ix) if not ix.dtype.is_vector else None
-            if t is None:
-                self.exact = False
-            else:
-                eqs.append(f"x{d} = {t}")
-        body = " and ".join(cons + conv.defs + eqs) or "0 = 0"
-        names = inner + conv.aux
-        if names:
-            self.pieces.append(f"exists ({', '.join(names)} : {body})")
-        else:
-            self.pieces.append(f"({body})")
 
 
 _MISSING = object()
@@ -606,36 +425,29 @@ class _Region:
     size_ids: frozenset = frozenset()  # ids of the buffer's size variables (>= 0 in ``ctx``)
 
 
-_LAST_TOUCHED: list = [None, None]     # [statement, its TouchedBuffers]: one walked tree, many buffers
-
-
-def _touched(stmt) -> TouchedBuffers:
-    """A ``TouchedBuffers`` for walks of ``stmt``: the same one while the calls walk the same
-    tree (a pass asking about each of its buffers), a new one for another tree."""
-    if _LAST_TOUCHED[0] is not stmt:
-        _LAST_TOUCHED[:] = [stmt, TouchedBuffers()]
-    return _LAST_TOUCHED[1]
-
-
 def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -> _Region | None:
-    ndim = buffer.ndim
+    """The region of ``buffer`` that ``stmt`` reads (``reads``) or writes (``writes``): the
+    union of the ranges of those accesses in the polyhedral analysis of ``stmt``
+    (``domains.analyze``: built through the isl API and kept per tree, so the buffers of one
+    body share it), clamped to the buffer and restricted to the outer variables' ranges.
+    None when ``stmt`` has no such access."""
     ranges = dict(_outer_ranges_from_nest(nest, outer_vars))
     for v, (lo, hi) in (outer_ranges or {}).items():
         ranges[v] = (E.as_expr(lo, v), E.as_expr(hi, v))
+    an = _domains().analyze(stmt)
+    accs = [a for a in an.accesses_of(buffer) if (writes if a.is_write else reads)]
+    if not accs:
+        return None
+    # the analysis names its parameters p0, p1, ... (the sizes and outer variables stmt uses);
+    # variables only the buffer's shape or the ranges use come after them
+    params = list(an.params.values())
     range_exprs = [x for se in ranges.values() for x in se]
-    # the integer variables used in stmt (not counting allocations) or the region's context
-    params = [v for v in stmt_free_vars(stmt, list(buffer.dims) + range_exprs, allocations=False)
-              if v.dtype.is_integer]
-    for v in list(outer_vars) + list(ranges):
-        if all(p is not v for p in params):
+    for v in free_vars(list(buffer.dims) + range_exprs) + list(outer_vars) + list(ranges):
+        if v.dtype.is_integer and not v.dtype.is_vector and all(p is not v for p in params):
             params.append(v)
     env = {id(v): f"p{k}" for k, v in enumerate(params)}
     pdecl = f"[{', '.join(env[id(v)] for v in params)}] -> " if params else ""
-    col = _Collector(buffer, dict(env), reads, writes, _touched(stmt))
-    col.walk(stmt, [], [])
-    if not col.pieces:
-        return None
-    xs = ", ".join(f"x{d}" for d in range(ndim))
+    xs = ", ".join(f"x{d}" for d in range(buffer.ndim))
     clamp = []
     for d, dim in enumerate(buffer.dims):
         t = _affine(dim, env)
@@ -652,13 +464,25 @@ def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -
             ctx.append(f"{env[id(v)]} >= {lt}")
         if ht is not None:
             ctx.append(f"{env[id(v)]} < {ht}")
-    pieces = dict.fromkeys(col.pieces)   # a large expression repeats its accesses: each once to isl
-    text = f"{pdecl}{{ [{xs}] : ({' or '.join(pieces)})" + "".join(f" and {c}" for c in clamp) + " }"
     ctx_set = isl.Set(f"{pdecl}{{ : {' and '.join(ctx) or '0 = 0'} }}")
-    # the region's disjunctive normal form can be exponential in the guarded pieces
-    region = within_budget(REGION_OPERATIONS, lambda: isl.Set(text).intersect_params(ctx_set))
-    return _Region(region, params, env, pdecl, ctx, ranges, col.exact and region is not None, ctx_set,
+    box = isl.Set(f"{pdecl}{{ [{xs}] : {' and '.join(clamp) or '0 = 0'} }}")
+
+    def union():
+        out = None
+        for a in accs:
+            r = a.relation.range().reset_tuple_id()
+            out = r if out is None else out.union(r)
+        return out.intersect(box).intersect_params(ctx_set).align_params(ctx_set.get_space())
+    # the union of many guarded pieces can grow exponentially
+    region = within_budget(REGION_OPERATIONS, union)
+    exact = all(a.exact and a.instance.domain_exact for a in accs)
+    return _Region(region, params, env, pdecl, ctx, ranges, exact and region is not None, ctx_set,
                    frozenset(size_vars))
+
+
+def _domains():
+    from . import domains
+    return domains
 
 
 def access_bounds(stmt: Stmt, buffer, outer_vars: Sequence[E.Var] = (), nest=None, *,

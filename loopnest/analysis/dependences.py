@@ -519,11 +519,13 @@ class UndecidedDependence:
         return True
 
 
-def buffers_carried_by(nest_or_root: Any, loop: Any) -> list:
-    """The buffers on which ``loop`` carries a dependence (fast; see ``conflict_distances``)."""
+def buffers_carried_by(nest_or_root: Any, loop: Any, buffers: Any = None) -> list:
+    """The buffers (among ``buffers``, default all) on which ``loop`` carries a dependence
+    (fast; see ``conflict_distances``)."""
     an = analyze(nest_or_root)
     c = an.loop_info(loop).depth
-    return [b for b, d in conflict_distances(nest_or_root, loop) if not _nonzero_at(_zero_prefix(d, c), c).is_empty()]
+    return [b for b, d in conflict_distances(nest_or_root, loop, buffers=buffers)
+            if not _nonzero_at(_zero_prefix(d, c), c).is_empty()]
 
 
 def _lex_signed(s, seq: list, positive: bool):

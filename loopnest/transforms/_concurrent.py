@@ -29,7 +29,7 @@ def refuse_sharing_by_concurrent_loops(nest, buf: Buffer, what: str, chain: list
         body = loop.stmt.body
         if not stmt_writes(body, buf):          # read only: the iterations may share it
             continue
-        if not any(b is buf for b in dependence_analysis().buffers_carried_by(nest, loop)):
+        if not dependence_analysis().buffers_carried_by(nest, loop, buffers=[buf]):
             continue
         if buf in nest.intermediates and legality_checks().privatizable(nest, buf, loop):
             continue

@@ -148,6 +148,39 @@ def test_cache_after_compute_at_over_a_unit_loop_needs_no_copy_in():
     roundtrip(nest, [C])
 
 
+def _accumulate_after_init(init_cols: int, read_first: bool):
+    """for i: [a read of C row i;] C[i, 0:init_cols] = 0; C[i, :] += A[i, :] (a tile
+    initialised, maybe in part, before it is accumulated into)."""
+    A = Buffer("A", (3, 4), float32)
+    C = Compute("C", (3, 4), lambda i, j: A[i, j])
+    D = Compute("D", (3,), lambda i: A[i, 0])
+    nest = LoopNest([C, D])
+    i, j, j2, r = (Var(n, int32) for n in ("i", "j", "j2", "r"))
+    body = [For(j, 0, init_cols, Block([Store(C, (i, j), 0.0)])),
+            For(j2, 0, 4, Block([For(r, 0, 2, Block([Store(C, (i, j2), C[i, j2] + A[i, j2])]))]))]
+    if read_first:
+        body.insert(0, Store(D, (i,), C[i, 3]))
+    nest.root = Block([For(i, 0, 3, Block(body))])
+    return nest, A, C, D
+
+
+@pytest.mark.parametrize("init_cols,read_first,copy_in", [(4, False, False), (2, False, True), (4, True, True)])
+def test_cache_copies_in_exactly_when_a_read_precedes_the_writes(init_cols, read_first, copy_in, backend):
+    """Writes before the first read that cover what it reads: no copy in (the reads see only
+    values the body wrote). Writes covering part of the row, or a read before them: the
+    cache is filled from C first, and the values are those of the nest without it."""
+    nest, A, C, D = _accumulate_after_init(init_cols, read_first)
+    ref = nest.copy()
+    nest.cache_accesses(C, "C_row", nest.loop("i"))
+    assert ("C_row[0, C_row_i1] = C[i, C_row_i1];" in str(nest)) == copy_in
+    a = np.random.default_rng(init_cols).standard_normal((3, 4)).astype(np.float32)
+    c0 = np.full((3, 4), 7.0, np.float32)
+    want = run(ref, [A, C, D], [a, c0.copy(), np.zeros(3, np.float32)], "ireval")
+    got = run(nest, [A, C, D], [a, c0.copy(), np.zeros(3, np.float32)], backend)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(g, w)
+
+
 def _unit_loop_nests():
     """(name, outputs, inputs, prepare) with loops of extent 1: a unit dimension, or a split
     by the whole extent (outer loop of extent 1, folded to 0 by simplify) or by more (a
