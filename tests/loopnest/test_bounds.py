@@ -33,6 +33,17 @@ def test_stencil_window_of_one_iteration():
     assert text(access_region(loop, An, [i], outer_ranges={i: (1, N - 1)})) == [("i - 1", "3")]
 
 
+def test_load_on_the_side_not_taken_is_no_access():
+    """A load under ``if_then_else`` is evaluated only where its side is taken (as every
+    backend and the dependence analysis have it): the region leaves out the rest."""
+    from te import if_then_else
+    i = Var("i")
+    loop = For(i, 0, 8, Block([Store(B, (i,), if_then_else(i < 4, A[i + 2], 0.0))]))
+    assert text(access_region(loop, A)) == [("2", "4")]
+    dim, = access_bounds(loop, A)
+    assert dim.exact
+
+
 def test_split_tile_region_is_constant():
     io, ii = Var("io"), Var("ii")
     body = For(ii, 0, 8, Block([Store(B, (io * 8 + ii,), A[io * 8 + ii])]))
