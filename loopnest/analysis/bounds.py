@@ -9,12 +9,12 @@ The accesses are those of the polyhedral model of ``stmt`` (``domains.analyze``,
 tree: the buffers of one body share it; a load on the side of an ``if_then_else`` that is
 not taken is no access there). Affine (and quasi-affine: floordiv / floormod by
 constants, min, max) indices, loop bounds and conditions are handled exactly: the loop
-variables bound inside ``stmt`` are projected out and the per-dimension minimum / maximum are read back from isl as
-expressions (piecewise results become ``min`` / ``max``). Anything else is over-
-approximated safely: a non-affine bound or condition is dropped, a non-affine index may
-be any element, and every region is clamped to the buffer's shape (an access outside the
-buffer cannot execute in a valid program). When a dimension cannot be bounded the whole
-dimension ``(0, dim)`` is returned.
+variables bound inside ``stmt`` are projected out and the per-dimension minimum / maximum
+are read back from isl as expressions (piecewise results become ``min`` / ``max``). Anything
+else is over-approximated safely: a non-affine bound or condition is dropped, a non-affine
+index may be any element, and every region is clamped to the buffer's shape (an access
+outside the buffer cannot execute in a valid program). When a dimension cannot be bounded
+the whole dimension ``(0, dim)`` is returned.
 
 >>> from te import Buffer, Var
 >>> from loopnest.stmt import For, Store, Block
@@ -40,6 +40,7 @@ from te.simplify import simplify
 
 from ..stmt import Stmt
 from .budget import within_budget
+from .domains import analyze
 
 __all__ = ["access_region", "access_bounds", "writes_cover_box", "DimBounds", "pw_aff_to_expr", "RegionError"]
 
@@ -434,7 +435,7 @@ def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -
     ranges = dict(_outer_ranges_from_nest(nest, outer_vars))
     for v, (lo, hi) in (outer_ranges or {}).items():
         ranges[v] = (E.as_expr(lo, v), E.as_expr(hi, v))
-    an = _domains().analyze(stmt)
+    an = analyze(stmt)
     accs = [a for a in an.accesses_of(buffer) if (writes if a.is_write else reads)]
     if not accs:
         return None
@@ -478,11 +479,6 @@ def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -
     exact = all(a.exact and a.instance.domain_exact for a in accs)
     return _Region(region, params, env, pdecl, ctx, ranges, exact and region is not None, ctx_set,
                    frozenset(size_vars))
-
-
-def _domains():
-    from . import domains
-    return domains
 
 
 def access_bounds(stmt: Stmt, buffer, outer_vars: Sequence[E.Var] = (), nest=None, *,
