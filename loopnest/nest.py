@@ -88,17 +88,20 @@ def _transform(fn: Callable) -> Callable:
         if resolve is not None:
             args, kwargs = resolve(self, args, kwargs)
         saved = self._snapshot()
-        saved_root = self.root
+        saved_root, saved_facts = self.root, self._private_facts
         depth = self._transform_depth
         self._transform_depth += 1
         try:
             result = fn(self, *args, **kwargs)
+            if depth == 0 and name in _privacy.KEEPS_ITERATIONS:
+                _privacy.carry_private_facts(self, saved_root)
             if depth == 0 and name not in _CHECKS_CONCURRENT_LOOPS:
                 _privacy.refuse_lost_privacy(self, saved_root, name)
             if depth == 0 and self._tensorized:
                 _tensorize.check_tensorized(self, name)
         except Exception:
             self._restore(saved)
+            self._private_facts = saved_facts
             raise
         finally:
             self._transform_depth = depth

@@ -246,6 +246,24 @@ def privatizable(nest: Any, buffer: Any, loop: Any) -> bool:
     intermediates = getattr(nest, "intermediates", None)
     if intermediates is None or not any(b is buffer for b in intermediates):
         return False
+    # a nest keeps what the analysis showed of its root (``privacy.carry_private_facts``)
+    root = getattr(nest, "root", None)
+    keeps = root is not None and hasattr(nest, "_private_facts")
+    facts = nest._private_facts if keeps else None
+    var = loop_var_of(loop)
+    key = (id(buffer), id(var))
+    if facts is not None and facts[0] is root and key in facts[1]:
+        return True
+    if not _privatizable(nest, buffer, loop):
+        return False
+    if keeps:
+        if facts is None or facts[0] is not root:
+            facts = nest._private_facts = (root, {})
+        facts[1][key] = (buffer, var)     # held, so that the ids stay theirs
+    return True
+
+
+def _privatizable(nest: Any, buffer: Any, loop: Any) -> bool:
     root = accesses_only(nest, buffer)     # the same value flow, a smaller analysis
     if root is None:
         return False

@@ -7,11 +7,11 @@ from ..errors import ScheduleError
 from ..kinds import ForKind
 from ..lazy_analysis import legality_checks
 from ..queries import own_loaded_ids, stmt_loaded_buffers, stmt_stored_buffers
-from ..stmt import Block, ExternCall, For, Stmt, Store, iter_stmts
+from ..stmt import Block, ExternCall, For, Stmt, Store, iter_stmts, stmt_children
 from ._rewrite import loop_path
 from .store_at import allocate_inside
 
-__all__ = ["private_to", "refuse_lost_privacy"]
+__all__ = ["private_to", "refuse_lost_privacy", "carry_private_facts", "KEEPS_ITERATIONS"]
 
 
 def private_to(nest, buf, f: For) -> bool:
@@ -81,10 +81,11 @@ def refuse_lost_privacy(nest, old_root, op: str) -> None:
     when a parallel or GPU loop whose statements it changed now writes an intermediate that
     its iterations would share. Such an intermediate gets its own storage per iteration only
     where the dependence analysis shows each iteration reading what it wrote itself
-    (``insert_allocations``); a transform keeps every iteration and its order, but may leave
-    the analysis unable to show it (a ``split_with_tail`` or ``unroll`` inside the loop gives
-    bounds whose value flow isl gives up on), and then one buffer would serve all the
-    concurrent iterations: a data race.
+    (``insert_allocations``); a transform may leave the analysis unable to show it (a
+    ``split_with_tail`` or ``unroll`` inside the loop gives bounds whose value flow isl gives
+    up on), and then one buffer would serve all the concurrent iterations: a data race. What
+    the analysis showed before a transform that keeps every iteration and its order
+    (``KEEPS_ITERATIONS``) still holds after it (``carry_private_facts``).
 
     Loops the transform did not change (the same statement object) are not analysed again;
     concurrent loops it made (a parallel loop's tail after a split) are analysed for every
@@ -128,6 +129,70 @@ def refuse_lost_privacy(nest, old_root, op: str) -> None:
                     f"write it, and after this change the analysis can no longer show that each iteration reads "
                     f"only the elements of {buf.name} it wrote itself (a data race); leave the loop as it is, "
                     f"or keep {f.var.name} serial")
+
+
+#: transforms that keep every loop's iterations and the order of every statement instance
+#: (a split or an unroll restructures one loop) or change only loop kinds, which no analysis
+#: reads: a buffer private to a loop before one of them is private to it after
+KEEPS_ITERATIONS = frozenset({"split_with_tail", "split_with_mask", "unroll", "vectorize", "parallelize"})
+
+
+def carry_private_facts(nest, old_root) -> None:
+    """After a transform in ``KEEPS_ITERATIONS`` turned ``old_root`` into ``nest.root``: keep
+    what the analysis showed of ``old_root`` (``nest._private_facts``: intermediates private
+    to a loop) for every loop that is still one loop with the same bounds inside the same
+    loops, and still holds every access of the buffer (an unroll around it copies them out
+    of it). Its iterations, and the order of the instances in each, are as they were, so
+    each iteration still reads only what it wrote; the analysis of the new tree may no
+    longer show it (isl gives up on a tail's bounds), and need not be asked again.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (4, 8), "float32")
+    >>> T1 = Compute("T1", (4, 8), lambda i, j: A[i, j] + 1.0)
+    >>> nest = LoopNest([Compute("T2", (4, 8), lambda i, j: T1[i, j] * 2.0)])
+    >>> i = nest.get_loops_for("T2")[0]
+    >>> nest.compute_at(nest.buffer("T1"), i); _ = nest.parallelize(i)
+    >>> legality_checks().privatizable(nest, nest.buffer("T1"), i)     # the analysis shows it
+    True
+    >>> shown = nest._private_facts[1]
+    >>> _ = nest.split_with_tail(nest.get_loops_for("T1")[-1], 3)
+    >>> nest._private_facts[0] is nest.root and nest._private_facts[1] == shown   # carried
+    True
+    """
+    facts = nest._private_facts
+    if facts is None or facts[0] is not old_root or nest.root is old_root:
+        return
+    before, (after, around) = _loop_places(old_root)[0], _loop_places(nest.root)
+    kept = {key: held for key, held in facts[1].items()
+            if before.get(key[1]) is not None and before[key[1]] == after.get(key[1])
+            and key[1] in around.get(key[0], ())}
+    nest._private_facts = (nest.root, kept)
+
+
+def _loop_places(root: Stmt) -> tuple[dict, dict]:
+    """(id(loop variable) -> (id of its start, id of its stop, the ids of the variables of the
+    loops around it), or None for a variable two loops use; id(buffer) -> the ids of the
+    variables of the loops around every statement that stores or loads it), in one walk."""
+    places: dict = {}
+    around: dict = {}
+    stack: list = [(root, ())]
+    while stack:
+        s, chain = stack.pop()
+        touched = set(own_loaded_ids(s))
+        if isinstance(s, Store):
+            touched.add(id(s.buffer))
+        elif isinstance(s, ExternCall):
+            touched.update(id(b) for b in s.buffers)
+        for k in touched:
+            around[k] = frozenset(chain) if k not in around else around[k].intersection(chain)
+        if isinstance(s, For):
+            k = id(s.var)
+            places[k] = None if k in places else (id(s.start), id(s.stop), chain)
+            chain = chain + (k,)
+        for x in stmt_children(s):
+            stack.append((x, chain))
+    return places, around
 
 
 def _changed_buffers(old: Stmt, new: Stmt) -> set:

@@ -353,32 +353,60 @@ def test_slice_head_is_refused_where_a_parallel_loop_around_it_would_share_an_in
     assert str(nest) == before and nest.history == history
 
 
-@pytest.mark.parametrize("change", ["split_with_tail r0_outer", "split_with_tail i0_3", "unroll i0_3"])
-def test_a_change_inside_a_parallel_loop_that_would_share_an_intermediate_is_refused(change, monkeypatch):
+def _apply_change(nest, change):
+    op, loop = change.split()
+    if op == "unroll":
+        return nest.unroll(nest.loop(loop), 2)
+    return nest.split_with_tail(nest.loop(loop), 3)
+
+
+CHANGES_INSIDE = ["split_with_tail r0_outer", "split_with_tail i0_3", "unroll i0_3"]
+
+
+@pytest.mark.parametrize("change", CHANGES_INSIDE)
+def test_a_change_inside_a_parallel_loop_that_the_analysis_alone_cannot_follow_is_refused(change, monkeypatch):
     """The same class as slicing, for every transform: a split with a tail or an unroll
-    inside the parallel loop leaves bounds whose value flow isl gives up on, so T1 would be
-    allocated once for all the concurrent iterations. Without the check, IREval's race
-    detection names the race; with it, the transform is refused and the nest is as it was."""
+    inside the parallel loop leaves bounds whose value flow isl gives up on. Asked of the
+    analysis alone (what it showed before the change not carried over), T1 would be
+    allocated once for all the concurrent iterations: refused, and the nest is as it was.
+    Without the check, IREval's race detection names the race."""
     from codegen import build
     from codegen.ireval import DataRaceError
     from loopnest.transforms import privacy
-    op, loop = change.split()
-
-    def apply(nest):
-        if op == "unroll":
-            return nest.unroll(nest.loop(loop), 2)
-        return nest.split_with_tail(nest.loop(loop), 3)
+    monkeypatch.setattr(privacy, "carry_private_facts", lambda nest, old_root: None)
     nest, T3, N, M = _t1_computed_in_a_parallel_reduction()
     before, history = str(nest), list(nest.history)
+    op = change.split()[0]
     with pytest.raises(ScheduleError, match=rf"{op}: the iterations of the parallel loop i0_2 would share one T1: "
                                             r"they write it, .* \(a data race\); leave the loop as it is"):
-        apply(nest)
+        _apply_change(nest, change)
     assert str(nest) == before and nest.history == history
     monkeypatch.setattr(privacy, "refuse_lost_privacy", lambda nest, old_root, op: None)
-    apply(nest)
+    _apply_change(nest, change)
     kernel = build(nest, [T3, N, M], target="ireval", check_races=True)
     with pytest.raises(DataRaceError, match=r"data race on T1 .* parallel/GPU loop i0_2"):
         kernel(np.zeros(9, np.float32), 5, 9)
+
+
+@pytest.mark.parametrize("change", CHANGES_INSIDE)
+def test_a_change_inside_a_parallel_loop_keeps_what_the_analysis_showed_before(change):
+    """A split or an unroll keeps every iteration of the parallel loop and the order of the
+    instances in it, so T1, shown private to each iteration before the change, still is
+    (``privacy.carry_private_facts``): accepted, allocated per iteration, race-free with
+    poisoned scratch buffers, and the values of the unscheduled program on IREval and LLVM."""
+    from codegen import build
+    nest, T3, N, M = _t1_computed_in_a_parallel_reduction()
+    _apply_change(nest, change)
+    assert "parallel for (int i0_2" in str(nest)
+    for n, m in ((5, 9), (7, 3), (4, 6), (3, 1)):
+        want = np.zeros(m, np.float32)
+        build(LoopNest([T3]), [T3, N, M], target="ireval")(want, n, m)
+        got = np.zeros(m, np.float32)
+        build(nest, [T3, N, M], target="ireval", check_races=True, poison=True)(got, n, m)
+        np.testing.assert_array_equal(got, want)
+        got = np.zeros(m, np.float32)
+        build(nest, [T3, N, M], target="llvm")(got, n, m)
+        np.testing.assert_array_equal(got, want)
 
 
 def test_a_change_inside_a_parallel_loop_that_keeps_its_intermediates_private_is_accepted():
