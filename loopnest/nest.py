@@ -94,7 +94,7 @@ def _transform(fn: Callable) -> Callable:
         try:
             result = fn(self, *args, **kwargs)
             if depth == 0 and name in _privacy.KEEPS_ITERATIONS:
-                _privacy.carry_private_facts(self, saved_root)
+                _privacy.carry_private_facts(self, saved_root, name)
             if depth == 0 and name not in _CHECKS_CONCURRENT_LOOPS:
                 _privacy.refuse_lost_privacy(self, saved_root, name)
             if depth == 0 and self._tensorized:

@@ -141,10 +141,10 @@ class NestState:
         #: is the one it made: each iteration of those (block) loops fills those buffers before
         #: it reads them, by construction (``privacy.private_to``)
         self._tree_private: tuple | None = None
-        #: (root, {(id(buffer), id(loop variable)): (buffer, variable)}): the intermediates the
-        #: analysis showed private to a loop of that root (``legality.privatizable``), carried
-        #: to the root of a transform that keeps every loop's iterations and their order
-        #: (``privacy.carry_private_facts``)
+        #: (root, {(id(buffer), id(loop variable)): (buffer, variable)}, the root's loop places
+        #: or None): the intermediates the analysis showed private to a loop of that root
+        #: (``legality.privatizable``), carried to the root of a transform that keeps every
+        #: loop's iterations and their order (``privacy.carry_private_facts``)
         self._private_facts: tuple | None = None
         self._tensor_loops: dict[str, list[Var]] = {}
 

@@ -258,7 +258,7 @@ def privatizable(nest: Any, buffer: Any, loop: Any) -> bool:
         return False
     if keeps:
         if facts is None or facts[0] is not root:
-            facts = nest._private_facts = (root, {})
+            facts = nest._private_facts = (root, {}, None)
         facts[1][key] = (buffer, var)     # held, so that the ids stay theirs
     return True
 

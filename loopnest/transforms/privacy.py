@@ -137,8 +137,8 @@ def refuse_lost_privacy(nest, old_root, op: str) -> None:
 KEEPS_ITERATIONS = frozenset({"split_with_tail", "split_with_mask", "unroll", "vectorize", "parallelize"})
 
 
-def carry_private_facts(nest, old_root) -> None:
-    """After a transform in ``KEEPS_ITERATIONS`` turned ``old_root`` into ``nest.root``: keep
+def carry_private_facts(nest, old_root, op: str) -> None:
+    """After the transform ``op`` (in ``KEEPS_ITERATIONS``) turned ``old_root`` into ``nest.root``: keep
     what the analysis showed of ``old_root`` (``nest._private_facts``: intermediates private
     to a loop) for every loop that is still one loop with the same bounds inside the same
     loops, and still holds every access of the buffer (an unroll around it copies them out
@@ -156,34 +156,45 @@ def carry_private_facts(nest, old_root) -> None:
     >>> legality_checks().privatizable(nest, nest.buffer("T1"), i)     # the analysis shows it
     True
     >>> shown = nest._private_facts[1]
-    >>> _ = nest.split_with_tail(nest.get_loops_for("T1")[-1], 3)
-    >>> nest._private_facts[0] is nest.root and nest._private_facts[1] == shown   # carried
+    >>> _ = nest.split_with_tail(nest.get_loops_for("T1")[-1], 3)      # carries it
+    >>> nest._private_facts[0] is nest.root and nest._private_facts[1] == shown
     True
     """
     facts = nest._private_facts
-    if facts is None or facts[0] is not old_root or nest.root is old_root:
+    if facts is None or facts[0] is not old_root or nest.root is old_root or not facts[1]:
         return
-    before, (after, around) = _loop_places(old_root)[0], _loop_places(nest.root)
+    if op in _KIND_ONLY:                # the same loops and statements: every fact holds
+        nest._private_facts = (nest.root, dict(facts[1]), facts[2])
+        return
+    buffers = {key[0] for key in facts[1]}
+    before = facts[2] if facts[2] is not None else _loop_places(old_root, buffers)[0]
+    after, around = _loop_places(nest.root, buffers)
     kept = {key: held for key, held in facts[1].items()
             if before.get(key[1]) is not None and before[key[1]] == after.get(key[1])
             and key[1] in around.get(key[0], ())}
-    nest._private_facts = (nest.root, kept)
+    nest._private_facts = (nest.root, kept, after)
 
 
-def _loop_places(root: Stmt) -> tuple[dict, dict]:
+#: the transforms of ``KEEPS_ITERATIONS`` that change only the kind of one loop
+_KIND_ONLY = frozenset({"vectorize", "parallelize"})
+
+
+def _loop_places(root: Stmt, buffers: set) -> tuple[dict, dict]:
     """(id(loop variable) -> (id of its start, id of its stop, the ids of the variables of the
     loops around it), or None for a variable two loops use; id(buffer) -> the ids of the
-    variables of the loops around every statement that stores or loads it), in one walk."""
+    variables of the loops around every statement that stores or loads it, for the ids in
+    ``buffers``), in one walk."""
     places: dict = {}
     around: dict = {}
     stack: list = [(root, ())]
     while stack:
         s, chain = stack.pop()
-        touched = set(own_loaded_ids(s))
-        if isinstance(s, Store):
-            touched.add(id(s.buffer))
-        elif isinstance(s, ExternCall):
-            touched.update(id(b) for b in s.buffers)
+        if isinstance(s, ExternCall):
+            touched = {id(b) for b in s.buffers}
+        else:
+            touched = own_loaded_ids(s) & buffers
+            if isinstance(s, Store) and id(s.buffer) in buffers:
+                touched = touched | {id(s.buffer)}
         for k in touched:
             around[k] = frozenset(chain) if k not in around else around[k].intersection(chain)
         if isinstance(s, For):

@@ -373,7 +373,7 @@ def test_a_change_inside_a_parallel_loop_that_the_analysis_alone_cannot_follow_i
     from codegen import build
     from codegen.ireval import DataRaceError
     from loopnest.transforms import privacy
-    monkeypatch.setattr(privacy, "carry_private_facts", lambda nest, old_root: None)
+    monkeypatch.setattr(privacy, "carry_private_facts", lambda nest, old_root, op: None)
     nest, T3, N, M = _t1_computed_in_a_parallel_reduction()
     before, history = str(nest), list(nest.history)
     op = change.split()[0]
