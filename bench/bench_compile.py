@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from codegen import build
 from loopnest import LoopNest
+from loopnest.analysis.bounds import clear_parsed
 from loopnest.analysis.domains import clear_memo
 from te.simplify import clear_fixed_points
 
@@ -57,7 +58,7 @@ CASES: dict[str, Case] = {
 def compile_once(spec, schedule) -> tuple[float, float]:
     """(wall, CPU) seconds to build ``spec``'s outputs under ``schedule`` for LLVM, no compile cache and
     nothing kept from analyses or simplifications of earlier builds (``domains.clear_memo``,
-    ``simplify.clear_fixed_points``): a new program's time.
+    ``bounds.clear_parsed``, ``simplify.clear_fixed_points``): a new program's time.
 
     >>> w = WORKLOADS["blur"]
     >>> wall, cpu = compile_once(w.make((8, 16)), w.hand_schedule)
@@ -65,6 +66,7 @@ def compile_once(spec, schedule) -> tuple[float, float]:
     True
     """
     clear_memo()
+    clear_parsed()
     clear_fixed_points()
     t0, c0 = time.perf_counter(), time.process_time()
     nest = LoopNest(spec.outputs)
@@ -102,6 +104,7 @@ def _profile(name: str, quick: bool, top: int = 40) -> None:
     spec = w.make(case.quick_size if quick else case.size)
     compile_once(spec, w.hand_schedule)
     clear_memo()
+    clear_parsed()
     clear_fixed_points()
     prof = cProfile.Profile()
     prof.enable()

@@ -26,6 +26,8 @@ the whole dimension ``(0, dim)`` is returned.
 """
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import reduce, wraps
@@ -395,6 +397,45 @@ def _plus(aff, c: int):
 # ------------------------------------------------------------------------------------
 # the region
 # ------------------------------------------------------------------------------------
+#: isl objects read from text, by (class, text), the least recently used dropped beyond
+#: ``_PARSED_SIZE``: the dimensions, buffers and transforms of one nest repeat their
+#: parameter boxes and bounds, and isl takes 50-250 us to read each (its objects are values:
+#: every operation returns a new one)
+_PARSED: "OrderedDict[tuple, Any]" = OrderedDict()
+_PARSED_SIZE = 1024
+_parsed_lock = threading.Lock()
+
+
+def _parsed(cls, text: str):
+    """``cls(text)`` (``isl.Set`` or ``isl.Aff``), read once per text.
+
+    >>> _parsed(isl.Set, "[n] -> { [x] : 0 <= x < n }") is _parsed(isl.Set, "[n] -> { [x] : 0 <= x < n }")
+    True
+    """
+    key = (cls, text)
+    with _parsed_lock:
+        hit = _PARSED.get(key)
+        if hit is not None:
+            _PARSED.move_to_end(key)
+            return hit
+    hit = cls(text)
+    with _parsed_lock:
+        _PARSED[key] = hit
+        while len(_PARSED) > _PARSED_SIZE:
+            _PARSED.popitem(last=False)
+    return hit
+
+
+def clear_parsed() -> None:
+    """Forget the isl objects read from text (``_PARSED``).
+
+    >>> clear_parsed(); len(_PARSED)
+    0
+    """
+    with _parsed_lock:
+        _PARSED.clear()
+
+
 def _outer_ranges_from_nest(nest, outer_vars) -> dict:
     out = {}
     if nest is None:
@@ -465,8 +506,8 @@ def _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges) -
             ctx.append(f"{env[id(v)]} >= {lt}")
         if ht is not None:
             ctx.append(f"{env[id(v)]} < {ht}")
-    ctx_set = isl.Set(f"{pdecl}{{ : {' and '.join(ctx) or '0 = 0'} }}")
-    box = isl.Set(f"{pdecl}{{ [{xs}] : {' and '.join(clamp) or '0 = 0'} }}")
+    ctx_set = _parsed(isl.Set, f"{pdecl}{{ : {' and '.join(ctx) or '0 = 0'} }}")
+    box = _parsed(isl.Set, f"{pdecl}{{ [{xs}] : {' and '.join(clamp) or '0 = 0'} }}")
 
     def union():
         out = None
@@ -530,13 +571,13 @@ def _dim_bounds_or_raise(r: _Region, d: int, dim: E.Expr, outer_ids: set, exact_
         return DimBounds(zero, E.IntImm(-1, dim.dtype), zero, True, 0, zero)
     proj = _project(region, d)
     dt = _affine(dim, env)
-    box = isl.Set(f"{r.pdecl}{{ [x] : 0 <= x" + (f" < {dt}" if dt is not None else "") + " }")
+    box = _parsed(isl.Set, f"{r.pdecl}{{ [x] : 0 <= x" + (f" < {dt}" if dt is not None else "") + " }")
     hull = _hull(proj, box, exact_hull)
     lows, highs = _bound_candidates(hull, False), _bound_candidates(hull, True)
     # the buffer's own bounds keep the region in bounds where it is empty
-    lows.append(isl.Aff(f"{r.pdecl}{{ [(0)] }}"))
+    lows.append(_parsed(isl.Aff, f"{r.pdecl}{{ [(0)] }}"))
     if dt is not None:
-        highs.append(isl.Aff(f"{r.pdecl}{{ [({dt} - 1)] }}"))
+        highs.append(_parsed(isl.Aff, f"{r.pdecl}{{ [({dt} - 1)] }}"))
     try:
         if not exact_hull:
             raise RegionError("the bounds of the hull")
@@ -578,9 +619,9 @@ def writes_cover_box(stmt: Stmt, buffer, bounds: Sequence[DimBounds], outer_vars
         cons.append(f"{lo} <= x{d} <= {hi}")
     xs = ", ".join(f"x{d}" for d in range(buffer.ndim))
     try:
-        box = isl.Set(f"{r.pdecl}{{ [{xs}] : {' and '.join(cons) or '0 = 0'} }}")
+        box = _parsed(isl.Set, f"{r.pdecl}{{ [{xs}] : {' and '.join(cons) or '0 = 0'} }}")
         if r.ctx:
-            box = box.intersect_params(isl.Set(f"{r.pdecl}{{ : {' and '.join(r.ctx)} }}"))
+            box = box.intersect_params(_parsed(isl.Set, f"{r.pdecl}{{ : {' and '.join(r.ctx)} }}"))
         return box.is_subset(r.set)
     except isl.Error:
         return False
@@ -609,7 +650,7 @@ def _extent_bound(ext: E.Expr, params, env, ranges, outer_ids, ctx, pdecl, dim):
     kdecl = f"[{', '.join(env[id(v)] for v in keep)}] -> " if keep else ""
     cons = " and ".join([f"e = {t}"] + ctx)
     try:
-        s = isl.Set(f"{kdecl}{{ [e] : exists ({', '.join(outer_names)} : {cons}) }}")
+        s = _parsed(isl.Set, f"{kdecl}{{ [e] : exists ({', '.join(outer_names)} : {cons}) }}")
         if s.is_empty():
             return 0
         bound = pw_aff_to_expr(s.dim_max(0), keep, dim.dtype)
@@ -634,7 +675,7 @@ def _non_negative(bound, params, env, size_ids):
         names = [env[id(v)] for v in params]
         cons = [f"{env[id(v)]} >= 0" for v in params if id(v) in size_ids]
         try:
-            if isl.Set(f"[{', '.join(names)}] -> {{ : {' and '.join(cons + [f'{t} < 0'])} }}").is_empty():
+            if _parsed(isl.Set, f"[{', '.join(names)}] -> {{ : {' and '.join(cons + [f'{t} < 0'])} }}").is_empty():
                 return bound
         except isl.Error:
             pass
