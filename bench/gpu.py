@@ -433,13 +433,14 @@ def _tf32_wgmma_default(be: Backend, n: int) -> bool:
             and (n // t["BM"]) * (n // t["BN"]) >= WGMMA_MIN_BLOCKS)
 
 
-def _ours_tf32_wgmma(be: Backend, spec: Spec, **tiles):
+def _ours_tf32_wgmma(be: Backend, spec: Spec, max_shared_bytes: int, **tiles):
     """:func:`~bench.gpu_schedules.tf32_wgmma_matmul`'s two kernels (B transposed, then the
-    warpgroup tree) built and loaded on device copies of the inputs, launched one after the
-    other by the returned ``run``: ``(None, run, dev, info)`` as :func:`_ours`."""
+    warpgroup tree) built with ``max_shared_bytes`` and loaded on device copies of the inputs,
+    launched one after the other by the returned ``run``: ``(None, run, dev, info)`` as
+    :func:`_ours`."""
     A, B = spec.args[0], spec.args[1]
     t0 = time.perf_counter()
-    built = [(build(nest, args, target="cuda", max_shared_bytes=be.max_shared_bytes()), args)
+    built = [(build(nest, args, target="cuda", max_shared_bytes=max_shared_bytes), args)
              for nest, args in tf32_wgmma_matmul(A, B, **tiles)]
     compile_s = time.perf_counter() - t0
     dev = {k: be.to_device(v) for k, v in spec.inputs.items()}
@@ -502,13 +503,19 @@ def entry_matmul(be: Backend, n: int, dtype: str = "float32", repeats: int = 10,
     ``dtype="tf32"``: float32 inputs on the tensor cores (``tensor_cores=True``) against
     cuBLAS's TF32 GEMM, within tf32's rounding (relative error 1e-3); on sm_90 the warpgroup
     MMA, after a kernel that transposes B (:func:`~bench.gpu_schedules.tf32_wgmma_matmul`:
-    ``wgmma=False`` keeps ``mma.sync``, the tiles ``BM, BN, BK, stages, ahead`` override its
-    own). Checked against numpy float64 on a sample of rows (all rows when ``n <= 512``)."""
+    ``wgmma=False`` keeps ``mma.sync``, the tiles ``BM, BN, BK, stages, ahead, swizzle``
+    override its own, ``max_shared_bytes`` the device's opt-in limit it is built with);
+    ``tensor_cores=False`` with tf32 raises ``ValueError`` (that is ``dtype="float32"``).
+    Checked against numpy float64 on a sample of rows (all rows when ``n <= 512``)."""
     tf32 = dtype == "tf32"
     spec = WORKLOADS["matmul"].make(n) if dtype in ("float32", "tf32") else make_matmul_lowp(n, dtype)
+    if tf32 and not params.pop("tensor_cores", True):
+        raise ValueError("entry_matmul: dtype='tf32' runs on the tensor cores; tensor_cores=False is a float32 "
+                         "SIMT matmul: pass dtype='float32'")
     wgmma = params.pop("wgmma", None) if tf32 else None
     if tf32 and (wgmma if wgmma is not None else _tf32_wgmma_default(be, n)):
-        _, run, dev, info = _ours_tf32_wgmma(be, spec, **params)
+        shared = params.pop("max_shared_bytes", None) or be.max_shared_bytes()
+        _, run, dev, info = _ours_tf32_wgmma(be, spec, shared, **params)
     else:
         if tf32:
             params = dict(params, tensor_cores=True)

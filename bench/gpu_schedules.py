@@ -344,6 +344,8 @@ WGMMA_MIN_BLOCKS = 128
 
 #: the tf32 tree's tiles: k-tiles of 32 float32 (one 128-byte swizzled row), the same bytes per stage
 WGMMA_TF32_TILES = {"wgmma": True, "BM": 128, "BN": 256, "BK": 32, "stages": 4}
+#: the tile parameters :func:`tf32_wgmma_matmul` takes (those of ``wgmma_matmul`` it leaves open)
+WGMMA_TF32_TILE_NAMES = frozenset({"BM", "BN", "BK", "stages", "ahead", "swizzle"})
 
 
 def tf32_wgmma_matmul(A: Buffer, B: Buffer, **tiles) -> list[tuple[LoopNest, list]]:
@@ -356,8 +358,9 @@ def tf32_wgmma_matmul(A: Buffer, B: Buffer, **tiles) -> list[tuple[LoopNest, lis
     truncate an operand's low bits, which biases each sum towards zero; rounded, only A's
     half of that bias is left. Returns ``[(nest, args)]`` in launch order; the second takes ``BT`` by name
     (build it with ``max_shared_bytes`` up to the device's opt-in limit: the default tiles
-    take 192 KiB). Raises ``ValueError`` (or ``ScheduleError`` from the tree) where the
-    sizes do not divide into the tiles (64 for the transpose).
+    take 192 KiB). Raises ``ValueError`` for a tile parameter it does not take
+    (``WGMMA_TF32_TILE_NAMES``), and (or ``ScheduleError`` from the tree) where the sizes do
+    not divide into the tiles (64 for the transpose).
 
     >>> A, B = Buffer("A", (256, 128), "float32"), Buffer("B", (128, 256), "float32")
     >>> [(nest.tensorized, [a.name for a in args]) for nest, args in tf32_wgmma_matmul(A, B, stages=2)]
@@ -370,6 +373,10 @@ def tf32_wgmma_matmul(A: Buffer, B: Buffer, **tiles) -> list[tuple[LoopNest, lis
     if str(A.dtype) != "float32" or str(B.dtype) != "float32" or int(B.shape[0]) != k:
         raise ValueError(f"tf32_wgmma_matmul takes float32 A (M x K) and B (K x N), got {A.dtype} {A.shape} and "
                          f"{B.dtype} {B.shape}")
+    unknown = sorted(set(tiles) - WGMMA_TF32_TILE_NAMES)
+    if unknown:
+        raise ValueError(f"tf32_wgmma_matmul: unknown tile parameter(s) {', '.join(unknown)}; it takes "
+                         f"{', '.join(sorted(WGMMA_TF32_TILE_NAMES))} (the warpgroup tree's, see wgmma_matmul)")
     config = dict(WGMMA_TF32_TILES, **tiles)
 
     def to_tf32(e):

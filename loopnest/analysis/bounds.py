@@ -44,7 +44,8 @@ from ..stmt import Stmt
 from .budget import within_budget
 from .domains import analyze
 
-__all__ = ["access_region", "access_bounds", "writes_cover_box", "DimBounds", "pw_aff_to_expr", "RegionError"]
+__all__ = ["access_region", "access_bounds", "writes_cover_box", "DimBounds", "pw_aff_to_expr", "RegionError",
+           "clear_parsed"]
 
 
 class RegionError(Exception):

@@ -572,7 +572,23 @@ def test_bench_tf32_matmul_on_sm90_transposes_b_then_takes_the_warpgroup_tree():
     class Hopper(_EmulatedBackend):
         def max_shared_bytes(self):
             return 227 * 1024
-    row = bench_gpu.entry_matmul(Hopper(), 256, "tf32", repeats=1, wgmma=True, BN=128, stages=2)
+    # tensor_cores=True is what tf32 means; max_shared_bytes is what the two kernels are built with
+    row = bench_gpu.entry_matmul(Hopper(), 256, "tf32", repeats=1, wgmma=True, BN=128, stages=2,
+                                 tensor_cores=True, max_shared_bytes=200 * 1024)
     assert row["correct"] and 0 < row["max_rel_err"] < 1e-3, row        # B rounded to tf32, A exact
     assert [name for name, _, _ in row["launch"]] == ["k0_BT", "k0_C"]
     assert row["schedule"].startswith("tf32 warpgroup MMA")
+
+
+def test_bench_tf32_matmul_refuses_what_it_cannot_honour():
+    """tf32 without the tensor cores is the float32 matmul, and a tile the warpgroup tree does
+    not take is named: ValueErrors that say what to pass, before anything is built."""
+    from bench.gpu_schedules import WGMMA_TF32_TILE_NAMES, tf32_wgmma_matmul
+    from te import Buffer
+    with pytest.raises(ValueError, match=r"tensor_cores=False is a float32 SIMT matmul: pass dtype='float32'"):
+        bench_gpu.entry_matmul(object(), 64, "tf32", tensor_cores=False)
+    A, B = Buffer("A", (128, 64), "float32"), Buffer("B", (64, 128), "float32")
+    with pytest.raises(ValueError, match=r"unknown tile parameter\(s\) BQ, WM; it takes BK, BM, BN, ahead, stages, "
+                                         r"swizzle"):
+        tf32_wgmma_matmul(A, B, BQ=64, WM=32)
+    assert WGMMA_TF32_TILE_NAMES == {"BM", "BN", "BK", "stages", "ahead", "swizzle"}
