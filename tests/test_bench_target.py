@@ -104,3 +104,32 @@ def test_a_matmul_tile_shape_given_by_hand_is_not_narrowed():
 def test_matmul_narrows_its_tile_to_the_width():
     nest = _run_checked("matmul", 40, AVX512)       # 40 columns: not a multiple of 64, 48, 32 or 16
     assert _vector_widths(nest) == {8}
+
+
+@pytest.mark.parametrize("target", [AVX2, AVX512], ids=["avx2", "avx512"])
+def test_conv2d_vectorizes_its_channels_where_the_columns_leave_a_partial_vector(target):
+    """32 output channels, 12 columns: 4 (AVX2) or 6 (AVX-512) columns x 2 vectors of channels
+    a tile, the filter packed with its channels last, the accumulator too."""
+    nest = _run_checked("conv2d", (1, 8, 6, 12, 32), target)
+    lanes = target.lanes("float32")
+    assert _vector_widths(nest) == {lanes}
+    assert "W_pack[W_pack_i0, W_pack_i1, W_pack_i2, W_pack_i3] = W[W_pack_i3, W_pack_i0" in str(nest)
+    assert re.search(rf"W_pack\[\w+, ry, rx, \w+ \* {2 * lanes} \+ \w+ \* {lanes} \+ \w+\];", str(nest))
+
+
+def test_conv2d_along_the_columns_or_the_channels_on_request():
+    from bench.schedules import conv2d_schedule
+    spec = WORKLOADS["conv2d"].make((1, 8, 6, 12, 32))
+    Y = spec.outputs[0]
+    columns = LoopNest(spec.outputs)
+    conv2d_schedule(columns, Y, target=AVX512, along="columns")
+    assert "W_pack" not in str(columns) and "vectorized for (int x_1_tail = 0; x_1_tail < 12;" in str(columns)
+    outs, _ = spec.run(build(columns, spec.args, target="llvm"))
+    assert spec.error(outs) <= spec.tol
+    with pytest.raises(ValueError, match="along is 'auto', 'channels' or 'columns'"):
+        conv2d_schedule(LoopNest(spec.outputs), Y, along="rows")
+    narrow = WORKLOADS["conv2d"].make((1, 8, 6, 12, 8))       # 8 channels: half a vector of 16
+    nest = LoopNest(narrow.outputs)
+    with pytest.raises(ValueError, match="cannot be vectorized along its channels"):
+        conv2d_schedule(nest, narrow.outputs[0], target=AVX512, along="channels")
+    assert not nest.history

@@ -9,7 +9,8 @@ tuning space, and ``auto_schedule`` (also ``LoopNest.auto_schedule``).
 B: vectorized 8 wide (element-wise)
 """
 from .classify import classify, const_extent, consumers_of, sliced_loop
-from .schedule import AutoScheduleReport, TensorChoice, auto_schedule, contraction_params, register_tile, vector_lanes
+from .schedule import (AutoScheduleReport, TensorChoice, auto_schedule, channel_params, contraction_params,
+                       register_tile, vector_lanes)
 
 __all__ = ["classify", "const_extent", "consumers_of", "sliced_loop", "auto_schedule", "AutoScheduleReport",
-           "TensorChoice", "contraction_params", "register_tile", "vector_lanes"]
+           "TensorChoice", "channel_params", "contraction_params", "register_tile", "vector_lanes"]

@@ -30,9 +30,9 @@ from ..stmt import For, ForKind, Store
 from ..transforms.loop_kinds import MAX_LATE_UNROLL
 from .classify import const_extent
 
-__all__ = ["accumulation_chain", "reorder_accumulation", "contraction", "reduction", "elementwise",
-           "vector_reduction", "reduction_parts", "vectorize_split", "pack_candidate", "several", "deferred_unrolls",
-           "unroll_fully", "pending_unrolls"]
+__all__ = ["accumulation_chain", "reorder_accumulation", "contraction", "channel_contraction", "reduction",
+           "elementwise", "vector_reduction", "reduction_parts", "vectorize_split", "pack_candidate", "several",
+           "deferred_unrolls", "unroll_fully", "pending_unrolls"]
 
 _PENDING: contextvars.ContextVar = contextvars.ContextVar("pending_unrolls", default=None)
 
@@ -363,6 +363,114 @@ def contraction(nest, t: Tensor, k: dict):
     if k["unroll_r"]:
         _unroll_small_reductions(nest, inner_red[1:])
     return tile_outer[0]
+
+
+def channel_contraction(nest, t: Tensor, k: dict):
+    """The register-blocked schedule of a convolution ``t`` (``batch..., channels, rows,
+    columns`` outputs) vectorized along its output channels rather than its columns; returns
+    its outermost loop. For widths the vectors do not divide (56 columns of 16 lanes leave
+    an 8-wide tile at half speed): every vector is full.
+
+    The parameters ``k``: ``lanes`` (elements of one vector), ``vec_c`` (vectors of channels
+    per tile), ``cols`` (columns per tile, a divisor of the width), ``par`` (parallelize the
+    outermost tile loop that runs more than once). The operands read by channel (the
+    filter) are packed once per batch loop iteration with the channels last (a vector load
+    each), the other operand (the input) is broadcast, one element per column, and the
+    ``vec_c`` x ``cols`` tile accumulates in a local buffer, channels last, that LLVM keeps in
+    registers while the reduction runs over the input channels and the filter window (its
+    rows unrolled, its columns a loop)::
+
+        for b:
+          W_pack[ci, ry, rx, co] = W[co, ci, ry, rx]
+          parallel for y: for c_outer: for x_outer:
+            Y_local[x_i, c] = 0
+            for ci: unrolled for ry: for rx: unrolled for c_vec, x_i: vectorized for c_lane:
+              Y_local[x_i, c] += P[b, ci, y + ry, x_outer * cols + x_i + rx] * W_pack[ci, ry, rx, c]
+            Y[b, c, y, x_outer * cols + x_i] = Y_local[x_i, c]
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> from loopnest import LoopNest
+    >>> X = Buffer("X", (1, 4, 10, 10), "float32"); W = Buffer("W", (16, 4, 3, 3), "float32")
+    >>> Y = Reduce("Y", (1, 16, 8, 8), Sum(), lambda b, co, y, x, ci, ry, rx:
+    ...            X[b, ci, y + ry, x + rx] * W[co, ci, ry, rx], (4, 3, 3))
+    >>> nest = LoopNest([Y])
+    >>> channel_contraction(nest, Y, {"lanes": 8, "vec_c": 2, "cols": 4, "par": False}).name
+    'b'
+    >>> [lp.kind for lp in nest.get_loops_for("Y_local")][-3:]
+    ['unrolled', 'unrolled', 'vectorized']
+    """
+    loops = nest.get_loops_for(t)
+    ns = len(t.args)
+    if ns < 4:
+        raise ScheduleError(f"channel_contraction: {t.name} has {ns} output dimensions; it takes a batch "
+                            f"dimension, channels, rows and columns (pack the filter once per batch)")
+    lanes = k["lanes"]
+    channels, width = const_extent(t.dims[-3]), const_extent(t.dims[-1])
+    if channels is None or width is None or channels % (lanes * k["vec_c"]) or width % k["cols"]:
+        raise ScheduleError(f"channel_contraction: a tile of {lanes * k['vec_c']} channels x {k['cols']} columns "
+                            f"does not divide {t.name}'s {t.dims[-3]} channels x {t.dims[-1]} columns; "
+                            f"take tile sizes that divide them")
+    spatial, red = list(loops[:ns]), list(loops[ns:])
+    c_tile, c_lane, _ = nest.split_with_tail(spatial[-3], lanes * k["vec_c"])
+    x_tile, x_in, _ = nest.split_with_tail(spatial[-1], k["cols"])
+    c_vec, c_lane, _ = nest.split_with_tail(c_lane, lanes)
+    tile_outer = spatial[:-3] + [spatial[-2], c_tile, x_tile]
+    reg = [c_vec, x_in, c_lane]
+    reorder_accumulation(nest, accumulation_chain(nest, tile_outer[0]), tile_outer + red + reg, red)
+    if k["par"]:
+        par_loop = next((lp for lp in tile_outer if several(lp)), None)
+        if par_loop is not None:
+            nest.parallelize(par_loop)
+    for operand in channel_operands(t):
+        nest.cache_accesses(operand, f"{operand.name}_pack", tile_outer[0],
+                            order=_dimension_last(operand.ndim, channel_dimension(t, operand)))
+    nest.cache_accesses(nest.buffer(t.name), f"{t.name}_local", x_tile, order=_dimension_last(ns, ns - 3))
+    nest.vectorize(c_lane)
+    for lp in (c_vec, x_in):
+        if several(lp):
+            _unroll(nest, lp)
+    _unroll_small_reductions(nest, red[1:])
+    return tile_outer[0]
+
+
+def _dimension_last(ndim: int, dim: int) -> tuple:
+    """The permutation of ``ndim`` dimensions that moves ``dim`` last."""
+    return tuple(d for d in range(ndim) if d != dim) + (dim,)
+
+
+def channel_dimension(t: Tensor, operand) -> int | None:
+    """The dimension of ``operand`` that every load of it in contraction ``t`` indexes with
+    the output channel (``t.args[-3]``) alone, stepping by one; None when a load uses the
+    channel otherwise, or not at all.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> X = Buffer("X", (1, 4, 10, 10), "float32"); W = Buffer("W", (16, 4, 3, 3), "float32")
+    >>> Y = Reduce("Y", (1, 16, 8, 8), Sum(), lambda b, co, y, x, ci, ry, rx:
+    ...            X[b, ci, y + ry, x + rx] * W[co, ci, ry, rx], (4, 3, 3))
+    >>> channel_dimension(Y, W), channel_dimension(Y, X)
+    (0, None)
+    """
+    channel = t.args[-3]
+    dims = set()
+    for ld in loads(t.body):
+        if ld.buffer.name != operand.name:
+            continue
+        using = [d for d, index in enumerate(ld.indices) if uses_var(index, channel)]
+        if len(using) != 1 or ld.indices[using[0]] is not channel:
+            return None
+        dims.add(using[0])
+    return dims.pop() if len(dims) == 1 else None
+
+
+def channel_operands(t: Tensor) -> list:
+    """The operands of contraction ``t`` that it reads by output channel (to pack, channels
+    last), in the order of their first load."""
+    channel = t.args[-3]
+    out = []
+    for ld in loads(t.body):
+        if uses_var(ld.indices, channel) and all(ld.buffer.name != b.name for b in out):
+            out.append(ld.buffer)
+    return out
 
 
 def _unroll_small_reductions(nest, loops: list) -> None:

@@ -19,6 +19,7 @@ CASES = {
     "matmul": (make_matmul, 40),            # 40 = 6 x 6 + 4 rows, columns not a multiple of the tiles
     "conv2d": (make_conv2d, (1, 3, 6, 11, 5)),
     "conv2d_tiles": (make_conv2d, (1, 3, 8, 20, 8)),   # tiles divide the channels and rows, not the columns
+    "conv2d_channels": (make_conv2d, (1, 3, 4, 12, 32)),   # vectors divide the channels, not the columns
     "softmax": (make_softmax, (5, 64)),
     "layernorm": (make_layernorm, (5, 64)),
     "row_sum": (make_row_sum, (6, 96)),
