@@ -10,7 +10,10 @@
   reduction runs, the largest reduction loop optionally cut into slices; knobs choose the
   tile sizes, the slice, the order of the tile loops, packing the operand that does not
   follow the rows, unrolling the small reduction loops (a filter window) and
-  parallelizing; rows and columns left over by the tiles get nests of their own. Seed
+  parallelizing; rows and columns left over by the tiles get nests of their own. A
+  convolution whose columns leave a partial vector (``loopnest.auto.channel_params``) also
+  gets the choice of vectorizing its output channels instead (``along``: a tile of
+  ``vec_c`` vectors of channels x ``cols`` columns, ``templates.channel_contraction``). Seed
   points (``ScheduleSpace.seeds``) are measured first;
 - **reduction** (e.g. the row max and sum of softmax): parallelize the outer loop, split
   and unroll the reduction loop;
@@ -39,7 +42,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from loopnest.auto import classify, consumers_of, const_extent as _extent, register_tile, sliced_loop as _sliced_loop
+from loopnest.auto import (channel_params, classify, consumers_of, const_extent as _extent, register_tile,
+                           sliced_loop as _sliced_loop)
 from loopnest.auto import templates
 from loopnest.target import Target, resolve_target
 from te.extern import ExternTensor
@@ -152,10 +156,17 @@ class _Template:
         k["pack"] = cfg.flag(f"{name}.pack") if k["pack_buffer"] else False
         k["unroll_r"] = cfg.flag(f"{name}.unroll_r") if kk + 1 < len(red) else False
         k["par"] = cfg.flag(f"{name}.par")
+        if channel_params(t, self.cpu) is not None:
+            vectors = dims[-3] // lanes
+            k["along"] = cfg.choice(f"{name}.along", ["columns", "channels"])
+            k["vec_c"] = cfg.choice(f"{name}.vec_c", [v for v in (1, 2, 4) if vectors % v == 0])
+            k["cols"] = cfg.choice(f"{name}.cols", [c for c in range(4, 17) if dims[-1] % c == 0])
         return k
 
     def seeds(self, space: ScheduleSpace) -> list[dict[str, Any]]:
-        """Starting points the strategies measure first: first the register tile that fills the
+        """Starting points the strategies measure first: first, for a convolution whose columns
+        leave a partial vector, the automatic schedule's tile along the output channels
+        (``loopnest.auto.channel_params``); then the register tile that fills the
         target's vector registers (``loopnest.auto.register_tile``: 6 x 2 with 16 registers,
         6 x 4 with 32), then tiles of 8 to 12 vector
         accumulators (6 rows x 2 vectors with the column tiles outermost, as BLIS-style
@@ -181,6 +192,14 @@ class _Template:
             common.update(pick(f"{n}.unroll_r", True))
             common.update(pick(f"{n}.pack", True))
         out = []
+        channels = {t.name: channel_params(t, self.cpu) for t in self.tensors if self.kinds[t.name] == "contraction"}
+        if any(channels.values()):      # first the automatic schedule's tile along the channels
+            v = dict(common)
+            for n, c in channels.items():
+                if c is not None:
+                    v.update({f"{n}.along": "channels", **pick(f"{n}.vec_c", c["vec_c"]),
+                              **pick(f"{n}.cols", c["cols"])})
+            out.append(v)
         rows, vecs = register_tile(self.cpu)
         tiles = [(1, rows, vecs, "jKi", 256), (1, 6, 2, "jKi", 256), (4, 2, 1, "iKj", 16), (4, 2, 1, "ijK", 0),
                  (4, 3, 1, "iKj", 16), (1, 4, 2, "jKi", 256), (2, 4, 1, "ijK", 0)]
@@ -224,7 +243,8 @@ class _Template:
             if t.name in placed_at or kind == "extern":
                 continue    # scheduled where its consumer computes it / one call, no loops
             if kind == "contraction":
-                outer = templates.contraction(nest, t, k)
+                along_channels = k.get("along") == "channels"
+                outer = (templates.channel_contraction if along_channels else templates.contraction)(nest, t, k)
             elif kind == "reduction":
                 outer = templates.reduction(nest, t, k)
             else:

@@ -9,6 +9,8 @@ against numpy, and time it against the unscheduled nest. Then the same computati
 another CPU (an AVX2 target: 8 float lanes instead of 16), and ``build(...,
 schedule="auto")``, which does all of it in one call. No search is involved: the schedule is
 a deterministic function of the computation and the target, chosen in a fraction of a second.
+Last, other shapes: a linear layer, column and whole-array sums, and a convolution whose
+register tile runs along its output channels or its columns depending on the vector width.
 """
 import sys
 import time
@@ -106,4 +108,27 @@ for out_t, args, want_t in ((Lin, [A, W, Lin], a.astype(np.float64) @ w.T), (Col
     got = np.zeros(want_t.shape, np.float32)
     build(nest, args, target="llvm")(*[{"A": a, "W": w, "Big": big}[b.name] for b in args[:-1]], got)
     np.testing.assert_allclose(got, want_t, rtol=1e-4, atol=1e-4)
+
+# 8. A 3x3 convolution, 32 output channels of 24 columns. With 16 lanes (AVX-512) the columns
+#    would leave a partial vector (16 + 8), the channels none: the tile runs along the output
+#    channels, two vectors of them x 8 columns, the filter packed with its channels last.
+#    With 8 lanes (AVX2), 24 columns are 3 full vectors: the tile runs along the columns.
+#    Either schedule builds for this host (LLVM splits or joins the vectors).
+X = Buffer("X", (1, 16, 16, 26), float32)
+F = Buffer("F", (32, 16, 3, 3), float32)
+Conv = Reduce("Conv", (1, 32, 14, 24), Sum(),
+              lambda n, co, y, x, ci, ry, rx: X[n, ci, y + ry, x + rx] * F[co, ci, ry, rx], (16, 3, 3))
+x_in = rng.standard_normal((1, 16, 16, 26)).astype(np.float32)
+f_in = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+want_c = sum(np.einsum("nchw,kc->nkhw", x_in[:, :, ry:ry + 14, rx:rx + 24].astype(np.float64), f_in[:, :, ry, rx])
+             for ry in range(3) for rx in range(3))
+avx512 = Target(cpu="skylake-avx512", vector_bits=512, vector_registers=32, cores=cpu.cores)
+for target in (avx512, avx2):
+    nest = LoopNest([Conv])
+    choice = nest.auto_schedule(target)["Conv"]
+    print(f"\nconvolution for {target.cpu}:", choice)
+    assert ("channels" in choice.choice) == (target is avx512)
+    got = np.zeros((1, 32, 14, 24), np.float32)
+    build(nest, [X, F, Conv], target="llvm")(x_in, f_in, got)
+    np.testing.assert_allclose(got, want_c, rtol=1e-4, atol=1e-3)
 print("\nOK")

@@ -121,6 +121,7 @@ def test_classify_patterns():
 
 #: the CPU the expected option lists and seeds below were written for
 AVX2 = Target(cpu="avx2", vector_bits=256, vector_registers=16, cores=2)
+AVX512 = Target(cpu="avx512", vector_bits=512, vector_registers=32, cores=2)
 
 
 def test_auto_space_knobs_and_determinism():
@@ -178,8 +179,9 @@ def _run_point(space, w, point, target):
 
 
 @pytest.mark.parametrize("make", [lambda: matmul(13, 21, 70), lambda: matmul(24, 40, 8),
-                                  lambda: conv2d(1, 3, 9, 14, 5), lambda: conv2d(2, 2, 6, 21, 8)],
-                         ids=["matmul-odd", "matmul-even", "conv-odd", "conv-batch"])
+                                  lambda: conv2d(1, 3, 9, 14, 5), lambda: conv2d(2, 2, 6, 21, 8),
+                                  lambda: conv2d(2, 3, 6, 14, 32)],
+                         ids=["matmul-odd", "matmul-even", "conv-odd", "conv-batch", "conv-channels"])
 def test_contraction_template_points_compute_the_same_values(make):
     """Seeds and random points of the automatic contraction space (register tiles with
     leftover rows and columns, reduction slices, packing, parallel loops) compute what numpy
@@ -242,6 +244,13 @@ def test_contraction_seeds_are_register_tiles():
     sc = auto_space(conv2d(1, 8, 10, 18, 8).outputs, AVX2)
     assert any(sc.values(p)["O.reg_o"] == 4 and sc.values(p)["O.order"] == "ijK" for p in sc.seeds)
     assert all(sc.values(p)["O.unroll_r"] for p in sc.seeds)
+    # 32 output channels, 12 columns: on AVX-512 the columns leave a partial vector, the channels none
+    sv = auto_space(conv2d(1, 8, 6, 14, 32).outputs, AVX512)
+    first = sv.values(sv.seeds[0])
+    assert (first["O.along"], first["O.vec_c"], first["O.cols"]) == ("channels", 2, 6)
+    assert sv.knob("O.along").options == ("columns", "channels") and sv.knob("O.cols").options == (4, 6, 12)
+    assert all(sv.values(p)["O.along"] == "columns" for p in sv.seeds[1:])
+    assert "O.along" not in {k.name for k in sc.knobs}       # 8 lanes divide 16 columns
 
 
 def test_set_seeds_checks_values():
