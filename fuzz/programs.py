@@ -91,6 +91,9 @@ ZERO_PROBABILITY = 0.05
 #: a program that is one matmul (float16, bfloat16 or float32 inputs, float32 sums, sizes in
 #: multiples of 16) for the GPU matmul trees (``gpu_matmul``: tensor cores, cp.async stages)
 MATMUL_PROBABILITY = 0.06
+#: a program that is one direct convolution (``conv_program``): the automatic scheduler's
+#: convolution templates, along the columns or the output channels
+CONV_PROBABILITY = 0.03
 
 
 @dataclass
@@ -675,8 +678,11 @@ def random_program(rnd: random.Random) -> Program:
     True
     """
     from .reference import Inexact, evaluate, input_data
-    if rnd.random() < MATMUL_PROBABILITY:
+    draw = rnd.random()
+    if draw < MATMUL_PROBABILITY:
         return matmul_program(rnd)
+    if draw < MATMUL_PROBABILITY + CONV_PROBABILITY:
+        return conv_program(rnd)
     while True:
         program = _Generator(rnd).program(rnd.randrange(2 ** 31))
         try:
@@ -706,6 +712,30 @@ def matmul_program(rnd: random.Random) -> Program:
     return Program({}, [TensorSpec("A", dtype, [[m, 0], [k, 0]]), TensorSpec("B", dtype, b_shape),
                         TensorSpec("C", "float32", [[m, 0], [n, 0]], body, reducer="Sum", rdims=[[k, 0]])],
                    ["C"], rnd.randrange(2 ** 31))
+
+
+def conv_program(rnd: random.Random) -> Program:
+    """``Y[b, co, y, x] = sum_{ci, ry, rx} X[b, ci, y + ry, x + rx] * W[co, ci, ry, rx]``
+    (float32, NCHW, stride 1, X as large as the window needs): a batch of 1 or 2, output
+    channels a multiple of 4 (of the vector lanes, often), widths that often leave a
+    partial vector; the shapes of the automatic scheduler's convolution tiles, along the
+    columns or the output channels (``loopnest.auto.channel_params``). The inputs are small
+    integers, so every summation order gives the same bits.
+
+    >>> p = conv_program(random.Random(0))
+    >>> [t.name for t in p.tensors], p.tensor("Y").rank, len(p.tensor("Y").rdims)
+    (['X', 'W', 'Y'], 4, 3)
+    """
+    batch, cin, cout = rnd.choice([1, 2]), rnd.choice([1, 2, 3]), rnd.choice([4, 8, 16, 32])
+    height, width, window = rnd.choice([1, 2, 3, 5]), rnd.choice([4, 5, 6, 7, 12, 20]), rnd.choice([1, 2, 3])
+    b, co, y, x, ci, ry, rx = (["i", k] for k in range(7))
+    body = ["mul", ["ld", "X", [b, ci, ["add", y, ry], ["add", x, rx]]], ["ld", "W", [co, ci, ry, rx]]]
+    pad = window - 1
+    return Program({}, [TensorSpec("X", "float32", [[batch, 0], [cin, 0], [height + pad, 0], [width + pad, 0]]),
+                        TensorSpec("W", "float32", [[cout, 0], [cin, 0], [window, 0], [window, 0]]),
+                        TensorSpec("Y", "float32", [[batch, 0], [cout, 0], [height, 0], [width, 0]], body,
+                                   reducer="Sum", rdims=[[cin, 0], [window, 0], [window, 0]])],
+                   ["Y"], rnd.randrange(2 ** 31))
 
 
 def _zero_size(program: Program, rnd: random.Random) -> Program:

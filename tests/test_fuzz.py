@@ -222,6 +222,27 @@ def test_matmul_programs_get_gpu_matmul_trees_with_random_tiles():
     assert applied >= 1
 
 
+def test_convolution_programs_reach_the_channel_tiles_of_the_automatic_schedule(monkeypatch):
+    """One program in about thirty is a lone direct convolution: with output channels a
+    multiple of the lanes and widths that are not, ``auto_schedule`` for the AVX2-like CPU of
+    ``AUTO_TARGETS`` runs its tile along the output channels, and the tester builds and
+    checks it like any other schedule."""
+    import random
+    import loopnest.auto.schedule as auto
+    from fuzz.check import Case, check_auto_schedules, check_program, check_schedule
+    from fuzz.programs import conv_program
+    tiles = []
+    real = auto.channel_contraction
+    monkeypatch.setattr(auto, "channel_contraction", lambda nest, t, k: tiles.append(k) or real(nest, t, k))
+    for seed in (3, 7):
+        rnd = random.Random(seed)
+        case = Case(conv_program(rnd))
+        assert check_program(case) == [] and check_auto_schedules(case) == []
+        result = check_schedule(case, None, ("ireval", "llvm"), rnd, 3)
+        assert result.failures == [], [str(f) for f in result.failures]
+    assert [k["lanes"] for k in tiles] == [8, 8]
+
+
 def test_a_campaign_names_the_case_it_runs_for_a_crash_to_leave_behind(tmp_path, monkeypatch):
     """Kernels run in the tester's process: a crash in generated code ends the campaign
     before any reproducer. ``IN_PROGRESS`` in ``--out`` holds the command that reruns the
