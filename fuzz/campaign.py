@@ -44,7 +44,8 @@ class Summary:
     """Counts of a campaign, its failures by signature (signature -> count), one example
     failure per signature, the reproducer scripts written (by class), and every failure found.
     ``drawn`` counts programs by feature: gathers (an index input), index errors (out-of-range
-    index data that an output needs), empty (an extent of 0)."""
+    index data that an output needs), empty (an extent of 0); ``races_cut``, the race checks
+    cut short by the time limit (``check._races``)."""
     seed: int
     programs: int = 0
     drawn: collections.Counter = field(default_factory=collections.Counter)
@@ -57,6 +58,7 @@ class Summary:
     reproducers: dict = field(default_factory=dict)
     found: list = field(default_factory=list)
     minimised: collections.Counter = field(default_factory=collections.Counter)
+    races_cut: int = 0
 
     @property
     def failures(self) -> int:
@@ -75,6 +77,9 @@ class Summary:
                  f"({self.refused} refused)",
                  f"  programs with gathers {self.drawn['gathers']}, with index data out of range that an "
                  f"output needs {self.drawn['index errors']}, with an extent of 0 {self.drawn['empty']}"]
+        if self.races_cut:
+            lines.append(f"  race checks cut short by the time limit {self.races_cut} (IREval's plain run checked "
+                         f"those schedules' values)")
         for kind in ("wrong", "reference", "noerror", "crash", "run", "build", "invalid", "refusal", "replay"):
             lines.append(f"  {kind:10s} {self.by_kind[kind]}")
         for sig, n in self.classes.most_common():
@@ -188,6 +193,7 @@ def run_campaign(seed: int, count: int | None = None, seconds: float | None = No
             summary.schedules += 1
             summary.steps += len(result.steps)
             summary.refused += result.refused
+            summary.races_cut += "ireval-races" in result.skipped
             _record(summary, result.failures, case, result.steps, case_id, targets, out_dir, options, case_seconds)
         if not quiet and time.monotonic() - last >= progress_every:
             last = time.monotonic()

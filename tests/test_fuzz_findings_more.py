@@ -303,6 +303,33 @@ def test_the_tester_reports_a_race_that_a_serial_run_hides(monkeypatch):
     assert stop.value.code == 1
 
 
+def test_a_race_check_past_the_time_limit_is_cut_short_not_reported(monkeypatch):
+    """Seed 176, case 119: a stage recomputed in each of 768 GPU threads; IREval's plain run
+    took 2 s, its race check (every iteration interpreted on its own) 100 s, past the 60 s
+    limit of a case. The values were checked by the plain run: the race check is counted as
+    cut short, not reported as a crash."""
+    from fuzz.check import Case, Result, _races
+    from fuzz.limits import TimeLimit
+    from fuzz.programs import Program, TensorSpec
+    p = Program({}, [TensorSpec("A", "int32", [[6, 0]]),
+                     TensorSpec("B", "int32", [[6, 0]], ["add", ["ld", "A", [["i", 0]]], ["c", 1, "int32"]])], ["B"], 0)
+    case = Case(p)
+    nest = LoopNest(case.outputs)
+    real = case.run
+
+    def slow(nest, target, **options):
+        if options.get("check_races"):
+            raise TimeLimit("ran past the per-case time limit of 60 s of CPU time")
+        return real(nest, target, **options)
+    monkeypatch.setattr(case, "run", slow)
+    result = Result([])
+    assert _races(case, nest, case.baseline, result) == [] and result.skipped == ["ireval-races"]
+    from fuzz.campaign import Summary
+    summary = Summary(seed=176, races_cut=1)
+    assert "race checks cut short by the time limit 1" in summary.report()
+    assert "race checks" not in Summary(seed=176).report()
+
+
 def test_an_unrolled_parallel_loop_and_its_tail_each_allocate_their_scratch():
     """Seed 63, case 350: unroll by 3 of a parallel loop whose iterations use rfactor's lane
     buffers gave the loop a parallel tail; the buffers, used in both loops, were allocated
