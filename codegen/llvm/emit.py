@@ -170,6 +170,7 @@ class _Emitter(Functor):
         self.module.triple = options.triple
         self.module.data_layout = options.data_layout
         self.buffer_params = list(buffer_params)
+        self.argument_ids = frozenset(id(p.buffer) for p in self.buffer_params)
         self.scalar_vars = list(scalar_vars)
         self.n_outlined = 0                     # parallel loop bodies outlined so far
         self.n_extern = 0                       # external calls emitted so far
@@ -309,12 +310,13 @@ class _Emitter(Functor):
             # block, or already computes on vectors (a vectorized loop inside: seed 103, case 26)
             self.serial_loop(st, s, lambda block: loop_md(self.module, ("llvm.loop.vectorize.enable",
                                                                           ir.Constant(I1, 1)))
-                             if block is not None and not _vector_valued(block) else unroll_hint(self.module, s))
+                             if block is not None and not _vector_valued(block)
+                             else unroll_hint(self.module, s, self.argument_ids))
             return
         if kind == ForKind.PARALLEL and not st.in_parallel and self.opts.parallel_runtime != "serial":
             parallel_loop(self, st, s)
             return
-        self.serial_loop(st, s, unroll_hint(self.module, s))
+        self.serial_loop(st, s, unroll_hint(self.module, s, self.argument_ids))
 
     def serial_loop(self, st: FnState, s: For, md):
         lo, hi = self.index(st, s.start), self.index(st, s.stop)

@@ -6,8 +6,12 @@ fully unrolls outer loops that become innermost; the passes after it then work o
 copies of each body: most of the optimisation and code generation time of a tiled kernel.
 The schedule already chose what to unroll, so here each loop gets a ``!llvm.loop`` hint:
 
-* left to LLVM: copy and fill nests (the copies in and out of a ``cache_accesses`` buffer,
-  whose complete unrolling lets the buffer live in registers), nests of at most
+* left to LLVM: copy and fill nests (the copies in and out of a register tile made by
+  ``cache_accesses``, whose complete unrolling lets the tile live in registers; a transpose
+  between the kernel's arguments), but those that fill an intermediate of more than
+  ``REGISTER_TILE`` elements (a packed panel or filter: the transposing pack of a 64 x 64 x
+  3 x 3 filter, unrolled into 72 gathers, took 25 of conv2d's 217 ms of build, for no
+  speed), nests of at most
   ``SMALL_NEST`` body executions (tails), and innermost loops that accumulate into the same
   element (a register-blocked reduction, where unrolling hides the loop overhead);
 * ``llvm.loop.unroll.count 2``: the other innermost loops (streaming loops), unless they load
@@ -34,9 +38,11 @@ from loopnest.stmt import Block, Cond, For, Stmt, Store, iter_stmts
 
 from .decls import loop_md
 
-__all__ = ["SMALL_NEST", "accumulates", "innermost", "is_copy", "nest_executions", "unroll_choice", "unroll_hint"]
+__all__ = ["REGISTER_TILE", "SMALL_NEST", "accumulates", "innermost", "is_copy", "nest_executions", "unroll_choice",
+           "unroll_hint"]
 
 SMALL_NEST = 16    # body executions of a constant loop nest (a tail) that LLVM may still unroll completely
+REGISTER_TILE = 2048   # elements of an intermediate whose copy or fill nests LLVM may unroll (a register tile)
 
 
 def _executions(s: Stmt, limit: int) -> int | None:
@@ -149,9 +155,10 @@ def is_copy(s: For) -> bool:
     return bool(stores) and all(isinstance(x.value, (E.Load, E.FloatImm, E.IntImm)) for x in stores)
 
 
-def unroll_choice(s: For) -> str:
-    """How far LLVM may unroll the serial loop ``s``: ``"llvm"`` (LLVM decides: a copy nest, a
-    small nest of at most ``SMALL_NEST`` body executions, or an innermost loop that
+def unroll_choice(s: For, arguments: frozenset = frozenset()) -> str:
+    """How far LLVM may unroll the serial loop ``s`` of a kernel whose argument buffers have
+    the ids ``arguments``: ``"llvm"`` (LLVM decides: a copy nest but one that fills a large
+    intermediate, a small nest of at most ``SMALL_NEST`` body executions, or an innermost loop that
     accumulates), ``"twice"`` (another innermost loop, once LLVM has unrolled the small nests
     in it, that loads no vector of scattered elements) or ``"never"`` (a loop around other loops).
 
@@ -164,12 +171,28 @@ def unroll_choice(s: For) -> str:
     >>> unroll_choice(For(i, IntImm(0), Var("n"), inner))
     'never'
     """
-    if is_copy(s):
+    if is_copy(s) and not _packs(s, arguments):
         return "llvm"
     n = nest_executions(s, SMALL_NEST)
     if n is not None or accumulates(s):
         return "llvm"
     return "twice" if innermost(s) and not _gathers(s) else "never"
+
+
+def _packs(s: For, arguments: frozenset) -> bool:
+    """Whether the copy or fill nest ``s`` stores to an intermediate (a buffer not among
+    ``arguments``) of more than ``REGISTER_TILE`` elements, or of a symbolic size."""
+    for x in iter_stmts(s.body):
+        if isinstance(x, Store) and id(x.buffer) not in arguments:
+            n = 1
+            for d in x.buffer.dims:
+                extent = int_value(d)
+                if extent is None:
+                    return True
+                n *= extent
+            if n > REGISTER_TILE:
+                return True
+    return False
 
 
 def _gathers(s: For) -> bool:
@@ -179,9 +202,10 @@ def _gathers(s: For) -> bool:
                for ld in stmt_loads(s.body) for i in ld.indices)
 
 
-def unroll_hint(module: ir.Module, s: For) -> ir.MDValue | None:
-    """The ``!llvm.loop`` node of the serial loop ``s`` that says how far LLVM may unroll it
-    (``unroll_choice``), or None where LLVM decides.
+def unroll_hint(module: ir.Module, s: For, arguments: frozenset = frozenset()) -> ir.MDValue | None:
+    """The ``!llvm.loop`` node of the serial loop ``s`` (of a kernel whose argument buffers
+    have the ids ``arguments``) that says how far LLVM may unroll it (``unroll_choice``), or
+    None where LLVM decides.
 
     >>> from te.expr import IntImm, Var
     >>> from loopnest.stmt import Block, For
@@ -194,7 +218,7 @@ def unroll_hint(module: ir.Module, s: For) -> ir.MDValue | None:
     >>> print(m.metadata[0])
     !0 = !{ !"llvm.loop.unroll.disable" }
     """
-    choice = unroll_choice(s)
+    choice = unroll_choice(s, arguments)
     if choice == "twice":
         return loop_md(module, ("llvm.loop.unroll.count", ir.Constant(ir.IntType(32), 2)))
     if choice == "never":

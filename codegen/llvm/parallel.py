@@ -122,7 +122,7 @@ def _outline(em, s: For, ctx_t: ir.Type, cbufs, cvars) -> ir.Function:
     def body(iv):
         sub.bind_loop_var(s.var, iv)
         em.visit(s.body, sub)
-    sub.counted_loop(lo, hi, sanitize_name(s.var.name), body, unroll_hint(em.module, s))
+    sub.counted_loop(lo, hi, sanitize_name(s.var.name), body, unroll_hint(em.module, s, em.argument_ids))
     sub.free_all()
     em.store_fence(sub)
     sub.b.ret_void()

@@ -90,3 +90,23 @@ def test_strided_vector_load_never_unrolled():
     contiguous = Store(B, (Ramp(x * 8, IntImm(1), 8),), A[Ramp(x * 8, IntImm(1), 8)] * 2.0)
     assert unroll_choice(For(x, IntImm(0), IntImm(128), gather)) == "never"
     assert unroll_choice(For(x, IntImm(0), IntImm(128), contiguous)) == "twice"
+
+
+def test_packs_larger_than_a_register_tile_get_the_hints_of_other_loops():
+    """A register tile's copy is left to LLVM (unrolled completely, the tile stays in
+    registers), and so is a copy between the kernel's arguments (a transpose, which LLVM's
+    unrolling speeds up); a copy that fills an intermediate of more than ``REGISTER_TILE``
+    elements (a packed panel or filter) gets the hints of any other loop: the transposing
+    pack of a 64 x 64 x 3 x 3 filter, left to LLVM, became 72 gathers."""
+    from codegen.llvm.loop_hints import REGISTER_TILE
+    W, P = Buffer("W", (64, 576), float32), Buffer("P", (576, 64), float32)
+    tile = Buffer("tile", (6, 64), float32)
+    i, j = Var("i"), Var("j")
+    pack = For(i, IntImm(0), IntImm(576), For(j, IntImm(0), IntImm(64), Store(P, (i, j), W[j, i])))
+    assert 576 * 64 > REGISTER_TILE >= 6 * 64
+    assert unroll_choice(pack) == "never" and unroll_choice(pack.body.stmts[0]) == "twice"
+    assert unroll_choice(pack, frozenset({id(P), id(W)})) == "llvm"        # P an argument: a transpose
+    for copy in (Store(tile, (i, j), P[i, j]), Store(P, (i, j), tile[i, j])):
+        nest = For(i, IntImm(0), IntImm(6), For(j, IntImm(0), IntImm(64), copy))
+        assert unroll_choice(nest, frozenset({id(P)})) == "llvm"
+        assert unroll_choice(nest.body.stmts[0], frozenset({id(P)})) == "llvm"
