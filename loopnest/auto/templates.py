@@ -410,6 +410,12 @@ def channel_contraction(nest, t: Tensor, k: dict):
         raise ScheduleError(f"channel_contraction: a tile of {lanes * k['vec_c']} channels x {k['cols']} columns "
                             f"does not divide {t.name}'s {t.dims[-3]} channels x {t.dims[-1]} columns; "
                             f"take tile sizes that divide them")
+    packed = {op.name: channel_dimension(t, op) for op in channel_operands(t)}
+    if None in packed.values():
+        raise ScheduleError(f"channel_contraction: {t.name} reads "
+                            f"{', '.join(n for n, d in packed.items() if d is None)} by its output channel "
+                            f"otherwise than as one index of its own; the tile along the channels packs such "
+                            f"an operand with that index last (use contraction)")
     spatial, red = list(loops[:ns]), list(loops[ns:])
     c_tile, c_lane, _ = nest.split_with_tail(spatial[-3], lanes * k["vec_c"])
     x_tile, x_in, _ = nest.split_with_tail(spatial[-1], k["cols"])
@@ -421,9 +427,9 @@ def channel_contraction(nest, t: Tensor, k: dict):
         par_loop = next((lp for lp in tile_outer if several(lp)), None)
         if par_loop is not None:
             nest.parallelize(par_loop)
-    for operand in channel_operands(t):
-        nest.cache_accesses(operand, f"{operand.name}_pack", tile_outer[0],
-                            order=_dimension_last(operand.ndim, channel_dimension(t, operand)))
+    for name, dim in packed.items():
+        operand = nest.buffer(name)
+        nest.cache_accesses(operand, f"{name}_pack", tile_outer[0], order=_dimension_last(operand.ndim, dim))
     nest.cache_accesses(nest.buffer(t.name), f"{t.name}_local", x_tile, order=_dimension_last(ns, ns - 3))
     nest.vectorize(c_lane)
     for lp in (c_vec, x_in):
@@ -440,8 +446,8 @@ def _dimension_last(ndim: int, dim: int) -> tuple:
 
 def channel_dimension(t: Tensor, operand) -> int | None:
     """The dimension of ``operand`` that every load of it in contraction ``t`` indexes with
-    the output channel (``t.args[-3]``) alone, stepping by one; None when a load uses the
-    channel otherwise, or not at all.
+    the output channel variable (``t.args[-3]``) itself; None when a load uses the channel
+    otherwise (in an expression, or in two indices), or none uses it.
 
     >>> from te import Buffer, Reduce, Sum
     >>> X = Buffer("X", (1, 4, 10, 10), "float32"); W = Buffer("W", (16, 4, 3, 3), "float32")
@@ -464,7 +470,15 @@ def channel_dimension(t: Tensor, operand) -> int | None:
 
 def channel_operands(t: Tensor) -> list:
     """The operands of contraction ``t`` that it reads by output channel (to pack, channels
-    last), in the order of their first load."""
+    last), in the order of their first load.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> X = Buffer("X", (1, 4, 10, 10), "float32"); W = Buffer("W", (16, 4, 3, 3), "float32")
+    >>> Y = Reduce("Y", (1, 16, 8, 8), Sum(), lambda b, co, y, x, ci, ry, rx:
+    ...            X[b, ci, y + ry, x + rx] * W[co, ci, ry, rx], (4, 3, 3))
+    >>> [b.name for b in channel_operands(Y)]
+    ['W']
+    """
     channel = t.args[-3]
     out = []
     for ld in loads(t.body):

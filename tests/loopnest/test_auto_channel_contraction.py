@@ -65,6 +65,17 @@ def test_a_tile_that_does_not_divide_is_refused_before_any_change():
         channel_contraction(LoopNest([Y3]), Y3, {"lanes": 8, "vec_c": 1, "cols": 4, "par": False})
 
 
+def test_an_operand_read_by_an_expression_of_the_channel_is_refused_before_any_change():
+    X = Buffer("X", (1, 4, 8, 14), "float32"); W = Buffer("W", (33, 4, 3, 3), "float32")
+    Y = Reduce("Y", (1, 32, 6, 12), Sum(), lambda b, co, y, x, ci, ry, rx:
+               X[b, ci, y + ry, x + rx] * W[co + 1, ci, ry, rx], (4, 3, 3))
+    nest = LoopNest([Y])
+    with pytest.raises(ScheduleError, match="reads W by its output channel otherwise"):
+        channel_contraction(nest, Y, {"lanes": 8, "vec_c": 2, "cols": 4, "par": False})
+    assert not nest.history
+    assert channel_params(Y, AVX512) is None
+
+
 def test_where_the_channel_tiles_apply():
     _, _, Y = _conv(w=56, k=64)
     assert channel_params(Y, AVX512) == {"lanes": 16, "vec_c": 2, "cols": 8, "par": True}
