@@ -402,7 +402,8 @@ def _races(case: Case, nest, want: list, result: Result) -> list:
     The race check interprets every iteration on its own (no batching): a schedule that
     recomputes a stage in each of hundreds of GPU threads ran 50 times longer than IREval's
     plain run, which has already given the right values. Where it runs past the case's time
-    limit, the check is cut short (``result.skipped`` names it) rather than reported."""
+    limit, the check is cut short (``result.skipped`` names it) rather than reported; the
+    rest of the case then runs under the wall-clock limit alone (``limits.time_limit``)."""
     where = "ireval-races"
     try:
         outs = case.run(nest, "ireval", check_races=True)

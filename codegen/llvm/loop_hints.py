@@ -184,13 +184,8 @@ def _packs(s: For, arguments: frozenset) -> bool:
     ``arguments``) of more than ``REGISTER_TILE`` elements, or of a symbolic size."""
     for x in iter_stmts(s.body):
         if isinstance(x, Store) and id(x.buffer) not in arguments:
-            n = 1
-            for d in x.buffer.dims:
-                extent = int_value(d)
-                if extent is None:
-                    return True
-                n *= extent
-            if n > REGISTER_TILE:
+            n = x.buffer.static_size()
+            if n is None or n > REGISTER_TILE:
                 return True
     return False
 

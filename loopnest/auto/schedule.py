@@ -336,7 +336,7 @@ def channel_params(t: Tensor, target: Target) -> dict | None:
     operands = channel_operands(t)
     if not operands or any(channel_dimension(t, op) is None for op in operands):
         return None
-    sizes = [_constant_product(op.dims) for op in operands]
+    sizes = [op.static_size() for op in operands]
     if None in sizes or sum(sizes) * t.dtype.itemsize > target.l2_bytes // 2:
         return None
     vec_c = 2 if (channels // lanes) % 2 == 0 else 1
@@ -344,17 +344,6 @@ def channel_params(t: Tensor, target: Target) -> dict | None:
     if cols is None:
         return None
     return {"lanes": lanes, "vec_c": vec_c, "cols": cols, "par": target.cores > 1}
-
-
-def _constant_product(dims) -> int | None:
-    """The product of the extents ``dims``, None where one is symbolic."""
-    n = 1
-    for d in dims:
-        extent = const_extent(d)
-        if extent is None:
-            return None
-        n *= extent
-    return n
 
 
 # ---------------------------------------------------------------------------------------------
@@ -499,7 +488,13 @@ def reduction_terms(t: Tensor) -> int | None:
     >>> reduction_terms(Reduce("R", (4,), Sum(), lambda i, k, r: A[i, k, r], (8, 3)))
     24
     """
-    return _constant_product(t.reduce_dims)
+    n = 1
+    for d in t.reduce_dims:
+        c = const_extent(d)
+        if c is None:
+            return None
+        n *= c
+    return n
 
 
 def short_window(t: Tensor) -> bool:
