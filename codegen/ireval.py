@@ -776,6 +776,19 @@ class _Compiler(Functor):
             fr[bs] = None
         return free
 
+    def visit_Prefetch(self, s) -> Fn:
+        """A cache hint changes nothing; its indices must lie inside the buffer (``Prefetch``)."""
+        bs = self.buf_slot(s.buffer)
+        fi = self.expr(_flat_idx(s.indices))
+        name, where = s.buffer.name, str(s).rstrip(";")
+
+        def prefetch(fr):
+            arr = fr[bs]
+            i = fi(fr)
+            if type(i) is np.ndarray or arr is None or not 0 <= i < arr.shape[0]:
+                _check_access(arr, i, "prefetch of", name, where)
+        return prefetch
+
     def visit_ExternCall(self, s) -> Fn:
         """Call the external function's ``py_fn`` with numpy views of the whole buffers (the
         inputs, then the outputs), shaped as the buffers; it writes the outputs in place."""

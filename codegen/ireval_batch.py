@@ -165,6 +165,10 @@ class _Accesses(Functor):
             self.visit(e, m)
         self.stores.append((s, _sub(_flat_idx(s.indices), m)))
 
+    def visit_Prefetch(self, s, m: dict) -> None:
+        for e in s.indices:      # a hint: it reads and writes no value
+            self.visit(e, m)
+
     def visit_Cond(self, s: Cond, m: dict) -> None:
         self.visit(s.cond, m)
         self.visit(s.then, m)

@@ -35,7 +35,7 @@ OPS = {
     "reorder": 1, "reorder_axis": 1, "fuse": 4, "flatten": 1, "distribute": 1, "vectorize": 2, "unroll": 1,
     "parallelize": 1, "set_gpu_block_index": 1, "set_gpu_thread_index": 1, "compute_inline": 4,
     "compute_at": 4, "store_at": 2, "cache_accesses": 3, "rfactor": 2, "privatize": 2, "eliminate_dead_stores": 1,
-    "simplify": 1, "tensorize": 1, "gpu_matmul": 1, "auto_schedule": 1,
+    "simplify": 1, "tensorize": 1, "gpu_matmul": 1, "auto_schedule": 1, "prefetch": 1,
 }
 GPU_OPS = ("set_gpu_block_index", "set_gpu_thread_index", "tensorize", "gpu_matmul", "grid_reduce")
 #: steps that are functions of the nest (``fn(nest, *args)``, all or nothing as a method) rather
@@ -53,6 +53,7 @@ FOLLOW_UPS = {
     "compute_inline": ("compute_inline", "compute_at", "fuse"),
     "compute_at": ("compute_inline", "compute_at", "fuse", "cache_accesses", "store_at"),
     "fuse": ("compute_at", "fuse", "compute_inline"),
+    "prefetch": ("vectorize", "split_with_mask", "unroll"),
 }
 
 
@@ -261,6 +262,9 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
     elif op == "unroll":
         factor = rnd.choice([None, 2, 3, "late"])
         args = [pick(), None, True] if factor == "late" else [pick(), factor]
+    elif op == "prefetch":      # an input or output, one to three iterations ahead
+        names = sorted({b.name for b in list(nest.inputs) + list(nest.outputs)})
+        args = [_buffer(rnd.choice(names)), pick(), rnd.randint(1, 3)]
     elif op == "tensorize":     # a random loop is rarely a warp MMA: a named refusal
         args = [pick()]
     elif op == "gpu_matmul":    # a fresh nest of one plain matmul only

@@ -151,6 +151,12 @@ class _WidenStmt(StmtMutator):
             idx = (_widen(idx[0]),)
         return s.replace(indices=idx, value=self.ex.visit(s.value))
 
+    def visit_Prefetch(self, s):
+        idx = tuple(self.ex.visit(i) for i in s.indices)
+        if len(idx) == 1 and may_exceed_int32(s.buffer):
+            idx = (_widen(idx[0]),)
+        return s.replace(indices=idx)
+
 
 def widen_indices(nest, root: Stmt) -> Stmt:
     """Flat indices of buffers that may hold 2^31 elements or more are computed in int64.

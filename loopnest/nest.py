@@ -42,6 +42,7 @@ from .transforms import distribute as _distribute
 from .transforms import fuse as _fuse
 from .transforms import inline as _inline
 from .transforms import loop_kinds as _loop_kinds
+from .transforms import prefetch as _prefetch
 from .transforms import privacy as _privacy
 from .transforms import privatize as _privatize
 from .transforms import gpu_matmul as _gpu_matmul
@@ -97,6 +98,8 @@ def _transform(fn: Callable) -> Callable:
                 _privacy.carry_private_facts(self, saved_root, name)
             if depth == 0 and name not in _CHECKS_CONCURRENT_LOOPS:
                 _privacy.refuse_lost_privacy(self, saved_root, name)
+            if depth == 0 and any(f.kind == ForKind.GPU_THREAD for f in self.loop_index().loops):
+                _loop_kinds.check_kernel_blocks(self, name)
             if depth == 0 and self._tensorized:
                 _tensorize.check_tensorized(self, name)
         except Exception:
@@ -337,6 +340,34 @@ class LoopNest(NestState):
         }
         """
         return _loop_kinds.unroll(self, self.loop(loop), factor, late)
+
+    @_transform
+    def prefetch(self, buffer, loop, distance: int = 1):
+        """Fetch into the cache, while iteration ``v`` of ``loop`` runs, what iteration
+        ``v + distance`` will access of ``buffer`` (an input or output): one prefetch beside
+        the loop's last store to it (for writing), else its last load, inside the same inner
+        loops, so the next iterations' lines arrive while this one computes. A hint: no
+        value changes. Placed when the nest is prepared (``transforms.prefetch``), so the
+        transforms of the loops inside may come before or after it; those replacing
+        ``loop`` itself (split, fuse, unroll) must come before. Refused (ScheduleError): an
+        intermediate, a distance that is not an int of at least 1, a vectorized or GPU loop,
+        a buffer the loop does not access at indices it can follow.
+
+        >>> from te import Buffer, Compute
+        >>> X = Buffer("X", (64, 32), "float32")
+        >>> nest = LoopNest([Compute("Y", (64, 32), lambda i, j: X[i, j] * 2.0)])
+        >>> i, j = nest.get_loops_for("Y")
+        >>> nest.prefetch("X", i); nest.prefetch("Y", i)
+        >>> print(nest.prepare_for_codegen())
+        for (int i = 0; i < 64; i++) {
+          for (int j = 0; j < 32; j++) {
+            prefetch X[min(i + 1, 63) * 32 + j];
+            prefetch for write Y[min(i + 1, 63) * 32 + j];
+            Y[i * 32 + j] = X[i * 32 + j] * 2.0f;
+          }
+        }
+        """
+        return _prefetch.prefetch(self, buffer, self.loop(loop), distance)
 
     @_transform
     def parallelize(self, loop, check: bool = True):

@@ -4,7 +4,7 @@ Each pass takes ``(nest, root)`` and returns the new root. With ``dump=True`` (o
 ``LOOPNEST_DUMP_PASSES=1`` in the environment) the IR is printed before and after each pass.
 
 >>> [name for name, _ in PASSES]
-['shrink_storage', 'simplify', 'guard_data_dependent_indices', 'flatten_indices', 'vectorize', 'widen_indices', 'insert_allocations', 'final_simplify', 'verify']
+['shrink_storage', 'insert_prefetches', 'simplify', 'guard_data_dependent_indices', 'flatten_indices', 'vectorize', 'widen_indices', 'insert_allocations', 'final_simplify', 'verify']
 """
 from __future__ import annotations
 
@@ -142,6 +142,12 @@ class _FlattenStmt(StmtMutator):
         if not (len(idx) == 1 and s.buffer.layout is None):
             idx = (flat_index(s.buffer, idx),)
         return Store(s.buffer, idx, value)
+
+    def visit_Prefetch(self, s):
+        idx = tuple(self.ex.visit(i) for i in s.indices)
+        if not (len(idx) == 1 and s.buffer.layout is None):
+            idx = (flat_index(s.buffer, idx),)
+        return s.replace(indices=idx)
 
 
 def flatten_indices(nest, root: Stmt) -> Stmt:
@@ -298,8 +304,32 @@ def shrink_storage(nest, root: Stmt) -> Stmt:
     return shrink(nest, root)
 
 
+def insert_prefetches(nest, root: Stmt) -> Stmt:
+    """The prefetches ``LoopNest.prefetch`` recorded, placed (``transforms.prefetch``)."""
+    from .transforms.prefetch import insert_prefetches as insert
+    return insert(nest, root)
+
+
+def drop_prefetches(nest, root: Stmt) -> Stmt:
+    """No prefetches: a target without them (CUDA) takes the nest without the hints.
+
+    >>> from te import Buffer, Var
+    >>> from loopnest.stmt import Block, Prefetch, Store
+    >>> A = Buffer("A", (8,), "float32"); i = Var("i")
+    >>> print(drop_prefetches(None, Block((Prefetch(A, (i,)), Store(A, (i,), 1.0)))))
+    A[i] = 1.0f;
+    """
+    return _DropPrefetches().visit(root)
+
+
+class _DropPrefetches(StmtMutator):
+    def visit_Prefetch(self, s):
+        return None
+
+
 PASSES: list[tuple[str, Callable]] = [
     ("shrink_storage", shrink_storage),
+    ("insert_prefetches", insert_prefetches),
     ("simplify", lambda nest, root: simplify_stmt(root)),
     ("guard_data_dependent_indices", guard_data_dependent_indices),
     ("flatten_indices", flatten_indices),
@@ -318,7 +348,8 @@ TARGET_PASSES: dict[str, list[tuple[str, Callable]]] = {
              ("guard_int_division", guard_int_division), ("mask_shift_amounts", mask_shift_amounts),
              ("lower_low_precision", lower_low_precision), ("legalize_vectors", legalize_vectors),
              ("short_circuit", short_circuit), ("unsigned_division", unsigned_division), ("verify", verify_pass)],
-    "cuda": [("guard_int_division", guard_int_division), ("mask_shift_amounts", mask_shift_amounts),
+    "cuda": [("drop_prefetches", drop_prefetches), ("guard_int_division", guard_int_division),
+             ("mask_shift_amounts", mask_shift_amounts),
              ("lower_low_precision", lower_low_precision), ("legalize_vectors", legalize_vectors),
              ("scalarize_vectors", scalarize_vectors), ("short_circuit", short_circuit),
              ("expand_float_min_max", expand_float_min_max),

@@ -50,6 +50,10 @@ class _Lines(Functor):
         idx = ", ".join(expr_to_str(i) for i in s.indices)
         self.out.append(f"{ind}{s.buffer.name}[{idx}] = {expr_to_str(s.value)};")
 
+    def visit_Prefetch(self, s, ind: str):
+        idx = ", ".join(expr_to_str(i) for i in s.indices)
+        self.out.append(f"{ind}prefetch{' for write' if s.write else ''} {s.buffer.name}[{idx}];")
+
     def visit_Cond(self, s: Cond, ind: str):
         self.out.append(f"{ind}if ({expr_to_str(s.cond)}) {{")
         self.visit(s.then, ind + "  ")

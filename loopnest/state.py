@@ -147,6 +147,8 @@ class NestState:
         #: loop's iterations and their order (``privacy.carry_private_facts``)
         self._private_facts: tuple | None = None
         self._tensor_loops: dict[str, list[Var]] = {}
+        #: (buffer, loop variable, distance) of ``prefetch``, placed by ``passes.insert_prefetches``
+        self._prefetches: list[tuple] = []
 
     def _init_from_stmt(self, stmt: Any, outputs: Sequence[Buffer]) -> None:
         parts = check_statement(stmt, outputs)
@@ -161,13 +163,13 @@ class NestState:
     def _snapshot(self):
         return (self.root, dict(self.buffers), list(self.intermediates), set(self._used_names),
                 dict(self._tensor_loops), dict(self._removed), list(self._placeholders), dict(self._copies),
-                dict(self._store_at), dict(self._tail_of), dict(self._tensorized))
+                dict(self._store_at), dict(self._tail_of), dict(self._tensorized), list(self._prefetches))
 
     def _restore(self, s):
         (self.root, self.buffers, self.intermediates, self._used_names, self._tensor_loops, self._removed,
-         self._placeholders, self._copies, self._store_at, self._tail_of, self._tensorized) = (
+         self._placeholders, self._copies, self._store_at, self._tail_of, self._tensorized, self._prefetches) = (
             s[0], dict(s[1]), list(s[2]), set(s[3]), dict(s[4]), dict(s[5]), list(s[6]), dict(s[7]), dict(s[8]),
-            dict(s[9]), dict(s[10]))
+            dict(s[9]), dict(s[10]), list(s[11]))
 
     def fresh_name(self, base: str) -> str:
         """A loop/buffer name not yet used in this nest: ``base``, else ``base_1``, ``base_2``...
@@ -260,6 +262,7 @@ class NestState:
         new._local_storage = dict(self._local_storage)
         new._cache_buffers = dict(self._cache_buffers)
         new._cache_loops = dict(self._cache_loops)
+        new._prefetches = list(self._prefetches)
         new.history = list(self.history)
         return new
 

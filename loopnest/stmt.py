@@ -1,4 +1,5 @@
-"""Statement nodes of the loop-nest IR: For, Store, Cond, Block, Let, Allocate, Free, ExternCall.
+"""Statement nodes of the loop-nest IR: For, Store, Cond, Block, Let, Allocate, Free, ExternCall,
+Prefetch.
 
 Statements are immutable; ``replace`` returns the same object when nothing changes, so a
 transform that rebuilds a tree shares every untouched subtree with the old one.
@@ -26,6 +27,7 @@ from .kinds import ForKind
 from .printer import stmt_to_str
 
 __all__ = ["ForKind", "Stmt", "For", "Store", "Cond", "Block", "Let", "LetStmt", "Allocate", "Free", "ExternCall",
+           "Prefetch",
            "StmtMutator", "StmtVisitor", "iter_stmts", "stmt_children", "stmt_depth", "as_block"]
 
 
@@ -216,12 +218,35 @@ class ExternCall(Stmt):
         return self.inputs + self.outputs
 
 
+@dataclass(frozen=True, eq=False, slots=True, repr=False)
+class Prefetch(Stmt):
+    """A cache hint: bring the element(s) ``buffer[indices]`` (every lane of a vector index) into
+    the data cache, to be written when ``write``. It changes no value and backends may drop
+    it (IREval checks its indices and does nothing else; CUDA drops it). The pass
+    ``insert_prefetches`` makes them (``LoopNest.prefetch``), with indices that the nest
+    itself accesses, so a prefetch never leaves its buffer.
+
+    >>> from te import Buffer, Var
+    >>> A = Buffer("A", (8, 16), "float32"); i = Var("i")
+    >>> print(Prefetch(A, (i + 1, 0), write=True))
+    prefetch for write A[i + 1, 0];
+    """
+
+    buffer: Any
+    indices: tuple
+    write: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "indices", tuple(as_expr(i) for i in self.indices))
+
+
 # ------------------------------------------------------------------------------------
 # traversal
 # ------------------------------------------------------------------------------------
 Let = LetStmt
 
-_EXPR_FIELDS = {For: ("start", "stop"), Store: ("indices", "value"), Cond: ("cond",), Let: ("value",)}
+_EXPR_FIELDS = {For: ("start", "stop"), Store: ("indices", "value"), Cond: ("cond",), Let: ("value",),
+                Prefetch: ("indices",)}
 _STMT_FIELDS = {For: ("body",), Cond: ("then", "otherwise"), Let: ("body",), Block: ("stmts",)}
 
 

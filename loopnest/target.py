@@ -32,7 +32,8 @@ class Target:
     ``vector_bits``: the width of the widest native vector register that arithmetic uses;
     ``vector_registers``: how many of them there are (a register tile must fit);
     ``l1_bytes`` / ``l2_bytes`` / ``l3_bytes``: data cache sizes per core (L3: shared);
-    ``cores``: the threads a parallel loop gets.
+    ``cores``: the threads a parallel loop gets;
+    ``line_bytes``: the data cache line (what one prefetch brings in).
 
     >>> Target(cpu="x", vector_bits=512, vector_registers=32, cores=4).cores
     4
@@ -45,9 +46,10 @@ class Target:
     l3_bytes: int = 8 * 1024 * 1024
     cores: int = 1
     features: frozenset = dataclasses.field(default=frozenset(), repr=False)
+    line_bytes: int = dataclasses.field(default=64, repr=False)
 
     def __post_init__(self):
-        for name in ("vector_bits", "vector_registers", "l1_bytes", "l2_bytes", "l3_bytes", "cores"):
+        for name in ("vector_bits", "vector_registers", "l1_bytes", "l2_bytes", "l3_bytes", "cores", "line_bytes"):
             v = getattr(self, name)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ValueError(f"Target.{name} must be a positive int, got {v!r}")
@@ -80,7 +82,8 @@ def _x86_vector(features: frozenset) -> tuple[int, int]:
 
 
 def _cache_sizes() -> dict[str, int]:
-    """Data/unified cache sizes of cpu0 from ``/sys`` (empty where not readable)."""
+    """Data/unified cache sizes of cpu0 from ``/sys``, and the L1 data cache's line size (empty
+    where not readable)."""
     out: dict[str, int] = {}
     base = Path("/sys/devices/system/cpu/cpu0/cache")
     if not base.is_dir():
@@ -94,6 +97,11 @@ def _cache_sizes() -> dict[str, int]:
             continue
         if kind == "Instruction":
             continue
+        if level == 1:
+            try:
+                out["line_bytes"] = int((d / "coherency_line_size").read_text())
+            except (OSError, ValueError):
+                pass
         mult = {"K": 1024, "M": 1024 * 1024, "G": 1024 ** 3}.get(size[-1:].upper(), 1)
         try:
             out[f"l{level}_bytes"] = int(size.rstrip("KMGkmg")) * mult

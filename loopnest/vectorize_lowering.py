@@ -10,7 +10,7 @@ from te.queries import has_load, int_value, structural_key, uses_var
 
 from .lazy_analysis import legality_checks
 from .queries import stmt_loaded_buffers, stmt_stored_buffers
-from .stmt import Block, Cond, For, ForKind, Let, Stmt, StmtMutator, Store, as_block
+from .stmt import Block, Cond, For, ForKind, Let, Prefetch, Stmt, StmtMutator, Store, as_block
 from .target import host_target
 from .transforms._rewrite import add, mul, sub, substitute_stmt, tidy
 
@@ -355,6 +355,11 @@ class _Vectorizer:
                 raise _Fail  # a lane-invariant store (or a vector index not in the last place)
             value = self.expr(s.value)
             return Store(s.buffer, tuple(idx), self.bc(value))
+        if isinstance(s, Prefetch):
+            idx = [self.expr(i) for i in s.indices]
+            if any(i.dtype.is_vector for i in idx[:-1]):
+                raise _Fail
+            return s.replace(indices=tuple(idx))
         if isinstance(s, Let):
             value = self.expr(s.value)
             if value.dtype.is_vector:

@@ -134,6 +134,11 @@ class _Verifier(Functor):
         for e in stmt_exprs(s):
             self.expr(e, scope, "a Store statement")
 
+    def visit_Prefetch(self, s, scope: frozenset) -> None:
+        self._access("prefetch of", s.buffer, s.indices)
+        for e in s.indices:
+            self.expr(e, scope, "a Prefetch statement")
+
     def visit_Cond(self, s: Cond, scope: frozenset) -> None:
         self.expr(s.cond, scope, "a Cond statement")
         self.visit(s.then, scope)

@@ -876,3 +876,21 @@ def test_a_column_reduction_with_an_intermediate_computed_in_its_rows_falls_back
     build(LoopNest([T4]), [A, B, T4], target="ireval")(a, b, want)
     build(nest, [A, B, T4], target="llvm")(a, b, got)
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_fuse_that_would_put_two_kernels_thread_loops_in_one_block_is_refused():
+    """Found by the random tester (seed 1, case 23): ``auto_schedule("cuda")`` gave each of two
+    tensors a kernel of 256 threads, one along x and (after a rebinding) one along y; ``fuse``
+    of their block loops made one kernel whose block is 256 x 256, which the build then
+    refused. A transform whose result binds more threads per block than CUDA allows is now
+    refused, and the nest is left as it was."""
+    T1 = Reduce("T1", (3, 1), Max(), lambda i0, i1, r0: 1, (1,))
+    T2 = Compute("T2", (3, 1), lambda i0, i1: cast(T1[2 - i0, i1], "float32"))
+    nest = LoopNest([T2])
+    nest.auto_schedule("cuda")
+    nest.set_gpu_thread_index(nest.loop("i0_i1_flat_inner_inner"), 1)
+    before, history = str(nest), list(nest.history)
+    with pytest.raises(ScheduleError, match="256 \\(x\\) x 256 \\(y\\) = 65536 threads per block"):
+        nest.fuse([nest.loop("i0_i1_flat_outer"), nest.loop("i0_1_i1_1_flat_outer")])
+    assert str(nest) == before and nest.history == history
+    build(nest, [T2], target="cuda")

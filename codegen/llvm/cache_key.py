@@ -128,6 +128,11 @@ class _Keyer(Functor):
             self.expr(i)
         self.expr(s.value)
 
+    def visit_Prefetch(self, s):
+        self.out.append(f"prefetch:{int(s.write)}:{self.buf(s.buffer)}")
+        for i in s.indices:
+            self.expr(i)
+
     def visit_Cond(self, s: Cond):
         self.out.append("if")
         self.expr(s.cond)

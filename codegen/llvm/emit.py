@@ -91,7 +91,7 @@ from .extern import emit_extern_call
 from .entry import bind_scalar_args, emit_alias_check, emit_py_wrapper
 from .fnstate import FnState
 from .loop_hints import unroll_hint
-from .memory import check_index, index_sites, load, splat, store
+from .memory import check_index, index_sites, load, prefetch, splat, store
 from .parallel import RUNTIMES, parallel_loop
 from .streaming import store_fence, streaming_outputs
 from .types import I1, I32, I64, PTR, arg_type, const, scalar_storage_type, splat_const, value_type
@@ -258,6 +258,9 @@ class _Emitter(Functor):
                              "prepared nest (one flat index per access): call nest.prepare_for_codegen()")
         value = self.expr(st, s.value)
         store(self, st, s.buffer, s.indices[0], value, s.value.dtype)
+
+    def visit_Prefetch(self, s, st: FnState):
+        prefetch(self, st, s.buffer, s.indices[0], s.write)
 
     def visit_ExternCall(self, s, st: FnState):
         emit_extern_call(self, st, s, self.n_extern)

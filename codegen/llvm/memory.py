@@ -25,9 +25,11 @@ from ..kernel import BuildError, sanitize_name
 from . import lowp
 from .fnstate import FnState
 from .decls import declare
-from .types import I32, I64, intrinsic_suffix, is_bit_float, scalar_storage_type, splat_const, storage_type
+from .types import (I8, I32, I64, PTR, VOID, intrinsic_suffix, is_bit_float, scalar_storage_type, splat_const,
+                    storage_type)
 
-__all__ = ["pointer", "load", "store", "check_index", "index_sites", "ramp_parts", "splat", "INDEX_OUT_OF_RANGE"]
+__all__ = ["pointer", "load", "store", "prefetch", "check_index", "index_sites", "ramp_parts", "splat",
+           "INDEX_OUT_OF_RANGE"]
 
 #: kernel return codes from this on: the ``IndexCheck`` of site ``code - INDEX_OUT_OF_RANGE``
 #: (:func:`index_sites`) failed -- a data-dependent index left that buffer's dimension
@@ -208,6 +210,32 @@ def store(em, st: FnState, buf, idx: Expr, value: ir.Value, vdt: Dtype):
     for k in range(idx.dtype.lanes):
         ck = ir.Constant(I32, k)
         b.store(b.extract_element(sv, ck), pointer(st, buf, b.extract_element(ivec, ck)), align=align)
+
+
+def prefetch(em, st: FnState, buf, idx: Expr, write: bool) -> None:
+    """``llvm.prefetch`` of element ``idx`` of ``buf`` into the data cache (for writing when
+    ``write``): one per cache line that a contiguous vector index spans, one per lane of any
+    other vector index. None to be written into a buffer of streaming stores (they go around
+    the caches)."""
+    if write and id(buf) in em.nt_bufs:
+        return
+    from loopnest.target import host_target
+    b = st.b
+    fn = declare(b.module, "llvm.prefetch.p0", VOID, [PTR, I32, I32, I32])
+    hint = [ir.Constant(I32, int(write)), ir.Constant(I32, 3), ir.Constant(I32, 1)]  # keep in all levels; data
+    lanes = idx.dtype.lanes
+    ramp = ramp_parts(idx) if lanes > 1 else (idx, 0)
+    if ramp is not None and ramp[1] in (0, 1):
+        first = pointer(st, buf, em.index(st, ramp[0]))
+        span = buf.dtype.itemsize * buf.dtype.lanes * (lanes if ramp[1] else 1)
+        line = host_target().line_bytes
+        ptrs = [first] + [b.gep(first, [ir.Constant(I64, at)], inbounds=True, source_etype=I8)
+                          for at in range(line, span, line)]
+    else:
+        ivec = em.index(st, idx)
+        ptrs = [pointer(st, buf, b.extract_element(ivec, ir.Constant(I32, k))) for k in range(lanes)]
+    for p in ptrs:
+        b.call(fn, [p] + hint)
 
 
 #: the widest streaming store x86 has (``vmovntps`` of a zmm register, 64 bytes), and the

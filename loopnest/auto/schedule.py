@@ -659,6 +659,8 @@ class _Planner:
             placed = self.place_group(t, group, rows)
             done.update(p.name for p in placed)
             self.schedule_root(t, placed)
+            if placed and rows == 1:
+                self.prefetch_rows(t, placed)
             done.add(t.name)
         self.attempt(self.nest.eliminate_dead_stores)
 
@@ -683,6 +685,26 @@ class _Planner:
             self.report.add(p.name, f"computed at {where}" + (f", {choice}" if choice else ""),
                             reason + ("" if rows == 1 else "; read at neighbouring rows"))
         return placed
+
+    def prefetch_rows(self, out: Tensor, placed: list[Tensor]) -> None:
+        """Where the row loop of ``out`` makes several passes over an input's row (``placed``
+        producers and ``out`` read it), prefetch the next row of those inputs and of ``out``
+        (``LoopNest.prefetch``): the later passes run from L1 while the next row arrives.
+        Not where everything fits in L2 (symbolic sizes: prefetched)."""
+        passes = [out] + placed
+        inputs = [b for b in self.nest.inputs if sum(bool(loads(t.body, b)) for t in passes) >= 2]
+        if not inputs:
+            return
+        buffers = inputs + [b for b in self.nest.outputs if b.name == out.name]
+        sizes = [b.static_size() for b in buffers]
+        if None not in sizes and sum(n * b.dtype.itemsize for n, b in zip(sizes, buffers)) <= self.target.l2_bytes:
+            return
+        row = self.nest.get_loops_for(out)[0]
+        done = [b.name for b in buffers if self.attempt(self.nest.prefetch, b, row)]
+        if done:
+            c = self.report[out.name]
+            c.choice += f"; next row prefetched: {', '.join(done)}"
+            c.reason += f"; {len(passes)} passes over a row"
 
     def schedule_inside(self, p: Tensor, anchor) -> tuple[str, str]:
         lanes = vector_lanes(self.target, p.dtype, None)

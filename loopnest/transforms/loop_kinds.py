@@ -22,7 +22,7 @@ from ..errors import ScheduleError
 from ..lazy_analysis import legality_checks
 from ..loop import Loop
 from ..queries import stmt_loaded_buffers, stmt_stored_buffers
-from ..stmt import Block, ExternCall, For, ForKind, LetStmt, Stmt, Store, iter_stmts, stmt_exprs
+from ..stmt import Block, ExternCall, For, ForKind, LetStmt, Stmt, Store, iter_stmts, stmt_children, stmt_exprs
 from ..vectorize_lowering import lower_vectorized_loops  # re-exported: it used to live here
 from ._rewrite import add, clone_fresh, floordiv_c, mul, nonnegative_extent, replace_loop, substitute_stmt, tidy
 
@@ -243,24 +243,64 @@ def _check_axis_limit(name: str, label: str, f: For, limit: int) -> None:
                             "bind it to another axis")
 
 
-def _check_block_size(name: str, label: str, f: For, dim: int, around: list) -> None:
-    """The block that binding ``f`` to ``threadIdx`` axis ``dim`` gives the thread loops of its
-    kernel (``around``: those around and inside ``f`` and, as they share the block, beside it;
-    the largest constant extent per axis) must have at most ``MAX_BLOCK_THREADS`` threads."""
+def _block_threads(bound: list) -> tuple[int, str]:
+    """The threads of a block whose thread loops are ``bound`` (pairs of a loop and its axis):
+    the product over the axes of their longest constant extent; and those extents as text."""
     widest: dict = {}
-    for g in around + [f]:
-        axis = dim if g is f else g.axis if g.kind == ForKind.GPU_THREAD else None
-        ext = fold_int(tidy(g.stop - g.start)) if axis is not None else None
+    for g, axis in bound:
+        ext = fold_int(tidy(g.stop - g.start))
         if ext is not None:
             widest[axis] = max(widest.get(axis, 1), ext)
     threads = 1
     for ext in widest.values():
         threads *= ext
+    return threads, " x ".join(f"{widest[a]} ({_AXES[a]})" for a in sorted(widest))
+
+
+def _check_block_size(name: str, label: str, f: For, dim: int, around: list) -> None:
+    """The block that binding ``f`` to ``threadIdx`` axis ``dim`` gives the thread loops of its
+    kernel (``around``: those around and inside ``f`` and, as they share the block, beside it;
+    the largest constant extent per axis) must have at most ``MAX_BLOCK_THREADS`` threads."""
+    threads, sizes = _block_threads([(g, dim if g is f else g.axis) for g in around + [f]
+                                     if g is f or g.kind == ForKind.GPU_THREAD])
     if threads > MAX_BLOCK_THREADS:
-        sizes = " x ".join(f"{widest[a]} ({_AXES[a]})" for a in sorted(widest))
         raise ScheduleError(f"cannot bind loop {name} to {label}: the block would have {sizes} = {threads} threads, "
                             f"more than the {MAX_BLOCK_THREADS} a CUDA block may have; split the loop and bind "
                             "its inner part")
+
+
+def check_kernel_blocks(nest, op: str) -> None:
+    """After the transform ``op``: each kernel (an outermost GPU-bound loop with what it holds)
+    binds at most ``MAX_BLOCK_THREADS`` threads, counting the longest constant thread loop of
+    each axis (as the launch does, ``codegen.cuda.outline``). Binding checks its own block;
+    this catches the transforms that bring thread loops together, as a ``fuse`` of two
+    kernels' block loops does (256 threads along x beside 256 along y: a block of 65,536).
+
+    >>> from te import Compute
+    >>> from loopnest import LoopNest
+    >>> A, B = Compute("A", (512,), lambda i: i), Compute("B", (512,), lambda i: i * 2)
+    >>> nest = LoopNest([A, B])
+    >>> (a_out, a_in, _), (b_out, b_in, _) = (nest.split_with_tail(nest.get_loops_for(t)[0], 256) for t in (A, B))
+    >>> for loop, axis in ((a_out, 0), (b_out, 0)):
+    ...     _ = nest.set_gpu_block_index(loop, axis)
+    >>> _ = nest.set_gpu_thread_index(a_in, 0), nest.set_gpu_thread_index(b_in, 1)
+    >>> nest.fuse([a_out, b_out])
+    Traceback (most recent call last):
+    ...
+    loopnest.errors.ScheduleError: fuse: the kernel of loop i_outer would bind 256 (x) x 256 (y) = 65536 threads per block, more than the 1024 a CUDA block may have; bind the loops of one axis only, or split them and keep the outer parts serial
+    """
+    stack: list[Stmt] = [nest.root]
+    while stack:
+        s = stack.pop()
+        if not (isinstance(s, For) and s.kind in (ForKind.GPU_BLOCK, ForKind.GPU_THREAD)):
+            stack.extend(stmt_children(s))
+            continue
+        threads, sizes = _block_threads([(g, g.axis) for g in iter_stmts(s)
+                                         if isinstance(g, For) and g.kind == ForKind.GPU_THREAD])
+        if threads > MAX_BLOCK_THREADS:
+            raise ScheduleError(f"{op}: the kernel of loop {s.var.name} would bind {sizes} = {threads} threads per "
+                                f"block, more than the {MAX_BLOCK_THREADS} a CUDA block may have; bind the loops of "
+                                "one axis only, or split them and keep the outer parts serial")
 
 
 def _check_launch_extent(nest, f: For, name: str, label: str) -> None:

@@ -98,7 +98,7 @@ def random_step(nest, rnd: random.Random, gpu: bool, counter: list) -> str:
     ops = ["split_with_tail", "split_with_mask", "tile", "slice_head", "slice_tail", "normalize", "reorder",
            "reorder_axis", "fuse", "flatten", "distribute", "vectorize", "unroll", "parallelize",
            "compute_inline", "compute_at", "compute_at", "store_at", "cache_accesses", "rfactor", "privatize",
-           "eliminate_dead_stores", "simplify"]
+           "eliminate_dead_stores", "simplify", "prefetch"]
     if gpu:  # GPU-bound loops run serially on IREval; CPU compilers do not take them
         ops += ["set_gpu_block_index", "set_gpu_thread_index", "tensorize", "gpu_matmul"]
     op = rnd.choice(ops)
@@ -167,6 +167,9 @@ def random_step(nest, rnd: random.Random, gpu: bool, counter: list) -> str:
                        parallel=rnd.random() < 0.5)
     elif op == "simplify":
         nest.simplify()
+    elif op == "prefetch":
+        buffers = sorted(list(nest.inputs) + list(nest.outputs), key=lambda b: b.name)
+        nest.prefetch(rnd.choice(buffers), pick(), rnd.randint(1, 3))
     elif op == "tensorize":     # random nests are not warp MMAs: a named refusal, the nest unchanged
         nest.tensorize(pick())
     elif op == "gpu_matmul":    # takes a fresh nest of one matmul: refused on the others
