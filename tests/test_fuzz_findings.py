@@ -6,14 +6,15 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import pytest
 
 from codegen import build
-from loopnest import LoopNest
+from loopnest import LoopNest, ScheduleError
 from loopnest.analysis import bounds
-from loopnest.stmt import Block, For, Store
+from loopnest.stmt import Block, Cond, For, Store
 from te.expr import substitute
 from te.queries import fold_int
-from te import Buffer, Compute, Max, Reduce, Sum, Var, cast, const, floordiv, floormod, if_then_else, maximum, \
+from te import Buffer, Compute, Max, Min, Reduce, Sum, Var, cast, const, floordiv, floormod, if_then_else, maximum, \
     minimum, select
 
 
@@ -182,3 +183,46 @@ def test_compute_at_the_outer_loop_of_a_split_whose_body_ignores_its_variable():
         for n in range(5):
             nest = _same_as_unscheduled(at(loop), [T2], [], [], [(N, n)])
             assert str(LoopNest([T2]).replay(nest.history_json())) == str(nest)
+
+
+def test_a_condition_whose_arithmetic_wraps_does_not_narrow_a_cached_region():
+    """Found by the random tester (seed 179, case 257): ``C[r0 + 2, r0 - 1]`` is read where
+    ``r0 * 1073741823 + 7 < -1``, never in exact integers but at r0 = 2, 3, 6 and 7 in int32,
+    where the product wraps. The analysis took the condition as written, so the region that
+    ``cache_accesses`` copied was empty and the read left it (IREval: IndexError; LLVM: a
+    read past the cache). A condition whose sums or products leave their type somewhere in
+    the domain now narrows nothing."""
+    C = Buffer("C", (10, 9), "int64")
+    T1 = Compute("T1", (8,), lambda i0: if_then_else(i0 >= 1, C[i0 + 2, i0 - 1], 0))
+    T2 = Compute("T2", (8,), lambda i0: 1)
+    T3 = Compute("T3", (8,), lambda i0: cast(T2[floormod(i0, 8)], "int32"))
+    T4 = Reduce("T4", (9,), Min(), lambda i0, r0: cast(T3[floordiv(r0, 2)], "float32") + if_then_else(
+        r0 * 1073741823 + 7 < -1, cast(T1[r0], "float32"), 0.0), (8,))
+    T5 = Reduce("T5", (8,), Max(), lambda i0, r0: T4[floordiv(r0, 2)], (9,))
+    c = np.arange(90, dtype=np.int64).reshape(10, 9) - 45
+    want = np.zeros(8, np.float32)
+    build(LoopNest([T5]), [C, T5], target="ireval")(c, want)
+    nest = LoopNest([T5])
+    nest.compute_inline(nest.buffer("T1"))
+    nest.split_with_mask(nest.get_loops_for(T4)[0], 2)
+    nest.cache_accesses(nest.buffer("C"), "cache2", nest.get_loops_for(T4)[1])
+    assert "cache2_i0 < 0" not in str(nest)
+    for target in ("ireval", "llvm"):
+        got = np.full(8, np.nan, np.float32)
+        build(nest, [C, T5], target=target)(c, got)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_loop_whose_guard_wraps_keeps_its_dependences():
+    """The same wrap in a Cond statement: ``A[0] += 1`` where ``r * 1073741823 + 7 < -1`` runs
+    at r = 2, 3, 6 and 7 in int32, so the loop carries a dependence on A[0] and may not run in
+    parallel (taken as written, the condition never held and parallelize was accepted)."""
+    A = Buffer("A", (1,), "int32")
+    r = Var("r")
+    stmt = For(r, 0, 8, Block([Cond(r * 1073741823 + 7 < -1, Block([Store(A, (0,), A[0] + 1)]))]))
+    nest = LoopNest(stmt, outputs=[A])
+    with pytest.raises(ScheduleError):
+        nest.parallelize(nest.loop("r"))
+    a = np.zeros(1, np.int32)
+    build(nest, [A], target="llvm")(a)
+    assert a[0] == 4

@@ -705,13 +705,17 @@ class Analysis:
     def _guard_set(self, inst: Instance, env: dict, guards):
         """The instances of ``inst`` where the ``if_then_else`` sides around a load are taken
         (``guards``: (condition, side taken, lets in scope) from the outermost): only those
-        evaluate it. A condition that is not affine, or is a vector (lane by lane), is left
-        out (every instance may)."""
-        out = self._anon_domains[inst.name].set_tuple_name(inst.name)
+        evaluate it. A condition that is not affine, is a vector (lane by lane) or wraps
+        (``_wraps``) is left out (every instance may)."""
+        dom = self._anon_domains[inst.name]
+        out = dom.set_tuple_name(inst.name)
         for cond, taken, lets in guards:
             if cond.dtype.is_vector:
                 continue
-            c = _PwConverter(self, inst.depth, _with_lets(env, lets)).cond(cond, negate=not taken, exact=True)
+            conv = _PwConverter(self, inst.depth, _with_lets(env, lets))
+            if _wraps(conv, cond, dom):
+                continue
+            c = conv.cond(cond, negate=not taken, exact=True)
             if c is not None:
                 out = out.intersect(c.set_tuple_name(inst.name))
         return out
@@ -776,14 +780,53 @@ def loop_domain(an: "Analysis", s: For, depth: int, env: dict, dom):
 def _cond_domains(an: "Analysis", cond: E.Expr, depth: int, env: dict, dom) -> tuple:
     """(the part of ``dom`` where ``cond`` holds, the part where it does not, whether both
     are exact); a condition that is not affine keeps its affine conjuncts, if any (an
-    over-approximation of both parts)."""
+    over-approximation of both parts); one whose arithmetic wraps somewhere in ``dom``
+    (``_wraps``) narrows nothing."""
     conv = _PwConverter(an, depth, env)
+    if _wraps(conv, cond, dom):
+        return dom, dom, False
     c = conv.cond(cond, exact=True)
     nc = conv.cond(cond, negate=True, exact=True)
     ok = c is not None and nc is not None
     if not ok:
         c, nc = conv.cond(cond), conv.cond(cond, negate=True)
     return dom if c is None else dom.intersect(c), dom if nc is None else dom.intersect(nc), ok
+
+
+def _wraps(conv: "_PwConverter", cond: E.Expr, dom) -> bool:
+    """Whether an integer sum, difference or product in ``cond`` leaves its type's range at
+    some point of ``dom``: there it wraps (two's complement), while its affine form goes on,
+    so the condition the analysis sees would not be the one that runs (``r0 * 1073741823 +
+    7 < -1`` holds at ``r0 = 3`` in int32). Decided where the values are bounded without the
+    sizes (a maximum that grows with a size is taken not to wrap: sizes are assumed to keep
+    a nest's index arithmetic in range).
+
+    >>> import islpy as isl
+    >>> from te import Buffer, Compute, Var
+    >>> from loopnest import LoopNest
+    >>> r = Var("r")
+    >>> an = analyze(LoopNest([Compute("B", (8,), lambda i: i)]).root)
+    >>> conv = _PwConverter(an, 1, {id(r): 0})
+    >>> dom = isl.Set("{ [r] : 0 <= r <= 7 }")
+    >>> _wraps(conv, r * 1073741823 + 7 < -1, dom), _wraps(conv, r * 4 + 1 < 9, dom)
+    (True, False)
+    """
+    stack = [cond]
+    while stack:
+        e = stack.pop()
+        stack.extend(e.children())
+        if type(e) not in (E.Add, E.Sub, E.Mul) or not e.dtype.is_integer or e.dtype.is_vector:
+            continue
+        pa = conv.aff(e)
+        if pa is None:
+            continue
+        pa = pa.intersect_domain(dom)
+        lo, hi = e.dtype.min_value(), e.dtype.max_value()
+        top, bottom = pa.max_val(), pa.min_val()
+        if (not top.is_nan() and not top.is_infty() and top.to_python() > hi
+                or not bottom.is_nan() and not bottom.is_neginfty() and bottom.to_python() < lo):
+            return True
+    return False
 
 
 # ------------------------------------------------------------------------------------
