@@ -377,14 +377,15 @@ def channel_contraction(nest, t: Tensor, k: dict):
     filter) are packed once per batch loop iteration with the channels last (a vector load
     each), the other operand (the input) is broadcast, one element per column, and the
     ``vec_c`` x ``cols`` tile accumulates in a local buffer, channels last, that LLVM keeps in
-    registers while the reduction runs over the input channels and the filter window (its
-    rows unrolled, its columns a loop)::
+    registers while the reduction runs over the input channels and the filter window (both
+    window loops stay loops: a tile is one output row, so unrolled filter rows would share
+    no input row; conv2d 64 x 56 x 56 builds in 175 instead of 210 ms, as fast)::
 
         for b:
           W_pack[ci, ry, rx, co] = W[co, ci, ry, rx]
           parallel for y: for c_outer: for x_outer:
             Y_local[x_i, c] = 0
-            for ci: unrolled for ry: for rx: unrolled for c_vec, x_i: vectorized for c_lane:
+            for ci: for ry: for rx: unrolled for c_vec, x_i: vectorized for c_lane:
               Y_local[x_i, c] += P[b, ci, y + ry, x_outer * cols + x_i + rx] * W_pack[ci, ry, rx, c]
             Y[b, c, y, x_outer * cols + x_i] = Y_local[x_i, c]
 
@@ -435,7 +436,6 @@ def channel_contraction(nest, t: Tensor, k: dict):
     for lp in (c_vec, x_in):
         if several(lp):
             _unroll(nest, lp)
-    _unroll_small_reductions(nest, red[1:])
     return tile_outer[0]
 
 
