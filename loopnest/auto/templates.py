@@ -868,7 +868,8 @@ def reduction_parts(nest, t: Tensor, buffer: str, cores: int):
 
 def elementwise(nest, t: Tensor, k: dict):
     """An element-wise tensor: ``flatten`` its loops, split the innermost by ``vec`` and
-    vectorize it (0: not), parallelize the outermost (``par``); returns the outermost loop.
+    vectorize it (0: not), parallelize the outermost loop that runs more than once (``par``;
+    a batch of one is not); returns the outermost loop.
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest
@@ -882,11 +883,14 @@ def elementwise(nest, t: Tensor, k: dict):
         loops = [nest.flatten(loops)]
     w = k.get("vec", 0)
     outer_handle = loops[0]
+    serial = list(loops)
     if w:
         outer, inner, _tail = nest.split_with_tail(loops[-1], w)
         nest.vectorize(inner)
+        serial[-1] = outer
         if len(loops) == 1:
             outer_handle = outer
-    if k.get("par"):
-        nest.parallelize(outer_handle)
+    par_loop = next((lp for lp in serial if several(lp)), None)
+    if k.get("par") and par_loop is not None:
+        nest.parallelize(par_loop)
     return outer_handle

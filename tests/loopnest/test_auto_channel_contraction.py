@@ -101,3 +101,17 @@ def test_the_automatic_schedule_reports_the_channel_tile():
     outs = {"Y": np.full(spec.out_shapes["Y"], np.nan, np.float32)}
     build(nest, spec.args, target="llvm")(**spec.inputs, **outs)
     np.testing.assert_allclose(outs["Y"], spec.reference(spec.inputs)["Y"], rtol=1e-4, atol=1e-4)
+
+
+def test_the_elementwise_template_parallelizes_the_first_loop_with_work():
+    """A padding copy of a batch of one: ``par`` makes the channel loop parallel, not the batch
+    loop of one iteration (the tuning space's convolution was 4% slower than auto_schedule's)."""
+    from te import Buffer, Compute, if_then_else
+    from loopnest import LoopNest
+    from loopnest.auto.templates import elementwise
+    X = Buffer("X", (1, 8, 6, 6), "float32")
+    P = Compute("P", (1, 8, 8, 8), lambda b, c, y, x: if_then_else(
+        (y >= 1) & (y <= 6) & (x >= 1) & (x <= 6), X[b, c, y - 1, x - 1], 0.0))
+    nest = LoopNest([P])
+    elementwise(nest, P, {"vec": 4, "par": True})
+    assert [lp.kind for lp in nest.get_loops_for(P)] == ["serial", "parallel", "serial", "serial", "vectorized"]
