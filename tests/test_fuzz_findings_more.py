@@ -894,3 +894,21 @@ def test_a_fuse_that_would_put_two_kernels_thread_loops_in_one_block_is_refused(
         nest.fuse([nest.loop("i0_i1_flat_outer"), nest.loop("i0_1_i1_1_flat_outer")])
     assert str(nest) == before and nest.history == history
     build(nest, [T2], target="cuda")
+
+
+@pytest.mark.skipif(not HAVE_EMU, reason="needs nvcc and a host C++ compiler")
+def test_a_nest_left_with_nothing_to_run_runs_in_the_host_emulation():
+    """Found by the random tester (seed 180, case 27): an output of no elements, its loop
+    unrolled away and the producer's stores eliminated, leaves a nest with no statement; the
+    CUDA module has no kernel, and the host emulation failed to load the library it built
+    from it. With nothing to launch it now runs nothing, as the GPU launcher does."""
+    N = Var("N", int32)
+    T1 = Compute("T1", (N, 0), lambda i0, i1: 1.0)
+    T2 = Compute("T2", (0,), lambda i0: T1[i0 + 2, i0])
+    nest = LoopNest([T2])
+    nest.unroll(nest.get_loops_for(T2)[0])
+    nest.eliminate_dead_stores()
+    assert str(nest).strip() == ""
+    out = np.zeros(0, np.float32)
+    run_on_host(build(nest, [T2, N], target="cuda"), out, 3)
+    assert out.shape == (0,)

@@ -541,9 +541,6 @@ def _run(kernel, arrays: list, sizes: dict, timeout: float) -> None:
     for p, a in zip(kernel._buffer_params, arrays):
         if not isinstance(a, np.ndarray):
             raise EmulationError(f"argument {p.name}: the host emulation takes numpy arrays")
-    lib_path = _build(kernel)
-    memory = [memory_bytes(a) for a in arrays]      # what the kernel indexes, in memory order
-    scratch_bytes = kernel.module.scratch_nbytes(sizes)
     launches = []
     for ks, env in kernel.module.launches(sizes):
         grid, block = ks.dims(env)
@@ -553,6 +550,11 @@ def _run(kernel, arrays: list, sizes: dict, timeout: float) -> None:
             raise EmulationError(f"kernel {ks.name} of {kernel.name}: a block of {math.prod(block)} threads "
                                  f"{tuple(block)}; CUDA runs at most {MAX_BLOCK_THREADS} threads a block")
         launches.append((ks, env, grid, block))
+    if not launches:        # nothing runs (a nest left empty, or empty grids): nothing to compile
+        return
+    lib_path = _build(kernel)
+    memory = [memory_bytes(a) for a in arrays]      # what the kernel indexes, in memory order
+    scratch_bytes = kernel.module.scratch_nbytes(sizes)
     runs = [_start(kernel, lib_path, memory, scratch_bytes, launches, reverse) for reverse in (False, True)]
     deadline = time.monotonic() + timeout
     running = [run[0] for run in runs]
