@@ -181,7 +181,13 @@ class LoopNest(NestState):
     # ------------------------------------------------------------------------------
     @_deep_safe
     def __str__(self) -> str:
-        return stmt_to_str(self.root)
+        """The statements, then a comment per ``prefetch`` still to be placed (by
+        ``prepare_for_codegen``, which prints them where they go)."""
+        text = stmt_to_str(self.root)
+        if not self._prepared:
+            text += "".join(f"\n// prefetch {b.name} at loop {v.name}, {d} iteration{'s' if d > 1 else ''} ahead"
+                            for b, v, d in self._prefetches)
+        return text
 
     def __repr__(self) -> str:
         return f"LoopNest(outputs={[t.name for t in self.outputs]})\n{self}"
@@ -358,6 +364,8 @@ class LoopNest(NestState):
         >>> nest = LoopNest([Compute("Y", (64, 32), lambda i, j: X[i, j] * 2.0)])
         >>> i, j = nest.get_loops_for("Y")
         >>> nest.prefetch("X", i); nest.prefetch("Y", i)
+        >>> print(str(nest).splitlines()[-1])
+        // prefetch Y at loop i, 1 iteration ahead
         >>> print(nest.prepare_for_codegen())
         for (int i = 0; i < 64; i++) {
           for (int j = 0; j < 32; j++) {

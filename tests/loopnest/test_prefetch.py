@@ -84,6 +84,8 @@ def test_one_prefetch_per_buffer_beside_the_last_access():
     assert all(p.indices[0].dtype.lanes == 16 for p in found)     # inside the vectorized loop
     nest.prefetch(X, row, 4)          # a second call replaces the distance
     assert len(nest._prefetches) == 2 and (X, row.var, 4) in nest._prefetches
+    assert str(nest).splitlines()[-2:] == [f"// prefetch Y at loop {row.name}, 1 iteration ahead",
+                                           f"// prefetch X at loop {row.name}, 4 iterations ahead"]
 
 
 def test_the_llvm_code_prefetches_each_cache_line_and_writes_for_the_output():
