@@ -32,7 +32,7 @@ from te.tensor import Buffer
 from .lazy_analysis import dependence_analysis
 from .errors import StatementError, VerifyError
 from .queries import external_buffers, stmt_free_vars, stmt_loaded_buffers, stmt_stored_buffers
-from .stmt import Allocate, Block, For, ForKind, Free, Let, Stmt, as_block, iter_stmts, stmt_exprs
+from .stmt import Allocate, Block, For, ForKind, Free, Let, Prefetch, Stmt, as_block, iter_stmts, stmt_exprs
 from .verify import verify
 
 __all__ = ["StatementParts", "check_statement"]
@@ -89,6 +89,10 @@ def _check_binders(root: Block) -> set[str]:
             raise StatementError(f"the statement holds {type(s).__name__}({s.buffer.name}); storage is "
                                  "allocated by prepare_for_codegen: write to the buffer and leave it out of "
                                  "outputs to make it an intermediate")
+        if isinstance(s, Prefetch):
+            raise StatementError(f"the statement holds a prefetch of {s.buffer.name}; prefetches are placed by "
+                                 "prepare_for_codegen, inside the buffer, for nest.prefetch(buffer, loop): "
+                                 "leave it out and call that")
         if isinstance(s, For):
             if s.kind != ForKind.SERIAL:
                 raise StatementError(f"loop {s.var.name} is {s.kind}; write serial loops and use the transforms "

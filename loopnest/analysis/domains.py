@@ -799,7 +799,8 @@ def _wraps(conv: "_PwConverter", cond: E.Expr, dom) -> bool:
     so the condition the analysis sees would not be the one that runs (``r0 * 1073741823 +
     7 < -1`` holds at ``r0 = 3`` in int32). Decided where the values are bounded without the
     sizes (a maximum that grows with a size is taken not to wrap: sizes are assumed to keep
-    a nest's index arithmetic in range).
+    a nest's index arithmetic in range). Arithmetic inside a ``Let`` expression of the
+    condition, whose variable is not bound here, is not checked.
 
     >>> import islpy as isl
     >>> from te import Buffer, Compute, Var

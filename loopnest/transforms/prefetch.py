@@ -45,6 +45,7 @@ from ..errors import ScheduleError
 from ..kinds import ForKind
 from ..loop import LoopIndex
 from ..stmt import Block, Cond, For, Let, Prefetch, Stmt, StmtMutator, Store, stmt_children
+from ._rewrite import replace_loop
 
 __all__ = ["prefetch", "insert_prefetches"]
 
@@ -98,8 +99,8 @@ def insert_prefetches(nest, root: Stmt) -> Stmt:
         store, indices, write = site
         ahead = E.Min(var + distance, simplify(f.stop - 1))
         moved = tuple(simplify(E.substitute(i, {var: ahead})) for i in indices)
-        new_f = f.replace(body=_Before(f.var, store, Prefetch(buf, moved, write)).visit(f.body))
-        root = _Replace(f, new_f).visit(root)
+        before = _Before(f.var, store, Prefetch(buf, moved, write))
+        root = replace_loop(root, var, lambda f: f.replace(body=before.visit(f.body)))
     return root
 
 
@@ -157,11 +158,3 @@ class _Before(StmtMutator):
 
     def generic(self, s: Stmt):
         return super().generic(s) if _same_in_every_iteration(s, self.var) else s
-
-
-class _Replace(StmtMutator):
-    def __init__(self, old: For, new: For):
-        self.old, self.new = old, new
-
-    def visit_For(self, s: For):
-        return self.new if s is self.old else self.generic(s)

@@ -111,7 +111,15 @@ def test_the_cuda_code_has_no_prefetch():
     nest.prefetch(X, i)
     nest.set_gpu_thread_index(j, 0)
     assert "prefetch X" in str(nest.copy().prepare_for_codegen())
-    assert "prefetch" not in build(nest, [X, Y], target="cuda").source
+    kernel = build(nest, [X, Y], target="cuda")
+    assert "prefetch" not in kernel.source
+    from codegen.cuda import nvcc_available
+    from codegen.cuda.emulate import host_compiler, run_on_host
+    if host_compiler() is not None and nvcc_available():
+        x = np.arange(256, dtype=np.float32).reshape(8, 32)
+        y = np.full((8, 32), np.nan, np.float32)
+        run_on_host(kernel, x, y)
+        np.testing.assert_array_equal(y, x + 1)
 
 
 def test_the_cache_key_tells_a_prefetched_kernel_apart():
@@ -183,6 +191,16 @@ def test_replaying_the_history_prefetches_again():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert str(again.prepare_for_codegen()) == str(nest.prepare_for_codegen())
+
+
+def test_a_statement_nest_written_with_a_prefetch_is_refused():
+    """Hand-written prefetches would skip the guarantee that a prefetch stays in its buffer
+    (IREval would raise where LLVM prefetches quietly): LoopNest.prefetch places them."""
+    from loopnest.stmt import For, Store
+    from loopnest.errors import StatementError
+    A, B, i = Buffer("A", (8,), "float32"), Buffer("B", (8,), "float32"), Var("i")
+    with pytest.raises(StatementError, match="prefetches are placed by prepare_for_codegen"):
+        LoopNest(For(i, 0, 8, Block([Prefetch(A, (i + 100,)), Store(B, (i,), A[i])])), outputs=[B])
 
 
 def test_ireval_refuses_a_prefetch_outside_its_buffer_and_the_verifier_its_index_count():
