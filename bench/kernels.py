@@ -221,7 +221,9 @@ def make_softmax(shape) -> Spec:
     mx = Reduce("mx", (m,), Max(), lambda i, k: X[i, k], (n,))
     e = Compute("e", (m, n), lambda i, j: exp(X[i, j] - mx[i]))
     s = Reduce("s", (m,), Sum(), lambda i, k: e[i, k], (n,))
-    Y = Compute("Y", (m, n), lambda i, j: e[i, j] / s[i])
+    # a multiply by the row's reciprocal, as PyTorch's kernel does: the division is
+    # computed once a row (hoisted out of the inner loop), not once an element
+    Y = Compute("Y", (m, n), lambda i, j: e[i, j] * (1.0 / s[i]))
     x = _rng().standard_normal((m, n)).astype(np.float32)
 
     def ref(d):
