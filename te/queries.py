@@ -34,8 +34,8 @@ from .dtypes import Dtype
 from .functor import Functor
 from .expr import Broadcast, Cast, Expr, FloatImm, IntImm, Let, Load, Var, structural_equal, structural_key
 
-__all__ = ["free_vars", "uses_var", "int_value", "fold_int", "loads", "has_load", "loaded_buffers",
-           "expr_depth", "expr_size", "structural_key", "structural_equal", "provably_nonneg"]
+__all__ = ["free_vars", "uses_var", "int_value", "fold_int", "loads", "unconditional_loads", "has_load",
+           "loaded_buffers", "expr_depth", "expr_size", "structural_key", "structural_equal", "provably_nonneg"]
 
 
 def _roots(exprs) -> list:
@@ -353,6 +353,35 @@ def loads(exprs: Expr | Iterable[Expr], buffer: Any = None) -> list[Load]:
     ['B[i]']
     """
     return list(_iter_loads(exprs, buffer))
+
+
+def unconditional_loads(exprs: Expr | Iterable[Expr], buffer: Any = None) -> list[Load]:
+    """The loads of ``exprs`` (of ``buffer`` when given) that run whenever ``exprs`` are
+    evaluated: those on neither side of an ``if_then_else``, which evaluates only the side it
+    takes (``select`` evaluates both, so its loads count), in the order of ``loads``.
+
+    >>> from te import Buffer, Var, if_then_else, select
+    >>> A = Buffer("A", (8,), "float32")
+    >>> i = Var("i")
+    >>> [str(ld) for ld in unconditional_loads(if_then_else(i < 4, A[i + 4], A[0]) + A[i])]
+    ['A[i]']
+    >>> [str(ld) for ld in unconditional_loads(select(i < 4, A[i + 4], 0.0))]
+    ['A[i + 4]']
+    """
+    out: list[Load] = []
+    stack = _roots(exprs)
+    while stack:
+        n = stack.pop()
+        if type(n) is E.IfThenElse:
+            stack.append(n.cond)        # the sides run only where they are taken
+            continue
+        if type(n) is Load and (buffer is None or n.buffer is buffer):
+            out.append(n)
+        if type(n) not in _LEAVES:
+            kids = n.children()
+            kids.reverse()
+            stack.extend(kids)
+    return out
 
 
 def has_load(exprs: Expr | Iterable[Expr], buffer: Any = None) -> bool:

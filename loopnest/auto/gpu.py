@@ -282,6 +282,7 @@ def direct_conv2d(nest, Y, channels: int = 2, pixels: int = 1, threads: int = 12
     for loop in (xp, coi, xt, yi):
         nest.distribute(loop)                 # init, then update, each over the tile
     uy, ut, uc, up, ci, ry, rx = nest.get_loops_for(Y)[-7:]
+    window_rows, window_cols = ty + ry.extent - 1, tx + rx.extent - 1
     nest.reorder([uy, ut, uc, up, ci, ry, rx], [4, 0, 1, 5, 6, 2, 3])   # ci, pixels of the tile, taps, outputs
     if isinstance(window, Tensor):
         nest.compute_at(window, ci)
@@ -309,10 +310,19 @@ def direct_conv2d(nest, Y, channels: int = 2, pixels: int = 1, threads: int = 12
     for loop in (coi, xp, ry, rx, uc, up, back.get("c"), back.get("p")):
         if loop is not None:
             nest.unroll(loop)
-    py, px = nest.get_loops_for(shared)[-2:]
-    pyo, pxo, pyi, pxi = nest.tile(py, px, ty, tx // pixels)
-    nest.reorder([pyo, pxo, pyi, pxi], [2, 3, 0, 1])   # thread loops outermost: one barrier
-    _bind_threads(nest, [(pyi, 1), (pxi, 0)])
+    # the copy's loops, inside ci: one per dimension of the window longer than 1 (rows, columns)
+    loops = nest.get_loops_for(shared)
+    copy = loops[next(k for k, lp in enumerate(loops) if lp.var is ci.var) + 1:]
+    dims = [(t, axis) for n, t, axis in ((window_rows, ty, 1), (window_cols, tx // pixels, 0)) if n > 1]
+    if len(copy) == 2:
+        pyo, pxo, pyi, pxi = nest.tile(copy[0], copy[1], ty, tx // pixels)
+        nest.reorder([pyo, pxo, pyi, pxi], [2, 3, 0, 1])   # thread loops outermost: one barrier
+        _bind_threads(nest, [(pyi, 1), (pxi, 0)])
+    elif len(copy) == 1:        # a window one row tall or one column wide
+        (t, axis), = dims
+        outer, inner = nest.split_with_mask(copy[0], t)
+        nest.reorder([outer, inner], [1, 0])
+        _bind_threads(nest, [(inner, axis)])
 
 
 def _bind_threads(nest, loops: list) -> None:

@@ -16,8 +16,9 @@ reads the next row and takes the next output row for writing, 1.2x faster.
 
 Accesses whose indices the loop's next iterations cannot be told from (an index read from
 memory, a variable bound by a ``Let`` inside the loop, under an ``if`` or inside a loop whose
-bounds depend on the loop's variable) are not prefetched; ``prefetch`` refuses a buffer
-none of whose accesses qualifies.
+bounds depend on the loop's variable) are not prefetched, nor are reads on a side of an
+``if_then_else`` (the guard may keep an out-of-range read from running, and the prefetch
+would not be guarded); ``prefetch`` refuses a buffer none of whose accesses qualifies.
 
 >>> from te import Buffer, Compute
 >>> from loopnest import LoopNest
@@ -38,7 +39,7 @@ from __future__ import annotations
 import warnings
 
 from te import expr as E
-from te.queries import free_vars, loads, uses_var
+from te.queries import free_vars, loads, unconditional_loads, uses_var
 from te.simplify import simplify
 
 from ..errors import ScheduleError
@@ -78,7 +79,7 @@ def prefetch(nest, buffer, loop, distance: int = 1) -> None:
     if _site(f, buf) is None:
         raise ScheduleError(f"prefetch: loop {f.var.name} does not access {buf.name} at indices its next iterations "
                             "can be told from (none, or only through a value read from memory, a let variable, a "
-                            "condition or a loop bound that depends on the loop)")
+                            "condition or a loop bound that depends on the loop, or on a side of an if_then_else)")
     nest._prefetches = [p for p in nest._prefetches if not (p[0] is buf and p[1] is f.var)]
     nest._prefetches.append((buf, f.var, distance))
 
@@ -129,7 +130,7 @@ def _site(f: For, buf) -> tuple[Store, tuple, bool] | None:
             inside = followable and _same_in_every_iteration(s, f.var)
             stack.extend((x, inside) for x in reversed(stmt_children(s)))
         elif isinstance(s, Store) and followable:
-            reads = [ld.indices for ld in loads(list(s.indices) + [s.value], buf)]
+            reads = [ld.indices for ld in unconditional_loads(list(s.indices) + [s.value], buf)]
             for indices, write in [(ix, False) for ix in reads] + ([(s.indices, True)] if s.buffer is buf else []):
                 if _followable(indices, f.var):
                     found[write] = (s, indices, write)

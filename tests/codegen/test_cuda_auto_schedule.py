@@ -184,6 +184,31 @@ def test_a_convolution_takes_the_direct_template():
     assert "__shared__" in kernel.source
 
 
+@pytest.mark.parametrize("k, h, w", [(1, 1, 6), (1, 6, 1), (1, 1, 1), (3, 1, 6), (3, 4, 1), (1, 4, 6)])
+def test_a_convolution_whose_input_window_is_one_row_or_column_gets_the_direct_template(k, h, w):
+    # the copy of a window one row tall (or one column wide) has one loop, not two: the
+    # template tiled the input-channel loop with it and auto_schedule refused (random tester,
+    # seed 183, case 100: a 1 x 1 filter over one output row)
+    from codegen.cuda.emulate import host_compiler, run_on_host
+    X = Buffer("X", (1, 2, h + k - 1, w + k - 1), "float32")
+    W = Buffer("W", (16, 2, k, k), "float32")
+    Y = Reduce("Y", (1, 16, h, w), Sum(), lambda n, c, y, x, ci, r, s: X[n, ci, y + r, x + s] * W[c, ci, r, s],
+               (2, k, k))
+    nest = LoopNest([Y])
+    assert "direct convolution" in str(nest.auto_schedule("cuda"))
+    rng = np.random.default_rng(1)
+    x, wt = rng.standard_normal(X.shape).astype(np.float32), rng.standard_normal(W.shape).astype(np.float32)
+    want = sum(np.einsum("nchw,kc->nkhw", x[:, :, r:r + h, s:s + w].astype(np.float64), wt[:, :, r, s])
+               for r in range(k) for s in range(k))
+    got = np.zeros(Y.shape, np.float32)
+    build(nest, [X, W, Y], target="ireval")(x, wt, got)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    if host_compiler() is not None:
+        got[:] = 0
+        run_on_host(build(nest, [X, W, Y], target="cuda"), x, wt, got)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_an_external_call_is_refused_and_the_nest_is_unchanged():
     from te import Extern
     A = Buffer("A", (4, 4), "float32")

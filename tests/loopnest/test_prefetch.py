@@ -175,6 +175,29 @@ def test_data_dependent_and_guarded_accesses_are_not_followed():
         nest.prefetch(X, outer)
 
 
+@pytest.mark.parametrize("target", ["llvm", "ireval"])
+def test_a_read_on_a_side_of_an_if_then_else_is_not_followed(target):
+    # T2[i] = if_then_else(i >= 2, if_then_else(i >= 4, A[i - 4], 0), 0) (T1 inlined): the
+    # guards keep A[i - 4] from running at i < 4, and a prefetch beside the store would not
+    # have been guarded (IREval: an out-of-range prefetch of A; random tester, seed 183, case 205)
+    from te import if_then_else
+    A = Buffer("A", (8,), "float32")
+    T1 = Compute("T1", (6,), lambda i: if_then_else(i >= 2, A[i - 2], 0.0))
+    T2 = Compute("T2", (6,), lambda i: if_then_else(i >= 2, T1[i - 2], 0.0) + A[i + 2] * 0.0)
+    nest = LoopNest([T2])
+    nest.compute_inline(T1)
+    (i,) = nest.get_loops_for(T2)
+    nest.prefetch(A, i)             # A[i + 2] runs in every iteration: it is followed
+    assert [str(p) for p in _prefetches(nest)] == [f"prefetch A[min({i.name} + 1, 5) + 2];"]
+    a = np.arange(8, dtype=np.float32)
+    t2 = np.full(6, np.nan, np.float32)
+    build(nest, [A, T2], target=target)(a, t2)
+    np.testing.assert_array_equal(t2, [0, 0, 0, 0, 0, 1])
+    only_guarded = LoopNest([Compute("T3", (6,), lambda i: if_then_else(i >= 4, A[i - 4], 0.0))])
+    with pytest.raises(ScheduleError, match="if_then_else"):
+        only_guarded.prefetch(A, only_guarded.get_loops_for("T3")[0])
+
+
 def test_a_prefetch_whose_loop_a_later_transform_replaced_is_dropped_with_a_warning():
     nest, X, Y, row = _rows_scheduled()
     nest.prefetch(X, row)
