@@ -27,12 +27,14 @@ import islpy as isl
 from te.queries import fold_int
 
 from ..errors import ScheduleError
+from ..loop import LoopIndex
 from ..queries import own_loaded_ids, stmt_touches
 from ..stmt import Block, Cond, For, LetStmt, Store, iter_stmts
 from .dependences import (Dependence, UndecidedDependence, _zero_prefix, buffers_carried_by, carried_by,
                           dependences_in, lex_negative_after, reads_written_in_iteration, reorder_violations,
                           undecided, value_flow)
 from .domains import analyze, loop_var_of
+from .independent import iterations_independent
 
 __all__ = ["refuse", "check_parallelize", "check_vectorize", "check_reorder", "check_fuse",
            "check_distribute", "check_gpu_bind", "blocking_parallel", "blocking_buffers",
@@ -91,10 +93,19 @@ def blocking_buffers(nest: Any, loop: Any, privatize: bool = True) -> list:
     gets its value from the same iteration, does not count: it is allocated inside the loop
     body (``insert_allocations``), so each iteration has its own.
     """
+    f = _first_loop(nest, loop)
+    if f is not None and iterations_independent(f):
+        return []
     bufs = buffers_carried_by(way_to_loop(nest, loop), loop)
     if privatize:
         bufs = [b for b in bufs if not privatizable(nest, b, loop)]
     return bufs
+
+
+def _first_loop(nest_or_root: Any, loop: Any) -> For | None:
+    """The first loop of ``loop``'s variable in pre-order (the one ``way_to_loop`` keeps), or None."""
+    index = getattr(nest_or_root, "loop_index", None)
+    return (index() if index is not None else LoopIndex(nest_or_root)).get(loop_var_of(loop))
 
 
 def way_to_loop(nest_or_root: Any, loop: Any) -> Any:
@@ -349,7 +360,9 @@ def constant_extent(f: Any) -> int | None:
 def check_vectorize(nest: Any, loop: Any, check_dependences: bool = True) -> None:
     """Legal when ``loop`` has a constant extent of at least 1 and carries no dependence
     (the spec: no lane may write what another lane reads, nor two lanes one element)."""
-    f = analyze(way_to_loop(nest, loop)).loop_info(loop).loop
+    f = _first_loop(nest, loop)
+    if f is None:
+        raise KeyError(f"loop {loop_var_of(loop).name} is not in this statement tree")
     n = constant_extent(f)
     if n is None:
         from te.printer import expr_to_str

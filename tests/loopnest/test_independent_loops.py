@@ -1,0 +1,103 @@
+"""``iterations_independent``: the legality checks' shortcut for loops that write each element
+once and read nothing they write. Where it says a loop's iterations are independent, the
+dependence analysis, wherever it is exact, finds no dependence carried by the loop: checked
+on the random tester's programs under random schedules. And the shortcut changes no answer
+the checks give (a loop that carries a dependence is refused as before)."""
+from __future__ import annotations
+
+import random
+import warnings
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from fuzz.programs import random_program, to_te
+from fuzz.schedules import DrawState, apply_step, draw_step
+from loopnest import LoopNest, ScheduleError
+from loopnest.analysis.dependences import buffers_carried_by
+from loopnest.analysis.domains import analyze
+from loopnest.analysis.independent import iterations_independent
+from loopnest.analysis.legality import way_to_loop
+from te import Buffer, Compute, Var
+
+
+def _exact_inside(root, f) -> bool:
+    """Whether the analysis of ``root`` models every access inside loop ``f`` exactly."""
+    an = analyze(root)
+    info = an.loop_info(f.var)
+    return all(a.exact and a.instance.domain_exact for a in an.accesses if info.contains(a.instance))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_independent_loops_carry_no_dependence_the_analysis_finds(seed):
+    rnd = random.Random(seed)
+    shown = checked = 0
+    for _ in range(25):
+        outputs, _, _ = to_te(random_program(rnd))
+        nest, state = LoopNest(outputs), DrawState()
+        for _ in range(rnd.randint(0, 6)):
+            step = draw_step(nest, rnd, False, state)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    apply_step(nest, step)
+            except ScheduleError:
+                pass
+            state.update(nest, step["op"])
+            for f in {id(f.var): f for f in reversed(nest.loop_index().loops)}.values():   # first of each var
+                if not iterations_independent(f):
+                    continue
+                shown += 1
+                root = way_to_loop(nest, f.var)
+                try:
+                    if not _exact_inside(root, f):
+                        continue
+                    carried = buffers_carried_by(root, f.var)
+                except RecursionError:          # a deep inlined expression: the nest's checks run it on a deep thread
+                    continue
+                checked += 1
+                assert carried == [], (f.var.name, [b.name for b in carried], str(root))
+    assert checked >= shown // 2 and checked > 50, (checked, shown)
+
+
+def test_a_loop_that_reads_what_it_writes_is_still_refused():
+    A = Buffer("A", (16,), "float32")
+    B = Compute("B", (16,), lambda i: A[i] + 1.0)
+    C = Compute("C", (16,), lambda i: B[i] + B[15 - i])
+    nest = LoopNest([C])
+    nest.compute_at(nest.buffer("B"), nest.get_loops_for(C)[0])
+    with pytest.raises(ScheduleError, match="cannot vectorize"):
+        nest.vectorize(nest.get_loops_for(C)[0])
+
+
+def test_a_loop_writing_one_element_twice_is_still_refused():
+    from loopnest.stmt import Block, For, Store
+    A, B = Buffer("A", (16,), "float32"), Buffer("B", (8,), "float32")
+    i = Var("i")
+    halves = For(i, 0, 16, Block((Store(B, (i // 2,), A[i]),)))     # B[i // 2]: read nowhere in the loop
+    assert not iterations_independent(halves)
+    nest = LoopNest(Block((halves,)), outputs=[B])
+    with pytest.raises(ScheduleError, match="cannot vectorize"):
+        nest.vectorize(nest.loop_index().loops[0].var)
+
+
+_INDEX_FORMS = [lambda i, c, d: i * c + d, lambda i, c, d: d - i * c, lambda i, c, d: i // c + d,
+                lambda i, c, d: i % c + d, lambda i, c, d: (i * c) // 2 + d, lambda i, c, d: i * i + d,
+                lambda i, c, d: (i + d) * c - i * c, lambda i, c, d: i * c - (i // 2) * (2 * c) + d]
+
+
+@given(form=st.sampled_from(range(len(_INDEX_FORMS))), c=st.integers(-3, 3), d=st.integers(0, 40),
+       n=st.integers(1, 12))
+@settings(max_examples=300, deadline=None)
+def test_independent_means_every_iteration_writes_its_own_element(form, c, d, n):
+    from loopnest.stmt import Block, For, Store
+    from te.expr import IntImm, substitute
+    from te.queries import fold_int
+    from te.simplify import simplify
+    A, B = Buffer("A", (64,), "float32"), Buffer("B", (64,), "float32")
+    i = Var("i")
+    index = _INDEX_FORMS[form](i, c, d)
+    loop = For(i, 0, n, Block((Store(B, (index,), A[i]),)))
+    if iterations_independent(loop):
+        values = [fold_int(simplify(substitute(index, {i: IntImm(k)}))) for k in range(n)]
+        assert len(set(values)) == n, (str(index), values)
