@@ -23,21 +23,26 @@ from loopnest.auto.templates import accumulation_chain, columns_last, reorder_ac
 from loopnest.target import resolve_target
 
 
-def matmul_tile(target: Target | None = None, dtype="float32", streamed_bytes: int | None = None) -> tuple[int, int]:
+def matmul_tile(target: Target | None = None, dtype="float32", streamed_bytes: int | None = None,
+                height: int | None = None) -> tuple[int, int]:
     """(rows, columns) of the register tile of C for ``target``: ``vectors`` native vectors
     per row (a quarter of the register count: 2 of 16, 4 of 32) and as many rows as leave
     room for the row of B (``vectors`` registers) and the broadcast element of A (one), so
     6 x 2 vectors on AVX2 and 6 x 4 on AVX-512 -- or, where A (``streamed_bytes``, which
-    every column panel reads again) fits in half of L2, half the vectors and 8 rows
-    (``loopnest.auto.schedule.register_tile``, where the measurements are).
+    every column panel reads again) fits in half of L2, half the vectors and 8 rows; rows
+    that divide ``height`` (C's rows) where that keeps two multiply-adds per load: 4 x 4
+    vectors for 1024 rows (``loopnest.auto.schedule.register_tile``, where the measurements
+    are).
 
     >>> matmul_tile(Target(vector_bits=128, vector_registers=32))
     (6, 16)
     >>> matmul_tile(Target(vector_bits=512, vector_registers=32, l2_bytes=2 << 20), streamed_bytes=1 << 20)
     (8, 32)
+    >>> matmul_tile(Target(vector_bits=512, vector_registers=32), height=1024)
+    (4, 64)
     """
     t = resolve_target(target)
-    rows, vectors = register_tile(t, None, t.lanes(dtype), streamed_bytes)
+    rows, vectors = register_tile(t, None, t.lanes(dtype), streamed_bytes, height)
     return rows, vectors * t.lanes(dtype)
 
 
@@ -49,7 +54,8 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
                     pack_b: bool = True, parallel: bool = True, target: Target | None = None) -> None:
     """A register-blocked matmul in the style of BLIS micro-kernels: a ``rows`` x ``cols``
     tile of C (``matmul_tile(target)``: 6 x 16 floats, 12 of the 16 AVX2 registers; 6 x 64,
-    24 of the 32 AVX-512 ones, or 8 x 32 where A fits in half of L2; a ``rows`` or ``cols``
+    24 of the 32 AVX-512 ones, or 8 x 32 where A fits in half of L2, or 4 x 64 where 4 divides
+    the rows and 6 does not; a ``rows`` or ``cols``
     given keeps the other at ``matmul_tile``'s unnarrowed value) accumulates in a local
     buffer that LLVM keeps in registers while k runs over a ``kc``-deep slice of the
     reduction (``matmul_kc``; 0: all of k); the ``kc`` x ``cols`` panel of B that the slice
@@ -87,7 +93,8 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
     # A, which every column panel reads again (narrows the tile where it fits half of L2, unless a shape is given)
     streamed = i.extent * k.extent * C.dtype.itemsize \
         if rows is None and cols is None and isinstance(i.extent, int) and isinstance(k.extent, int) else None
-    tile_rows, tile_cols = matmul_tile(t, C.dtype, streamed)
+    height = i.extent if rows is None and cols is None and isinstance(i.extent, int) else None
+    tile_rows, tile_cols = matmul_tile(t, C.dtype, streamed, height)
     rows = rows or tile_rows
     cols = cols or tile_cols
     if not isinstance(j.extent, int):

@@ -138,7 +138,7 @@ def transpose_tile(target: Target, dtype="float32") -> tuple[int, int]:
 
 
 def register_tile(target: Target, width: int | None = None, lanes: int = 8,
-                  streamed_bytes: int | None = None) -> tuple[int, int]:
+                  streamed_bytes: int | None = None, height: int | None = None) -> tuple[int, int]:
     """``(rows, vectors)`` of a matmul register tile: as many accumulators as the vector
     registers hold next to one row of operand vectors and a broadcast
     (``rows * vectors + vectors + 1 <= vector_registers``), no wider than ``width`` columns;
@@ -158,8 +158,18 @@ def register_tile(target: Target, width: int | None = None, lanes: int = 8,
     8-lane vectors, 8 x 1 (8 multiply-adds, 9 loads) took 0.24 against 0.17 ms for 6 x 2 at
     256: no narrowing there.
 
+    ``height``: the rows of the output, where known. When the tile's rows leave some over
+    (another register-blocked nest for them, compiled too), a tile as wide with rows that
+    divide ``height`` is taken instead where it still issues at least two multiply-adds per
+    load (``rows * vectors >= 2 * (rows + vectors)``). Measured on AVX-512 (2 cores), 4 x 4
+    vectors against 6 x 4: 5.81 against 5.85 ms at 1024, 49.0 against 49.5 ms at 2048
+    (PyTorch 6.06 and 47.9 in the same runs); the hand schedule of 1024 builds in 55 instead
+    of 88 ms.
+
     >>> register_tile(Target(vector_registers=16)), register_tile(Target(vector_registers=32))
     ((6, 2), (6, 4))
+    >>> register_tile(Target(vector_registers=32), height=1024), register_tile(Target(vector_registers=32), height=768)
+    ((4, 4), (6, 4))
     >>> register_tile(Target(vector_registers=32), width=32, lanes=16)
     (8, 2)
     >>> register_tile(Target(vector_registers=32, l2_bytes=2 << 20), 512, 16, streamed_bytes=512 * 512 * 4)
@@ -176,6 +186,9 @@ def register_tile(target: Target, width: int | None = None, lanes: int = 8,
     best = max(cands, key=rank, default=(1, 1))
     if streamed_bytes is not None and streamed_bytes <= target.l2_bytes // 2 and best[1] > 1:
         best = max((c for c in cands if c[1] <= best[1] // 2 and c[0] * c[1] >= c[0] + c[1]), key=rank, default=best)
+    if height and height % best[0]:
+        best = max((c for c in cands if c[1] == best[1] and height % c[0] == 0 and c[0] * c[1] >= 2 * (c[0] + c[1])),
+                   key=rank, default=best)
     return best
 
 
@@ -291,8 +304,8 @@ def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
         k["order"] = "ijK"
     else:
         streamed = dims[-2] * red[kk] * t.dtype.itemsize if dims[-2] is not None and red[kk] else None
-        rows, vecs = register_tile(target, dims[-1], lanes, streamed)
-        k["narrowed"] = (rows, vecs) != register_tile(target, dims[-1], lanes)
+        rows, vecs = register_tile(target, dims[-1], lanes, streamed, height=dims[-2])
+        k["narrowed"] = vecs != register_tile(target, dims[-1], lanes, height=dims[-2])[1]
         k["reg_i"] = rows if dims[-2] is None or dims[-2] >= rows else max(1, dims[-2])
         k["vec_n"] = vecs if lanes > 1 and (dims[-1] is None or dims[-1] >= lanes) else 0
         if k["vec_n"] and dims[-1] == k["vec_n"] * lanes and _panel_in_place(t, k["pack_buffer"]):
