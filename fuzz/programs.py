@@ -284,11 +284,14 @@ def expr_source(node, names: list) -> str:
 
     >>> expr_source(["sel", ["cmp", "eq", "op", ["i", 0], ["c", 0, "int32"]], ["ld", "A", [["fdiv", ["i", 0], ["c", 2, "int32"]]]], ["c", 1.0, "float32"]], ["i0"])
     'select((i0 == 0), A[floordiv(i0, 2)], 1.0)'
+    >>> below_3 = ["cmp", "lt", "op", ["i", 0], ["c", 3, "int32"]]
+    >>> expr_source(["sel", below_3, ["c", 1, "bfloat16"], ["c", 2, "bfloat16"]], ["i0"])
+    "select((i0 < 3), const(1.0, 'bfloat16'), const(2.0, 'bfloat16'))"
     """
     rec = lambda n: expr_source(n, names)  # noqa: E731
     tag = node[0]
     if tag == "c":
-        return repr(float(node[1])) if node[2].startswith("float") else repr(int(node[1]))
+        return repr(float(node[1])) if node[2].startswith(("float", "bfloat")) else repr(int(node[1]))
     if tag == "i":
         return names[node[1]]
     if tag == "n":
@@ -303,13 +306,13 @@ def expr_source(node, names: list) -> str:
         return f"({left} {_SRC_CMP[op]} {rec(b)})"
     if tag in ("sel", "ite"):
         fn = "select" if tag == "sel" else "if_then_else"
-        return f"{fn}({rec(node[1])}, {rec(node[2])}, {rec(node[3])})"
-    if tag == "cast":
-        return f"cast({rec(node[2])}, {node[1]!r})"
-    if tag == "bitcast":
-        return f"bitcast({rec(node[2])}, {node[1]!r})"
+        # two Python numbers take no type from each other: written as te constants
+        side = _const_source if node[2][0] == "c" and node[3][0] == "c" else rec
+        return f"{fn}({rec(node[1])}, {side(node[2])}, {side(node[3])})"
+    if tag in ("cast", "bitcast"):       # a cast's operand takes no type from it: a constant is typed
+        return f"{tag}({_const_source(node[2]) if node[2][0] == 'c' else rec(node[2])}, {node[1]!r})"
     if tag == "not":
-        return f"(~{rec(node[1])})"
+        return f"(~{_const_source(node[1]) if node[1][0] == 'c' else rec(node[1])})"
     if tag == "sum":
         return f"functools.reduce(operator.add, [{', '.join(rec(x) for x in node[1])}])"
     left = _const_source(node[1]) if node[1][0] == "c" and node[2][0] == "c" else rec(node[1])

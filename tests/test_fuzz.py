@@ -72,6 +72,31 @@ def test_reproducer_script_runs_standalone(tmp_path):
     assert p.stdout.strip().endswith("PASS"), p.stdout + p.stderr
 
 
+def test_the_source_of_a_program_builds_the_same_program():
+    """A reproducer's program is ``to_source``'s text: it must build what ``to_te`` builds
+    (seed 185, case 51: ``select(c, 1, 1)`` of two bfloat16 constants, written as Python ints,
+    gave an int32 select, and the reproducer raised TypeError before reaching the defect)."""
+    import functools
+    import operator
+    import random
+    import re
+    import ml_dtypes  # noqa: F401 -- bfloat16 constants
+    import te
+    from fuzz.programs import random_program, to_source, to_te
+    rnd = random.Random(7)
+    for _ in range(300):
+        program = random_program(rnd)
+        outputs, _, _ = to_te(program)
+        scope = {name: getattr(te, name) for name in te.__all__}
+        scope.update(functools=functools, operator=operator)        # as a reproducer imports them
+        exec(to_source(program), scope)            # noqa: S102 -- the tester's own text
+        rebuilt = [scope[name] for name in program.outputs]
+        assert [str(t.dtype) for t in rebuilt] == [str(t.dtype) for t in outputs], to_source(program)
+        # a constant written as a Python int in an index is an int32: the same element
+        same = lambda nest: re.sub(r"int64\((-?\d+)\)", r"\1", str(nest))  # noqa: E731
+        assert same(LoopNest(rebuilt)) == same(LoopNest(outputs)), to_source(program)
+
+
 def test_a_block_loop_without_threads_in_its_own_nest_is_left_to_later_binding():
     """Seed 29, case 57: a block-bound loop under a serial loop in a nest with no thread loop
     (another nest has one) is accepted by the schedule API, which checks the grid once that

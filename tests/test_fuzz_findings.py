@@ -226,3 +226,26 @@ def test_a_loop_whose_guard_wraps_keeps_its_dependences():
     a = np.zeros(1, np.int32)
     build(nest, [A], target="llvm")(a)
     assert a[0] == 4
+
+
+def test_a_guard_whose_form_has_rational_coefficients_is_bounded():
+    """Found by the random tester (seed 185, case 51): after ``compute_at`` and a split with a
+    tail, a guard's index arithmetic converted to ``(2 i1) / 5`` on a domain where i1 is a
+    multiple of 5, an integer there; the wrap check asked isl for its bounds, which need
+    integer coefficients, and the build failed with an isl error. The check now bounds its
+    floor (the same value)."""
+    import ml_dtypes  # noqa: F401 -- bfloat16
+    B = Buffer("B", (const(6, "int64"),), "int32")
+    T1 = Compute("T1", (const(6, "int64"),), lambda i0: if_then_else(i0 >= 2, cast(B[i0 - 2], "float32"), 0.0))
+    T2 = Compute("T2", (const(7, "int64"), const(7, "int64")), lambda i0, i1: cast(T1[i1 / 2], "bfloat16") - select(
+        T1[i1 % 3] < 1.0, const(1.0, "bfloat16"), const(1.0, "bfloat16")))
+    b = np.array([1, 3, -1, -2, 1, 1], np.int32)
+    want = np.zeros((7, 7), "bfloat16")
+    build(LoopNest([T2]), [B, T2], target="ireval")(b, want)
+    nest = LoopNest([T2])
+    nest.compute_at(nest.buffer("T1"), nest.loop("i1"))
+    nest.split_with_tail(nest.get_loops_for("T1")[-1], 2)
+    for target in ("ireval", "llvm"):
+        got = np.zeros((7, 7), "bfloat16")
+        build(nest, [B, T2], target=target)(b, got)
+        np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))

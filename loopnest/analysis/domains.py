@@ -821,9 +821,15 @@ def _wraps(conv: "_PwConverter", cond: E.Expr, dom) -> bool:
         pa = conv.aff(e)
         if pa is None:
             continue
-        pa = pa.intersect_domain(dom)
+        # an integer expression's form may have rational coefficients where a division is
+        # exact on ``dom`` (``(2 i) / 5`` where i is a multiple of 5); its floor is the same
+        # value with integer ones, which isl's bounds need
+        pa = pa.intersect_domain(dom).floor()
         lo, hi = e.dtype.min_value(), e.dtype.max_value()
-        top, bottom = pa.max_val(), pa.min_val()
+        try:
+            top, bottom = pa.max_val(), pa.min_val()
+        except isl.Error:       # isl cannot bound it: taken to wrap, so the condition narrows nothing
+            return True
         if (not top.is_nan() and not top.is_infty() and top.to_python() > hi
                 or not bottom.is_nan() and not bottom.is_neginfty() and bottom.to_python() < lo):
             return True
