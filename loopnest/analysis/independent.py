@@ -1,10 +1,14 @@
-"""Loops whose iterations are independent by their statements' shape: the common case of
-a loop that writes each element of its outputs once and reads nothing it writes, decided
-without building the polyhedral model (``dependences``), which costs about a millisecond a
-question on a 13-stage pipeline whose every stage is vectorized.
+"""Dependences read off the statements' shape, without the polyhedral model
+(``dependences``), whose build costs about a millisecond a question on a 13-stage pipeline
+whose every stage is vectorized: ``same_value_of(f, v)`` says that every dependence among
+the statements inside loop ``f`` has distance 0 along loop ``v`` (each element written
+inside ``f`` is touched at one value of ``v``), and ``iterations_independent(f)`` that ``f``
+carries no dependence. The legality checks use them before asking the analysis: a loop
+that carries no dependence may run in parallel, be vectorized or distributed, and a band
+of loops of which at most one has a nonzero distance may be permuted.
 
-The answer is exact where it says True and says nothing where it says False: the callers
-then ask the dependence analysis.
+The answers are exact where they say True and say nothing where they say False: the
+callers then ask the dependence analysis.
 
 >>> from te import Buffer, Compute, Reduce, Sum
 >>> from loopnest import LoopNest
@@ -13,8 +17,8 @@ then ask the dependence analysis.
 >>> [iterations_independent(f) for f in nest.loop_index().loops]
 [True, True]
 >>> nest = LoopNest([Reduce("S", (4,), Sum(), lambda i, k: A[i, k], (8,))])
->>> [iterations_independent(f) for f in nest.loop_index().loops]     # S[i] is read: ask isl
-[False, False]
+>>> [iterations_independent(f) for f in nest.loop_index().loops]     # S[i] is read in every k
+[True, False]
 """
 from __future__ import annotations
 
@@ -25,18 +29,13 @@ from te.simplify import simplify
 
 from ..stmt import Block, Cond, For, LetStmt, Prefetch, Store, stmt_children
 
-__all__ = ["iterations_independent"]
+__all__ = ["iterations_independent", "same_value_of"]
 
 
 def iterations_independent(f: For) -> bool:
-    """True when no two iterations of loop ``f`` can touch one element where one of them
-    writes it, read off the statements: its body holds only blocks, loops, conditions, lets,
-    stores and prefetches; no buffer stored to in it is read in it (by a value, an index, a
-    condition, a loop bound or a let); and the stores to each buffer all have the same
-    indices, one of which is ``v * c + e`` with ``v`` the loop's variable, ``c`` a nonzero
-    constant and ``e`` using no load and no variable bound inside the loop, so different
-    iterations write different elements. Then the loop carries no dependence. False means
-    "not shown" (ask the dependence analysis).
+    """True when loop ``f`` carries no dependence, read off its statements: any two
+    iterations that touch one element, one of them writing it, are the same iteration
+    (``same_value_of(f, f.var)``). False means "not shown" (ask the dependence analysis).
 
     >>> from te import Buffer, Var
     >>> A, B = Buffer("A", (16,), "float32"), Buffer("B", (16,), "float32")
@@ -45,15 +44,53 @@ def iterations_independent(f: For) -> bool:
     ...     return For(i, 0, 8, Block(body))
     >>> iterations_independent(loop(Store(B, (i * 2 + 1,), A[i + 3])))
     True
+    >>> iterations_independent(loop(Store(B, (i,), B[i] + 1.0)))     # each iteration its own B[i]
+    True
     >>> iterations_independent(loop(Store(B, (i // 2,), A[i])))      # two iterations, one element
     False
     >>> iterations_independent(loop(Store(B, (i,), 1.0), Store(B, (i + 1,), 2.0)))
     False
-    >>> iterations_independent(loop(For(j, 0, 2, Block((Store(B, (i + j,), 1.0),)))))   # j is bound inside
+    >>> iterations_independent(loop(For(j, 0, 2, Block((Store(B, (i + j,), 1.0),)))))   # i + j: (0, 1), (1, 0)
     False
     """
+    return same_value_of(f, f.var)
+
+
+def same_value_of(f: For, var: E.Var) -> bool:
+    """True when any two instances of statements inside loop ``f`` that touch one element,
+    one of them writing it, have the same value of ``var`` (``f``'s variable or that of a
+    loop inside it): every dependence among them has distance 0 along ``var``'s loop. Read
+    off the statements: the body holds only blocks, loops, conditions, lets, stores and
+    prefetches; every access inside ``f`` to a buffer stored to inside it has the same
+    indices; and one of those indices is ``c * var + sum of c_u * u + e``, with ``u`` the
+    variables of loops inside ``f`` (constant trip counts and bounds that no loop inside
+    ``f`` changes), ``e`` free of every variable bound inside ``f`` and of loads, and
+    coefficients that make it a mixed-radix number (each larger than the span of all the
+    smaller terms), so that equal values mean equal variables. False means "not shown".
+
+    >>> from te import Buffer, Var
+    >>> C, A = Buffer("C", (64,), "float32"), Buffer("A", (64, 8), "float32")
+    >>> io, ii, k = Var("io"), Var("ii"), Var("k")
+    >>> update = Store(C, (io * 4 + ii,), C[io * 4 + ii] + A[io * 4 + ii, k])
+    >>> nest = For(io, 0, 16, Block((For(ii, 0, 4, Block((For(k, 0, 8, Block((update,))),))),)))
+    >>> [same_value_of(nest, v) for v in (io, ii, k)]        # C[io * 4 + ii] += ...: k is the reduction
+    [True, True, False]
+    """
+    walk = _walk(f)
+    if walk is None:
+        return False
+    accesses, loops, inside = walk
+    return all(any(_determines(ix, var, loops, inside) for ix in indices) for indices in accesses.values())
+
+
+def _walk(f: For):
+    """(the one index tuple of each buffer stored to inside ``f``, by buffer id; the Fors
+    inside ``f`` (and ``f``) by variable id, None for a variable two loops bind; the ids of
+    the variables bound inside ``f``), or None where the statements do not show it: another
+    kind of statement, or two different index tuples for one stored buffer."""
     stores: list[Store] = []
     reads: list = []
+    loops: dict = {id(f.var): f}
     inside = {id(f.var)}
     stack = list(stmt_children(f))
     while stack:
@@ -61,6 +98,7 @@ def iterations_independent(f: For) -> bool:
         if isinstance(s, Block):
             stack.extend(s.stmts)
         elif isinstance(s, For):
+            loops[id(s.var)] = None if id(s.var) in loops else s
             inside.add(id(s.var))
             reads += [s.start, s.stop]
             stack.append(s.body)
@@ -77,27 +115,47 @@ def iterations_independent(f: For) -> bool:
         elif isinstance(s, Prefetch):
             reads += list(s.indices)
         else:                   # an external call, an allocation: ask the analysis
-            return False
-    written = {id(s.buffer) for s in stores}
-    if any(id(ld.buffer) in written for ld in loads(reads)):
-        return False
-    first: dict = {}
+            return None
+    accesses: dict = {}
     for s in stores:
-        other = first.setdefault(id(s.buffer), s)
-        if other is not s and not all(structural_equal(a, b) for a, b in zip(s.indices, other.indices)):
-            return False
-    return all(any(_moves_with(ix, f.var, inside) for ix in s.indices) for s in first.values())
+        other = accesses.setdefault(id(s.buffer), s.indices)
+        if other is not s.indices and not _same(other, s.indices):
+            return None
+    for ld in loads(reads):
+        other = accesses.get(id(ld.buffer))
+        if other is not None and not _same(other, ld.indices):
+            return None
+    return accesses, loops, inside
 
 
-def _moves_with(index: E.Expr, var: E.Var, inside: set) -> bool:
-    """Whether ``index`` is ``var * c + e``: a nonzero constant step per iteration, and
-    nothing else in it that varies inside the loop (no load, no let, no other variable bound
-    inside it)."""
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(structural_equal(x, y) for x, y in zip(a, b))
+
+
+def _determines(index: E.Expr, var: E.Var, loops: dict, inside: set) -> bool:
+    """Whether equal values of ``index`` at two instances inside the loop mean equal values
+    of ``var`` (see ``same_value_of``)."""
     lets: list = []
     used = free_vars(index, lets=lets)
     if lets or loads(index) or not index.dtype.is_int or index.dtype.is_vector:
         return False
-    if not any(v is var for v in used) or any(id(v) in inside for v in used if v is not var):
+    terms = [v for v in used if id(v) in inside]
+    if not any(v is var for v in terms):
         return False
-    step = fold_int(simplify(E.substitute(index, {var: var + 1}) - index))
-    return step is not None and step != 0
+    spans = []
+    for v in terms:
+        f = loops.get(id(v))
+        step = fold_int(simplify(E.substitute(index, {v: v + 1}) - index))
+        if f is None or not step:           # a let's variable, a variable two loops bind, or not linear
+            return False
+        if any(id(u) in inside for u in free_vars([f.start, f.stop])):
+            return False                    # a range that moves with another loop: the spans say nothing
+        trips = fold_int(simplify(f.stop - f.start))
+        spans.append((abs(step), None if trips is None else abs(step) * max(trips - 1, 0)))
+    spans.sort(key=lambda t: t[0])
+    below = 0       # how far the smaller terms reach; unknown (None) after a loop of unknown trips
+    for step, span in spans:
+        if below is None or step <= below:
+            return False
+        below = None if span is None else below + span
+    return True

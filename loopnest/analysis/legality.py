@@ -34,7 +34,7 @@ from .dependences import (Dependence, UndecidedDependence, _zero_prefix, buffers
                           dependences_in, lex_negative_after, reads_written_in_iteration, reorder_violations,
                           undecided, value_flow)
 from .domains import analyze, loop_var_of
-from .independent import iterations_independent
+from .independent import iterations_independent, same_value_of
 
 __all__ = ["refuse", "check_parallelize", "check_vectorize", "check_reorder", "check_fuse",
            "check_distribute", "check_gpu_bind", "blocking_parallel", "blocking_buffers",
@@ -104,8 +104,12 @@ def blocking_buffers(nest: Any, loop: Any, privatize: bool = True) -> list:
 
 def _first_loop(nest_or_root: Any, loop: Any) -> For | None:
     """The first loop of ``loop``'s variable in pre-order (the one ``way_to_loop`` keeps), or None."""
+    return _loop_index(nest_or_root).get(loop_var_of(loop))
+
+
+def _loop_index(nest_or_root: Any) -> LoopIndex:
     index = getattr(nest_or_root, "loop_index", None)
-    return (index() if index is not None else LoopIndex(nest_or_root)).get(loop_var_of(loop))
+    return index() if index is not None else LoopIndex(getattr(nest_or_root, "root", nest_or_root))
 
 
 def way_to_loop(nest_or_root: Any, loop: Any) -> Any:
@@ -428,6 +432,19 @@ def _reorder_violation(deps, outer, band, order):
     return None
 
 
+def _band_moves_freely(nest: Any, loops: Sequence[Any]) -> bool:
+    """Whether every order of the band ``loops`` is legal by the statements' shape: every
+    dependence inside its outermost loop has distance 0 along all of them but at most one
+    (``same_value_of``), so a permuted distance vector still starts with its one entry that
+    may be nonzero, which was positive."""
+    index = _loop_index(nest)
+    chains = [index.enclosing(loop_var_of(l)) for l in loops]
+    if not all(chains):
+        return False
+    outer = min(chains, key=len)[-1]
+    return sum(not same_value_of(outer, chain[-1].var) for chain in chains) <= 1
+
+
 def _pairs(an, accs):
     from .dependences import _dependences_among
     return _dependences_among(an, accs)
@@ -440,6 +457,8 @@ def check_reorder(nest: Any, loops: Sequence[Any], permutation: Sequence[int]) -
     ``loops`` must be perfectly nested (checked by the transform); ``permutation[d]`` is the
     index in ``loops`` of the loop placed at the d-th band position (outermost first).
     """
+    if _band_moves_freely(nest, loops):
+        return
     an = analyze(nest)
     infos = [an.loop_info(l) for l in loops]
     depths = [i.depth for i in infos]
@@ -530,6 +549,9 @@ def check_distribute(nest: Any, loop: Any) -> None:
     iteration of ``loop``): distribution runs every iteration of each statement before the
     next statement. Dependences carried by an enclosing loop are kept: every statement of
     one of its iterations still runs before the next iteration."""
+    f = _first_loop(nest, loop)
+    if f is not None and iterations_independent(f):     # no dependence between two iterations
+        return
     an = analyze(nest)
     info = an.loop_info(loop)
     backwards = lambda x, y: info.child_of(x.instance) > info.child_of(y.instance)  # noqa: E731

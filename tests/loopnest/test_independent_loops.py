@@ -18,6 +18,7 @@ from loopnest.analysis.dependences import buffers_carried_by
 from loopnest.analysis.domains import analyze
 from loopnest.analysis.independent import iterations_independent
 from loopnest.analysis.legality import way_to_loop
+from loopnest.loop import LoopIndex
 from te import Buffer, Compute, Var
 
 
@@ -28,6 +29,7 @@ def _exact_inside(root, f) -> bool:
     return all(a.exact and a.instance.domain_exact for a in an.accesses if info.contains(a.instance))
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")      # the random programs' reference values
 @pytest.mark.parametrize("seed", range(4))
 def test_independent_loops_carry_no_dependence_the_analysis_finds(seed):
     rnd = random.Random(seed)
@@ -58,6 +60,66 @@ def test_independent_loops_carry_no_dependence_the_analysis_finds(seed):
                 checked += 1
                 assert carried == [], (f.var.name, [b.name for b in carried], str(root))
     assert checked >= shown // 2 and checked > 50, (checked, shown)
+
+
+def _touch_one_element_at_two_values(root, f, v) -> bool | None:
+    """Whether the analysis of ``root`` finds two instances inside loop ``f`` that touch one
+    element, one of them writing it, at different values of ``v``; None where it models an
+    access inside ``f`` inexactly."""
+    import islpy as isl
+    an = analyze(root)
+    outer, info = an.loop_info(f.var), an.loop_info(v)
+    accs = [a for a in an.accesses if outer.contains(a.instance)]
+    if not all(a.exact and a.instance.domain_exact for a in accs):
+        return None
+    written = {id(a.buffer) for a in accs if a.is_write}
+    d = info.depth
+    for a in accs:
+        for b in accs:
+            if a.buffer is not b.buffer or id(a.buffer) not in written or not (a.is_write or b.is_write):
+                continue
+            same = a.relation.apply_range(b.relation.reverse())      # instances of a -> of b, one element
+            differ = same.order_gt(isl.dim_type.in_, d, isl.dim_type.out, d).union(
+                same.order_lt(isl.dim_type.in_, d, isl.dim_type.out, d))
+            if not differ.is_empty():
+                return True
+    return False
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")      # the random programs' reference values
+@pytest.mark.parametrize("seed", range(4))
+def test_same_value_of_a_loop_means_distance_zero_for_the_analysis(seed):
+    from loopnest.analysis.independent import same_value_of
+    rnd = random.Random(100 + seed)
+    checked = 0
+    for _ in range(20):
+        outputs, _, _ = to_te(random_program(rnd))
+        nest, state = LoopNest(outputs), DrawState()
+        for _ in range(rnd.randint(0, 6)):
+            step = draw_step(nest, rnd, False, state)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    apply_step(nest, step)
+            except ScheduleError:
+                pass
+            state.update(nest, step["op"])
+        index = nest.loop_index()
+        firsts = {id(f.var): f for f in reversed(index.loops)}
+        for f in firsts.values():
+            root = way_to_loop(nest, f.var)
+            inner = {id(g.var): g for g in reversed(LoopIndex(f).loops)}
+            for g in inner.values():
+                if not same_value_of(f, g.var):
+                    continue
+                try:
+                    found = _touch_one_element_at_two_values(root, f, g.var)
+                except RecursionError:
+                    continue
+                if found is not None:
+                    checked += 1
+                    assert not found, (f.var.name, g.var.name, str(root))
+    assert checked > 30, checked
 
 
 def test_a_loop_that_reads_what_it_writes_is_still_refused():
@@ -101,3 +163,17 @@ def test_independent_means_every_iteration_writes_its_own_element(form, c, d, n)
     if iterations_independent(loop):
         values = [fold_int(simplify(substitute(index, {i: IntImm(k)}))) for k in range(n)]
         assert len(set(values)) == n, (str(index), values)
+
+
+def test_a_range_that_moves_with_another_loop_shows_nothing():
+    # B[u + 4 w] with u in [-4 w, -4 w + 4): every w writes B[0..3]; the spans of u say
+    # nothing where u's range moves with w
+    from loopnest.analysis.independent import same_value_of
+    from loopnest.stmt import Block, For, Store
+    A, B = Buffer("A", (16,), "float32"), Buffer("B", (16,), "float32")
+    w, u = Var("w"), Var("u")
+    inner = For(u, w * -4, w * -4 + 4, Block((Store(B, (u + w * 4,), A[0]),)))
+    outer = For(w, 0, 2, Block((inner,)))
+    assert not same_value_of(outer, w) and not iterations_independent(outer)
+    fixed = For(w, 0, 2, Block((For(u, 0, 4, Block((Store(B, (u + w * 4,), A[0]),))),)))
+    assert same_value_of(fixed, w) and same_value_of(fixed, u)
