@@ -61,8 +61,9 @@ def same_value_of(f: For, var: E.Var) -> bool:
     one of them writing it, have the same value of ``var`` (``f``'s variable or that of a
     loop inside it): every dependence among them has distance 0 along ``var``'s loop. Read
     off the statements: the body holds only blocks, loops, conditions, lets, stores and
-    prefetches; every access inside ``f`` to a buffer stored to inside it has the same
-    indices; and one of those indices is ``c * var + sum of c_u * u + e``, with ``u`` the
+    prefetches; and for every buffer stored to inside ``f``, all its accesses inside ``f``
+    have one same index (the same dimension, the same expression; the others may differ),
+    ``c * var + sum of c_u * u + e``, with ``u`` the
     variables of loops inside ``f`` (constant trip counts and bounds that no loop inside
     ``f`` changes), ``e`` free of every variable bound inside ``f`` and of loads, and
     coefficients that make it a mixed-radix number (each larger than the span of all the
@@ -80,14 +81,20 @@ def same_value_of(f: For, var: E.Var) -> bool:
     if walk is None:
         return False
     accesses, loops, inside = walk
-    return all(any(_determines(ix, var, loops, inside) for ix in indices) for indices in accesses.values())
+    return all(any(_determines(ix, var, loops, inside) for ix in _shared(tuples)) for tuples in accesses.values())
+
+
+def _shared(tuples: list) -> list:
+    """The indices that every index tuple of ``tuples`` has at the same dimension."""
+    first = tuples[0]
+    return [ix for d, ix in enumerate(first) if all(structural_equal(t[d], ix) for t in tuples[1:])]
 
 
 def _walk(f: For):
-    """(the one index tuple of each buffer stored to inside ``f``, by buffer id; the Fors
-    inside ``f`` (and ``f``) by variable id, None for a variable two loops bind; the ids of
-    the variables bound inside ``f``), or None where the statements do not show it: another
-    kind of statement, or two different index tuples for one stored buffer."""
+    """(the index tuples of the accesses inside ``f`` to each buffer stored to inside it, by
+    buffer id; the Fors inside ``f`` (and ``f``) by variable id, None for a variable two loops
+    bind; the ids of the variables bound inside ``f``), or None where another kind of
+    statement leaves the accesses unknown."""
     stores: list[Store] = []
     reads: list = []
     loops: dict = {id(f.var): f}
@@ -118,18 +125,11 @@ def _walk(f: For):
             return None
     accesses: dict = {}
     for s in stores:
-        other = accesses.setdefault(id(s.buffer), s.indices)
-        if other is not s.indices and not _same(other, s.indices):
-            return None
+        accesses.setdefault(id(s.buffer), []).append(s.indices)
     for ld in loads(reads):
-        other = accesses.get(id(ld.buffer))
-        if other is not None and not _same(other, ld.indices):
-            return None
+        if id(ld.buffer) in accesses:
+            accesses[id(ld.buffer)].append(ld.indices)
     return accesses, loops, inside
-
-
-def _same(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(structural_equal(x, y) for x, y in zip(a, b))
 
 
 def _determines(index: E.Expr, var: E.Var, loops: dict, inside: set) -> bool:
