@@ -63,11 +63,11 @@ def same_value_of(f: For, var: E.Var) -> bool:
     off the statements: the body holds only blocks, loops, conditions, lets, stores and
     prefetches; and for every buffer stored to inside ``f``, all its accesses inside ``f``
     have one same index (the same dimension, the same expression; the others may differ),
-    ``c * var + sum of c_u * u + e``, with ``u`` the
-    variables of loops inside ``f`` (constant trip counts and bounds that no loop inside
-    ``f`` changes), ``e`` free of every variable bound inside ``f`` and of loads, and
-    coefficients that make it a mixed-radix number (each larger than the span of all the
-    smaller terms), so that equal values mean equal variables. False means "not shown".
+    ``c * var + sum of c_u * u + e``, with ``u`` the variables of loops inside ``f``
+    (constant trip counts and bounds that no loop inside ``f`` changes), ``e`` free of every
+    variable bound inside ``f`` and of loads, and coefficients that make it a mixed-radix
+    number (each larger than the span of all the smaller terms), so that equal values mean
+    equal variables. False means "not shown".
 
     >>> from te import Buffer, Var
     >>> C, A = Buffer("C", (64,), "float32"), Buffer("A", (64, 8), "float32")

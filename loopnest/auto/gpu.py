@@ -313,13 +313,12 @@ def direct_conv2d(nest, Y, channels: int = 2, pixels: int = 1, threads: int = 12
     # the copy's loops, inside ci: one per dimension of the window longer than 1 (rows, columns)
     loops = nest.get_loops_for(shared)
     copy = loops[next(k for k, lp in enumerate(loops) if lp.var is ci.var) + 1:]
-    dims = [(t, axis) for n, t, axis in ((window_rows, ty, 1), (window_cols, tx // pixels, 0)) if n > 1]
     if len(copy) == 2:
         pyo, pxo, pyi, pxi = nest.tile(copy[0], copy[1], ty, tx // pixels)
         nest.reorder([pyo, pxo, pyi, pxi], [2, 3, 0, 1])   # thread loops outermost: one barrier
         _bind_threads(nest, [(pyi, 1), (pxi, 0)])
     elif len(copy) == 1:        # a window one row tall or one column wide
-        (t, axis), = dims
+        (t, axis), = [(t, axis) for n, t, axis in ((window_rows, ty, 1), (window_cols, tx // pixels, 0)) if n > 1]
         outer, inner = nest.split_with_mask(copy[0], t)
         nest.reorder([outer, inner], [1, 0])
         _bind_threads(nest, [(inner, axis)])
