@@ -826,10 +826,7 @@ def _wraps(conv: "_PwConverter", cond: E.Expr, dom) -> bool:
         # value with integer ones, which isl's bounds need
         pa = pa.intersect_domain(dom).floor()
         lo, hi = e.dtype.min_value(), e.dtype.max_value()
-        try:
-            top, bottom = pa.max_val(), pa.min_val()
-        except isl.Error:       # isl cannot bound it: taken to wrap, so the condition narrows nothing
-            return True
+        top, bottom = pa.max_val(), pa.min_val()
         if (not top.is_nan() and not top.is_infty() and top.to_python() > hi
                 or not bottom.is_nan() and not bottom.is_neginfty() and bottom.to_python() < lo):
             return True

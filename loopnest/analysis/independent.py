@@ -152,7 +152,7 @@ def _determines(index: E.Expr, var: E.Var, loops: dict, inside: set) -> bool:
             return False                    # a range that moves with another loop: the spans say nothing
         trips = fold_int(simplify(f.stop - f.start))
         spans.append((abs(step), None if trips is None else abs(step) * max(trips - 1, 0)))
-    spans.sort(key=lambda t: t[0])
+    spans = sorted((t for t in spans if t[1] != 0), key=lambda t: t[0])     # a loop of one trip adds a constant
     below = 0       # how far the smaller terms reach; unknown (None) after a loop of unknown trips
     for step, span in spans:
         if below is None or step <= below:

@@ -1,13 +1,15 @@
-"""``iterations_independent``: the legality checks' shortcut for loops that write each element
-once and read nothing they write. Where it says a loop's iterations are independent, the
-dependence analysis, wherever it is exact, finds no dependence carried by the loop: checked
-on the random tester's programs under random schedules. And the shortcut changes no answer
-the checks give (a loop that carries a dependence is refused as before)."""
+"""``iterations_independent`` and ``same_value_of``: the legality checks' shortcut for loops
+whose every written element is touched at one iteration. Where they make a claim, the
+dependence analysis, wherever it is exact, agrees: checked on the random tester's programs
+under random schedules, and against brute-force enumeration over index forms. And the
+shortcut changes no answer the checks give (a loop that carries a dependence is refused as
+before)."""
 from __future__ import annotations
 
 import random
 import warnings
 
+import islpy as isl
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -16,10 +18,37 @@ from fuzz.schedules import DrawState, apply_step, draw_step
 from loopnest import LoopNest, ScheduleError
 from loopnest.analysis.dependences import buffers_carried_by
 from loopnest.analysis.domains import analyze
-from loopnest.analysis.independent import iterations_independent
+from loopnest.analysis.independent import iterations_independent, same_value_of
 from loopnest.analysis.legality import way_to_loop
 from loopnest.loop import LoopIndex
+from loopnest.stmt import Block, For, Store
 from te import Buffer, Compute, Var
+from te.expr import IntImm, substitute
+from te.queries import fold_int
+from te.simplify import simplify
+
+
+def _random_schedule(rnd: random.Random, steps: int):
+    """A random program under up to ``steps`` random schedule steps: yields its nest before
+    them and after each (the same nest, changed in place; a refused step leaves it as it was)."""
+    outputs, _, _ = to_te(random_program(rnd))
+    nest, state = LoopNest(outputs), DrawState()
+    yield nest
+    for _ in range(rnd.randint(0, steps)):
+        step = draw_step(nest, rnd, False, state)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                apply_step(nest, step)
+        except ScheduleError:
+            pass
+        state.update(nest, step["op"])
+        yield nest
+
+
+def _first_loops(loops) -> list:
+    """The first For (pre-order) of each loop variable among ``loops``: the loop the checks ask about."""
+    return list({id(f.var): f for f in reversed(loops)}.values())
 
 
 def _exact_inside(root, f) -> bool:
@@ -35,18 +64,8 @@ def test_independent_loops_carry_no_dependence_the_analysis_finds(seed):
     rnd = random.Random(seed)
     shown = checked = 0
     for _ in range(25):
-        outputs, _, _ = to_te(random_program(rnd))
-        nest, state = LoopNest(outputs), DrawState()
-        for _ in range(rnd.randint(0, 6)):
-            step = draw_step(nest, rnd, False, state)
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    apply_step(nest, step)
-            except ScheduleError:
-                pass
-            state.update(nest, step["op"])
-            for f in {id(f.var): f for f in reversed(nest.loop_index().loops)}.values():   # first of each var
+        for nest in _random_schedule(rnd, 6):
+            for f in _first_loops(nest.loop_index().loops):
                 if not iterations_independent(f):
                     continue
                 shown += 1
@@ -66,7 +85,6 @@ def _touch_one_element_at_two_values(root, f, v) -> bool | None:
     """Whether the analysis of ``root`` finds two instances inside loop ``f`` that touch one
     element, one of them writing it, at different values of ``v``; None where it models an
     access inside ``f`` inexactly."""
-    import islpy as isl
     an = analyze(root)
     outer, info = an.loop_info(f.var), an.loop_info(v)
     accs = [a for a in an.accesses if outer.contains(a.instance)]
@@ -89,27 +107,14 @@ def _touch_one_element_at_two_values(root, f, v) -> bool | None:
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")      # the random programs' reference values
 @pytest.mark.parametrize("seed", range(4))
 def test_same_value_of_a_loop_means_distance_zero_for_the_analysis(seed):
-    from loopnest.analysis.independent import same_value_of
     rnd = random.Random(100 + seed)
     checked = 0
     for _ in range(20):
-        outputs, _, _ = to_te(random_program(rnd))
-        nest, state = LoopNest(outputs), DrawState()
-        for _ in range(rnd.randint(0, 6)):
-            step = draw_step(nest, rnd, False, state)
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    apply_step(nest, step)
-            except ScheduleError:
-                pass
-            state.update(nest, step["op"])
-        index = nest.loop_index()
-        firsts = {id(f.var): f for f in reversed(index.loops)}
-        for f in firsts.values():
+        for nest in _random_schedule(rnd, 6):       # the nest its whole schedule leaves
+            pass
+        for f in _first_loops(nest.loop_index().loops):
             root = way_to_loop(nest, f.var)
-            inner = {id(g.var): g for g in reversed(LoopIndex(f).loops)}
-            for g in inner.values():
+            for g in _first_loops(LoopIndex(f).loops):
                 if not same_value_of(f, g.var):
                     continue
                 try:
@@ -133,7 +138,6 @@ def test_a_loop_that_reads_what_it_writes_is_still_refused():
 
 
 def test_a_loop_writing_one_element_twice_is_still_refused():
-    from loopnest.stmt import Block, For, Store
     A, B = Buffer("A", (16,), "float32"), Buffer("B", (8,), "float32")
     i = Var("i")
     halves = For(i, 0, 16, Block((Store(B, (i // 2,), A[i]),)))     # B[i // 2]: read nowhere in the loop
@@ -152,24 +156,21 @@ _INDEX_FORMS = [lambda i, c, d: i * c + d, lambda i, c, d: d - i * c, lambda i, 
        n=st.integers(1, 12))
 @settings(max_examples=300, deadline=None)
 def test_independent_means_every_iteration_writes_its_own_element(form, c, d, n):
-    from loopnest.stmt import Block, For, Store
-    from te.expr import IntImm, substitute
-    from te.queries import fold_int
-    from te.simplify import simplify
     A, B = Buffer("A", (64,), "float32"), Buffer("B", (64,), "float32")
     i = Var("i")
     index = _INDEX_FORMS[form](i, c, d)
     loop = For(i, 0, n, Block((Store(B, (index,), A[i]),)))
-    if iterations_independent(loop):
+    independent = iterations_independent(loop)
+    if independent:
         values = [fold_int(simplify(substitute(index, {i: IntImm(k)}))) for k in range(n)]
         assert len(set(values)) == n, (str(index), values)
+    if form in (0, 1) and c != 0:           # i * c + d, d - i * c: a step of c, shown
+        assert independent, str(index)
 
 
 def test_a_range_that_moves_with_another_loop_shows_nothing():
     # B[u + 4 w] with u in [-4 w, -4 w + 4): every w writes B[0..3]; the spans of u say
     # nothing where u's range moves with w
-    from loopnest.analysis.independent import same_value_of
-    from loopnest.stmt import Block, For, Store
     A, B = Buffer("A", (16,), "float32"), Buffer("B", (16,), "float32")
     w, u = Var("w"), Var("u")
     inner = For(u, w * -4, w * -4 + 4, Block((Store(B, (u + w * 4,), A[0]),)))
@@ -177,3 +178,24 @@ def test_a_range_that_moves_with_another_loop_shows_nothing():
     assert not same_value_of(outer, w) and not iterations_independent(outer)
     fixed = For(w, 0, 2, Block((For(u, 0, 4, Block((Store(B, (u + w * 4,), A[0]),))),)))
     assert same_value_of(fixed, w) and same_value_of(fixed, u)
+
+
+@given(ci=st.integers(-5, 5), cj=st.integers(-5, 5), n=st.integers(1, 6), m=st.integers(1, 6),
+       j0=st.integers(-2, 2))
+@settings(max_examples=300, deadline=None)
+def test_two_loops_share_an_index_only_where_it_is_a_mixed_radix_number(ci, cj, n, m, j0):
+    # B[i * ci + j * cj], j in [j0, j0 + m): the claim for i must hold by enumeration, and it is
+    # made where the steps nest (|ci| > |cj| * (m - 1); a term of step 0 shows nothing)
+    A, B = Buffer("A", (64,), "float32"), Buffer("B", (64,), "float32")
+    i, j = Var("i"), Var("j")
+    index = i * ci + j * cj + 30
+    loop = For(i, 0, n, Block((For(j, j0, j0 + m, Block((Store(B, (index,), A[0]),))),)))
+    claim = same_value_of(loop, i)
+    at = {}
+    for a in range(n):
+        for b in range(j0, j0 + m):
+            at.setdefault(a * ci + b * cj, set()).add(a)
+    if claim:
+        assert all(len(values) == 1 for values in at.values()), (str(index), at)
+    if ci != 0 and cj != 0 and abs(ci) > abs(cj) * (m - 1):
+        assert claim, str(index)
