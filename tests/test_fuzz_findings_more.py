@@ -495,6 +495,33 @@ def test_a_thread_binding_that_would_make_a_sibling_thread_loop_run_redundantly_
         np.testing.assert_array_equal(out, np.zeros((8, 8), np.float32))
 
 
+def test_a_thread_binding_inside_the_guard_of_a_thread_loop_that_exchanges_data_is_refused():
+    """Seed 190, case 169: after ``auto_schedule('cuda')`` the column loop of T4 sat inside
+    the guard of a threadIdx.x loop (``if (i < N)``); binding a piece of its reduction loop to
+    threadIdx.y made the threads on y run the rest of that guarded body redundantly, and its
+    statements accumulate into T4, which needs a barrier inside the guard. The binding was
+    accepted and the CUDA build refused the kernel: the check did not look inside the guard."""
+    N = Var("N", int32)
+    T1 = Reduce("T1", (N + 1,), Sum(), lambda i0, r0: 1, (N,))
+    T2 = Compute("T2", (N + 1,), lambda i0: if_then_else(i0 >= 2, T1[i0 - 2], 0))
+    T3 = Compute("T3", (N, N + 1), lambda i0, i1: cast(T2[i1], "float32"))
+    T4 = Reduce("T4", (N, N + 1), Max(), lambda i0, i1, r0: if_then_else(r0 >= 2, T3[r0 - 2, i1 / 2], 0.0), (N + 1,))
+    nest = LoopNest([T4])
+    nest.auto_schedule("cuda")
+    nest.slice_head(nest.loop("r0_1"), 1)
+    nest.split_with_tail(nest.loop("r0_1_head"), 2)
+    before, history = str(nest), list(nest.history)
+    with pytest.raises(ScheduleError, match=r"cannot bind loop r0_1_head_tail to gpu_thread.y: threads on y would "
+                                            r"run the body of the gpu_thread loop i0_3_inner redundantly, .* "
+                                            r"through T4"):
+        nest.set_gpu_thread_index(nest.loop("r0_1_head_tail"), 1)
+    assert str(nest) == before and nest.history == history
+    if HAVE_EMU:
+        out = np.full((2, 3), np.nan, np.float32)
+        run_on_host(build(nest, [T4, N], target="cuda"), out, 2)
+        np.testing.assert_array_equal(out, np.zeros((2, 3), np.float32))
+
+
 def test_sibling_thread_loops_on_two_axes_without_an_exchange_are_accepted_and_build():
     """The check above refuses only an exchange: sibling thread loops on x and z whose
     bodies each store once (threads of the other axis repeat the store, guarded) bind and

@@ -14,8 +14,10 @@ Each access of global or shared memory goes through a race check (the emitter's
 byte between the same barriers, or from different blocks of one launch, one of them changing it,
 are an ``EmulationError`` naming the element and both threads. Storing the value already there
 is no race (every thread computing the same value and storing it is a pattern the code
-generator uses). Every run is also made twice, at once in two forked children: the threads and
-blocks in order, and in reverse order; results that differ are a race too. A thread that
+generator uses), nor is a read ordered after the element's last write (by its own thread, or by
+its block before a barrier): it sees that value, which every concurrent store shares. Every
+run is also made twice, at once in two forked children: the threads and blocks in order, and
+in reverse order; results that differ are a race too. A thread that
 returns while others of its block wait at a barrier is an ``EmulationError`` (on a GPU,
 undefined behaviour). All of it shows on every run, whatever the operating system's
 scheduling.
@@ -229,7 +231,9 @@ extern "C" void tc_note_read(int kind, const void* p, size_t n) {
   for (size_t i = 0; i < n; ++i) {
     const uintptr_t a = (uintptr_t)p + i;
     tc_cell& c = tc_shadow[kind][a];
-    const bool own = (c.has & TC_HAS_W) && tc_same_thread(c.w, now);    // it reads what it wrote
+    // The last write is ordered before this read (this thread's, or its block's before a barrier):
+    // the read sees that write's value, which equals any concurrent change (else that write raced).
+    const bool own = (c.has & TC_HAS_W) && !tc_concurrent(c.w, now);
     if (!own && (c.has & TC_HAS_WC) && tc_concurrent(c.wc, now)) tc_race(kind, a, c.wc, true, false);
     if ((c.has & TC_HAS_R0) && tc_same_thread(c.r0, now)) { c.r0 = now; continue; }
     if (c.has & TC_HAS_R0) { c.r1 = c.r0; c.has |= TC_HAS_R1; }

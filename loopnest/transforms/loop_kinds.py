@@ -211,7 +211,8 @@ def _kernel_thread_loops(nest, path: list) -> list:
 def _exchange(body: Stmt, own: set, axis_of):
     """A buffer (not in ``own``) that one statement of ``body`` stores and another loads or
     stores, at one level of a block, recursing into loops but not into thread loops (those
-    are checked with their own axes bound); None otherwise."""
+    are checked with their own axes bound) and into conditions and lets (seed 190, case 169:
+    the exchange was inside the guard of a thread loop's tail); None otherwise."""
     parts = body.stmts if isinstance(body, Block) else [body]
     stores = [{id(b): b for b in stmt_stored_buffers(x)} for x in parts]
     touched = [{id(b) for b in stmt_loaded_buffers(x)} | set(stores[k]) for k, x in enumerate(parts)]
@@ -220,7 +221,8 @@ def _exchange(body: Stmt, own: set, axis_of):
             shared = [b for k, b in written.items() if i != j and k in other and k not in own]
             if shared:
                 return shared[0]
-    inner = (_exchange(x.body, own, axis_of) for x in parts if isinstance(x, For) and axis_of(x) is None)
+    inner = (_exchange(body, own, axis_of) for x in parts if not isinstance(x, For) or axis_of(x) is None
+             for body in stmt_children(x))
     return next((b for b in inner if b is not None), None)
 
 

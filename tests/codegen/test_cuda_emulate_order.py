@@ -112,3 +112,40 @@ def test_a_deep_expression_prints_for_the_emulation():
     a, b = np.arange(40, dtype=np.float32), np.zeros(40, np.float32)
     run_on_host(kernel, a, b, 40)
     np.testing.assert_allclose(b, a * sum(k % 7 for k in range(1500)), rtol=1e-5)
+
+
+def _block_recomputed_intermediate():
+    """Seed 190, case 120: T3, computed at a block loop, is a full-size global buffer every
+    block fills alike (thread 0, before a barrier) and its threads then read."""
+    from loopnest.auto.gpu import grid_reduce
+    from te import Reduce, Sum, minimum
+    N = Var("N", int32)
+    T1 = Compute("T1", (N + 2,), lambda i: 1)
+    T2 = Compute("T2", (N,), lambda i: 1)
+    T3 = Compute("T3", (N,), lambda i: T2[minimum(i, N - 1)])
+    T4 = Reduce("T4", (N,), Sum(), lambda i, r: T1[r] + T3[minimum(r, N - 1)], (N + 1,))
+    nest = LoopNest([T4])
+    grid_reduce(nest, nest.buffer("T4"), 128, 512)
+    nest.compute_at(nest.buffer("T3"), nest.loop("i_3_r_inner_rf_flat_outer"))
+    return build(nest, [T4, N], target="cuda")
+
+
+def test_threads_reading_what_their_block_wrote_before_a_barrier_share_it_with_other_blocks():
+    """Other blocks store the same values into T3 at the same time: the read sees its block's
+    write whichever lands last, so it is no race."""
+    kernel = _block_recomputed_intermediate()
+    t4 = np.zeros(6, np.int32)
+    run_on_host(kernel, t4, 6)
+    np.testing.assert_array_equal(t4, 14)
+
+
+def test_blocks_storing_different_values_into_what_they_read_are_a_race():
+    kernel = _block_recomputed_intermediate()
+    source = emulation_source(kernel)
+    store = "tc_wrg(b_T3[((long long)(v_i_4))]) = "
+    assert store in source
+    kernel._emulation_source = source.replace(store, store + "v_i_3_r_inner_rf_flat_outer + ", 1)
+    with pytest.raises(EmulationError, match=r"data race on T3\[0\] \(in memory order\): thread \(0, 0, 0\) of "
+                                             r"block \(0, 0, 0\) wrote it, then thread \(0, 0, 0\) of block "
+                                             r"\(1, 0, 0\) wrote it, changing it"):
+        run_on_host(kernel, np.zeros(6, np.int32), 6)
