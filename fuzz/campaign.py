@@ -44,7 +44,8 @@ class Summary:
     """Counts of a campaign, its failures by signature (signature -> count), one example
     failure per signature, the reproducer scripts written (by class), and every failure found.
     ``drawn`` counts programs by feature: gathers (an index input), index errors (out-of-range
-    index data that an output needs), empty (an extent of 0); ``races_cut``, the race checks
+    index data that an output needs), empty (an extent of 0), constant sizes (sizes built as
+    constants, ``Program.constant_sizes``); ``races_cut``, the race checks
     cut short by the time limit (``check._races``)."""
     seed: int
     programs: int = 0
@@ -76,7 +77,8 @@ class Summary:
         lines = [f"seed {self.seed}: {self.programs} programs, {self.schedules} schedules, {self.steps} steps "
                  f"({self.refused} refused)",
                  f"  programs with gathers {self.drawn['gathers']}, with index data out of range that an "
-                 f"output needs {self.drawn['index errors']}, with an extent of 0 {self.drawn['empty']}"]
+                 f"output needs {self.drawn['index errors']}, with an extent of 0 {self.drawn['empty']}, "
+                 f"with constant sizes {self.drawn['constant sizes']}"]
         if self.races_cut:
             lines.append(f"  race checks cut short by the time limit {self.races_cut} (IREval's plain run checked "
                          f"those schedules' values)")
@@ -129,6 +131,7 @@ def _count_features(summary: Summary, case: Case) -> None:
     summary.drawn["gathers"] += any(t.name == INDEX_NAME for t in p.inputs)
     summary.drawn["index errors"] += case.expected == "error"
     summary.drawn["empty"] += any(p.extent(d) == 0 for t in p.tensors for d in t.dims + t.rdims)
+    summary.drawn["constant sizes"] += p.constant_sizes
 
 
 #: the file in ``--out`` naming the case being run (the command that reruns it alone)

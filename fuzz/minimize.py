@@ -329,7 +329,7 @@ def reproducer_source(case: Case, steps: list, failure: Failure, targets, title:
     return _TEMPLATE.format(
         title=title, message=message, program="\n".join("    " + line for line in to_source(p).splitlines()),
         outputs=", ".join(p.outputs), inputs=", ".join(t.name for t in p.inputs),
-        sizes=", ".join(f"{n}: {v}" for n, v in p.sizes.items()),
+        sizes="" if p.constant_sizes else ", ".join(f"{n}: {v}" for n, v in p.sizes.items()),
         data=json.dumps({n: _array(a) for n, a in case.data.items()}),
         want=json.dumps({t.name: _array(r) for t, r in zip(case.outputs, case.reference)}),
         targets=repr(cpu or ["ireval"]), cuda=failure.where == "cuda", expect=case.expected,

@@ -123,9 +123,10 @@ class TensorSpec:
 @dataclass
 class Program:
     """Sizes (size variable -> its value), tensors (inputs, then stages in order), the
-    output names, the seed of the input data, the dtype of sizes and loop variables, and
+    output names, the seed of the input data, the dtype of sizes and loop variables,
     ``bad_index``: None or ``[input name, flat position, value]``, an element of an index
-    input set out of range after the data is drawn.
+    input set out of range after the data is drawn, and ``constant_sizes``: whether the
+    program is built with its sizes as constants (every extent known to the compiler).
 
     >>> p = Program({"N": 3}, [TensorSpec("A", "int32", [["N", 0]]),
     ...                        TensorSpec("B", "int32", [["N", 0]], ["add", ["ld", "A", [["i", 0]]], ["c", 1, "int32"]])],
@@ -139,6 +140,8 @@ class Program:
     data_seed: int
     index_dtype: str = "int32"
     bad_index: list | None = None
+    #: the sizes are built as constants, not size variables (``to_te``)
+    constant_sizes: bool = False
 
     def tensor(self, name: str) -> TensorSpec:
         return next(t for t in self.tensors if t.name == name)
@@ -162,7 +165,7 @@ class Program:
     def from_json(text: str) -> "Program":
         d = json.loads(text)
         return Program(d["sizes"], [TensorSpec(**t) for t in d["tensors"]], d["outputs"], d["data_seed"],
-                       d.get("index_dtype", "int32"), d.get("bad_index"))
+                       d.get("index_dtype", "int32"), d.get("bad_index"), d.get("constant_sizes", False))
 
 
 # ------------------------------------------------------------------------------------
@@ -236,9 +239,21 @@ def dtype_of(node, dtypes: dict) -> str:
     return dtype_of(node[1], dtypes)
 
 
-def to_te(program: Program) -> tuple[list, list, dict]:
-    """(output Tensors, input Buffers, {size Var: value}) of ``program``."""
-    sizes = {name: Var(name, program.index_dtype) for name in program.sizes}
+def to_te(program: Program, constant_sizes: bool | None = None) -> tuple[list, list, dict]:
+    """(output Tensors, input Buffers, {size Var: value}) of ``program``; with
+    ``constant_sizes`` (default: the program's), every size is its value (a constant) and
+    the map is empty.
+
+    >>> outputs, _, sizes = to_te(random_program(random.Random(3)), constant_sizes=True)
+    >>> sizes, [t.shape for t in outputs]
+    ({}, [(6,)])
+    """
+    if constant_sizes is None:
+        constant_sizes = program.constant_sizes
+    if constant_sizes:
+        sizes = {name: te.const(v, program.index_dtype) for name, v in program.sizes.items()}
+    else:
+        sizes = {name: Var(name, program.index_dtype) for name in program.sizes}
     tensors: dict = {}
     for t in program.tensors:
         shape = tuple(_te_extent(d, sizes, program.index_dtype) for d in t.dims)
@@ -254,7 +269,8 @@ def to_te(program: Program) -> tuple[list, list, dict]:
             rshape = tuple(_te_extent(d, sizes, program.index_dtype) for d in t.rdims)
             tensors[t.name] = Reduce(t.name, shape, getattr(te, t.reducer)(), fn, rshape)
     inputs = [tensors[t.name] for t in program.inputs]
-    return [tensors[n] for n in program.outputs], inputs, {sizes[n]: v for n, v in program.sizes.items()}
+    known = {} if constant_sizes else {sizes[n]: v for n, v in program.sizes.items()}
+    return [tensors[n] for n in program.outputs], inputs, known
 
 
 def _lambda(names: list, fn):
@@ -331,7 +347,8 @@ def _extent_source(dim, index_dtype: str = "int32") -> str:
 
 
 def to_source(program: Program) -> str:
-    """The te source that builds ``program`` (size Vars, Buffers, Computes, Reduces).
+    """The te source that builds ``program`` (size Vars, or constants with
+    ``constant_sizes``; Buffers, Computes, Reduces).
 
     >>> p = Program({"N": 3}, [TensorSpec("A", "int32", [["N", 0]]),
     ...                        TensorSpec("B", "int32", [["N", 0]], ["add", ["ld", "A", [["i", 0]]], ["c", 1, "int32"]])],
@@ -342,7 +359,10 @@ def to_source(program: Program) -> str:
     B = Compute("B", (N,), lambda i0: (A[i0] + 1))
     """
     ix = program.index_dtype
-    lines = [f'{n} = Var("{n}", {ix})' for n in program.sizes]
+    if program.constant_sizes:
+        lines = [f"{n} = const({v}, {ix})" for n, v in program.sizes.items()]
+    else:
+        lines = [f'{n} = Var("{n}", {ix})' for n in program.sizes]
     for t in program.tensors:
         shape = "(" + ", ".join(_extent_source(d, ix) for d in t.dims) + ("," if t.rank == 1 else "") + ")"
         if t.body is None:
@@ -672,6 +692,10 @@ def _index_constants(node, dtype: str):
     return [tag] + [_index_constants(x, dtype) if isinstance(x, list) else x for x in node[1:]]
 
 
+#: one random program in this many is built with constant sizes
+CONSTANT_SIZES_ONE_IN = 4
+
+
 def random_program(rnd: random.Random) -> Program:
     """A random program whose values stay below ``MAX_MAGNITUDE`` on its input data, and
     exact in its low-precision stages.
@@ -680,6 +704,14 @@ def random_program(rnd: random.Random) -> Program:
     >>> 2 <= len([t for t in p.tensors if t.body is not None]) <= 5
     True
     """
+    program = _random_program(rnd)
+    # one program in CONSTANT_SIZES_ONE_IN has its sizes as constants (the compiler's paths
+    # for known extents); decided by its data seed, so the random stream stays as it was
+    constant = bool(program.sizes) and program.data_seed % CONSTANT_SIZES_ONE_IN == 0
+    return dataclasses.replace(program, constant_sizes=True) if constant else program
+
+
+def _random_program(rnd: random.Random) -> Program:
     from .reference import Inexact, evaluate, input_data
     draw = rnd.random()
     if draw < MATMUL_PROBABILITY:

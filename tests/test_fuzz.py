@@ -84,8 +84,10 @@ def test_the_source_of_a_program_builds_the_same_program():
     import te
     from fuzz.programs import random_program, to_source, to_te
     rnd = random.Random(7)
+    constant = 0
     for _ in range(300):
         program = random_program(rnd)
+        constant += program.constant_sizes          # sizes written as constants, not Vars
         outputs, _, _ = to_te(program)
         scope = {name: getattr(te, name) for name in te.__all__}
         scope.update(functools=functools, operator=operator)        # as a reproducer imports them
@@ -95,6 +97,7 @@ def test_the_source_of_a_program_builds_the_same_program():
         # a constant written as a Python int in an index is an int32: the same element
         same = lambda nest: re.sub(r"int64\((-?\d+)\)", r"\1", str(nest))  # noqa: E731
         assert same(LoopNest(rebuilt)) == same(LoopNest(outputs)), to_source(program)
+    assert constant > 20, constant
 
 
 def test_a_block_loop_without_threads_in_its_own_nest_is_left_to_later_binding():

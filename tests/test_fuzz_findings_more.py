@@ -840,9 +840,10 @@ def test_conflicts_isl_gives_up_on_count_as_every_distance_and_the_refusal_says_
     from loopnest.analysis import dependences, legality
     monkeypatch.setattr(dependences, "CONFLICT_OPERATIONS", 1)
     # the loops' iterations are independent by their statements' shape, which the checks
-    # see without isl (``iterations_independent``): turned off here, isl is asked
+    # see without isl (``iterations_independent``, ``unshown_buffers``): turned off here, isl is asked
     monkeypatch.setattr(legality, "iterations_independent", lambda f: False)
     monkeypatch.setattr(legality, "same_value_of", lambda f, var: False)
+    monkeypatch.setattr(legality, "unshown_buffers", lambda f, var: None)
     A = Buffer("A", (16, 16), "float32")
     B = Compute("B", (16, 16), lambda i, j: A[i, j] * 2.0)     # B[i, j] written once: no dependence
     nest = LoopNest([B])

@@ -41,6 +41,7 @@ from te.queries import fold_int, free_vars
 from te.simplify import simplify
 
 from ..stmt import Stmt
+from .boxes import box_bounds, linear_expr
 from .budget import within_budget
 from .domains import analyze
 
@@ -199,27 +200,6 @@ def _val(v) -> Fraction:
     return Fraction(str(v))
 
 
-def _lin(terms: list[tuple[int, E.Expr]], const: int, dtype) -> E.Expr:
-    """``sum(c * x) + const`` printed naturally: positive terms first, ``- c * x`` after."""
-    out: E.Expr | None = None
-    pos = [(c, x) for c, x in terms if c > 0]
-    neg = [(c, x) for c, x in terms if c < 0]
-    for c, x in pos:
-        t = x if c == 1 else x * E.IntImm(c, dtype)
-        out = t if out is None else out + t
-    if out is None:
-        out = E.IntImm(const, dtype)
-        const = 0
-    for c, x in neg:
-        t = x if c == -1 else x * E.IntImm(-c, dtype)
-        out = out - t
-    if const > 0:
-        out = out + E.IntImm(const, dtype)
-    elif const < 0:
-        out = out - E.IntImm(-const, dtype)
-    return out
-
-
 def _aff_to_expr(aff, pvars: list[E.Var], dtype) -> E.Expr:
     """Convert an isl Aff over parameters (with integer divisions) to an expression."""
     scale = int(_val(aff.get_denominator_val()))
@@ -241,7 +221,7 @@ def _aff_to_expr(aff, pvars: list[E.Var], dtype) -> E.Expr:
     c0 = _val(aff.get_constant_val()) * scale
     if c0.denominator != 1:
         raise RegionError(f"non-integral constant in {aff}")
-    e = _lin(terms, int(c0), dtype)
+    e = linear_expr(terms, int(c0), dtype)
     return e if scale == 1 else E.FloorDiv(e, E.IntImm(scale, dtype))
 
 
@@ -536,6 +516,11 @@ def access_bounds(stmt: Stmt, buffer, outer_vars: Sequence[E.Var] = (), nest=Non
     of the region's simple hull clamped to the buffer, and past that again the whole
     dimension.
     """
+    ranges = dict(_outer_ranges_from_nest(nest, outer_vars))
+    ranges.update(outer_ranges or {})
+    box = box_bounds(stmt, buffer, ranges, reads=reads, writes=writes)
+    if box is not None:         # rectangular loops, affine indices: read off without isl
+        return [DimBounds(b.min, b.max, b.extent, True, fold_int(b.extent), b.stop) for b in box]
     r = _build_region(stmt, buffer, outer_vars, nest, reads, writes, outer_ranges)
     if r is None:
         return None

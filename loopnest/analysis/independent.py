@@ -3,9 +3,13 @@
 whose every stage is vectorized: ``same_value_of(f, v)`` says that every dependence among
 the statements inside loop ``f`` has distance 0 along loop ``v`` (each element written
 inside ``f`` is touched at one value of ``v``), and ``iterations_independent(f)`` that ``f``
-carries no dependence. The legality checks use them before asking the analysis: a loop
-that carries no dependence may run in parallel, be vectorized or distributed, and a band
-of loops of which at most one has a nonzero distance may be permuted.
+carries no dependence; ``unshown_buffers(f, v)`` names the buffers for which that is not
+shown, and ``privately_computed(nest, b, f)`` says that every iteration of ``f`` computes
+the intermediate ``b`` afresh before reading it (a stage ``compute_at`` put there), so each
+iteration may have its own. The legality checks use them before asking the analysis: a
+loop that carries no dependence, or only on such private intermediates, may run in
+parallel, be vectorized or distributed, and a band of loops of which at most one has a
+nonzero distance may be permuted.
 
 The answers are exact where they say True and say nothing where they say False: the
 callers then ask the dependence analysis.
@@ -27,9 +31,11 @@ from te.expr import structural_equal
 from te.queries import fold_int, free_vars, loads
 from te.simplify import simplify
 
-from ..stmt import Block, Cond, For, LetStmt, Prefetch, Store, stmt_children
+from ..queries import stmt_reads, stmt_touches, stmt_writes
+from ..stmt import Block, Cond, For, LetStmt, Prefetch, Store, iter_stmts, stmt_children
+from .boxes import affine_form, box_bounds
 
-__all__ = ["iterations_independent", "same_value_of"]
+__all__ = ["iterations_independent", "privately_computed", "same_value_of", "unshown_buffers"]
 
 
 def iterations_independent(f: For) -> bool:
@@ -77,11 +83,120 @@ def same_value_of(f: For, var: E.Var) -> bool:
     >>> [same_value_of(nest, v) for v in (io, ii, k)]        # C[io * 4 + ii] += ...: k is the reduction
     [True, True, False]
     """
+    return unshown_buffers(f, var) == []
+
+
+def unshown_buffers(f: For, var: E.Var) -> list | None:
+    """The buffers stored to inside loop ``f`` whose accesses do not show that every
+    dependence among them has distance 0 along ``var`` (``same_value_of``, buffer by buffer);
+    None where the statements leave the accesses unknown. The dependences of the others are
+    not carried by ``var``'s loop.
+
+    >>> from te import Buffer, Var
+    >>> A, B, T = (Buffer(x, (16,), "float32") for x in "ABT")
+    >>> i = Var("i")
+    >>> body = Block((Store(T, (0,), A[i]), Store(B, (i,), T[0] * 2.0)))
+    >>> [b.name for b in unshown_buffers(For(i, 0, 8, body), i)]     # T[0]: one element, every iteration
+    ['T']
+    """
     walk = _walk(f)
     if walk is None:
+        return None
+    accesses, loops, inside, buffers = walk
+    return [buffers[k] for k, tuples in accesses.items()
+            if not any(_determines(ix, var, loops, inside) for ix in _shared(tuples))]
+
+
+def privately_computed(nest, buffer, f: For) -> bool:
+    """True when the intermediate ``buffer`` is computed afresh in every iteration of loop
+    ``f`` before it is read there, read off the statements: nothing outside ``f`` touches it;
+    one statement of ``f``'s body stores it, with one store whose every index holds at most
+    one loop variable of that statement, its own, with coefficient 1 or -1, plus terms of the
+    loops around (so the stores fill a box), and without reading it; no statement before
+    that one touches it and none after it stores it; and the box of the reads after it lies
+    inside the box of the writes (``boxes.box_bounds``, for every value of the loops around
+    ``f``). Then every value read comes from a write in the same iteration, and each
+    iteration may have its own copy of the buffer (what ``legality.privatizable`` asks).
+    False means "not shown".
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (8, 10), "float32")
+    >>> B = Compute("B", (8, 10), lambda i, j: A[i, j] + 1.0)
+    >>> nest = LoopNest([Compute("C", (8, 8), lambda i, j: B[i, j] + B[i, j + 2])])
+    >>> nest.compute_at(B, nest.get_loops_for("C")[0])
+    >>> privately_computed(nest, B, nest.loop_index().loops[0])
+    True
+    """
+    if not any(b is buffer for b in getattr(nest, "intermediates", ())):
         return False
-    accesses, loops, inside = walk
-    return all(any(_determines(ix, var, loops, inside) for ix in _shared(tuples)) for tuples in accesses.values())
+    root = nest.root
+    for s in iter_stmts(root, skip=lambda x: x is f):
+        if not isinstance(s, (Block, For, Cond, LetStmt)) and stmt_touches(s, buffer):
+            return False
+        if isinstance(s, (For, Cond, LetStmt)) and loads([e for e in _own_exprs(s)], buffer):
+            return False
+    parts = list(f.body.stmts) if isinstance(f.body, Block) else [f.body]
+    writers = [k for k, x in enumerate(parts) if stmt_writes(x, buffer)]
+    if len(writers) != 1:
+        return False
+    k = writers[0]
+    writer, after = parts[k], Block(tuple(parts[k + 1:]))
+    if stmt_reads(writer, buffer) or any(stmt_touches(x, buffer) for x in parts[:k]):
+        return False
+    if not _fills_a_box(writer, buffer):
+        return False
+    chain = nest.loop_index().enclosing(f.var)
+    if not chain or chain[-1] is not f:
+        return False
+    ranges = {g.var: (g.start, g.stop) for g in chain}
+    written = box_bounds(writer, buffer, ranges, reads=False)
+    if written is None:
+        return False
+    if not stmt_reads(after, buffer):
+        return True
+    read = box_bounds(after, buffer, ranges, writes=False)
+    if read is None:
+        return False
+    return all(_at_least_zero(r.min - w.min) and _at_least_zero(w.max - r.max) for r, w in zip(read, written))
+
+
+def _own_exprs(s) -> list:
+    """The expressions a loop, condition or let holds itself (not those of its body)."""
+    if isinstance(s, For):
+        return [s.start, s.stop]
+    return [s.cond] if isinstance(s, Cond) else [s.value]
+
+
+def _at_least_zero(e: E.Expr) -> bool:
+    c = fold_int(simplify(e))
+    return c is not None and c >= 0
+
+
+def _fills_a_box(writer, buffer) -> bool:
+    """Whether ``writer`` stores ``buffer`` once, at affine indices that each hold at most one
+    variable of a loop inside ``writer``, their own, with coefficient 1 or -1, and otherwise
+    only variables of loops around it: over rectangular loops, the stores fill the box of
+    their bounds."""
+    stores, inner = [], set()
+    stack = [writer]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, For):
+            inner.add(id(s.var))
+        if isinstance(s, Store) and s.buffer is buffer:
+            stores.append(s)
+        stack.extend(stmt_children(s))
+    if len(stores) != 1:
+        return False
+    seen = set()
+    for ix in stores[0].indices:
+        form = affine_form(ix, {})
+        own = [(k, c) for k, c in form[0].items() if k in inner] if form is not None else []
+        if form is None or len(own) > 1 or own and (own[0][1] not in (1, -1) or own[0][0] in seen):
+            return False
+        seen.update(k for k, _ in own)
+    return True
 
 
 def _shared(tuples: list) -> list:
@@ -93,8 +208,8 @@ def _shared(tuples: list) -> list:
 def _walk(f: For):
     """(the index tuples of the accesses inside ``f`` to each buffer stored to inside it, by
     buffer id; the Fors inside ``f`` (and ``f``) by variable id, None for a variable two loops
-    bind; the ids of the variables bound inside ``f``), or None where another kind of
-    statement leaves the accesses unknown."""
+    bind; the ids of the variables bound inside ``f``; the buffers stored to, by id), or None
+    where another kind of statement leaves the accesses unknown."""
     stores: list[Store] = []
     reads: list = []
     loops: dict = {id(f.var): f}
@@ -124,12 +239,14 @@ def _walk(f: For):
         else:                   # an external call, an allocation: ask the analysis
             return None
     accesses: dict = {}
+    buffers: dict = {}
     for s in stores:
         accesses.setdefault(id(s.buffer), []).append(s.indices)
+        buffers[id(s.buffer)] = s.buffer
     for ld in loads(reads):
         if id(ld.buffer) in accesses:
             accesses[id(ld.buffer)].append(ld.indices)
-    return accesses, loops, inside
+    return accesses, loops, inside, buffers
 
 
 def _determines(index: E.Expr, var: E.Var, loops: dict, inside: set) -> bool:

@@ -34,7 +34,7 @@ from .dependences import (Dependence, UndecidedDependence, _zero_prefix, buffers
                           dependences_in, lex_negative_after, reads_written_in_iteration, reorder_violations,
                           undecided, value_flow)
 from .domains import analyze, loop_var_of
-from .independent import iterations_independent, same_value_of
+from .independent import iterations_independent, privately_computed, same_value_of, unshown_buffers
 
 __all__ = ["refuse", "check_parallelize", "check_vectorize", "check_reorder", "check_fuse",
            "check_distribute", "check_gpu_bind", "blocking_parallel", "blocking_buffers",
@@ -92,10 +92,17 @@ def blocking_buffers(nest: Any, loop: Any, privatize: bool = True) -> list:
     With ``privatize``, an intermediate buffer used only inside ``loop``, whose every read
     gets its value from the same iteration, does not count: it is allocated inside the loop
     body (``insert_allocations``), so each iteration has its own.
+
+    Where the statements show it (``independent.unshown_buffers`` and
+    ``independent.privately_computed``), the answer is read off them; else the dependence
+    analysis is asked.
     """
     f = _first_loop(nest, loop)
-    if f is not None and iterations_independent(f):
-        return []
+    if f is not None:
+        unshown = unshown_buffers(f, f.var)
+        if unshown == [] or (unshown and privatize and all(privatizable(nest, b, loop, ask_isl=False)
+                                                           for b in unshown)):
+            return []           # read off the statements: no dependence carried, or only private ones
     bufs = buffers_carried_by(way_to_loop(nest, loop), loop)
     if privatize:
         bufs = [b for b in bufs if not privatizable(nest, b, loop)]
@@ -237,13 +244,16 @@ def blocking_parallel(nest: Any, loop: Any, privatize: bool = True) -> list[Depe
     return deps
 
 
-def privatizable(nest: Any, buffer: Any, loop: Any) -> bool:
+def privatizable(nest: Any, buffer: Any, loop: Any, ask_isl: bool = True) -> bool:
     """True when the intermediate ``buffer`` may get fresh storage in every iteration of
     ``loop``: all its accesses are inside the loop and every value read comes from a write
     in the same iteration of ``loop`` (and of each loop around it). Then no value of the
     buffer flows between iterations: ``insert_allocations`` may put its Allocate/Free
     inside the loop body, and a dependence on it does not keep the loop from running in
-    parallel. Where indices or bounds are not affine, the answer errs towards False.
+    parallel. Where indices or bounds are not affine, the answer errs towards False. It is
+    read off the statements where they show it (``independent.privately_computed``), else
+    asked of isl's value flow, unless ``ask_isl`` is False. What was shown is kept with the
+    nest, through later transforms (``privacy.carry_private_facts``).
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest
@@ -269,7 +279,9 @@ def privatizable(nest: Any, buffer: Any, loop: Any) -> bool:
     key = (id(buffer), id(var))
     if facts is not None and facts[0] is root and key in facts[1]:
         return True
-    if not _privatizable(nest, buffer, loop):
+    f = _first_loop(nest, loop) if root is not None else None
+    if not (f is not None and privately_computed(nest, buffer, f)) and \
+            not (ask_isl and _privatizable(nest, buffer, loop)):
         return False
     if keeps:
         if facts is None or facts[0] is not root:

@@ -18,9 +18,10 @@ from fuzz.schedules import DrawState, apply_step, draw_step
 from loopnest import LoopNest, ScheduleError
 from loopnest.analysis.dependences import buffers_carried_by
 from loopnest.analysis.domains import analyze
-from loopnest.analysis.independent import iterations_independent, same_value_of
+from loopnest.analysis.independent import iterations_independent, privately_computed, same_value_of
 from loopnest.analysis.legality import way_to_loop
 from loopnest.loop import LoopIndex
+from loopnest.queries import stmt_reads, stmt_writes
 from loopnest.stmt import Block, For, Store
 from te import Buffer, Compute, Var
 from te.expr import IntImm, substitute
@@ -28,10 +29,11 @@ from te.queries import fold_int
 from te.simplify import simplify
 
 
-def _random_schedule(rnd: random.Random, steps: int):
-    """A random program under up to ``steps`` random schedule steps: yields its nest before
-    them and after each (the same nest, changed in place; a refused step leaves it as it was)."""
-    outputs, _, _ = to_te(random_program(rnd))
+def _random_schedule(rnd: random.Random, steps: int, constant_sizes: bool = False):
+    """A random program (with its sizes constants, ``constant_sizes``) under up to ``steps``
+    random schedule steps: yields its nest before them and after each (the same nest,
+    changed in place; a refused step leaves it as it was)."""
+    outputs, _, _ = to_te(random_program(rnd), constant_sizes)
     nest, state = LoopNest(outputs), DrawState()
     yield nest
     for _ in range(rnd.randint(0, steps)):
@@ -199,3 +201,65 @@ def test_two_loops_share_an_index_only_where_it_is_a_mixed_radix_number(ci, cj, 
         assert all(len(values) == 1 for values in at.values()), (str(index), at)
     if ci != 0 and cj != 0 and abs(ci) > abs(cj) * (m - 1):
         assert claim, str(index)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")      # the random programs' reference values
+@pytest.mark.parametrize("seed", range(4))
+def test_privately_computed_means_privatizable_for_the_analysis(seed):
+    """Where ``privately_computed`` says an intermediate is computed afresh in every iteration
+    of a loop before it is read there, isl's value flow (``legality._privatizable``) agrees."""
+    from loopnest.analysis.legality import _privatizable
+    rnd = random.Random(200 + seed)
+    checked = 0
+    for _ in range(60):
+        for nest in _random_schedule(rnd, 4, constant_sizes=True):     # the nest its whole schedule leaves
+            pass
+        for b in list(nest.intermediates):          # and intermediates computed at loops that read them
+            readers = [f for f in nest.loop_index().loops if stmt_reads(f.body, b) and not stmt_writes(f.body, b)]
+            try:
+                if readers:
+                    nest.compute_at(b, nest.loop(readers[rnd.randrange(len(readers))].var))
+            except ScheduleError:
+                pass
+        for f in _first_loops(nest.loop_index().loops):
+            for b in nest.intermediates:
+                if privately_computed(nest, b, f):
+                    checked += 1
+                    assert _privatizable(nest, b, nest.loop(f.var)), (b.name, f.var.name, str(nest))
+    assert checked > 5, checked
+
+
+def _computed_at():
+    """``C[i] = B[2 i + 2] + B[2 i + 4]`` with ``B[j] = A[j] + 1`` computed at C's loop, and that loop."""
+    A = Buffer("A", (16,), "float32")
+    B = Compute("B", (16,), lambda j: A[j] + 1.0)
+    nest = LoopNest([Compute("C", (6,), lambda i: B[i * 2 + 2] + B[i * 2 + 4])])
+    nest.compute_at(nest.buffer("B"), nest.get_loops_for("C")[0])
+    return nest, nest.loop_index().loops[0]
+
+
+def _with_writer(nest, f, change):
+    """``nest`` with the first statement of loop ``f``'s body (B's loop) changed by ``change``."""
+    writer = f.body.stmts[0]
+    new_f = f.replace(body=f.body.replace(stmts=(change(writer),) + f.body.stmts[1:]))
+    nest.root = nest.root.replace(stmts=tuple(new_f if x is f else x for x in nest.root.stmts))
+    return nest, new_f
+
+
+def test_a_buffer_read_beyond_what_the_iteration_wrote_is_not_private():
+    nest, f = _computed_at()
+    B = nest.buffer("B")
+    assert privately_computed(nest, B, f), str(nest)
+    short = _with_writer(*_computed_at(), lambda w: w.replace(stop=w.stop - 1))
+    assert not privately_computed(short[0], short[0].buffer("B"), short[1])    # one element short
+    strided = _with_writer(*_computed_at(),
+                           lambda w: w.replace(body=w.body.replace(stmts=(
+                               w.body.stmts[0].replace(indices=(w.var * 2 - w.start - 1,)),))))
+    assert "B[j_1 * 2 - (i * 2 + 2) - 1] =" in str(strided[0])
+    assert not privately_computed(strided[0], strided[0].buffer("B"), strided[1])  # odd written, even read
+    update = _with_writer(*_computed_at(),
+                          lambda w: w.replace(body=w.body.replace(stmts=(
+                              w.body.stmts[0].replace(value=w.body.stmts[0].buffer[w.var] + 1.0),))))
+    assert not privately_computed(update[0], update[0].buffer("B"), update[1])   # reads what it writes
+    outside = LoopNest([Compute("C", (7,), lambda i: nest.buffer("B")[i])])
+    assert not privately_computed(outside, outside.buffer("B"), outside.loop_index().loops[-1])   # B before it

@@ -33,11 +33,13 @@ def _check(nest, A, T2):
 
 
 def _count_analyses(monkeypatch) -> list:
-    """Count the questions ``privatizable`` puts to the analysis (not answered by a fact)."""
+    """Count the questions ``privatizable`` puts to the analyses (not answered by a fact):
+    to the statements' shape (``privately_computed``) and to isl."""
     from loopnest.analysis import legality
     calls: list = []
-    real = legality._privatizable
-    monkeypatch.setattr(legality, "_privatizable", lambda *a: calls.append(a) or real(*a))
+    for name in ("_privatizable", "privately_computed"):
+        real = getattr(legality, name)
+        monkeypatch.setattr(legality, name, lambda *a, real=real: calls.append(a) or real(*a))
     return calls
 
 
