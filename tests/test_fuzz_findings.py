@@ -213,6 +213,29 @@ def test_a_condition_whose_arithmetic_wraps_does_not_narrow_a_cached_region():
         np.testing.assert_array_equal(got, want)
 
 
+def test_a_condition_that_wraps_for_a_symbolic_size_does_not_narrow_a_cached_region():
+    """Seed 193, case 65: the same wrap with symbolic sizes. ``C[i1 - 2, i1]`` is read where
+    ``i1 * 402653184 + 1073741824 < -1073741824`` with ``i1 < N``: never in exact integers,
+    at i1 = 3, 4 and 5 in int32. The check took a maximum that grows with a size not to wrap,
+    so the region that ``cache_accesses`` copied was empty (IREval: IndexError; LLVM: NaN
+    read from the cache); it now takes sizes to be at most ``WRAP_CHECK_SIZE``."""
+    N = Var("N", "int32")
+    C = Buffer("C", (N, N), "float32")
+    T4 = Compute("T4", (N, N), lambda i0, i1: if_then_else(
+        i1 * 402653184 + 1073741824 < -1073741824, C[i1 - 2, minimum(i1, N - 1)], 0.0))
+    c = np.arange(64, dtype=np.float32).reshape(8, 8)
+    want = np.zeros((8, 8), np.float32)
+    build(LoopNest([T4]), [C, T4, N], target="ireval")(c, want, 8)
+    assert want[0, 3] == c[1, 3]
+    nest = LoopNest([T4])
+    nest.cache_accesses(nest.buffer("C"), "cache3", nest.get_loops_for(T4)[1])
+    assert "cache3_i0 < 0" not in str(nest)
+    for target in ("ireval", "llvm"):
+        got = np.full((8, 8), np.nan, np.float32)
+        build(nest, [C, T4, N], target=target)(c, got, 8)
+        np.testing.assert_array_equal(got, want)
+
+
 def test_a_loop_whose_guard_wraps_keeps_its_dependences():
     """The same wrap in a Cond statement: ``A[0] += 1`` where ``r * 1073741823 + 7 < -1`` runs
     at r = 2, 3, 6 and 7 in int32, so the loop carries a dependence on A[0] and may not run in
