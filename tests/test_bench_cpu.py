@@ -96,12 +96,35 @@ def test_every_other_round_of_interleaved_timing_runs_in_the_opposite_order():
 @pytest.mark.parametrize("size", [40, 136])
 def test_the_hand_linear_schedule_transposes_b_once(size):
     """x @ W.T: the rows the register tile leaves over read the column panel's transposed
-    copy of B (read in place, all of B was transposed a second time)."""
+    copy of B (read in place, all of B was transposed a second time); the copy reads B in
+    runs of a vector's length (``vectorize_copy``)."""
     w = WORKLOADS["linear"]
     spec = w.make(size)
     nest = LoopNest(spec.outputs)
     w.hand_schedule(nest, spec)
-    reads_of_b = [line.strip() for line in str(nest).splitlines() if "B[" in line]
-    assert len(reads_of_b) == 1 and reads_of_b[0].startswith("B_pack["), reads_of_b
+    reads_of_b = [line.strip() for line in str(nest).splitlines() if "B[" in line]     # the copy and its tail
+    assert reads_of_b and all(line.startswith("B_pack[") for line in reads_of_b), reads_of_b
     outs, _ = spec.run(build(nest, spec.args, target="llvm"))
     assert spec.error(outs) <= spec.tol
+
+
+def test_a_transposed_pack_reads_its_source_in_runs_of_a_vector():
+    """``vectorize_copy`` of a transposed copy: the copy's row loop is split by the lanes and
+    that part moved innermost (contiguous loads, left scalar to LLVM), not a vector of
+    gathers; a plain copy is still vectorized along its rows."""
+    from loopnest.auto.templates import vectorize_copy
+    from te import Buffer, Reduce, Sum
+    A, W = Buffer("A", (8, 64), "float32"), Buffer("W", (32, 64), "float32")
+    C = Reduce("C", (8, 32), Sum(), lambda i, j, k: A[i, k] * W[j, k], (64,))
+    nest = LoopNest([C])
+    nest.cache_accesses("W", "W_pack", nest.get_loops_for("C")[0], order=(1, 0))
+    vectorize_copy(nest, "W_pack", 16)
+    copy = nest.get_loops_for(nest.buffer("W_pack"))[1:]          # inside C's loop i
+    assert [lp.name for lp in copy] == ["W_pack_i0_outer", "W_pack_i1", "W_pack_i0_inner"]
+    assert [lp.kind for lp in copy] == ["serial"] * 3 and copy[-1].extent == 16
+    import numpy as np
+    a = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((32, 64)).astype(np.float32)
+    c = np.zeros((8, 32), np.float32)
+    build(nest, [A, W, C], target="llvm")(a, w, c)
+    np.testing.assert_allclose(c, a @ w.T, rtol=1e-4, atol=1e-4)
