@@ -793,10 +793,11 @@ def _cond_domains(an: "Analysis", cond: E.Expr, depth: int, env: dict, dom) -> t
     return dom if c is None else dom.intersect(c), dom if nc is None else dom.intersect(nc), ok
 
 
-#: the wrap check takes every size (and outer variable) of a condition to lie within
-#: ``[-WRAP_CHECK_SIZE, WRAP_CHECK_SIZE]``: arithmetic that leaves its type there wraps for
-#: sizes a program may well have (seed 193, case 65: ``i * 402653184 + 1073741824 < c`` with
-#: ``i < N`` wraps at ``i = 3``), while ``i * N + j`` with ``N`` up to it stays in int32
+#: where only the sizes bound a condition's arithmetic, the wrap check takes every size (and
+#: outer variable) to lie within ``[-WRAP_CHECK_SIZE, WRAP_CHECK_SIZE]``: arithmetic that
+#: leaves its type there wraps for sizes a program may well have (seed 193, case 65: ``i *
+#: 402653184 + 1073741824 < c`` with ``i < N`` wraps at ``i = 3``), while ``i * N + j`` with
+#: ``N`` up to it stays in int32
 WRAP_CHECK_SIZE = 1 << 15
 
 
@@ -813,10 +814,10 @@ def _wraps(conv: "_PwConverter", cond: E.Expr, dom) -> bool:
     """Whether an integer sum, difference or product in ``cond`` leaves its type's range at
     some point of ``dom``: there it wraps (two's complement), while its affine form goes on,
     so the condition the analysis sees would not be the one that runs (``r0 * 1073741823 +
-    7 < -1`` holds at ``r0 = 3`` in int32). The sizes are taken to be at most
-    ``WRAP_CHECK_SIZE`` (a nest whose sizes are larger and whose index arithmetic wraps only
-    there is not seen). Arithmetic inside a ``Let`` expression of the condition, whose
-    variable is not bound here, is not checked.
+    7 < -1`` holds at ``r0 = 3`` in int32). Where only the sizes bound the values, the sizes
+    are taken to be at most ``WRAP_CHECK_SIZE`` (a nest whose sizes are larger and whose
+    index arithmetic wraps only there is not seen). Arithmetic inside a ``Let`` expression
+    of the condition, whose variable is not bound here, is not checked.
 
     >>> import islpy as isl
     >>> from te import Buffer, Compute, Var
@@ -841,9 +842,12 @@ def _wraps(conv: "_PwConverter", cond: E.Expr, dom) -> bool:
         # exact on ``dom`` (``(2 i) / 5`` where i is a multiple of 5); its floor is the same
         # value with integer ones, which isl's bounds need
         pa = pa.intersect_domain(dom).floor()
-        pa = pa.intersect_params(_plausible_sizes(pa.get_domain_space().params()))
-        lo, hi = e.dtype.min_value(), e.dtype.max_value()
         top, bottom = pa.max_val(), pa.min_val()
+        if top.is_infty() or bottom.is_neginfty():      # unbounded but by the sizes
+            plausible = pa.intersect_params(_plausible_sizes(pa.get_domain_space().params()))
+            top = plausible.max_val() if top.is_infty() else top
+            bottom = plausible.min_val() if bottom.is_neginfty() else bottom
+        lo, hi = e.dtype.min_value(), e.dtype.max_value()
         if (not top.is_nan() and not top.is_infty() and top.to_python() > hi
                 or not bottom.is_nan() and not bottom.is_neginfty() and bottom.to_python() < lo):
             return True
