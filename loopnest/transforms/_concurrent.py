@@ -29,6 +29,9 @@ def refuse_sharing_by_concurrent_loops(nest, buf: Buffer, what: str, chain: list
         body = loop.stmt.body
         if not stmt_writes(body, buf):          # read only: the iterations may share it
             continue
+        unshown = legality_checks().unshown_buffers(loop.stmt, loop.var)
+        if unshown is not None and not any(b is buf for b in unshown):
+            continue                            # its accesses show no dependence carried by the loop
         if not dependence_analysis().buffers_carried_by(nest, loop, buffers=[buf]):
             continue
         if buf in nest.intermediates and legality_checks().privatizable(nest, buf, loop):
