@@ -272,3 +272,27 @@ def test_a_guard_whose_form_has_rational_coefficients_is_bounded():
         got = np.zeros((7, 7), "bfloat16")
         build(nest, [B, T2], target=target)(b, got)
         np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
+def test_a_schedule_gives_the_same_nest_a_second_time_in_one_process():
+    """Seed 196, case 148: ``compute_at`` after three splits bounded T1's loop by
+    ``floordiv(M + 2, 4) * 4 - 2`` the first time in a process and by ``M`` the second: the
+    bounds inference reused isl sets read from text, whose inner representation the first
+    run had changed, so the history replayed to another nest."""
+    M = Var("M", "int32")
+    A = Buffer("A", (M + 2,), "float32")
+    T1 = Compute("T1", (M + 2,), lambda i0: cast(A[i0 / 2], "int32") + cast(A[i0 % 3], "int32") * 2)
+    T2 = Compute("T2", (M + 2,), lambda i0: if_then_else(i0 >= 2, cast(T1[i0 - 2], "float16"), 0.0) - cast(
+        A[i0], "float16"))
+    T3 = Compute("T3", (M + 2,), lambda i0: maximum(cast(T2[i0], "float32"), cast(T2[0], "float32")))
+
+    def schedule():
+        nest = LoopNest([T3])
+        nest.split_with_mask(nest.loop("i0"), 1)
+        nest.split_with_tail(nest.loop("i0_1"), 4)
+        nest.split_with_mask(nest.loop("i0_1_outer"), 2)
+        nest.compute_at(nest.buffer("T1"), nest.loop("i0_1_outer_outer"))
+        return nest
+    first = schedule()
+    assert str(schedule()) == str(first)
+    assert str(LoopNest([T3]).replay(first.history_json())) == str(first)

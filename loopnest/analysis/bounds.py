@@ -378,21 +378,27 @@ def _plus(aff, c: int):
 # ------------------------------------------------------------------------------------
 # the region
 # ------------------------------------------------------------------------------------
-#: isl objects read from text, by (class, text), the least recently used dropped beyond
-#: ``_PARSED_SIZE``: the dimensions, buffers and transforms of one nest repeat their
-#: parameter boxes and bounds, and isl takes 50-250 us to read each (its objects are values:
-#: every operation returns a new one)
+#: isl affine functions read from text, by (class, text), the least recently used dropped
+#: beyond ``_PARSED_SIZE``: the dimensions, buffers and transforms of one nest repeat their
+#: bounds, and isl takes 50-250 us to read each (sets are read again each time: ``_parsed``)
 _PARSED: "OrderedDict[tuple, Any]" = OrderedDict()
 _PARSED_SIZE = 1024
 _parsed_lock = threading.Lock()
 
 
 def _parsed(cls, text: str):
-    """``cls(text)`` (``isl.Set`` or ``isl.Aff``), read once per text.
+    """``cls(text)`` (``isl.Set`` or ``isl.Aff``), an Aff read once per text. A set is read
+    every time: isl changes a set's inner representation as operations use it (equal sets,
+    other pieces), and the bounds read off a reused one differed, so a history replayed in
+    the same process gave another nest (seed 196, case 148).
 
-    >>> _parsed(isl.Set, "[n] -> { [x] : 0 <= x < n }") is _parsed(isl.Set, "[n] -> { [x] : 0 <= x < n }")
+    >>> _parsed(isl.Aff, "[n] -> { [(n - 1)] }") is _parsed(isl.Aff, "[n] -> { [(n - 1)] }")
     True
+    >>> _parsed(isl.Set, "[n] -> { [x] : 0 <= x < n }") is _parsed(isl.Set, "[n] -> { [x] : 0 <= x < n }")
+    False
     """
+    if cls is isl.Set:
+        return cls(text)
     key = (cls, text)
     with _parsed_lock:
         hit = _PARSED.get(key)
