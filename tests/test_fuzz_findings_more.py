@@ -470,6 +470,19 @@ def test_slice_tail_of_a_parallel_loop_is_refused_where_its_pieces_would_share_a
     np.testing.assert_array_equal(out, [1, 1, 1])
 
 
+def _thread_binding_refused(nest, loop: str, dim: int, match: str, args: list, n: int, shape: tuple) -> None:
+    """Binding ``loop`` to thread axis ``dim`` is refused with ``match``, the nest unchanged,
+    and the nest as it is builds for CUDA and gives zeros (the host emulation, size ``n``)."""
+    before, history = str(nest), list(nest.history)
+    with pytest.raises(ScheduleError, match=match):
+        nest.set_gpu_thread_index(nest.loop(loop), dim)
+    assert str(nest) == before and nest.history == history
+    if HAVE_EMU:
+        out = np.full(shape, np.nan, np.float32)
+        run_on_host(build(nest, args, target="cuda"), out, n)
+        np.testing.assert_array_equal(out, np.zeros(shape, np.float32))
+
+
 def test_a_thread_binding_that_would_make_a_sibling_thread_loop_run_redundantly_is_refused():
     """Seed 130, case 293: ``slice_head`` of T2's column loop, the head bound to threadIdx.x
     and the rest to threadIdx.z: the threads on z ran the x loop's body redundantly (and
@@ -484,15 +497,8 @@ def test_a_thread_binding_that_would_make_a_sibling_thread_loop_run_redundantly_
     nest = LoopNest([T2])
     nest.slice_head(nest.loop("i1_1"), 2)
     nest.set_gpu_thread_index(nest.loop("i1_1_head"), 0)
-    before, history = str(nest), list(nest.history)
-    with pytest.raises(ScheduleError, match=r"cannot bind loop i1_1 to gpu_thread.z: threads on z would run the body "
-                                            r"of the gpu_thread loop i1_1_head redundantly, .* through T2"):
-        nest.set_gpu_thread_index(nest.loop("i1_1"), 2)
-    assert str(nest) == before and nest.history == history
-    if HAVE_EMU:
-        out = np.full((8, 8), np.nan, np.float32)
-        run_on_host(build(nest, [T2, N], target="cuda"), out, 7)
-        np.testing.assert_array_equal(out, np.zeros((8, 8), np.float32))
+    _thread_binding_refused(nest, "i1_1", 2, r"cannot bind loop i1_1 to gpu_thread.z: threads on z would run the "
+                            r"body of the gpu_thread loop i1_1_head redundantly, .* through T2", [T2, N], 7, (8, 8))
 
 
 def test_a_thread_binding_inside_the_guard_of_a_thread_loop_that_exchanges_data_is_refused():
@@ -510,12 +516,11 @@ def test_a_thread_binding_inside_the_guard_of_a_thread_loop_that_exchanges_data_
     nest.auto_schedule("cuda")
     nest.slice_head(nest.loop("r0_1"), 1)
     nest.split_with_tail(nest.loop("r0_1_head"), 2)
-    before, history = str(nest), list(nest.history)
-    with pytest.raises(ScheduleError, match=r"cannot bind loop r0_1_head_tail to gpu_thread.y: threads on y would "
-                                            r"run the body of the gpu_thread loop i0_3_inner redundantly, .* "
-                                            r"through T4"):
-        nest.set_gpu_thread_index(nest.loop("r0_1_head_tail"), 1)
-    assert str(nest) == before and nest.history == history
+    _thread_binding_refused(nest, "r0_1_head_tail", 1, r"cannot bind loop r0_1_head_tail to gpu_thread.y: threads "
+                            r"on y would run the body of the gpu_thread loop i0_3_inner redundantly, .* through T4, .*; bind a "
+                            r"loop of i0_3_inner that holds both statements to that axis instead",
+                            [T4, N], 2, (2, 3))
+    nest.set_gpu_thread_index(nest.loop("i1_1"), 1)         # what the message advises: accepted, and it builds
     if HAVE_EMU:
         out = np.full((2, 3), np.nan, np.float32)
         run_on_host(build(nest, [T4, N], target="cuda"), out, 2)

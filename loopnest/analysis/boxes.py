@@ -43,7 +43,15 @@ __all__ = ["Box", "affine_form", "box_bounds", "linear_expr"]
 
 class Box(NamedTuple):
     """The bounds of one dimension: ``min`` and ``max`` (inclusive) and ``stop`` (``max + 1``),
-    expressions of the outer variables, and the constant ``extent``."""
+    expressions of the outer variables, and the constant ``extent``.
+
+    >>> from te import Buffer, Var
+    >>> from loopnest.stmt import Block, For, Store
+    >>> A = Buffer("A", (8,), "float32"); i, o = Var("i"), Var("o")
+    >>> (b,) = box_bounds(For(i, 0, 3, Block((Store(A, (o + i,), 1.0),))), A, {o: (0, 5)})
+    >>> str(b.min), str(b.max), str(b.extent), str(b.stop)
+    ('o', 'o + 2', '3', 'o + 3')
+    """
 
     min: E.Expr
     max: E.Expr

@@ -32,7 +32,7 @@ from te.queries import fold_int, free_vars, loads
 from te.simplify import simplify
 
 from ..queries import stmt_reads, stmt_touches, stmt_writes
-from ..stmt import Block, Cond, For, LetStmt, Prefetch, Store, iter_stmts, stmt_children
+from ..stmt import Block, Cond, For, LetStmt, Prefetch, Store, iter_stmts, stmt_children, stmt_exprs
 from .boxes import affine_form, box_bounds
 
 __all__ = ["iterations_independent", "privately_computed", "same_value_of", "unshown_buffers"]
@@ -134,7 +134,7 @@ def privately_computed(nest, buffer, f: For) -> bool:
     for s in iter_stmts(root, skip=lambda x: x is f):
         if not isinstance(s, (Block, For, Cond, LetStmt)) and stmt_touches(s, buffer):
             return False
-        if isinstance(s, (For, Cond, LetStmt)) and loads([e for e in _own_exprs(s)], buffer):
+        if isinstance(s, (For, Cond, LetStmt)) and loads(stmt_exprs(s), buffer):     # its own, not its body's
             return False
     parts = list(f.body.stmts) if isinstance(f.body, Block) else [f.body]
     writers = [k for k, x in enumerate(parts) if stmt_writes(x, buffer)]
@@ -159,13 +159,6 @@ def privately_computed(nest, buffer, f: For) -> bool:
     if read is None:
         return False
     return all(_at_least_zero(r.min - w.min) and _at_least_zero(w.max - r.max) for r, w in zip(read, written))
-
-
-def _own_exprs(s) -> list:
-    """The expressions a loop, condition or let holds itself (not those of its body)."""
-    if isinstance(s, For):
-        return [s.start, s.stop]
-    return [s.cond] if isinstance(s, Cond) else [s.value]
 
 
 def _at_least_zero(e: E.Expr) -> bool:

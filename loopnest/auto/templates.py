@@ -234,7 +234,7 @@ def vectorize_copy(nest, buffer: str, lanes: int) -> None:
     if not loops:       # a copy of one element
         return
     inner = loops[-1]
-    if len(loops) >= 2 and _transposed(nest, buffer, loops[-2], inner) and \
+    if len(loops) >= 2 and _transposed(buffer, loops[-2], inner) and \
             (const_extent(loops[-2].extent) or 0) >= 2 * lanes:
         _, run, _ = nest.split_with_tail(loops[-2], lanes)
         nest.reorder([run, inner], [1, 0])
@@ -247,12 +247,13 @@ def vectorize_copy(nest, buffer: str, lanes: int) -> None:
         vectorize_split(nest, inner, lanes)
 
 
-def _transposed(nest, buffer: str, row, inner) -> bool:
+def _transposed(buffer: str, row, inner) -> bool:
     """Whether the copy into ``buffer`` reads along its ``row`` loop: ``row`` holds only the
     loop ``inner``, which holds only the copy, and the last index of the element it loads
     uses ``row``'s variable and not ``inner``'s."""
     body = row.stmt.body
-    if (body.stmts if isinstance(body, Block) else (body,)) != (inner.stmt,):
+    parts = body.stmts if isinstance(body, Block) else (body,)
+    if len(parts) != 1 or parts[0] is not inner.stmt:
         return False
     leaves = [s for s in iter_stmts(inner.stmt.body) if not isinstance(s, Block)]
     if len(leaves) != 1 or not isinstance(leaves[0], Store) or leaves[0].buffer.name != buffer \

@@ -193,7 +193,8 @@ def _check_redundant_exchange(nest, f: For, dim: int, outer: list, name: str, la
                 f"cannot bind loop {name} to {label}: threads on {'/'.join(_AXES[a] for a in sorted(unbound))} would "
                 f"run the body of the gpu_thread loop {t.var.name} redundantly, and two of its statements exchange "
                 f"data through {buf.name}, which needs a __syncthreads() between them that only some threads would "
-                "reach; bind the loops around it, or bind loops that are nested rather than siblings")
+                f"reach; bind a loop of {t.var.name} that holds both statements to that axis instead, or bind loops "
+                "that are nested rather than siblings")
 
 
 def _kernel_of(nest, path: list) -> Stmt:
