@@ -293,7 +293,7 @@ def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
     lanes = vector_lanes(target, t.dtype, dims[-1]) if t.dtype.is_float else 1
     k = {"kk": kk, "lanes": lanes, "reg_o": 1, "n_small_red": len(red) - kk - 1, "kc": 0,
          "pack_buffer": pack_candidate(t, placed), "pack": True, "unroll_r": kk + 1 < len(red),
-         "par": target.cores > 1}
+         "par": target.cores > 1, "cores": target.cores}
     if ns >= 3 and not _batched(t):
         k["reg_o"] = next(f for f in (4, 2, 1) if dims[-3] is not None and dims[-3] % f == 0) \
             if dims[-3] is not None else 1
@@ -335,7 +335,7 @@ def channel_params(t: Tensor, target: Target) -> dict | None:
     >>> Y = Reduce("Y", (1, 64, 56, 56), Sum(), lambda b, co, y, x, ci, ry, rx:
     ...            X[b, ci, y + ry, x + rx] * W[co, ci, ry, rx], (64, 3, 3))
     >>> channel_params(Y, Target(vector_bits=512, vector_registers=32, cores=2))
-    {'lanes': 16, 'vec_c': 2, 'cols': 8, 'par': True}
+    {'lanes': 16, 'vec_c': 2, 'cols': 8, 'par': True, 'cores': 2}
     >>> channel_params(Y, Target(vector_bits=256, vector_registers=16, cores=2)) is None   # 8 lanes divide 56
     True
     """
@@ -356,7 +356,7 @@ def channel_params(t: Tensor, target: Target) -> dict | None:
     cols = next((c for c in range(target.vector_registers // 2 // vec_c, 3, -1) if width % c == 0), None)
     if cols is None:
         return None
-    return {"lanes": lanes, "vec_c": vec_c, "cols": cols, "par": target.cores > 1}
+    return {"lanes": lanes, "vec_c": vec_c, "cols": cols, "par": target.cores > 1, "cores": target.cores}
 
 
 # ---------------------------------------------------------------------------------------------

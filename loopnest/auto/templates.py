@@ -33,7 +33,7 @@ from .classify import const_extent
 
 __all__ = ["accumulation_chain", "reorder_accumulation", "contraction", "channel_contraction", "reduction",
            "elementwise", "vector_reduction", "reduction_parts", "vectorize_split", "pack_candidate", "several",
-           "deferred_unrolls", "unroll_fully", "pending_unrolls"]
+           "deferred_unrolls", "unroll_fully", "pending_unrolls", "parallel_blocks"]
 
 _PENDING: contextvars.ContextVar = contextvars.ContextVar("pending_unrolls", default=None)
 
@@ -117,6 +117,31 @@ def several(lp) -> bool:
     """
     n = const_extent(lp.extent)
     return n is None or n > 1
+
+
+def parallel_blocks(nest, loop, cores: int):
+    """Parallelize ``loop``; where ``cores`` (more than one) divides its constant trip count,
+    as one block of consecutive iterations per core: the parallel loop runs ``cores``
+    iterations over a new serial loop, which is returned (None otherwise). The pool's
+    guided chunks hand a core other iterations on every call; a fixed block keeps the data
+    of its iterations in that core's cache from one call to the next and ends the cores
+    together. Measured on AVX-512 (2 cores), same process, medians, blocks against guided
+    chunks: the register-tiled matmul 17% faster at 256, 1-4% at 512, 0-1% at 1024 and
+    2048; ``x @ W.T`` 1024 3-4%; conv2d 1 x 64 x 56 x 56 (rows in 2 blocks) 5-11%.
+
+    >>> from te import Compute
+    >>> from loopnest import LoopNest
+    >>> nest = LoopNest([Compute("B", (8, 4), lambda i, j: i + j)])
+    >>> inner = parallel_blocks(nest, nest.get_loops_for("B")[0], 2)
+    >>> [(lp.kind, lp.extent) for lp in nest.get_loops_for("B")]
+    [('parallel', 2), ('serial', 4), ('serial', 4)]
+    """
+    n = const_extent(nest.loop(loop).extent)
+    inner = None
+    if cores > 1 and n is not None and n > cores and n % cores == 0:
+        loop, inner, _ = nest.split_with_tail(loop, n // cores)
+    nest.parallelize(loop)
+    return inner
 
 
 def accumulation_chain(nest, top) -> list:
@@ -273,7 +298,8 @@ def contraction(nest, t: Tensor, k: dict):
     ``i`` row tiles, ``j`` column tiles, ``K`` reduction slices), ``pack`` and
     ``pack_buffer`` (copy the operand that does not follow the rows into a contiguous
     buffer above the row tile loop), ``unroll_r`` (unroll the small reduction loops but the innermost),
-    ``par`` (parallelize the outermost tile loop that is not a reduction).
+    ``par`` (parallelize the outermost tile loop that is not a reduction, in one block of
+    iterations per core where ``cores`` divides it: ``parallel_blocks``).
 
     The register tile accumulates in a local buffer that LLVM keeps in registers; columns
     and rows left over by the tiles get nests of their own (``_leftover_columns``,
@@ -368,7 +394,10 @@ def contraction(nest, t: Tensor, k: dict):
     if k["par"]:
         par_loop = next((lp for lp in tile_outer if several(lp) and lp not in groups["K"]), None)
         if par_loop is not None:
-            nest.parallelize(par_loop)
+            blocks = parallel_blocks(nest, par_loop, k.get("cores", 1))
+            if blocks is not None:
+                tile_outer[tile_outer.index(par_loop)] = blocks
+                i_tile = blocks if par_loop == i_tile else i_tile
     # 7. the local accumulator: one register tile, kept across the whole reduction when the
     #    reduction slices run inside the tile loops
     last = order[-1] if order else None
@@ -454,7 +483,9 @@ def channel_contraction(nest, t: Tensor, k: dict):
     if k["par"]:
         par_loop = next((lp for lp in tile_outer if several(lp)), None)
         if par_loop is not None:
-            nest.parallelize(par_loop)
+            blocks = parallel_blocks(nest, par_loop, k.get("cores", 1))
+            if blocks is not None and par_loop == tile_outer[0]:
+                tile_outer[0] = blocks      # the packs stay inside it: one per iteration, as before
     for name, dim in packed.items():
         operand = nest.buffer(name)
         nest.cache_accesses(operand, f"{name}_pack", tile_outer[0], order=_dimension_last(operand.ndim, dim))

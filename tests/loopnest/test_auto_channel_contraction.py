@@ -34,8 +34,9 @@ def _reference(x, w):
 
 
 @pytest.mark.parametrize("n,k,params", [
-    (1, 32, {"lanes": 8, "vec_c": 2, "cols": 4, "par": True}),
+    (1, 32, {"lanes": 8, "vec_c": 2, "cols": 4, "par": True, "cores": 2}),    # the rows in two parallel blocks
     (2, 16, {"lanes": 8, "vec_c": 1, "cols": 6, "par": True}),      # the batch loop parallel, a pack per image
+    (4, 16, {"lanes": 8, "vec_c": 1, "cols": 6, "par": True, "cores": 2}),     # the images in two blocks
     (1, 32, {"lanes": 4, "vec_c": 4, "cols": 3, "par": False}),
 ])
 @pytest.mark.parametrize("target", ["llvm", "ireval"])
@@ -78,10 +79,10 @@ def test_an_operand_read_by_an_expression_of_the_channel_is_refused_before_any_c
 
 def test_where_the_channel_tiles_apply():
     _, _, Y = _conv(w=56, k=64)
-    assert channel_params(Y, AVX512) == {"lanes": 16, "vec_c": 2, "cols": 8, "par": True}
+    assert channel_params(Y, AVX512) == {"lanes": 16, "vec_c": 2, "cols": 8, "par": True, "cores": 2}
     assert channel_params(Y, AVX2) is None                            # 8 lanes divide 56 columns
     _, _, odd = _conv(w=28, k=48)                                     # three vectors of channels
-    assert channel_params(odd, AVX512) == {"lanes": 16, "vec_c": 1, "cols": 14, "par": True}
+    assert channel_params(odd, AVX512) == {"lanes": 16, "vec_c": 1, "cols": 14, "par": True, "cores": 2}
     _, _, narrow = _conv(w=12, k=8)                                   # half a vector of channels
     assert channel_params(narrow, AVX512) is None
     _, _, prime = _conv(w=13, k=32)                                   # no divisor of 13 from 4 to 8 columns

@@ -124,6 +124,36 @@ def test_target_width_sets_the_vector_lanes():
     assert 16 in [lp.extent for lp in wide.get_all_loops() if lp.kind == "vectorized"]
 
 
+@pytest.mark.parametrize("cores,blocks", [(2, 2), (4, 4), (3, None), (1, None)])
+def test_contraction_panels_run_in_one_block_per_core(cores, blocks):
+    """Where the cores divide the column panels (``parallel_blocks``), the parallel loop runs
+    one block of consecutive panels per core; otherwise every panel is an iteration of its
+    own. Either way the product is exact."""
+    spec = make_matmul(256)       # 8 panels of 32 columns on AVX-512 (A fits in L2: 8 x 2 vectors)
+    nest = LoopNest(spec.outputs)
+    nest.auto_schedule(Target(vector_bits=512, vector_registers=32, cores=cores, l2_bytes=2 << 20))
+    parallel = [lp.extent for lp in nest.get_all_loops() if lp.kind == "parallel"]
+    assert parallel == ([blocks] if blocks else [8] if cores > 1 else [])
+    outs = _run(nest, spec, "llvm")
+    assert spec.error(outs) <= spec.tol
+
+
+def test_row_tiles_in_blocks_when_one_panel_holds_every_column():
+    """One 32-column panel (8 rows x 2 vectors on AVX-512): the row tiles are the parallel
+    loop, in one block per core, and the packed operand goes above it."""
+    A = Buffer("A", (64, 48), "float32")
+    B = Buffer("B", (32, 48), "float32")
+    C = Reduce("C", (64, 32), Sum(), lambda i, j, k: A[i, k] * B[j, k], (48,))
+    nest = LoopNest([C])
+    nest.auto_schedule(AVX512)
+    assert [lp.extent for lp in nest.get_all_loops() if lp.kind == "parallel"] == [2]
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((64, 48)).astype(np.float32), rng.standard_normal((32, 48)).astype(np.float32)
+    c = np.full((64, 32), np.nan, np.float32)
+    build(nest, [A, B, C], target="llvm")(a, b, c)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.T, rtol=1e-4, atol=1e-4)
+
+
 def test_matmul_reduction_slices_follow_the_caches():
     """The k slices of a matmul are as deep as the target's caches allow (``matmul_kc``, the
     hand schedule's rule): 2048 with 48 KiB of L1 at 4096, 1024 with half that L1, none
