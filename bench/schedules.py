@@ -19,8 +19,7 @@ from __future__ import annotations
 from loopnest import LoopNest, Target
 from loopnest.auto import channel_params
 from loopnest.auto.schedule import matmul_kc, register_tile
-from loopnest.auto.templates import (accumulation_chain, columns_last, parallel_blocks, reorder_accumulation,
-                                     vectorize_copy)
+from loopnest.auto.templates import accumulation_chain, columns_last, reorder_accumulation, vectorize_copy
 from loopnest.target import resolve_target
 
 
@@ -63,9 +62,8 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
     needs is first copied to a contiguous buffer (``cache_accesses``, the copy vectorized,
     transposed where C reads B as ``B[j, k]``: it stays in cache while every row tile uses
     it); the tile's rows are unrolled and its columns vectorized; the column panels run in
-    parallel, one block of them per core where the cores divide them (``parallel_blocks``).
-    Rows left over when ``rows`` does not divide the size get a vectorized loop of their
-    own. When ``cols`` does not divide the width, the tile narrows by whole vectors,
+    parallel. Rows left over when ``rows`` does not divide the size get a vectorized loop of
+    their own. When ``cols`` does not divide the width, the tile narrows by whole vectors,
     then to half a vector, and so on.
 
         parallel for jo:                          (columns jo*cols .. jo*cols+cols-1)
@@ -126,9 +124,7 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
     if share and tail_panel is not None:
         jo = panel = nest.fuse([jo, tail_panel])
     if parallel:       # before the local buffers exist: a cheaper legality check, same result
-        blocks = parallel_blocks(nest, jo, t.cores)     # one block of panels per core
-        if blocks is not None and panel is jo:
-            panel = blocks
+        nest.parallelize(jo)
     nest.cache_accesses(C, "C_local", row_tile)
     if pack_b:      # transposed where B's columns are its rows (x @ W.T)
         nest.cache_accesses(b, "B_pack", panel, order=columns_last(C, b))

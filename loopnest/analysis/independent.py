@@ -104,7 +104,8 @@ def unshown_buffers(f: For, var: E.Var) -> list | None:
         return None
     accesses, loops, inside, buffers = walk
     return [buffers[k] for k, tuples in accesses.items()
-            if not any(_determines(ix, var, loops, inside) for ix in _shared(tuples))]
+            if not any(_determines(ix, var, loops, inside) for ix in _shared(tuples))
+            and not any(_window_determines([t[d] for t in tuples], var, loops, inside) for d in range(len(tuples[0])))]
 
 
 def privately_computed(nest, buffer, f: For) -> bool:
@@ -190,6 +191,52 @@ def _fills_a_box(writer, buffer) -> bool:
             return False
         seen.update(k for k, _ in own)
     return True
+
+
+def _window_determines(indices: list, var: E.Var, loops: dict, inside: set) -> bool:
+    """Whether equal values of two of ``indices`` (the indices of the accesses at one
+    dimension, an instance of each inside the loop) mean equal values of ``var``, where the
+    accesses sit in loops of their own (an init store distributed beside the update, its
+    loops copies): each index is ``c * var + r + e`` with one same coefficient ``c`` and one
+    same ``e`` (terms of variables bound outside the loop), ``r`` a constant and terms of
+    other loops inside with constant bounds, and every ``r`` in one window of fewer than
+    ``|c|`` values. Then ``c * (v1 - v2) = r2 - r1`` has only the solution
+    ``v1 = v2``.
+
+    >>> from te import Var
+    >>> io, ii, ii1 = Var("io"), Var("ii"), Var("ii1")
+    >>> loops = {id(v): For(v, 0, n, Block(())) for v, n in ((io, 16), (ii, 4), (ii1, 4))}
+    >>> inside = set(loops)
+    >>> _window_determines([io * 4 + ii, io * 4 + ii1], io, loops, inside)
+    True
+    >>> _window_determines([io * 4 + ii, io * 4 + ii1 + 1], io, loops, inside)     # io 0, ii1 3 meets io 1, ii 0
+    False
+    """
+    coef = outside = None
+    low = high = 0
+    for n, ix in enumerate(indices):
+        form = affine_form(ix, {})
+        if form is None:
+            return False
+        terms, const = form
+        c = terms.get(id(var))
+        key = sorted((k, x) for k, x in terms.items() if k not in inside)
+        if not c or (n and (c != coef or key != outside)):
+            return False
+        coef, outside = c, key
+        lo = hi = const
+        for k, x in terms.items():
+            if k not in inside or k == id(var):
+                continue
+            f = loops.get(k)
+            start = stop = None
+            if f is not None:
+                start, stop = fold_int(simplify(f.start)), fold_int(simplify(f.stop))
+            if start is None or stop is None or stop <= start:     # a let's variable, two loops', or unknown
+                return False
+            lo, hi = lo + min(x * start, x * (stop - 1)), hi + max(x * start, x * (stop - 1))
+        low, high = (lo, hi) if n == 0 else (min(low, lo), max(high, hi))
+    return coef is not None and high - low < abs(coef)
 
 
 def _shared(tuples: list) -> list:

@@ -203,6 +203,49 @@ def test_two_loops_share_an_index_only_where_it_is_a_mixed_radix_number(ci, cj, 
         assert claim, str(index)
 
 
+@given(c=st.integers(-6, 6), a=st.integers(-3, 3), b=st.integers(-3, 3), n=st.integers(1, 5),
+       m=st.integers(1, 5), d=st.integers(-3, 3))
+@settings(max_examples=300, deadline=None)
+def test_accesses_in_loops_of_their_own_share_a_window_only_where_it_is_narrower_than_the_step(c, a, b, n, m, d):
+    # B[i * c + a * u] = 0 in one inner loop, B[i * c + b * w + d] read and written in another
+    # (an init distributed beside its update): the claim for i must hold by enumeration, and it
+    # is made where every u and w term lies in one window narrower than |c|
+    A, B = Buffer("A", (64,), "float32"), Buffer("B", (64,), "float32")
+    i, u, w = Var("i"), Var("u"), Var("w")
+    init = For(u, 0, n, Block((Store(B, (i * c + u * a + 30,), A[0]),)))
+    update = For(w, 0, m, Block((Store(B, (i * c + w * b + d + 30,), B[i * c + w * b + d + 30] + A[1]),)))
+    loop = For(i, 0, 4, Block((init, update)))
+    claim = same_value_of(loop, i)
+    at = {}
+    for x in range(4):
+        for k in range(n):
+            at.setdefault(x * c + k * a, set()).add(x)
+        for k in range(m):
+            at.setdefault(x * c + k * b + d, set()).add(x)
+    if claim:
+        assert all(len(values) == 1 for values in at.values()), at
+    window = [k * a for k in range(n)] + [k * b + d for k in range(m)]
+    if c != 0 and max(window) - min(window) < abs(c):
+        assert claim
+
+
+def test_a_distributed_init_shows_the_column_panels_independent():
+    """The hand matmul's column panel loop: C's init sits in loops of its own beside the
+    update, so no index is shared, but every access's column is ``j_outer * 64 + r`` with r in
+    [0, 64): shown without the dependence analysis, and the analysis agrees."""
+    from bench.kernels import make_matmul
+    from loopnest.auto.templates import reorder_accumulation
+    nest = LoopNest(make_matmul(128).outputs)
+    i, j, k = nest.get_loops_for("C")
+    io, ii, _ = nest.split_with_tail(i, 4)
+    jo, ji, _ = nest.split_with_tail(j, 64)
+    reorder_accumulation(nest, [io, ii, jo, ji, k], [jo, io, k, ii, ji], [k])     # as matmul_schedule does
+    f = next(lp for lp in nest.loop_index().loops if lp.var.name == "j_outer")
+    assert "i_inner_1" in str(nest)       # the init's own loops
+    assert same_value_of(f, f.var)
+    assert buffers_carried_by(way_to_loop(nest, f.var), f.var) == []
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")      # the random programs' reference values
 @pytest.mark.parametrize("seed", range(4))
 def test_privately_computed_means_privatizable_for_the_analysis(seed):
