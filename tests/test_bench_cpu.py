@@ -81,6 +81,23 @@ def test_short_suite_run_writes_results(tmp_path, monkeypatch):
     assert report["extras"]["memory"]["builds"] == 10 and "resident memory: 10 distinct builds" in text
 
 
+def test_a_slow_candidate_is_timed_on_its_own(monkeypatch):
+    """A candidate whose first call exceeds ``SLOW_ALONE_S`` leaves the interleaved rounds:
+    the others keep their rounds under a budget the slow one alone would use up."""
+    w = WORKLOADS["row_sum"]
+    monkeypatch.setattr(bench_main, "SLOW_ALONE_S", 0.0)      # every candidate counts as slow
+    seen = []
+    real = bench_main.time_interleaved
+
+    def spy(fns, **kw):
+        seen.append(sorted(fns))
+        return real(fns, **kw)
+    monkeypatch.setattr(bench_main, "time_interleaved", spy)
+    row = bench_main.bench_one(w, w.small[0], "llvm", rounds=2, budget=1.0)
+    assert ["default"] in seen and ["hand"] in seen and not any("hand" in s and len(s) > 1 for s in seen)
+    assert all(row[label]["time_s"] > 0 and row[label]["samples"] >= 1 for label in ("default", "auto", "hand"))
+
+
 def test_every_other_round_of_interleaved_timing_runs_in_the_opposite_order():
     """A candidate that disturbs the caches for longer than the warm-up (the unscheduled
     transpose) must not always precede the same one: odd rounds run in reverse."""
