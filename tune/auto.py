@@ -131,7 +131,7 @@ class _Template:
         buffer (``cache_accesses``) that LLVM keeps in registers. ``pack`` copies the operand
         that does not follow the rows into a contiguous buffer above the row tile loop,
         ``unroll_r`` unrolls the small reduction loops but the innermost, ``par`` parallelizes the outermost
-        tile loop that is not a reduction.
+        tile loop that is not a reduction (one block of it per core where the cores divide it).
         """
         name = t.name
         red = [_extent(d) for d in t.reduce_dims]
@@ -156,6 +156,7 @@ class _Template:
         k["pack"] = cfg.flag(f"{name}.pack") if k["pack_buffer"] else False
         k["unroll_r"] = cfg.flag(f"{name}.unroll_r") if kk + 1 < len(red) else False
         k["par"] = cfg.flag(f"{name}.par")
+        k["cores"] = self.cpu.cores          # parallel tile loops in one block per core (templates.parallel_blocks)
         if channel_params(t, self.cpu) is not None:
             vectors = dims[-3] // lanes
             k["along"] = cfg.choice(f"{name}.along", ["columns", "channels"])

@@ -484,8 +484,9 @@ def channel_contraction(nest, t: Tensor, k: dict):
         par_loop = next((lp for lp in tile_outer if several(lp)), None)
         if par_loop is not None:
             blocks = parallel_blocks(nest, par_loop, k.get("cores", 1))
-            if blocks is not None and par_loop == tile_outer[0]:
-                tile_outer[0] = blocks      # the packs stay inside it: one per iteration, as before
+            if blocks is not None:      # the packs stay inside the loop they were at: one per iteration
+                tile_outer[tile_outer.index(par_loop)] = blocks
+                x_tile = blocks if par_loop == x_tile else x_tile
     for name, dim in packed.items():
         operand = nest.buffer(name)
         nest.cache_accesses(operand, f"{name}_pack", tile_outer[0], order=_dimension_last(operand.ndim, dim))

@@ -52,6 +52,22 @@ def test_channel_tiles_compute_the_convolution(n, k, params, target):
     np.testing.assert_allclose(y, _reference(x, w), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("target", ["llvm", "ireval"])
+def test_column_tiles_in_blocks_when_one_row_and_one_channel_tile(target):
+    """One output row and one tile of channels: the column tiles are the parallel loop, in one
+    block per core, and the accumulator goes inside the block's loop."""
+    X, W, Y = _conv(h=1, w=16, k=16)
+    nest = LoopNest([Y])
+    channel_contraction(nest, Y, {"lanes": 8, "vec_c": 2, "cols": 4, "par": True, "cores": 2})
+    assert [lp.extent for lp in nest.get_all_loops() if lp.kind == "parallel"] == [2]
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 4, 3, 18)).astype(np.float32)
+    w = rng.standard_normal((16, 4, 3, 3)).astype(np.float32)
+    y = np.full((1, 16, 1, 16), np.nan, np.float32)
+    build(nest, [X, W, Y], target=target)(x, w, y)
+    np.testing.assert_allclose(y, _reference(x, w), rtol=1e-4, atol=1e-4)
+
+
 def test_a_tile_that_does_not_divide_is_refused_before_any_change():
     _, _, Y = _conv(k=32)
     nest = LoopNest([Y])

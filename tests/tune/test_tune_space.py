@@ -241,6 +241,8 @@ def test_contraction_seeds_are_register_tiles():
     first = sm.values(sm.seeds[0])
     assert (first["C.reg_i"], first["C.vec_n"], first["C.kc"], first["C.order"]) == (6, 2, 256, "jKi")
     assert first["C.pack"] and first["C.par"]
+    # the parallel column panels (96 / 16) in one block per core, as auto_schedule runs them
+    assert [lp.extent for lp in sm.apply(sm.seeds[0]).get_all_loops() if lp.kind == "parallel"] == [2]
     sc = auto_space(conv2d(1, 8, 10, 18, 8).outputs, AVX2)
     assert any(sc.values(p)["O.reg_o"] == 4 and sc.values(p)["O.order"] == "ijK" for p in sc.seeds)
     assert all(sc.values(p)["O.unroll_r"] for p in sc.seeds)
