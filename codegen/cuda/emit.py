@@ -76,6 +76,7 @@ from te import expr as E
 from te.dtypes import Dtype
 from te.expr import Expr, IntImm, Var
 from te.functor import Functor
+from te.queries import fold_int
 from loopnest.legalize import needs_short_circuit
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, LetStmt, Stmt, Store
 
@@ -683,6 +684,11 @@ class CudaEmitter(Functor):
         vt = compute_type(s.var.dtype)
         if s.kind == ForKind.GPU_THREAD:
             self._thread_loop(s)
+            return
+        lo, hi = fold_int(s.start), fold_int(s.stop)
+        if lo is not None and hi is not None and hi <= lo:
+            # no iteration (a split's main loop that its tail does all the work of): nothing to
+            # print, and its indices into registers need not name a register (memory._Accesses)
             return
         mma = None if plain else self.plan.mma.get(id(s))
         if mma is not None:
