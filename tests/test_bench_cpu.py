@@ -96,6 +96,8 @@ def test_a_slow_candidate_is_timed_on_its_own(monkeypatch):
     row = bench_main.bench_one(w, w.small[0], "llvm", rounds=2, budget=1.0)
     assert ["default"] in seen and ["hand"] in seen and not any("hand" in s and len(s) > 1 for s in seen)
     assert all(row[label]["time_s"] > 0 and row[label]["samples"] >= 1 for label in ("default", "auto", "hand"))
+    if "parallel_speedup" in row["hand"]:       # more than one thread: the one-thread run is timed alone too
+        assert ["hand_1thread"] in seen and row["hand"]["one_thread_s"] > 0
 
 
 def test_every_other_round_of_interleaved_timing_runs_in_the_opposite_order():

@@ -429,7 +429,8 @@ def channel_contraction(nest, t: Tensor, k: dict):
 
     The parameters ``k``: ``lanes`` (elements of one vector), ``vec_c`` (vectors of channels
     per tile), ``cols`` (columns per tile, a divisor of the width), ``par`` (parallelize the
-    outermost tile loop that runs more than once). The operands read by channel (the
+    outermost tile loop that runs more than once, in one block of iterations per core where
+    ``cores`` divides it: ``parallel_blocks``). The operands read by channel (the
     filter) are packed once per batch loop iteration with the channels last (a vector load
     each), the other operand (the input) is broadcast, one element per column, and the
     ``vec_c`` x ``cols`` tile accumulates in a local buffer, channels last, that LLVM keeps in

@@ -147,6 +147,8 @@ def test_row_tiles_in_blocks_when_one_panel_holds_every_column():
     nest = LoopNest([C])
     nest.auto_schedule(AVX512)
     assert [lp.extent for lp in nest.get_all_loops() if lp.kind == "parallel"] == [2]
+    text = str(nest)
+    assert text.index("B_pack[") < text.index("parallel for")      # one copy, before the row tiles split
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((64, 48)).astype(np.float32), rng.standard_normal((32, 48)).astype(np.float32)
     c = np.full((64, 32), np.nan, np.float32)
