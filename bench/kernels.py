@@ -494,7 +494,7 @@ def make_matmul(n: int, b_transposed: bool = False) -> Spec:
 
 def hand_matmul(nest: LoopNest, spec: Spec, target: Target | None = None) -> None:
     """Register-blocked matmul (``schedules.matmul_schedule``): a tile of C in registers
-    sized to the target (6 rows x 4 vectors of 16 floats on AVX-512, 8 x 2 where A fits in
+    sized to the target (6 rows x 4 vectors of 16 floats on AVX-512, 8 x 2 where A fits in less than
     half of L2; 6 x 2 x 8 on AVX2), k in cache-sized slices with the B panel packed (transposed for
     a linear layer's ``A @ B.T``), column panels in parallel."""
     from bench.schedules import matmul_schedule

@@ -19,30 +19,27 @@ from __future__ import annotations
 from loopnest import LoopNest, Target
 from loopnest.auto import channel_params
 from loopnest.auto.schedule import matmul_kc, register_tile
-from loopnest.auto.templates import accumulation_chain, columns_last, reorder_accumulation, vectorize_copy
+from loopnest.auto.templates import accumulation_chain, columns_last, reorder_accumulation, row_tiles, vectorize_copy
 from loopnest.target import resolve_target
 
 
-def matmul_tile(target: Target | None = None, dtype="float32", streamed_bytes: int | None = None,
-                height: int | None = None) -> tuple[int, int]:
+def matmul_tile(target: Target | None = None, dtype="float32", streamed_bytes: int | None = None) -> tuple[int, int]:
     """(rows, columns) of the register tile of C for ``target``: ``vectors`` native vectors
     per row (a quarter of the register count: 2 of 16, 4 of 32) and as many rows as leave
     room for the row of B (``vectors`` registers) and the broadcast element of A (one), so
     6 x 2 vectors on AVX2 and 6 x 4 on AVX-512 -- or, where A (``streamed_bytes``, which
-    every column panel reads again) fits in half of L2, half the vectors and 8 rows; rows
-    that divide ``height`` (C's rows) where that keeps two multiply-adds per load: 4 x 4
-    vectors for 1024 rows (``loopnest.auto.schedule.register_tile``, where the measurements
-    are).
+    every column panel reads again) fits in less than half of L2, half the vectors and 8
+    rows (``loopnest.auto.schedule.register_tile``, where the measurements are).
 
     >>> matmul_tile(Target(vector_bits=128, vector_registers=32))
     (6, 16)
-    >>> matmul_tile(Target(vector_bits=512, vector_registers=32, l2_bytes=2 << 20), streamed_bytes=1 << 20)
+    >>> matmul_tile(Target(vector_bits=512, vector_registers=32, l2_bytes=2 << 20), streamed_bytes=256 << 10)
     (8, 32)
-    >>> matmul_tile(Target(vector_bits=512, vector_registers=32), height=1024)
-    (4, 64)
+    >>> matmul_tile(Target(vector_bits=512, vector_registers=32))
+    (6, 64)
     """
     t = resolve_target(target)
-    rows, vectors = register_tile(t, None, t.lanes(dtype), streamed_bytes, height)
+    rows, vectors = register_tile(t, None, t.lanes(dtype), streamed_bytes)
     return rows, vectors * t.lanes(dtype)
 
 
@@ -54,15 +51,16 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
                     pack_b: bool = True, parallel: bool = True, target: Target | None = None) -> None:
     """A register-blocked matmul in the style of BLIS micro-kernels: a ``rows`` x ``cols``
     tile of C (``matmul_tile(target)``: 6 x 16 floats, 12 of the 16 AVX2 registers; 6 x 64,
-    24 of the 32 AVX-512 ones, or 8 x 32 where A fits in half of L2, or 4 x 64 where 4 divides
-    the rows and 6 does not; a ``rows`` or ``cols``
-    given keeps the other at ``matmul_tile``'s unnarrowed value) accumulates in a local
+    24 of the 32 AVX-512 ones, or 8 x 32 where A fits in less than half of L2; a ``rows`` or
+    ``cols`` given keeps the other at ``matmul_tile``'s unnarrowed value) accumulates in a local
     buffer that LLVM keeps in registers while k runs over a ``kc``-deep slice of the
     reduction (``matmul_kc``; 0: all of k); the ``kc`` x ``cols`` panel of B that the slice
     needs is first copied to a contiguous buffer (``cache_accesses``, the copy vectorized,
     transposed where C reads B as ``B[j, k]``: it stays in cache while every row tile uses
     it); the tile's rows are unrolled and its columns vectorized; the column panels run in
-    parallel. Rows left over when ``rows`` does not divide the size get a vectorized loop of
+    parallel. Where ``rows`` does not divide the size, the last row tile is shifted back over
+    the one before it (``row_tiles``: 1024 rows are 171 tiles of 6, the last one from row
+    1018); with k slices, or symbolic sizes, the rows left over get a vectorized loop of
     their own. When ``cols`` does not divide the width, the tile narrows by whole vectors,
     then to half a vector, and so on.
 
@@ -90,11 +88,11 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
     t = resolve_target(target)
     lanes = t.lanes(C.dtype)
     i, j, k = nest.get_loops_for(C)     # the init stays beside k: each tile initialises C_local itself
-    # A, which every column panel reads again (narrows the tile where it fits half of L2, unless a shape is given)
+    # A, which every column panel reads again (narrows the tile where it fits in less than half of L2,
+    # unless a shape is given)
     streamed = i.extent * k.extent * C.dtype.itemsize \
         if rows is None and cols is None and isinstance(i.extent, int) and isinstance(k.extent, int) else None
-    height = i.extent if rows is None and cols is None and isinstance(i.extent, int) else None
-    tile_rows, tile_cols = matmul_tile(t, C.dtype, streamed, height)
+    tile_rows, tile_cols = matmul_tile(t, C.dtype, streamed)
     rows = rows or tile_rows
     cols = cols or tile_cols
     if not isinstance(j.extent, int):
@@ -111,7 +109,7 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
     # the leftover rows inside the column panel loop, reading its packed B, where that pack
     # transposes B (x @ W.T): read in place, all of B was transposed again (1024: 0.5 ms)
     share = pack_b and not sliced and columns_last(C, b) is not None
-    io, ii, itail = nest.split_with_tail(i, rows)
+    io, ii, itail = row_tiles(nest, i, rows, overlap=not sliced)
     tail_panel = _matmul_tail_rows(nest, itail, cols, parallel and not share) if itail is not None else None
     jo, ji, _ = nest.split_with_tail(j, cols)
     if sliced:

@@ -31,7 +31,8 @@ from te.queries import expr_size, fold_int, loads
 
 #: every drawn operation with its weight: the transforms of LoopNest, and simplify
 OPS = {
-    "split_with_tail": 3, "split_with_mask": 3, "tile": 1, "slice_head": 1, "slice_tail": 1, "normalize": 1,
+    "split_with_tail": 3, "split_with_mask": 3, "split_with_overlap": 2, "tile": 1, "slice_head": 1, "slice_tail": 1,
+    "normalize": 1,
     "reorder": 1, "reorder_axis": 1, "fuse": 4, "flatten": 1, "distribute": 1, "vectorize": 2, "unroll": 1,
     "parallelize": 1, "set_gpu_block_index": 1, "set_gpu_thread_index": 1, "compute_inline": 4,
     "compute_at": 4, "store_at": 2, "cache_accesses": 3, "rfactor": 2, "privatize": 2, "eliminate_dead_stores": 1,
@@ -48,6 +49,7 @@ NEST_FUNCTIONS = {"grid_reduce": "loopnest.auto.gpu"}
 FOLLOW_UPS = {
     "split_with_mask": ("cache_accesses", "split_with_tail", "compute_at", "vectorize"),
     "split_with_tail": ("cache_accesses", "split_with_mask", "compute_at", "vectorize"),
+    "split_with_overlap": ("cache_accesses", "compute_at", "vectorize", "unroll"),
     "tile": ("vectorize", "cache_accesses"),
     "cache_accesses": ("split_with_tail", "split_with_mask", "cache_accesses", "compute_at"),
     "compute_inline": ("compute_inline", "compute_at", "fuse"),
@@ -232,7 +234,7 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
     inner = lambda x: [lp.name for lp in nest.get_inner_loops(x["loop"])]  # noqa: E731
     intermediates = sorted(t.name for t in nest.tensors if t not in nest.outputs)
     args: list = []
-    if op in ("split_with_tail", "split_with_mask", "slice_head", "slice_tail"):
+    if op in ("split_with_tail", "split_with_mask", "split_with_overlap", "slice_head", "slice_tail"):
         args = [pick(), rnd.randint(1, 4)]
     elif op == "tile":
         x = pick()

@@ -293,6 +293,12 @@ class LoopNest(NestState):
         return _split.split_with_mask(self, self.loop(loop), factor)
 
     @_transform
+    def split_with_overlap(self, loop, factor: int):
+        """Split ``loop`` into ``outer`` x ``inner`` with the last tile shifted back inside the
+        loop (it runs some iterations again), where that is legal. See transforms.split."""
+        return _split.split_with_overlap(self, self.loop(loop), factor)
+
+    @_transform
     def tile(self, x, y, x_factor: int, y_factor: int):
         """Tile two perfectly nested loops: returns (xo, yo, xi, yi)."""
         return _split.tile(self, self.loop(x), self.loop(y), x_factor, y_factor)

@@ -79,11 +79,11 @@ def test_tile_shapes_follow_registers_and_caches():
     assert matmul_kc(AVX512, 6, 64, 2048) == 0                         # all of k in one slice
     assert matmul_kc(AVX2, 6, 16, 2048) == 1024
     assert matmul_kc(AVX2, 6, 16, 300) == 0                            # no power-of-two slice divides 300
-    # A that every column panel reads again fits half of L2: half the vectors, 8 rows (AVX-512); with
-    # 8 x 1 vectors a k step would issue more loads than multiply-adds, so AVX2 keeps 6 x 2
+    # A that every column panel reads again fits in less than half of L2: half the vectors, 8 rows
+    # (AVX-512); with 8 x 1 vectors a k step would issue more loads than multiply-adds, so AVX2 keeps 6 x 2
     half_l2 = AVX512.l2_bytes // 2
-    assert matmul_tile(AVX512, streamed_bytes=half_l2) == (8, 32)
-    assert matmul_tile(AVX512, streamed_bytes=half_l2 + 4) == (6, 64)
+    assert matmul_tile(AVX512, streamed_bytes=half_l2 - 4) == (8, 32)
+    assert matmul_tile(AVX512, streamed_bytes=half_l2) == (6, 64)
     assert matmul_tile(AVX2, streamed_bytes=1024) == (6, 16)
     assert conv2d_tile(AVX2) == (4, 2, 8) and conv2d_tile(AVX512) == (4, 4, 16)
     assert transpose_tile(AVX2) == (1024, 64) and transpose_tile(AVX512) == (1024, 64)

@@ -45,6 +45,7 @@ def test_vectorized_strided_kernel_with_streaming_stores_at_each_alignment(data_
     np.testing.assert_array_equal(got, case.reference[0])
 
 
+@pytest.mark.filterwarnings("ignore:the prefetch of")      # a drawn transform replacing a prefetched loop
 def test_drawn_cpu_schedules_end_vectorized_often():
     case = Case(_program(0))
     rnd = random.Random(7)

@@ -70,4 +70,25 @@ print("\nhistory:", trace)
 replayed = LoopNest([C]).replay(trace)
 assert str(replayed) == str(nest)
 print("replayed nest is identical")
+
+# Rows that a tile does not divide: 24 rows in tiles of 5. split_with_tail would copy the
+# body for the 4 rows left over; split_with_overlap shifts the last tile back (rows 19 to
+# 23) so every tile is a full one and the body exists once. Legal here: the rows are
+# independent, and each row's C is zeroed before it accumulates, so running rows 19 and 20
+# a second time gives the same values.
+nest = LoopNest([C])
+i, j, k = nest.get_loops_for(C)
+i_outer, i_inner = nest.split_with_overlap(i, 5)
+print("\n== rows in overlapping tiles of 5 ==")
+print(nest)
+c = np.empty((M, N), np.float32)
+build(nest, [A, B, C], target="llvm")(a, b, c)
+assert np.allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+
+# Running an iteration twice must change nothing: k accumulates into C, so its iterations
+# may not overlap.
+try:
+    nest.split_with_overlap(nest.get_loops_for(C)[-1], 5)
+except ScheduleError as err:
+    print("\nrefused:", err)
 print("OK")

@@ -371,6 +371,22 @@ def _extent_expr(mn_form, mx_form, dom, pvars, dtype) -> E.Expr | None:
         return None
 
 
+def _constant_extent(proj, dtype) -> E.Expr | None:
+    """``max - min + 1`` of the one-dimensional set ``proj`` where it is one constant for
+    every value of the parameters (a region starting at ``min(io * 6, 1018)``, six rows
+    long: its bounds are pieces of affine functions whose difference ``_extent_expr`` does
+    not read off), else None."""
+    values: set = set()
+
+    def piece(_dom, aff):
+        values.add(aff.get_constant_val().to_python() if aff.is_cst() else None)
+
+    proj.dim_max(0).sub(proj.dim_min(0)).foreach_piece(piece)
+    if len(values) != 1 or None in values:
+        return None
+    return E.IntImm(int(values.pop()) + 1, dtype)
+
+
 def _plus(aff, c: int):
     return aff.set_constant_val(aff.get_constant_val().add(isl.Val(str(c))))
 
@@ -570,24 +586,27 @@ def _dim_bounds_or_raise(r: _Region, d: int, dim: E.Expr, outer_ids: set, exact_
     lows.append(_parsed(isl.Aff, f"{r.pdecl}{{ [(0)] }}"))
     if dt is not None:
         highs.append(_parsed(isl.Aff, f"{r.pdecl}{{ [({dt} - 1)] }}"))
+    of_proj = exact_hull        # both bounds read off the region itself, not its hull
     try:
         if not exact_hull:
             raise RegionError("the bounds of the hull")
         mn_form = _pw_form(proj.dim_min(0), lows, "max", r.ctx_set)
     except RegionError:  # the bounds of the convex hull: looser, still safe
         mn_form = _pw_form(hull.dim_min(0), lows, "max", r.ctx_set)
-        exact = False
+        exact = of_proj = False
     try:
         if not exact_hull:
             raise RegionError("the bounds of the hull")
         mx_form = _pw_form(proj.dim_max(0), highs, "min", r.ctx_set)
     except RegionError:
         mx_form = _pw_form(hull.dim_max(0), highs, "min", r.ctx_set)
-        exact = False
+        exact = of_proj = False
     mn = _form_to_expr(*mn_form, params, dim.dtype)
     mx = _form_to_expr(*mx_form, params, dim.dtype)
     stop = _form_to_expr(mx_form[0], [_plus(a, 1) for a in mx_form[1]], params, dim.dtype)
     ext = _extent_expr(mn_form, mx_form, r.ctx_set, params, dim.dtype)
+    if ext is None and of_proj:
+        ext = _constant_extent(proj, dim.dtype)
     if ext is None:
         ext = simplify(_add_const(mx - mn, 1))
     bound = _non_negative(_extent_bound(ext, params, env, r.ranges, outer_ids, r.ctx, r.pdecl, dim),

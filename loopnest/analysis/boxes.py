@@ -33,7 +33,7 @@ from collections import OrderedDict
 from typing import NamedTuple
 
 from te import expr as E
-from te.queries import fold_int
+from te.queries import fold_int, free_vars, structural_key
 from te.simplify import simplify
 
 from ..stmt import Block, For, Store
@@ -89,6 +89,11 @@ def box_bounds(stmt, buffer, ranges: dict, *, reads: bool = True, writes: bool =
     accesses = _accesses_of(stmt)
     if accesses is None:
         return None
+    for key, atom in accesses.vars.items():
+        if isinstance(key, tuple) and key not in outer:
+            span = _atom_range(atom, outer)
+            if span is not None:
+                outer[key] = span
     kinds = [k for k, wanted in ((False, reads), (True, writes)) if wanted]
     if any(accesses.poisoned.get((id(buffer), k)) for k in kinds):
         return None
@@ -253,13 +258,35 @@ class _Accesses:
                 ix, lanes = ix.base, stride * (ix.lanes - 1)
             elif isinstance(ix, E.Broadcast):
                 ix = ix.value
-            form = affine_form(ix, self.vars)
-            if form is None:
+            form = affine_form(ix, self.vars, atoms=True)
+            if form is None or any(_atom_uses(self.vars[k], loops) for k in form[0] if isinstance(k, tuple)):
                 self.poisoned[key] = True
                 return
             low, high = _over_loops(form, loops)
             span.append(((low[0], low[1] + min(lanes, 0)), (high[0], high[1] + max(lanes, 0))))
         self.spans.setdefault(key, []).append(span)
+
+
+def _atom_uses(atom: E.Expr, loops: dict) -> bool:
+    """Whether ``atom`` (a min or max) uses a loop inside the statement (it is then no
+    function of the outer variables alone)."""
+    return any(id(v) in loops for v in free_vars([atom]))
+
+
+def _atom_range(atom: E.Expr, outer: dict):
+    """``(lowest, highest)`` bounds of the min or max ``atom`` of affine operands over the outer
+    ranges, or None: the lowest of a min is its operands' lowest, its highest at most
+    theirs (and the other way round for a max)."""
+    names: dict = {}
+    forms = [affine_form(x, names) for x in (atom.a, atom.b)]
+    if any(f is None for f in forms):
+        return None
+    lows = [_extreme(f, outer, min) for f in forms]
+    highs = [_extreme(f, outer, max) for f in forms]
+    if None in lows or None in highs:
+        return None
+    pick = min if isinstance(atom, E.Min) else max
+    return pick(lows), pick(highs)
 
 
 def _over_loops(form, loops: dict):
@@ -285,10 +312,12 @@ def _add(terms: dict, more: dict, scale: int) -> None:
         terms[key] = terms.get(key, 0) + scale * c
 
 
-def affine_form(e: E.Expr, names: dict):
+def affine_form(e: E.Expr, names: dict, atoms: bool = False):
     """``e`` as ``({id(var): coefficient}, constant)`` when it is an affine integer expression
     of variables (sums, differences, products by constants), else None; ``names`` collects
-    ``id(var) -> var``.
+    ``id(var) -> var``. With ``atoms``, a scalar ``min`` or ``max`` counts as one more
+    variable (the start of a tile shifted back inside its loop, ``split_with_overlap``), keyed
+    ``("atom", structural key)`` in the terms and in ``names``.
 
     >>> from te import Var
     >>> i, j = Var("i"), Var("j")
@@ -304,8 +333,12 @@ def affine_form(e: E.Expr, names: dict):
             return None
         names[id(e)] = e
         return {id(e): 1}, 0
+    if atoms and isinstance(e, (E.Min, E.Max)) and e.dtype.is_int and not e.dtype.is_vector:
+        key = ("atom", structural_key(e, vars_by_identity=True))
+        names[key] = e
+        return {key: 1}, 0
     if isinstance(e, (E.Add, E.Sub, E.Mul)):
-        a, b = affine_form(e.a, names), affine_form(e.b, names)
+        a, b = affine_form(e.a, names, atoms), affine_form(e.b, names, atoms)
         if a is None or b is None:
             return None
         if isinstance(e, E.Mul):

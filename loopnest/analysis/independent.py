@@ -63,9 +63,12 @@ def iterations_independent(f: For) -> bool:
 
 
 def same_value_of(f: For, var: E.Var) -> bool:
-    """True when any two instances of statements inside loop ``f`` that touch one element,
-    one of them writing it, have the same value of ``var`` (``f``'s variable or that of a
-    loop inside it): every dependence among them has distance 0 along ``var``'s loop. Read
+    """True when any two instances of statements inside loop ``f``, in one iteration of the
+    loops around ``f``, that touch one element, one of them writing it, have the same value
+    of ``var`` (``f``'s variable or that of a loop inside it): every dependence among them
+    that no loop around ``f`` carries has distance 0 along ``var``'s loop. (Instances in
+    different iterations of a loop around ``f`` may meet at other values: the shifted last
+    tile of ``split_with_overlap`` runs rows of the tile before it again.) Read
     off the statements: the body holds only blocks, loops, conditions, lets, stores and
     prefetches; and for every buffer stored to inside ``f``, all its accesses inside ``f``
     have one same index (the same dimension, the same expression; the others may differ),

@@ -138,43 +138,35 @@ def transpose_tile(target: Target, dtype="float32") -> tuple[int, int]:
 
 
 def register_tile(target: Target, width: int | None = None, lanes: int = 8,
-                  streamed_bytes: int | None = None, height: int | None = None) -> tuple[int, int]:
+                  streamed_bytes: int | None = None) -> tuple[int, int]:
     """``(rows, vectors)`` of a matmul register tile: as many accumulators as the vector
     registers hold next to one row of operand vectors and a broadcast
     (``rows * vectors + vectors + 1 <= vector_registers``), no wider than ``width`` columns;
     among those, tiles whose width divides ``width`` (a power of two of vectors when it is
-    unknown) first, then more accumulators, then more rows.
+    unknown) first, then more accumulators, then more rows. Rows the tile leaves over are
+    the contraction template's concern (``templates.row_tiles``: the last tile shifted back).
 
     ``streamed_bytes``: the bytes of the operand every column panel reads again (A, rows x
-    K). Where it fits in half of L2, the tile takes at most half the vectors (more rows,
-    narrower panels): the panel of B that each row tile reads from L2 halves, while A stays
-    in L2 -- provided a k step still issues at least as many multiply-adds as loads
+    K). Where it fits in less than half of L2, the tile takes at most half the vectors (more
+    rows, narrower panels): the panel of B that each row tile reads from L2 halves, while A
+    stays in L2 -- provided a k step still issues at least as many multiply-adds as loads
     (``rows * vectors >= rows + vectors``), or the loads become the limit. Measured on
-    AVX-512 (2 MB of L2, 2 cores), 8 x 2 vectors against 6 x 4: 0.83-0.87 against 0.93-0.96
-    ms at 512 (A 1 MB; PyTorch 0.83), 0.105 against 0.125 ms at 256 (hand schedule; PyTorch
-    0.113); at 384 either tile ran 0.37-0.41 or 0.46-0.49 ms depending on the process, which
-    hides the difference. Where A does not fit, 6 x 4 was faster at 768 (3.10 against 3.19
-    ms) and 2048 (56.9 against 63.3 ms), 2% slower at 1024 (7.65 against 7.48 ms). With
-    8-lane vectors, 8 x 1 (8 multiply-adds, 9 loads) took 0.24 against 0.17 ms for 6 x 2 at
-    256: no narrowing there.
-
-    ``height``: the rows of the output, where known. When the tile's rows leave some over
-    (another register-blocked nest for them, compiled too), a tile as wide with rows that
-    divide ``height`` is taken instead where it still issues at least two multiply-adds per
-    load (``rows * vectors >= 2 * (rows + vectors)``). Measured on AVX-512 (2 cores), 4 x 4
-    vectors against 6 x 4: 5.81 against 5.85 ms at 1024, 49.0 against 49.5 ms at 2048
-    (PyTorch 6.06 and 47.9 in the same runs); the hand schedule of 1024 builds in 55 instead
-    of 88 ms.
+    AVX-512 (2 MB of L2, 2 cores, blocks of panels per core), 8 x 2 vectors against 6 x 4:
+    0.10 against 0.11 ms at 256 (A 256 KB; PyTorch 0.11), 0.37 against 0.38 ms at 384; at
+    512 (A 1 MB, half of L2) 6 x 4 is faster, 0.81-0.85 against 0.86-0.87 ms (PyTorch 0.81-0.82),
+    as at 1024 and 2048 (where 4 x 4, whose rows divide, ran 7-11% slower than 6 x 4 with its
+    last tile shifted back). With 8-lane vectors, 8 x 1 (8 multiply-adds, 9 loads) took 0.24
+    against 0.17 ms for 6 x 2 at 256: no narrowing there.
 
     >>> register_tile(Target(vector_registers=16)), register_tile(Target(vector_registers=32))
     ((6, 2), (6, 4))
-    >>> register_tile(Target(vector_registers=32), height=1024), register_tile(Target(vector_registers=32), height=768)
-    ((4, 4), (6, 4))
     >>> register_tile(Target(vector_registers=32), width=32, lanes=16)
     (8, 2)
-    >>> register_tile(Target(vector_registers=32, l2_bytes=2 << 20), 512, 16, streamed_bytes=512 * 512 * 4)
+    >>> register_tile(Target(vector_registers=32, l2_bytes=2 << 20), 512, 16, streamed_bytes=256 * 256 * 4)
     (8, 2)
-    >>> register_tile(Target(vector_registers=16, l2_bytes=2 << 20), 512, 8, streamed_bytes=512 * 512 * 4)
+    >>> register_tile(Target(vector_registers=32, l2_bytes=2 << 20), 512, 16, streamed_bytes=512 * 512 * 4)
+    (6, 4)
+    >>> register_tile(Target(vector_registers=16, l2_bytes=2 << 20), 512, 8, streamed_bytes=256 * 256 * 4)
     (6, 2)
     """
     def rank(rv):
@@ -184,11 +176,8 @@ def register_tile(target: Target, width: int | None = None, lanes: int = 8,
     cands = [(rows, vecs) for vecs in (4, 3, 2, 1) for rows in (8, 6, 4, 3, 2, 1)
              if rows * vecs + vecs + 1 <= target.vector_registers and (width is None or vecs * lanes <= width)]
     best = max(cands, key=rank, default=(1, 1))
-    if streamed_bytes is not None and streamed_bytes <= target.l2_bytes // 2 and best[1] > 1:
+    if streamed_bytes is not None and streamed_bytes < target.l2_bytes // 2 and best[1] > 1:
         best = max((c for c in cands if c[1] <= best[1] // 2 and c[0] * c[1] >= c[0] + c[1]), key=rank, default=best)
-    if height and height % best[0]:
-        best = max((c for c in cands if c[1] == best[1] and height % c[0] == 0 and c[0] * c[1] >= 2 * (c[0] + c[1])),
-                   key=rank, default=best)
     return best
 
 
@@ -304,8 +293,8 @@ def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
         k["order"] = "ijK"
     else:
         streamed = dims[-2] * red[kk] * t.dtype.itemsize if dims[-2] is not None and red[kk] else None
-        rows, vecs = register_tile(target, dims[-1], lanes, streamed, height=dims[-2])
-        k["narrowed"] = vecs != register_tile(target, dims[-1], lanes, height=dims[-2])[1]
+        rows, vecs = register_tile(target, dims[-1], lanes, streamed)
+        k["narrowed"] = vecs != register_tile(target, dims[-1], lanes)[1]
         k["reg_i"] = rows if dims[-2] is None or dims[-2] >= rows else max(1, dims[-2])
         k["vec_n"] = vecs if lanes > 1 and (dims[-1] is None or dims[-1] >= lanes) else 0
         if k["vec_n"] and dims[-1] == k["vec_n"] * lanes and _panel_in_place(t, k["pack_buffer"]):
@@ -785,7 +774,8 @@ class _Planner:
                                  f", {q['pack_buffer']} packed{_pack_layout(t, q['pack_buffer'])}"
                                  if q["pack"] and q["pack_buffer"] else "",
                                  ", parallel" if q["par"] else ""])
-                narrow = "; half the vectors: the rows x k operand fits half of L2" if q.get("narrowed") else ""
+                narrow = "; half the vectors: the rows x k operand fits in less than half of L2" \
+                    if q.get("narrowed") else ""
                 return (f"register-blocked {tile}{extra}",
                         f"contraction: rows x vectors accumulators fit {regs} vector registers{narrow}")
         return "left as it is", "contraction: the register-blocked schedule was refused"

@@ -1,4 +1,5 @@
-"""Splitting loops: split_with_tail, split_with_mask, tile, slice_head, slice_tail, normalize.
+"""Splitting loops: split_with_tail, split_with_mask, split_with_overlap, tile, slice_head,
+slice_tail, normalize.
 
 Every function takes the nest and resolved ``Loop`` handles, builds the new tree and
 assigns ``nest.root``; it raises ``ScheduleError`` before assigning anything when refused.
@@ -32,14 +33,15 @@ from te.expr import And, Expr, IntImm, LT, Max, Min, Var
 from te.queries import fold_int, free_vars
 
 from ..errors import ScheduleError
-from ..lazy_analysis import legality_checks
+from ..lazy_analysis import dependence_analysis, legality_checks
 from ..loop import Loop
-from ..stmt import Block, Cond, For, ForKind
+from ..stmt import Block, Cond, For, ForKind, Store, iter_stmts
 from .distribute import distribute_out_of_the_way
 from ._rewrite import (add, clone_fresh, floordiv_c, floormod_c, mul, nonnegative_extent,
                        replace_loop, sub, substitute_stmt, tidy)
 
-__all__ = ["split_with_tail", "split_with_mask", "tile", "slice_head", "slice_tail", "normalize"]
+__all__ = ["split_with_tail", "split_with_mask", "split_with_overlap", "tile", "slice_head", "slice_tail",
+           "normalize"]
 
 
 def _check_factor(factor, op: str, loop) -> int:
@@ -176,6 +178,84 @@ def split_with_mask(nest, loop, factor: int):
     nest.root = replace_loop(nest.root, v, lambda _: main)
     _relink_tails(nest, v, inner, outer)
     return Loop(nest, outer), Loop(nest, inner)
+
+
+def split_with_overlap(nest, loop, factor: int):
+    """Split ``loop`` into ``outer`` (``ceil(extent / factor)`` iterations) x ``inner``
+    (``factor``) with neither a tail loop nor a guard: the last tile is shifted back to end
+    at the loop's end, so it runs again the iterations it shares with the tile before it
+    (Halide's "shift inwards" tail strategy). The body is not copied, as ``split_with_tail``
+    copies it for its tail, and not guarded, as ``split_with_mask`` guards it: a
+    register-blocked body is compiled once and every tile is a full one.
+
+    Before / after ``split_with_overlap(i, 8)`` on a loop of 20 iterations (the last tile
+    runs iterations 12 to 19; 12 to 15 a second time)::
+
+        for (int i = 0; i < 20; i++) {        for (int i_outer = 0; i_outer < 3; i_outer++) {
+          B[i] = A[i] * 2.0f;                   for (int i_inner = 0; i_inner < 8; i_inner++) {
+        }                                         B[min(i_outer * 8, 12) + i_inner] = ...;
+                                                }
+                                              }
+
+    Returns ``(outer, inner)``; ``loop``'s handle becomes stale. Where ``factor`` divides the
+    extent it is a plain split. Otherwise it needs a constant extent of at least ``factor``,
+    and it is legal only where running an iteration again, after later ones, changes
+    nothing: the iterations are independent (``parallelize`` would be legal: no iteration
+    reads or writes what another one writes, up to intermediates private to an iteration),
+    and every value an iteration reads from a buffer it writes, it wrote itself earlier in
+    the same iteration (``C[i] = 0`` then ``C[i] += ...`` runs again as it ran; ``B[i] =
+    B[i] * 2`` would double twice). Refused with ScheduleError otherwise, naming what breaks.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (20,), "float32")
+    >>> B = Compute("B", (20,), lambda i: A[i] * 2.0)
+    >>> nest = LoopNest([B])
+    >>> outer, inner = nest.split_with_overlap(nest.get_loops_for(B)[0], 8)
+    >>> outer.extent, inner.extent
+    (3, 8)
+    """
+    factor = _check_factor(factor, "split_with_overlap", loop)
+    f = loop.stmt
+    v = f.var
+    e = fold_int(_extent(f))
+    op = f"split_with_overlap({loop.name}, {factor})"
+    if e is None:
+        raise ScheduleError(f"{op}: the extent of {loop.name} is symbolic ({_extent(f)}); the shifted last "
+                            "tile needs a constant extent of at least the factor: use split_with_tail or "
+                            "split_with_mask")
+    if e < factor:
+        n = max(e, 0)
+        raise ScheduleError(f"{op}: {loop.name} runs {n} iteration{'' if n == 1 else 's'}, fewer than one tile of "
+                            f"{factor}; use a factor no larger than the extent, or split_with_tail")
+    if e % factor:
+        _check_overlap_legal(nest, loop, op)
+    outer = _new_var(nest, f"{v.name}_outer", v)
+    inner = _new_var(nest, f"{v.name}_inner", v)
+    base = mul(outer, factor)
+    if e % factor:
+        base = Min(base, IntImm(e - factor, v.dtype))
+    body = substitute_stmt(f.body, {v: tidy(add(add(base, inner), f.start))})
+    main = For(outer, IntImm(0, v.dtype), IntImm(-(-e // factor), v.dtype),
+               Block((For(inner, IntImm(0, v.dtype), IntImm(factor, v.dtype), body),)))
+    nest.root = replace_loop(nest.root, v, lambda _: main)
+    _relink_tails(nest, v, inner, outer)
+    return Loop(nest, outer), Loop(nest, inner)
+
+
+def _check_overlap_legal(nest, loop, op: str) -> None:
+    """Refuse ``split_with_overlap`` where running an iteration of ``loop`` again, after
+    later ones, could change what the nest computes (see ``split_with_overlap``)."""
+    deps = legality_checks().blocking_parallel(nest, loop)
+    if deps:
+        raise ScheduleError(f"{op}: the last tile runs some iterations of {loop.name} again after later ones, "
+                            f"which needs independent iterations; {deps[0].describe(loop)}. Use split_with_tail")
+    written = {id(s.buffer): s.buffer for s in iter_stmts(loop.stmt.body) if isinstance(s, Store)}
+    for buf in written.values():
+        if not dependence_analysis().reads_written_in_iteration(nest, buf, loop):
+            raise ScheduleError(f"{op}: an iteration of {loop.name} reads {buf.name} where it may not have written "
+                                "it earlier in the same iteration, so running it again would read its own result "
+                                f"(as in `{buf.name}[i] = {buf.name}[i] * 2`); use split_with_tail")
 
 
 def _check_tile_legal(nest, x, y) -> None:

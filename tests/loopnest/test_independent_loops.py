@@ -84,9 +84,9 @@ def test_independent_loops_carry_no_dependence_the_analysis_finds(seed):
 
 
 def _touch_one_element_at_two_values(root, f, v) -> bool | None:
-    """Whether the analysis of ``root`` finds two instances inside loop ``f`` that touch one
-    element, one of them writing it, at different values of ``v``; None where it models an
-    access inside ``f`` inexactly."""
+    """Whether the analysis of ``root`` finds two instances inside loop ``f``, in one iteration
+    of the loops around ``f``, that touch one element, one of them writing it, at different
+    values of ``v``; None where it models an access inside ``f`` inexactly."""
     an = analyze(root)
     outer, info = an.loop_info(f.var), an.loop_info(v)
     accs = [a for a in an.accesses if outer.contains(a.instance)]
@@ -99,6 +99,8 @@ def _touch_one_element_at_two_values(root, f, v) -> bool | None:
             if a.buffer is not b.buffer or id(a.buffer) not in written or not (a.is_write or b.is_write):
                 continue
             same = a.relation.apply_range(b.relation.reverse())      # instances of a -> of b, one element
+            for outside in range(outer.depth):
+                same = same.equate(isl.dim_type.in_, outside, isl.dim_type.out, outside)
             differ = same.order_gt(isl.dim_type.in_, d, isl.dim_type.out, d).union(
                 same.order_lt(isl.dim_type.in_, d, isl.dim_type.out, d))
             if not differ.is_empty():

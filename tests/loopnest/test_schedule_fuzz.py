@@ -95,8 +95,8 @@ def _siblings(nest) -> list[list]:
 
 def random_step(nest, rnd: random.Random, gpu: bool, counter: list) -> str:
     loops = nest.get_all_loops()
-    ops = ["split_with_tail", "split_with_mask", "tile", "slice_head", "slice_tail", "normalize", "reorder",
-           "reorder_axis", "fuse", "flatten", "distribute", "vectorize", "unroll", "parallelize",
+    ops = ["split_with_tail", "split_with_mask", "split_with_overlap", "tile", "slice_head", "slice_tail", "normalize",
+           "reorder", "reorder_axis", "fuse", "flatten", "distribute", "vectorize", "unroll", "parallelize",
            "compute_inline", "compute_at", "compute_at", "store_at", "cache_accesses", "rfactor", "privatize",
            "eliminate_dead_stores", "simplify", "prefetch"]
     if gpu:  # GPU-bound loops run serially on IREval; CPU compilers do not take them
@@ -106,7 +106,7 @@ def random_step(nest, rnd: random.Random, gpu: bool, counter: list) -> str:
         return "none"
     pick = lambda: rnd.choice(loops)  # noqa: E731
     tensors = [t for t in nest.tensors if t not in nest.outputs]
-    if op in ("split_with_tail", "split_with_mask", "slice_head", "slice_tail"):
+    if op in ("split_with_tail", "split_with_mask", "split_with_overlap", "slice_head", "slice_tail"):
         getattr(nest, op)(pick(), rnd.randint(1, 4))
     elif op == "tile":
         x = pick()
