@@ -60,9 +60,9 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
     it); the tile's rows are unrolled and its columns vectorized; the column panels run in
     parallel. Where ``rows`` does not divide the size, the last row tile is shifted back over
     the one before it (``row_tiles``: 1024 rows are 171 tiles of 6, the last one from row
-    1018); with k slices, or symbolic sizes, the rows left over get a vectorized loop of
-    their own. When ``cols`` does not divide the width, the tile narrows by whole vectors,
-    then to half a vector, and so on.
+    1018); with k slices, symbolic sizes or fewer rows than a tile, the rows left over get a
+    vectorized loop of their own. When ``cols`` does not divide the width, the tile narrows
+    by whole vectors, then to half a vector, and so on.
 
         parallel for jo:                          (columns jo*cols .. jo*cols+cols-1)
           C[rows, panel] = 0                      (with slices only)
@@ -109,16 +109,31 @@ def matmul_schedule(nest: LoopNest, C, rows: int | None = None, cols: int | None
     # the leftover rows inside the column panel loop, reading its packed B, where that pack
     # transposes B (x @ W.T): read in place, all of B was transposed again (1024: 0.5 ms)
     share = pack_b and not sliced and columns_last(C, b) is not None
-    io, ii, itail = row_tiles(nest, i, rows, overlap=not sliced)
-    tail_panel = _matmul_tail_rows(nest, itail, cols, parallel and not share) if itail is not None else None
-    jo, ji, _ = nest.split_with_tail(j, cols)
-    if sliced:
-        ko, ki, _ = nest.split_with_tail(k, kc)
-        reorder_accumulation(nest, [io, ii, jo, ji, ko, ki], [jo, ko, io, ki, ii, ji], [ko, ki])
-        row_tile, panel = io, ko
-    else:
-        reorder_accumulation(nest, [io, ii, jo, ji, k], [jo, io, k, ii, ji], [k])
+    if not sliced and isinstance(i.extent, int) and i.extent >= rows:
+        # the column panels outside the rows first, then the rows in tiles (the last one
+        # shifted back: ``row_tiles``), then k inside the row tile: each reorder is read off
+        # the indices, where isl would be asked about the shifted tile's min(...)
+        jo, ji, _ = nest.split_with_tail(j, cols)
+        reorder_accumulation(nest, [i, jo, ji, k], [jo, i, ji, k], [k])
+        io, ii, itail = row_tiles(nest, i, rows)
+        reorder_accumulation(nest, [ii, ji, k], [k, ii, ji], [k])
+        if itail is not None:       # the rows left over inside the panel, after the row tiles
+            _, tj, tk = accumulation_chain(nest, itail)
+            reorder_accumulation(nest, [itail, tj, tk], [itail, tk, tj], [tk])
+            nest.vectorize(tj)
+        tail_panel = None
         row_tile, panel = io, jo
+    else:
+        io, ii, itail = nest.split_with_tail(i, rows)
+        tail_panel = _matmul_tail_rows(nest, itail, cols, parallel and not share) if itail is not None else None
+        jo, ji, _ = nest.split_with_tail(j, cols)
+        if sliced:
+            ko, ki, _ = nest.split_with_tail(k, kc)
+            reorder_accumulation(nest, [io, ii, jo, ji, ko, ki], [jo, ko, io, ki, ii, ji], [ko, ki])
+            row_tile, panel = io, ko
+        else:
+            reorder_accumulation(nest, [io, ii, jo, ji, k], [jo, io, k, ii, ji], [k])
+            row_tile, panel = io, jo
     if share and tail_panel is not None:
         jo = panel = nest.fuse([jo, tail_panel])
     if parallel:       # before the local buffers exist: a cheaper legality check, same result

@@ -101,6 +101,26 @@ def test_a_matmul_tile_shape_given_by_hand_is_not_narrowed():
     assert spec.error(outs) <= spec.tol
 
 
+@pytest.mark.parametrize("shift", [True, False], ids=["shifted", "tail"])
+@pytest.mark.parametrize("n", [4, 20, 136])
+def test_hand_matmul_rows_left_over_by_the_tile(n, shift, monkeypatch):
+    """The rows a 6-row tile leaves over: the last tile shifted back over the one before it
+    (20 and 136 rows), or rows of their own where there are fewer than a tile (4) or the
+    shift is refused (``row_tiles`` made to refuse it here): the values agree either way."""
+    import bench.schedules as schedules
+    if not shift:
+        tiles = schedules.row_tiles
+        monkeypatch.setattr(schedules, "row_tiles",
+                            lambda nest, loop, rows, overlap=True: tiles(nest, loop, rows, False))
+    spec = WORKLOADS["matmul"].make(n)
+    nest = LoopNest(spec.outputs)
+    schedules.matmul_schedule(nest, spec.outputs[0], rows=6, target=AVX512)
+    text = str(nest)
+    assert ("min(" in text) == (shift and n > 6) and ("i_tail" in text) == (n % 6 != 0 and not (shift and n > 6))
+    outs, _ = spec.run(build(nest, spec.args, target="llvm"))
+    assert spec.error(outs) <= spec.tol
+
+
 def test_matmul_narrows_its_tile_to_the_width():
     nest = _run_checked("matmul", 40, AVX512)       # 40 columns: not a multiple of 64, 48, 32 or 16
     assert _vector_widths(nest) == {8}
