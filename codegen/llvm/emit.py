@@ -536,6 +536,19 @@ class _Index(Functor):
             return iv
         return self.generic(e, st)
 
+    def visit_Cast(self, e: E.Cast, st: FnState):
+        # a loop variable widened (the flat offsets of buffers with symbolic sizes are int64):
+        # its i64 induction variable holds the value already, as the loop's int32 (uint32)
+        # bounds keep it in the variable's range; extending the truncated value instead hid
+        # the induction variable from LLVM (a sign extension in every iteration of the
+        # symbolic matmul's k loop, and its rows addressed through a chain of adds: 13% slower)
+        v = e.value
+        iv = st.ivs.get(id(v)) if isinstance(v, Var) and v.dtype.lanes == 1 else None
+        if iv is not None and e.dtype.is_integer and v.dtype.is_integer and e.dtype.bits >= v.dtype.bits \
+                and (e.dtype.is_int == v.dtype.is_int or e.dtype.bits > v.dtype.bits and v.dtype.is_uint):
+            return iv
+        return self.generic(e, st)
+
     def _arith(self, e, st: FnState):
         if not (e.dtype.is_integer and e.dtype.bits >= 32):
             # 8/16-bit arithmetic keeps its wraparound (a table lookup T[x + 10] on uint8 x may rely
