@@ -198,9 +198,10 @@ def split_with_overlap(nest, loop, factor: int):
                                               }
 
     Returns ``(outer, inner)``; ``loop``'s handle becomes stale. Where ``factor`` divides the
-    extent it is a plain split. Otherwise it needs a constant extent of at least ``factor``,
-    and it is legal only where running an iteration again, after later ones, changes
-    nothing: the iterations are independent (``parallelize`` would be legal: no iteration
+    extent (or the loop runs no iteration) it is a plain split. Otherwise it needs a constant
+    extent of at least ``factor``, and it is legal only where running an iteration again,
+    after later ones, changes nothing: the iterations are independent (``parallelize`` would
+    be legal: no iteration
     reads or writes what another one writes, up to intermediates private to an iteration),
     and every value an iteration reads from a buffer it writes, it wrote itself earlier in
     the same iteration (``C[i] = 0`` then ``C[i] += ...`` runs again as it ran; ``B[i] =
@@ -224,9 +225,9 @@ def split_with_overlap(nest, loop, factor: int):
         raise ScheduleError(f"{op}: the extent of {loop.name} is symbolic ({_extent(f)}); the shifted last "
                             "tile needs a constant extent of at least the factor: use split_with_tail or "
                             "split_with_mask")
-    if e < factor:
-        n = max(e, 0)
-        raise ScheduleError(f"{op}: {loop.name} runs {n} iteration{'' if n == 1 else 's'}, fewer than one tile of "
+    e = max(e, 0)
+    if e % factor and e < factor:
+        raise ScheduleError(f"{op}: {loop.name} runs {e} iteration{'' if e == 1 else 's'}, fewer than one tile of "
                             f"{factor}; use a factor no larger than the extent, or split_with_tail")
     if e % factor:
         _check_overlap_legal(nest, loop, op)

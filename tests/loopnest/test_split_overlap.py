@@ -89,6 +89,14 @@ def test_refused_where_an_iteration_may_not_run_twice():
     nest.split_with_overlap(nest.loop("i"), 5)        # 5 divides 10: no overlap, legal
 
 
+def test_an_empty_loop_splits_plainly():
+    A = Buffer("A", (0,), float32)
+    B = Compute("B", (0,), lambda i: A[i] + 1.0)
+    nest = LoopNest([B])
+    outer, inner = nest.split_with_overlap(nest.get_loops_for(B)[0], 4)
+    assert (outer.extent, inner.extent) == (0, 4) and "min(" not in str(nest)
+
+
 def test_refused_for_symbolic_extents():
     N = Var("N")
     A = Buffer("A", (N,), float32)
