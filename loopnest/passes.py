@@ -19,6 +19,7 @@ from te.intrinsics import cast
 from te.simplify import Simplifier
 from te.view import TensorView, view_root
 
+from .empty_loops import guard_empty_loops
 from .index_checks import guard_data_dependent_indices
 from .legalize import (expand_float_min_max, guard_int_division, lower_low_precision, mask_shift_amounts,
                        short_circuit, unsigned_division, widen_indices)
@@ -344,7 +345,8 @@ PASSES: list[tuple[str, Callable]] = [
 #: language's edge cases that IREval implements directly (see ``loopnest.legalize``).
 TARGET_PASSES: dict[str, list[tuple[str, Callable]]] = {
     "ireval": [],
-    "llvm": [("version_guarded_vectors", lambda nest, root: version_guarded_loops(root)),
+    "llvm": [("guard_empty_loops", guard_empty_loops),
+             ("version_guarded_vectors", lambda nest, root: version_guarded_loops(root)),
              ("guard_int_division", guard_int_division), ("mask_shift_amounts", mask_shift_amounts),
              ("lower_low_precision", lower_low_precision), ("legalize_vectors", legalize_vectors),
              ("short_circuit", short_circuit), ("unsigned_division", unsigned_division), ("verify", verify_pass)],
