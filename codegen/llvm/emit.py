@@ -541,7 +541,7 @@ class _Index(Functor):
         # its i64 induction variable holds the value already, as the loop's int32 (uint32)
         # bounds keep it in the variable's range; extending the truncated value instead hid
         # the induction variable from LLVM (a sign extension in every iteration of the
-        # symbolic matmul's k loop, and its rows addressed through a chain of adds: 13% slower)
+        # symbolic matmul's k loop)
         v = e.value
         iv = st.ivs.get(id(v)) if isinstance(v, Var) and v.dtype.lanes == 1 else None
         if iv is not None and e.dtype.is_integer and v.dtype.is_integer and e.dtype.bits >= v.dtype.bits \
