@@ -121,3 +121,23 @@ def test_packs_larger_than_a_register_tile_get_the_hints_of_other_loops():
         nest = For(i, IntImm(0), IntImm(6), For(j, IntImm(0), IntImm(64), copy))
         assert unroll_choice(nest, frozenset({id(P)})) == "llvm"
         assert unroll_choice(nest.body.stmts[0], frozenset({id(P)})) == "llvm"
+
+
+def test_register_tile_reduction_twice():
+    """The reduction loop around a matmul's register tile (vectorized, unrolled) is unrolled
+    twice: its addressing and loop overhead are paid once per two steps. With a symbolic N,
+    LLVM adds the remainder step for an odd N."""
+    N = Var("N")
+    A, B = Buffer("A", (N, N), float32), Buffer("B", (N, N), float32)
+    C = Reduce("C", (N, N), Sum(), lambda i, j, k: A[i, k] * B[k, j], (N,))
+    nest = LoopNest([C])
+    nest.auto_schedule()
+    k = build(nest, [A, B, C, N], target="llvm", cache=False)
+    hints = loop_hints(k.source)
+    assert hints["k"] == TWICE, hints
+    rng = np.random.default_rng(0)
+    for n in (1, 7, 67, 133):
+        a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+        c = np.empty((n, n), np.float32)
+        k(a, b, c, n)
+        np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
