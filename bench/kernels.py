@@ -595,7 +595,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("layernorm", make_layernorm, [(512, 1024)], [(4096, 1024)], hand_layernorm),
     Workload("row_sum", make_row_sum, [(1024, 1024)], [(4096, 4096)], hand_row_sum),
     Workload("transpose", make_transpose, [(1024, 1024)], [(4096, 4096)], hand_transpose),
-    Workload("matmul", make_matmul, [256, 512], [256, 512, 1024, 2048], hand_matmul,
+    Workload("matmul", make_matmul, [256, 512], [256, 512, 1024, 1152, 2048], hand_matmul,
              skip_default=lambda n: n > 1024),     # the unscheduled 2048 matmul takes ~2 minutes a call
     Workload("linear", make_linear, [512], [1024], hand_matmul,
              skip_default=lambda n: n > 512),      # the unscheduled 1024 product takes seconds a call

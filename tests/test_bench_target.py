@@ -78,7 +78,8 @@ def test_tile_shapes_follow_registers_and_caches():
     assert matmul_kc(AVX512, 6, 64, 4096) == 2048                      # 6 x 2048 floats of A: all of L1
     assert matmul_kc(AVX512, 6, 64, 2048) == 0                         # all of k in one slice
     assert matmul_kc(AVX2, 6, 16, 2048) == 1024
-    assert matmul_kc(AVX2, 6, 16, 300) == 0                            # no power-of-two slice divides 300
+    assert matmul_kc(AVX2, 6, 16, 300) == 0                            # all of k in one slice
+    assert matmul_kc(AVX2, 6, 16, 1400) == 0                           # no power-of-two slice of 16 or more divides it
     # A that every column panel reads again fits in less than half of L2: half the vectors, 8 rows
     # (AVX-512); with 8 x 1 vectors a k step would issue more loads than multiply-adds, so AVX2 keeps 6 x 2
     half_l2 = AVX512.l2_bytes // 2

@@ -159,7 +159,7 @@ def test_row_tiles_in_blocks_when_one_panel_holds_every_column():
 def test_matmul_reduction_slices_follow_the_caches():
     """The k slices of a matmul are as deep as the target's caches allow (``matmul_kc``, the
     hand schedule's rule): 2048 with 48 KiB of L1 at 4096, 1024 with half that L1, none
-    where all of k fits."""
+    where all of k fits (1152 once ran in 9 slices of 128: 11.4 ms against 8.8 in one)."""
     def slices(n, l1):
         nest = LoopNest(make_matmul(n).outputs)
         report = str(nest.auto_schedule(Target(vector_bits=512, vector_registers=32, cores=2, l1_bytes=l1,
@@ -168,6 +168,7 @@ def test_matmul_reduction_slices_follow_the_caches():
     assert slices(4096, 48 * 1024) == "2048"
     assert slices(4096, 24 * 1024) == "1024"
     assert slices(2048, 48 * 1024) is None
+    assert slices(1152, 48 * 1024) is None and slices(960, 48 * 1024) is None
 
 
 def test_statement_nest_is_left_as_written():
