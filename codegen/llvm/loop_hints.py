@@ -12,8 +12,9 @@ The schedule already chose what to unroll, so here each loop gets a ``!llvm.loop
   ``REGISTER_TILE`` elements (a packed panel or filter: the transposing pack of a 64 x 64 x
   3 x 3 filter, unrolled into 72 gathers, took 25 of conv2d's 217 ms of build, for no
   speed), nests of at most
-  ``SMALL_NEST`` body executions (tails), and innermost loops that accumulate into the same
-  element (a register-blocked reduction, where unrolling hides the loop overhead);
+  ``SMALL_NEST`` body executions (tails), and other innermost loops that accumulate into the
+  same element (a reduction into one vector of lanes or into scalars, where unrolling hides
+  the loop overhead);
 * ``llvm.loop.unroll.count 2``: a register-blocked reduction (``register_tile_reduction``: the
   loop around a vectorized and unrolled register tile, ``C_local[i, ramp] += A[i, k] *
   B[k, ramp]``) of a symbolic or even trip count, whose loop overhead and addressing are then
@@ -106,14 +107,13 @@ def _copied(s: For) -> bool:
     return s.kind == ForKind.UNROLLED and n is not None and n <= MAX_LATE_UNROLL
 
 
-def _nest_stmts(s: For, copied: bool = False):
+def _nest_stmts(s: For):
     """The statements of ``s``'s body, through the small constant nests in it (which LLVM
-    unrolls) and, with ``copied``, the unrolled loops the emitter copies; None where a loop in
-    it is neither."""
+    unrolls); None where a loop in it is not such a nest."""
     out, stack = [], list(s.body.stmts)
     while stack:
         x = stack.pop()
-        if isinstance(x, For) and nest_executions(x, SMALL_NEST) is None and not (copied and _copied(x)):
+        if isinstance(x, For) and nest_executions(x, SMALL_NEST) is None:
             return None
         out.append(x)
         stack.extend(_children(x))
@@ -221,10 +221,9 @@ def unroll_choice(s: For, arguments: frozenset = frozenset()) -> str:
     the ids ``arguments``: ``"llvm"`` (LLVM decides: a copy nest but one that fills a large
     intermediate, a small nest of at most ``SMALL_NEST`` body executions, or an innermost loop that
     accumulates), ``"twice"`` (the reduction loop of a register tile, ``register_tile_reduction``,
-    of a symbolic or even trip count;
-    another innermost loop, once LLVM has unrolled the small nests in it, that loads no vector
-    of scattered elements and stores no vector) or ``"never"`` (a
-    loop around other loops, or an innermost loop of vector statements).
+    of a symbolic or even trip count; another innermost loop, once LLVM has unrolled the small
+    nests in it, that loads no vector of scattered elements and stores no vector) or
+    ``"never"`` (a loop around other loops, or an innermost loop of vector statements).
 
     >>> from te.expr import IntImm, Var
     >>> from loopnest.stmt import Block, For
