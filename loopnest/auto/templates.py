@@ -426,8 +426,7 @@ def contraction(nest, t: Tensor, k: dict):
                           groups["K"] + inner_red)
     if i_tail is not None and share:
         # the leftover rows inside the column tile loop, after the row tiles: they read the
-        # same packed copy of the transposed operand (their own copy, or its loads in place,
-        # transposed all of it again: x @ W.T 1024 with 4 leftover rows, 7.4 against 6.9 ms)
+        # same packed copy of the operand (``_shares_the_pack``)
         tile_outer[0] = nest.fuse([tile_outer[0], tail_j])
     # 6. parallel loops first: the local buffers created below are then allocated inside
     #    them (private to each iteration) and the legality check has less to analyse
@@ -861,12 +860,13 @@ def _blocked_leftover_columns(nest, t: Tensor, k: dict, above: list, tile: set, 
 
 def _shares_the_pack(t: Tensor, k: dict, outer_fixed: list) -> bool:
     """Whether the leftover rows of a 2-D contraction go inside the column tile loop of the
-    main rows, to read the packed copy of its transposed operand (``B`` of ``A @ B.T``): the
-    column tiles must be the outermost tile loop."""
+    main rows, to read the packed copy of its operand (``B`` of ``A @ B`` or ``A @ B.T``)
+    while it is in cache: the column tiles must be the outermost tile loop. Read in place, B
+    came from memory once more (a symbolic N at 1024 with 4 leftover rows: 6.75 against 6.62
+    ms); transposed again, more (``x @ W.T`` 1024: 7.4 against 6.9 ms)."""
     if outer_fixed or k["order"][:1] != "j" or not (k["vec_n"] and k.get("pack") and k.get("pack_buffer")):
         return False
-    packed = next((ld.buffer for ld in loads(t.body) if ld.buffer.name == k["pack_buffer"]), None)
-    return packed is not None and columns_last(t, packed) is not None
+    return any(ld.buffer.name == k["pack_buffer"] for ld in loads(t.body))
 
 
 def _leftover_rows(nest, t: Tensor, k: dict, top, first, i_tail, n_red: int, parallel: bool = True):
