@@ -862,8 +862,9 @@ def _shares_the_pack(t: Tensor, k: dict, outer_fixed: list) -> bool:
     """Whether the leftover rows of a 2-D contraction go inside the column tile loop of the
     main rows, to read the packed copy of its operand (``B`` of ``A @ B`` or ``A @ B.T``)
     while it is in cache: the column tiles must be the outermost tile loop. Read in place, B
-    came from memory once more (a symbolic N at 1024 with 4 leftover rows: 6.75 against 6.62
-    ms); transposed again, more (``x @ W.T`` 1024: 7.4 against 6.9 ms)."""
+    came from memory once more (a symbolic N at 1024, 4 rows left over: 6.98 against 6.83 ms,
+    PyTorch 6.66; at 1030, 10.16 against 9.83, PyTorch 7.00); transposed again, more
+    (``x @ W.T`` 1024: 7.4 against 6.9 ms)."""
     if outer_fixed or k["order"][:1] != "j" or not (k["vec_n"] and k.get("pack") and k.get("pack_buffer")):
         return False
     return any(ld.buffer.name == k["pack_buffer"] for ld in loads(t.body))

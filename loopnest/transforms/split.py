@@ -201,11 +201,10 @@ def split_with_overlap(nest, loop, factor: int):
     extent (or the loop runs no iteration) it is a plain split. Otherwise it needs a constant
     extent of at least ``factor``, and it is legal only where running an iteration again,
     after later ones, changes nothing: the iterations are independent (``parallelize`` would
-    be legal: no iteration
-    reads or writes what another one writes, up to intermediates private to an iteration),
-    and every value an iteration reads from a buffer it writes, it wrote itself earlier in
-    the same iteration (``C[i] = 0`` then ``C[i] += ...`` runs again as it ran; ``B[i] =
-    B[i] * 2`` would double twice). Refused with ScheduleError otherwise, naming what breaks.
+    be legal: no iteration reads or writes what another one writes, up to intermediates
+    private to an iteration), and every value an iteration reads from a buffer it writes, it
+    wrote itself earlier in the same iteration (``C[i] = 0`` then ``C[i] += ...`` runs again
+    as it ran; ``B[i] = B[i] * 2`` would double twice). Refused with ScheduleError otherwise, naming what breaks.
 
     >>> from te import Buffer, Compute
     >>> from loopnest import LoopNest
