@@ -36,19 +36,22 @@ from __future__ import annotations
 
 from te import expr as E
 from te.lanes import lane_of
-from te.queries import has_load
+from te.queries import has_load, int_value
 
 from .stmt import LetStmt, Stmt, StmtMutator, Store
 
-__all__ = ["legalize_vectors", "scalarize_vectors"]
+__all__ = ["is_masked_load", "legalize_vectors", "scalarize_vectors"]
 
 
 class _Legalize(E.ExprMutator):
+    def __init__(self, masked_loads: bool):
+        self.masked_loads = masked_loads
+
     def visit_IfThenElse(self, e: E.IfThenElse) -> E.Expr:
         e = self.generic(e)
         if not (has_load(e.t) or has_load(e.f)):
             return E.Select(e.cond, e.t, e.f)
-        if e.cond.dtype.lanes == 1:
+        if e.cond.dtype.lanes == 1 or (self.masked_loads and is_masked_load(e)):
             return e
         vmap: dict = {}
         return E.MakeVector([E.IfThenElse(lane_of(e.cond, k, vmap), lane_of(e.t, k, vmap), lane_of(e.f, k, vmap))
@@ -56,16 +59,39 @@ class _Legalize(E.ExprMutator):
 
 
 class _LegalizeStmt(StmtMutator):
+    def __init__(self, masked_loads: bool):
+        self.masked_loads = masked_loads
+
     def visit_expr(self, e: E.Expr) -> E.Expr:
-        return _Legalize().visit(e)
+        return _Legalize(self.masked_loads).visit(e)
 
 
-def legalize_vectors(nest, root: Stmt) -> Stmt:
+def legalize_vectors(nest, root: Stmt, masked_loads: bool = False) -> Stmt:
     """``root`` with every per-lane computation explicit (see the module docstring): an
     ``if_then_else`` that loads nothing is a ``select``; one with a vector condition that
-    loads is a ``make_vector`` of per-lane scalar ``if_then_else``. ``nest`` is unused (the
-    pass signature of ``loopnest.passes``)."""
-    return _LegalizeStmt().visit(root)
+    loads is a ``make_vector`` of per-lane scalar ``if_then_else``, but, with
+    ``masked_loads`` (LLVM), a masked load (``is_masked_load``) stays whole. ``nest`` is
+    unused (the pass signature of ``loopnest.passes``)."""
+    return _LegalizeStmt(masked_loads).visit(root)
+
+
+def is_masked_load(e: E.Expr) -> bool:
+    """Whether ``e`` is ``if_then_else(mask, A[ramp(base, 1, n)], c)``: a vector condition, a
+    load of consecutive elements of a buffer of scalar elements, a constant for the other
+    lanes. LLVM computes it as one ``llvm.masked.load``, which reads only the lanes of the
+    mask, as the ``if_then_else`` says.
+
+    >>> from te import Broadcast, Buffer, Ramp, Var, float32, if_then_else
+    >>> A = Buffer("A", (8,), float32); idx = Ramp(Var("i"), 1, 4)
+    >>> is_masked_load(if_then_else(idx < Broadcast(Var("n"), 4), A[idx], Broadcast(0.0, 4)))
+    True
+    """
+    if not (isinstance(e, E.IfThenElse) and e.cond.dtype.is_vector and isinstance(e.t, E.Load)):
+        return False
+    idx, dt = e.t.indices, e.t.buffer.dtype
+    other = e.f.value if isinstance(e.f, E.Broadcast) else e.f
+    return (len(idx) == 1 and isinstance(idx[0], E.Ramp) and int_value(idx[0].stride) == 1 and dt.lanes == 1
+            and not (dt.is_bool or dt.is_lowp_float) and isinstance(other, (E.IntImm, E.FloatImm)))
 
 
 def _lanes(e: E.Expr, lanes: int) -> E.Expr:

@@ -7,15 +7,16 @@ from __future__ import annotations
 from te import expr as E
 from te.expr import Broadcast, IntImm, Ramp, Var, substitute
 from te.queries import has_load, int_value, structural_key, uses_var
+from te.simplify import const_int_bounds
 
 from .lazy_analysis import legality_checks
 from .queries import stmt_loaded_buffers, stmt_stored_buffers
-from .stmt import Block, Cond, For, ForKind, Let, Prefetch, Stmt, StmtMutator, Store, as_block
+from .stmt import Allocate, Block, Cond, For, ForKind, Let, Prefetch, Stmt, StmtMutator, Store, as_block
 from .target import host_target
 from .transforms._rewrite import add, mul, sub, substitute_stmt, tidy
 
-__all__ = ["lower_vectorized_loops", "version_guarded_loops", "versioned", "interval_condition", "affine_in",
-           "lane_pieces"]
+__all__ = ["lower_vectorized_loops", "version_guarded_loops", "versioned", "masked_lanes", "interval_condition",
+           "affine_in", "lane_pieces"]
 
 
 def lower_vectorized_loops(root: Stmt) -> Stmt:
@@ -75,7 +76,8 @@ def _vectorize_loop(f: For) -> Stmt | None:
 def version_guarded_loops(root: Stmt) -> Stmt:
     """The LLVM target's pass ``version_guarded_vectors``: each loop still vectorized after
     ``lower_vectorized_loops`` whose guards allow it becomes ``versioned`` (vector code where
-    every guard holds for every lane, the loop, serial, elsewhere). Only LLVM gets it: CUDA
+    every guard holds for every lane; elsewhere the same vector code with the lanes masked,
+    ``masked_lanes``, where its stores allow, else the loop, serial). Only LLVM gets it: CUDA
     runs a vector statement as one statement per lane, so there the loop stays one loop.
 
     >>> from te import Buffer, Var
@@ -89,12 +91,49 @@ def version_guarded_loops(root: Stmt) -> Stmt:
       }
     }
     """
-    return _EachVectorizedLoop(_version_loop).visit(root)
+    return _Versioning().visit(root)
 
 
-def _version_loop(f: For) -> Stmt | None:
-    n = legality_checks().constant_extent(f)
-    return versioned(f, n) if n is not None and n > 1 else None
+class _Versioning(StmtMutator):
+    """``versioned`` for each vectorized loop, knowing the ranges of the loops around it and
+    the buffers private to the thread that runs it (``masked_lanes``)."""
+
+    def __init__(self):
+        self.ranges: dict = {}
+        self.private: frozenset = frozenset()   # ids of buffers allocated in this thread
+
+    def visit_Block(self, s: Block):
+        saved = self.private
+        try:
+            out, changed = [], False
+            for x in s.stmts:
+                if isinstance(x, Allocate) and x.scope in ("global", "local"):
+                    self.private = self.private | {id(x.buffer)}
+                nx = self.visit(x)
+                changed |= nx is not x
+                if nx is not None:
+                    out.extend(nx.stmts if isinstance(nx, Block) and not isinstance(x, Block) else [nx])
+        finally:
+            self.private = saved
+        return Block(tuple(out)) if changed else s
+
+    def visit_For(self, s: For):
+        saved = self.private
+        if s.kind in ForKind.CONCURRENT:
+            self.private = frozenset()     # an allocation outside is shared by the iterations
+        self.ranges[s.var] = (s.start, tidy(sub(s.stop, s.start)))
+        try:
+            s = self.generic(s)
+        finally:
+            del self.ranges[s.var]
+            self.private = saved
+        if s.kind != ForKind.VECTORIZED:
+            return s
+        n = legality_checks().constant_extent(s)
+        if n is None or n < 2:
+            return s
+        out = versioned(s, n, self.ranges, self.private)
+        return s if out is None else out
 
 
 def _lanes(f: For, body: Stmt, n: int) -> Stmt | None:
@@ -150,7 +189,7 @@ def lane_pieces(n: int, register_lanes: int = 16) -> list[tuple[int, int]]:
     return pieces
 
 
-def versioned(f: For, n: int) -> Stmt | None:
+def versioned(f: For, n: int, ranges: dict | None = None, private: frozenset = frozenset()) -> Stmt | None:
     """For a vectorized loop ``f`` of ``n`` iterations guarded by conditions that hold on an
     interval of its variable (``interval_condition``) -- its body one ``if (c) then``, or
     its ``if_then_else(c, t, e)`` expressions whose ``c`` varies across the lanes --:
@@ -158,7 +197,10 @@ def versioned(f: For, n: int) -> Stmt | None:
     {the body for all lanes, each if_then_else replaced by its t} else {f, serial}``
     (``_no_wrap_tests``). Where ``c`` holds at both ends of the lanes it holds for every
     lane, so the vector statements compute exactly what the loop would; None when there is
-    no such condition or the body does not vectorize even so.
+    no such condition or the body does not vectorize even so. The ``else`` branch is the
+    body's vector statements with the lanes masked (``masked_lanes``, given the ``ranges``
+    of the loops around ``f`` and the buffers ``private`` to its thread) where the only
+    condition is the ``if`` and its stores allow it, else ``f``, serial.
 
     >>> from te import Buffer, Var
     >>> A, B = Buffer("A", (10,), "float32"), Buffer("B", (10,), "float32")
@@ -217,9 +259,93 @@ def versioned(f: For, n: int) -> Stmt | None:
     every_lane = tidy(every_lane)
     serial = f.replace(kind=ForKind.SERIAL)
     known = int_value(every_lane)
-    if known is not None:       # a constant extent and start: one of the two is all there is
-        return as_block(fast) if known else Block((serial,))
+    if known:                   # a constant extent and start: the vector code is all there is
+        return as_block(fast)
+    if not taken.conditions and len(guards) == 1:
+        masked = masked_lanes(f, guards[0], body, n, ranges or {}, private)
+        if masked is not None:
+            serial = masked
+    if known is not None:
+        return Block((serial,))
     return Cond(every_lane, as_block(fast), Block((serial,)))
+
+
+def masked_lanes(f: For, guard: E.Expr, body: Stmt, n: int, ranges: dict, private: frozenset) -> Stmt | None:
+    """The body of the vectorized loop ``f`` (``n`` lanes) that runs only where ``guard``
+    holds, as vector statements with the other lanes masked: the mask is ``guard`` at each
+    lane; a vector load that may leave its buffer in a masked lane loads only the lanes of the
+    mask (``if_then_else(mask, load, 0)``, an ``llvm.masked.load``); a store keeps the old
+    value in the masked lanes (``select(mask, value, old)``), which only a store to a buffer
+    ``private`` to the thread (allocated inside the innermost parallel loop around ``f``)
+    whose every lane is inside the buffer (over the loops' ``ranges``) may do. None where a
+    store or a load does not allow it (the loop then runs serially). The register tile of a
+    partial column tile stays in registers: its accumulators are read and written whole.
+
+    >>> from te import Buffer, Var
+    >>> A, L = Buffer("A", (10,), "float32"), Buffer("L", (4,), "float32")
+    >>> o, i = Var("o"), Var("i")
+    >>> body = Block((Store(L, (i,), L[i] + A[o * 4 + i]),))
+    >>> print(masked_lanes(For(i, 0, 4, body, ForKind.VECTORIZED), o * 4 + i < 10, body, 4, {}, frozenset({id(L)})))
+    L[ramp(0, 1, 4)] = select(ramp(o * 4, 1, 4) < broadcast(10, 4), L[ramp(0, 1, 4)] + \
+if_then_else(ramp(o * 4, 1, 4) < broadcast(10, 4), A[ramp(o * 4, 1, 4)], broadcast(0.0f, 4)), L[ramp(0, 1, 4)]);
+    >>> masked_lanes(For(i, 0, 4, body, ForKind.VECTORIZED), o * 4 + i < 10, body, 4, {}, frozenset()) is None
+    True
+    """
+    if len(lane_pieces(n, _register_lanes(body))) != 1:
+        return None
+    vec = _Vectorizer(f.var, f.start, n)
+    try:
+        mask = vec.expr(guard)
+    except _Fail:
+        return None
+    lanes = vec.stmt(body)
+    if lanes is None or not mask.dtype.is_vector:
+        return None
+    return _Masked(mask, ranges, private).stmt(lanes)
+
+
+class _Masked(E.ExprMutator):
+    """The statements of ``masked_lanes``: each store's value selected by ``mask``, each
+    vector load that may leave its buffer masked; ``_Fail`` where a store may not be."""
+
+    def __init__(self, mask: E.Expr, ranges: dict, private: frozenset):
+        self.mask = mask
+        self.ranges = ranges
+        self.private = private
+
+    def stmt(self, s: Stmt) -> Stmt | None:
+        try:
+            return self._stmt(s)
+        except _Fail:
+            return None
+
+    def _stmt(self, s: Stmt) -> Stmt:
+        if isinstance(s, Block):
+            return Block(tuple(self._stmt(x) for x in s.stmts))
+        if isinstance(s, Let):
+            return s.replace(value=self.visit(s.value), body=self._stmt(s.body))
+        if isinstance(s, Store) and id(s.buffer) in self.private and self._inside(s.buffer, s.indices):
+            old, value = E.Load(s.buffer, s.indices), self.visit(s.value)
+            if value.dtype == old.dtype and old.dtype.lanes == self.mask.dtype.lanes:
+                return s.replace(value=E.Select(self.mask, value, old))
+        raise _Fail
+
+    def _inside(self, buffer, indices) -> bool:
+        """Whether every lane of the flat ``indices`` is an element of ``buffer``."""
+        size = buffer.static_size()
+        if size is None or len(indices) != 1:
+            return False
+        lo, hi = const_int_bounds(indices[0], self.ranges)
+        return lo is not None and hi is not None and 0 <= lo and hi < size
+
+    def visit_Load(self, e: E.Load) -> E.Expr:
+        e = self.generic(e)
+        if not e.dtype.is_vector or self._inside(e.buffer, e.indices):
+            return e
+        idx = e.indices[-1]
+        if len(e.indices) != 1 or not isinstance(idx, Ramp) or int_value(idx.stride) != 1:
+            raise _Fail      # a gather that may leave its buffer
+        return E.IfThenElse(self.mask, e, E.const(0, e.dtype))
 
 
 class _TakenBranches(StmtMutator):

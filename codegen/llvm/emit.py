@@ -79,6 +79,7 @@ from te.dtypes import Dtype, float32
 from te.expr import Expr, IntImm, Var
 from te.functor import Functor
 from loopnest.legalize import needs_short_circuit
+from loopnest.legalize_vectors import is_masked_load
 from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Let, Stmt, Store
 from loopnest.target import host_target
 from loopnest.transforms.loop_kinds import MAX_LATE_UNROLL
@@ -91,7 +92,7 @@ from .extern import emit_extern_call
 from .entry import bind_scalar_args, emit_alias_check, emit_py_wrapper
 from .fnstate import FnState
 from .loop_hints import unroll_hint
-from .memory import check_index, index_sites, load, prefetch, splat, store
+from .memory import check_index, index_sites, load, masked_load, prefetch, splat, store
 from .parallel import RUNTIMES, parallel_loop
 from .streaming import store_fence, streaming_outputs
 from .types import I1, I32, I64, PTR, arg_type, const, scalar_storage_type, splat_const, value_type
@@ -425,6 +426,8 @@ class _Emitter(Functor):
 
     def visit_IfThenElse(self, e: E.IfThenElse, st: FnState):
         if e.cond.dtype.lanes > 1:
+            if is_masked_load(e):
+                return masked_load(self, st, e)
             raise BuildError(f"if_then_else with the vector condition `{e.cond}` reached the LLVM printer; run "
                              "loopnest.passes.legalize_for_target(nest, 'llvm') first (it computes it lane by lane)")
         return self.branch_value(st, self.expr(st, e.cond), lambda: self.expr(st, e.t),

@@ -28,7 +28,7 @@ from .decls import declare
 from .types import (I8, I32, I64, PTR, VOID, intrinsic_suffix, is_bit_float, scalar_storage_type, splat_const,
                     storage_type)
 
-__all__ = ["pointer", "load", "store", "prefetch", "check_index", "index_sites", "ramp_parts", "splat",
+__all__ = ["pointer", "load", "masked_load", "store", "prefetch", "check_index", "index_sites", "ramp_parts", "splat",
            "INDEX_OUT_OF_RANGE"]
 
 #: kernel return codes from this on: the ``IndexCheck`` of site ``code - INDEX_OUT_OF_RANGE``
@@ -120,6 +120,22 @@ def _gather(st: FnState, buf, base: ir.Value, offsets: ir.Value, vtype: ir.Vecto
                  [ptrs.type, I32, mask, vtype])
     return b.call(fn, [ptrs, ir.Constant(I32, align), ir.Constant(mask, [1] * vtype.count),
                        ir.Constant(vtype, ir.Undefined)])
+
+
+def masked_load(em, st: FnState, e: E.IfThenElse) -> ir.Value:
+    """``if_then_else(mask, A[ramp(base, 1, n)], c)`` (``loopnest.legalize_vectors.is_masked_load``)
+    as one ``llvm.masked.load``: it reads only the lanes of the mask, the others are ``c``."""
+    ld = e.t
+    buf = ld.buffer
+    b = st.b
+    vdt = buf.dtype.with_lanes(e.dtype.lanes)
+    vt = storage_type(vdt)
+    p = pointer(st, buf, em.index(st, ramp_parts(ld.indices[0])[0]))
+    mask = em.expr(st, e.cond)
+    other = _to_storage(b, vdt, em.expr(st, e.f))
+    fn = declare(b.module, f"llvm.masked.load.{intrinsic_suffix(vt)}.{intrinsic_suffix(p.type)}", vt,
+                 [p.type, I32, mask.type, vt])
+    return _from_storage(b, vdt, b.call(fn, [p, ir.Constant(I32, max(1, buf.dtype.itemsize)), mask, other]))
 
 
 def _vector_element_load(em, st: FnState, e: E.Load) -> ir.Value:

@@ -1,8 +1,9 @@
 """Vectorized loops guarded by an ``if`` (``split_with_mask``) or holding an ``if_then_else``
 whose condition varies across the lanes (the border of a padded input): the LLVM target's
 pass ``version_guarded_vectors`` versions them (``loopnest.vectorize_lowering.versioned``):
-vector statements where the conditions hold for every lane, the loop run serially elsewhere
-(the last, partial vector; the vectors that straddle a border).
+vector statements where the conditions hold for every lane, elsewhere (the last, partial
+vector; the vectors that straddle a border) the vector statements with the lanes masked where
+they store to a buffer of their thread (``masked_lanes``), else the loop run serially.
 
 LLVM's loop vectorizer does not if-convert (``codegen.llvm.jit.LLVM_OPTIONS``), so before
 this a guarded vectorized loop stayed scalar (a row sum over a symbolic N under
@@ -244,3 +245,57 @@ def test_a_vectorized_loop_of_48_lanes_is_computed_as_vectors_of_32_and_16():
     c = np.full((m, n), np.nan, np.float32)
     kernel(a, b, c)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+def _column_sums_in_masked_tiles():
+    """Column sums of a 3 x N input in tiles of 16 columns, the last one masked, each tile
+    accumulated in a local buffer (registers) over the rows."""
+    N = Var("N")
+    A = Buffer("A", (3, N), float32)
+    S = Reduce("S", (N,), Sum(), lambda j, i: A[i, j], (3,))
+    nest = LoopNest([S])
+    j, i = nest.get_loops_for(S)
+    nest.reorder([j, i], [1, 0])                  # the init store gets a loop of its own
+    init, rows = [nest.loop(s.var) for s in nest.root.stmts]
+    (j,) = nest.get_inner_loops(rows)
+    jo, ji = nest.split_with_mask(j, 16)
+    nest.reorder([rows, jo], [1, 0])
+    init_o, init_i = nest.split_with_mask(init, 16)
+    jo = nest.fuse([init_o, jo])
+    nest.cache_accesses(nest.buffer("S"), "S_tile", jo)
+    nest.vectorize(init_i)
+    nest.vectorize(ji)
+    return nest, A, S, N
+
+
+def test_a_masked_tile_of_a_local_buffer_is_vector_code_and_right():
+    """Where the guarded lanes store to a buffer private to the thread (allocated inside it)
+    and inside it in every lane, the partial vector is vector code too (``masked_lanes``):
+    the store keeps the old value in the lanes outside the guard (``select``), a load that
+    may leave its buffer reads only the guard's lanes (``if_then_else``, an
+    ``llvm.masked.load``). A store to the output, an argument, stays a loop."""
+    nest, A, S, N = _column_sums_in_masked_tiles()
+    text = str(legalize_for_target(nest.prepare_for_codegen(), "llvm"))
+    accumulate = [line for line in text.splitlines() if line.strip().startswith("S_tile[ramp(0, 1, 16)] = select(")]
+    assert len(accumulate) == 2 and "if_then_else(ramp(" in accumulate[1], text     # the init, the sum
+    assert "] = S_tile[S_tile_i0];" in text          # the copy out to the output: a serial loop
+    kernel = build(nest, [A, S, N], target="llvm", cache=False)
+    assert "llvm.masked.load" in kernel.optimized_source
+    reference = build(nest, [A, S, N], target="ireval")
+    rng = np.random.default_rng(3)
+    for n in (0, 1, 15, 16, 17, 33, 40):
+        a = rng.standard_normal((3, n)).astype(np.float32)
+        s, s_ref = np.full(n, np.nan, np.float32), np.full(n, np.nan, np.float32)
+        kernel(a, s, n)
+        reference(a, s_ref, n)
+        np.testing.assert_array_equal(s, s_ref)
+        np.testing.assert_allclose(s, a.astype(np.float64).sum(axis=0), rtol=1e-6, atol=1e-6)
+
+
+def test_a_vector_if_then_else_that_loads_is_one_masked_load_on_llvm_only():
+    """``if_then_else(mask, A[ramp], 0)`` stays whole for LLVM (``llvm.masked.load``); CUDA
+    computes it lane by lane."""
+    nest, _, _, _ = _column_sums_in_masked_tiles()
+    prepared = nest.prepare_for_codegen()
+    assert "if_then_else(ramp(" in str(legalize_for_target(prepared, "llvm"))
+    assert "if_then_else(ramp(" not in str(legalize_for_target(prepared, "cuda"))

@@ -104,10 +104,27 @@ def test_vector_lets_outside_and_inside_the_per_lane_code(let_inside):
 
 
 def test_llvm_printer_refuses_an_unlegalized_vector_if_then_else():
-    root, A, B = _guarded_root()
+    """A vector ``if_then_else`` that loads reaches the LLVM printer only as a masked load
+    (consecutive elements, a constant elsewhere); a gather under a vector condition is
+    refused there: ``legalize_vectors`` computes it lane by lane."""
+    A, B = Buffer("A", (30,), float32), Buffer("B", (12,), float32)
+    io = Var("io")
+    idx = Ramp(io * 4, 1, 4)
+    gather = IfThenElse(idx < Broadcast(IntImm(10, int32), 4), Load(A, (Ramp(io * 8, 2, 4),)),
+                        Broadcast(FloatImm(-1.0, float32), 4))
+    root = For(io, 0, 3, Block([Store(B, (idx,), gather)]))
     nest = _Nest(root, [A], [B])
     with pytest.raises(BuildError, match="legalize_for_target"):
         emit_module("te_B", root, make_params(nest, [A, B]), [], EmitOptions())
+
+
+def test_a_masked_load_stays_whole_for_llvm():
+    """``legalize_vectors(..., masked_loads=True)`` (the LLVM pipeline) keeps
+    ``if_then_else(mask, A[ramp], c)``: one ``llvm.masked.load``, reading the mask's lanes."""
+    root, A, B = _guarded_root()
+    assert str(legalize_vectors(None, root, masked_loads=True)) == str(root)
+    nest = _Nest(root, [A], [B])
+    assert "llvm.masked.load.v4f32" in str(emit_module("te_B", root, make_params(nest, [A, B]), [], EmitOptions()))
 
 
 def test_make_vector_and_extract_lane_nodes():
