@@ -46,8 +46,9 @@ carry the unrolling hint of ``loop_hints`` (left to LLVM, unrolled twice, or not
 outer loops costs compile time and gains nothing); ``parallel`` loops are outlined and run
 through a parallel runtime (``parallel``); a parallel loop inside a parallel body runs serially.
 Allocations of a constant size up to ``STACK_LIMIT`` bytes are ``alloca``s in the entry
-block of the function (per thread inside a parallel body), others ``aligned_alloc``/``free``;
-both start on a multiple of ``buffer_alignment()`` bytes (``malloc`` aligns to 16, which can put
+block of the function (per thread inside a parallel body), others ``aligned_alloc``/``free``
+(once per chunk of a parallel loop's iterations where it allocates at the top of its body a
+buffer whose size does not change with them, ``parallel.chunk_allocations``); both start on a multiple of ``buffer_alignment()`` bytes (``malloc`` aligns to 16, which can put
 every native-vector load of a packed matmul panel across two cache lines: matmul 1024 on AVX-512
 ran at 0.91 of PyTorch with ``malloc``, 0.98-0.99 aligned, in fresh processes).
 Loads and stores (contiguous vectors, gathers and scatters, vector elements, index checks)

@@ -121,6 +121,9 @@ def test_parallel_body_with_its_own_intermediate(runtime, width):
     nest = HandNest(root, [A], [B], [T])
     k = build(nest, [A, B], target="llvm", parallel_runtime=runtime)
     assert ("aligned_alloc" in k.source) == (width * 4 > 64 * 1024)
+    if width * 4 > 64 * 1024:      # once per call of the outlined body (a chunk of rows), not once per row
+        body = k.source[k.source.index('_loop"(i64 %"lo"'):]
+        assert body.index("aligned_alloc") < body.index("i_loop:") < body.index("i_exit:") < body.index('@"free"')
     a = np.random.default_rng(1).standard_normal((rows, width)).astype(np.float32)
     want = a * 2 + (a * 2)[:, ::-1]
     for _ in range(REPEATS // 3):
