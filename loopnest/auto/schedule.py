@@ -845,6 +845,10 @@ class _Planner:
             extent = const_extent(loops[-2].extent)
             if extent is not None:      # a strip of tile rows for every core at least
                 rows = min(rows, max(cols, extent // self.target.cores))
+            elif par:
+                # a symbolic extent: square tiles, strips for every core (strips of 1024 rows
+                # left one core idle below 2048: 4000 x 1000 in 2.9 ms against 1.1 at constant sizes)
+                rows = cols
 
             def tiled():
                 xo, yo, xi, yi = nest.tile(loops[-2], loops[-1], rows, cols)
