@@ -385,7 +385,8 @@ def test_a_symbolic_transpose_has_a_strip_of_tiles_for_every_core():
 
 def test_a_one_row_matrix_product_is_dot_products_and_a_one_tile_one_reads_in_place():
     """``x @ W.T`` with one row of x is a dot product of x with each row of W (a reduction in
-    vector lanes, W read once, not packed first: 0.158 -> 0.052 ms at 1024, PyTorch 0.052);
+    vector lanes, W read once, not packed first: 0.158 -> 0.052 ms at 1024, PyTorch 0.052),
+    with a few rows the same, the rows inside the loop over W's rows (``FEW_ROWS``);
     ``x @ B`` with rows that fit one register tile reads B's panels in place, each once
     (5 rows: 0.243 -> 0.164 ms)."""
     rng = np.random.default_rng(4)
@@ -397,6 +398,14 @@ def test_a_one_row_matrix_product_is_dot_products_and_a_one_tile_one_reads_in_pl
     y = np.full((1, 80), np.nan, np.float32)
     build(nest, [x, W, Y], target="llvm")(a, w, y)
     np.testing.assert_allclose(y, a.astype(np.float64) @ w.T, rtol=1e-5, atol=1e-5)
+    x3 = Buffer("x3", (3, 96), "float32")
+    Y3 = Reduce("Y3", (3, 80), Sum(), lambda i, j, k: x3[i, k] * W[j, k], (96,))
+    nest = LoopNest([Y3])        # a few rows: the same dot products, the rows inside W's rows
+    assert "the rows innermost" in str(nest.auto_schedule(AVX512)) and "W_pack" not in str(nest)
+    a3 = rng.standard_normal((3, 96), dtype=np.float32)
+    y3 = np.full((3, 80), np.nan, np.float32)
+    build(nest, [x3, W, Y3], target="llvm")(a3, w, y3)
+    np.testing.assert_allclose(y3, a3.astype(np.float64) @ w.T, rtol=1e-5, atol=1e-5)
     X, B = Buffer("X", (5, 96), "float32"), Buffer("B", (96, 80), "float32")
     Z = Reduce("Z", (5, 80), Sum(), lambda i, j, k: X[i, k] * B[k, j], (96,))
     nest = LoopNest([Z])
