@@ -270,6 +270,19 @@ def versioned(f: For, n: int, ranges: dict | None = None, private: frozenset = f
     return Cond(every_lane, as_block(fast), Block((serial,)))
 
 
+class _Fail(Exception):
+    pass
+
+
+class _Rewrite:
+    def stmt(self, s: Stmt) -> Stmt | None:
+        """``self._stmt(s)``, or None where some construct of ``s`` cannot be rewritten."""
+        try:
+            return self._stmt(s)
+        except _Fail:
+            return None
+
+
 def masked_lanes(f: For, guard: E.Expr, body: Stmt, n: int, ranges: dict, private: frozenset) -> Stmt | None:
     """The body of the vectorized loop ``f`` (``n`` lanes) that runs only where ``guard``
     holds, as vector statements with the other lanes masked: the mask is ``guard`` at each
@@ -313,11 +326,7 @@ class _Masked(E.ExprMutator):
         self.ranges = ranges
         self.private = private
 
-    def stmt(self, s: Stmt) -> Stmt | None:
-        try:
-            return self._stmt(s)
-        except _Fail:
-            return None
+    stmt = _Rewrite.stmt
 
     def _stmt(self, s: Stmt) -> Stmt:
         if isinstance(s, Block):
@@ -451,10 +460,6 @@ def affine_in(e: E.Expr, var: Var) -> bool:
     return False
 
 
-class _Fail(Exception):
-    pass
-
-
 class _Vectorizer:
     """Rewrite a loop body for all lanes at once; ``None`` when some construct cannot be."""
 
@@ -465,11 +470,7 @@ class _Vectorizer:
         self.env: dict = {}
 
     # -- statements --------------------------------------------------------------------
-    def stmt(self, s: Stmt) -> Stmt | None:
-        try:
-            return self._stmt(s)
-        except _Fail:
-            return None
+    stmt = _Rewrite.stmt
 
     def _stmt(self, s: Stmt) -> Stmt:
         if isinstance(s, Block):

@@ -55,7 +55,7 @@ from ..errors import ScheduleError
 from ..queries import stmt_loads
 from ..target import Target, resolve_target
 from .templates import (blocks_leftover_columns, channel_contraction, channel_dimension, channel_operands,
-                        column_reduction, column_stream, columns_last, contraction,
+                        column_reduction, column_stream, columns_last, contraction, dot_product_tiles,
                         deferred_unrolls, pack_candidate, pending_unrolls, several, reduction as plain_reduction,
                         reduction_parts, unroll_fully, vector_reduction, vectorize_split)
 from .classify import classify, const_extent, consumers_of, sliced_loop
@@ -551,10 +551,13 @@ def _work(t: Tensor) -> int:
 
 
 #: a product ``x @ W.T`` (W read along the reduction) of at most this many rows is dot
-#: products of x's rows with W's, the rows innermost, so that W's row stays in L1 for all of
-#: them: no transposed copy of W (1024 x 1024, 6 rows: 0.185 -> 0.127 ms, 2 rows: 0.143 ->
-#: 0.085; PyTorch 0.103 and 0.051; at 8 rows the two are even)
-FEW_ROWS = 6
+#: products of x's rows with W's: tiles of all of x's rows x a few of W's rows x vector lanes of
+#: partial sums in registers (``templates.dot_product_tiles``), else one output at a time with
+#: the rows inside the loop over W's rows; no transposed copy of W. 1024 x 1024 on AVX-512, the
+#: register-blocked tile with W packed against the dot-product tiles: 2 rows 0.143 -> 0.05-0.06
+#: ms, 5 rows 0.168 -> 0.07-0.08, 6 rows 0.185 -> 0.09, 8 rows 0.18-0.20 -> 0.14, 12 rows
+#: 0.17-0.20 (PyTorch 0.05, 0.09-0.10, 0.11, 0.15, 0.18-0.20); above 12 the packed tile wins
+FEW_ROWS = 12
 
 
 class _Planner:
@@ -826,6 +829,16 @@ class _Planner:
                 return (f"tiles of up to {REDUCE_VECTORS} vectors of {lanes} lanes in registers, the reduction "
                         f"inside each tile" + (", parallel" if par else ""), why)
         accumulator = t.name
+        rows = const_extent(t.dims[0])
+        if t.name in self.few_rows and rows > 1 and t.dtype.is_float:
+            lanes = self.target.lanes(t.dtype)
+            room = (self.target.vector_registers - 8) // rows
+            cols = next((c for c in (8, 4, 2) if c <= room and (const_extent(t.dims[1]) or 1) % c == 0), 1)
+            par = self.should_parallelize(t)
+            if self.attempt(dot_product_tiles, nest, t, lanes, cols, par):
+                return (f"dot products in tiles of {rows} rows x {cols} rows of {pack_candidate(t)} x {lanes} "
+                        f"lanes" + (", parallel" if par else ""),
+                        f"a product of {rows} rows with a matrix read along the reduction")
         if t.name in self.few_rows and self.attempt(nest.reorder, loops[:2], [1, 0]):
             loops = nest.get_loops_for(t)
             parts.append("the rows innermost")

