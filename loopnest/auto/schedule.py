@@ -829,8 +829,8 @@ class _Planner:
                 return (f"tiles of up to {REDUCE_VECTORS} vectors of {lanes} lanes in registers, the reduction "
                         f"inside each tile" + (", parallel" if par else ""), why)
         accumulator = t.name
-        rows = const_extent(t.dims[0])
-        if t.name in self.few_rows and rows > 1 and t.dtype.is_float:
+        rows = const_extent(t.dims[0]) if t.name in self.few_rows else None
+        if rows is not None and rows > 1 and t.dtype.is_float:
             lanes = self.target.lanes(t.dtype)
             room = (self.target.vector_registers - 8) // rows
             cols = next((c for c in (8, 4, 2) if c <= room and (const_extent(t.dims[1]) or 1) % c == 0), 1)

@@ -414,3 +414,14 @@ def test_a_one_row_matrix_product_is_dot_products_and_a_one_tile_one_reads_in_pl
         nest, report, check = _small_product(rows, transposed)
         assert words in report and "W_pack" not in str(nest), str(nest)
         check()
+
+
+def test_a_reduction_to_a_scalar_is_scheduled_and_right():
+    A = Buffer("A", (100,), "float32")
+    S = Reduce("S", (), Sum(), lambda k: A[k], (100,))
+    nest = LoopNest([S])
+    nest.auto_schedule(AVX512)
+    a = np.random.default_rng(5).standard_normal(100).astype(np.float32)
+    s = np.full((), np.nan, np.float32)
+    build(nest, [A, S], target="llvm")(a, s)
+    np.testing.assert_allclose(s, a.astype(np.float64).sum(), rtol=1e-5)
