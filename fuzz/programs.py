@@ -88,6 +88,9 @@ BAD_INDEX_PROBABILITY = 0.3
 INDEX_NAME = "I"
 #: the probability that a size or a constant extent is 0
 ZERO_PROBABILITY = 0.05
+#: the probability that a reduction stage reduces to a scalar (no output dimensions: the
+#: automatic scheduler once read the first dimension of every reduction)
+SCALAR_PROBABILITY = 0.08
 #: a program that is one matmul (float16, bfloat16 or float32 inputs, float32 sums, sizes in
 #: multiples of 16) for the GPU matmul trees (``gpu_matmul``: tensor cores, cp.async stages)
 MATMUL_PROBABILITY = 0.06
@@ -312,8 +315,8 @@ def expr_source(node, names: list) -> str:
         return names[node[1]]
     if tag == "n":
         return node[1]
-    if tag == "ld":
-        return f"{node[1]}[{', '.join(rec(x) for x in node[2])}]"
+    if tag == "ld":     # a tensor of no dimensions (a reduction to a scalar) is read as T[()]
+        return f"{node[1]}[{', '.join(rec(x) for x in node[2]) or '()'}]"
     if tag == "cmp":
         _, op, spelling, a, b = node
         left = _const_source(a) if a[0] == "c" else rec(a)   # a te expression, never a Python number
@@ -477,7 +480,7 @@ class _Generator:
 
     def load(self, t: TensorSpec, dtype: str, ivars: list, reduce_vars: list):
         """A load of ``t`` cast to ``dtype``; one dimension reads a reduction variable if any."""
-        forced = self.rnd.randrange(t.rank) if reduce_vars else None
+        forced = self.rnd.randrange(t.rank) if reduce_vars and t.rank else None
         src = self.index_input
         gathers = src is not None and self.loadable(src, ivars)
         idx, guards = [], []
@@ -618,9 +621,10 @@ class _Generator:
             # at every reduction step (minutes of interpretation, not a deeper test)
             rdims = [self.dim((0, 0, 1)) for _ in range(rnd.choice([1, 1, 2]))] \
                 if rnd.random() < 0.3 and not deep_before else []
-            ivars = [(k, self.extent(d)) for k, d in enumerate(shape + rdims)]
-            self.grid = shape + rdims
-            rvars = ivars[len(shape):]
+            out_shape = [] if rdims and rnd.random() < SCALAR_PROBABILITY else shape
+            ivars = [(k, self.extent(d)) for k, d in enumerate(out_shape + rdims)]
+            self.grid = out_shape + rdims
+            rvars = ivars[len(out_shape):]
             body = [rnd.choice(ARITH), self.operand(prev, dtype, ivars, rvars), self.expr(dtype, 2, ivars, rvars)]
             draw = rnd.random()
             stencil_before = prev.body is not None and prev.body[0] == "sum" or not self.loadable(prev, ivars)
@@ -634,9 +638,9 @@ class _Generator:
                 # into the other multiplies their terms)
                 body = ["sum", [self.load(prev, dtype, ivars, rvars) for _ in range(rnd.randint(3, 5))]]
             reducer = rnd.choice(REDUCERS) if rdims else None
-            if rdims and any(self.extent(d) == 0 for d in rdims) and all(self.extent(d) > 0 for d in shape):
+            if rdims and any(self.extent(d) == 0 for d in rdims) and all(self.extent(d) > 0 for d in out_shape):
                 reducer = "Sum"   # Max and Min of nothing are infinite (or the integer extremes)
-            self.tensors.append(TensorSpec(f"T{s + 1}", dtype, [list(d) for d in shape], body, reducer, rdims))
+            self.tensors.append(TensorSpec(f"T{s + 1}", dtype, [list(d) for d in out_shape], body, reducer, rdims))
         last = self.tensors[-1]
         if last.dtype == "float32" and last.reducer is None and rnd.random() < FRACTION_PROBABILITY:
             # rounded once, stored, read by nothing: any schedule gives the same bits

@@ -276,12 +276,13 @@ def test_drawn_gather_program_with_out_of_range_data_expects_index_error():
 
 
 def test_generator_draws_gathers_bad_data_and_empty_extents():
-    programs = [random_program(random.Random(f"draws/{k}")) for k in range(120)]
+    programs = [random_program(random.Random(f"draws/{k}")) for k in range(160)]
     gathers = [p for p in programs if any(t.name == "I" for t in p.tensors)]
     assert len(gathers) >= 15
     assert any('["ld", "I"' in str(t.body).replace("'", '"') for p in gathers for t in p.tensors if t.body)
     assert sum(p.bad_index is not None for p in programs) >= 3
     assert any(0 in [p.extent(d) for t in p.tensors for d in t.dims + t.rdims] for p in programs)
+    assert any(t.rank == 0 and t.rdims for p in programs for t in p.tensors)     # reductions to a scalar
 
 
 # ---------------------------------------------------------------------------------------
