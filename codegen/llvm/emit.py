@@ -48,9 +48,10 @@ through a parallel runtime (``parallel``); a parallel loop inside a parallel bod
 Allocations of a constant size up to ``STACK_LIMIT`` bytes are ``alloca``s in the entry
 block of the function (per thread inside a parallel body), others ``aligned_alloc``/``free``
 (once per chunk of a parallel loop's iterations where it allocates at the top of its body a
-buffer whose size does not change with them, ``parallel.chunk_allocations``); both start on a multiple of ``buffer_alignment()`` bytes (``malloc`` aligns to 16, which can put
-every native-vector load of a packed matmul panel across two cache lines: matmul 1024 on AVX-512
-ran at 0.91 of PyTorch with ``malloc``, 0.98-0.99 aligned, in fresh processes).
+buffer whose size does not change with them, ``parallel.chunk_allocations``); both start on a
+multiple of ``buffer_alignment()`` bytes (``malloc`` aligns to 16, which can put every
+native-vector load of a packed matmul panel across two cache lines: matmul 1024 on AVX-512 ran
+at 0.91 of PyTorch with ``malloc``, 0.98-0.99 aligned, in fresh processes).
 Loads and stores (contiguous vectors, gathers and scatters, vector elements, index checks)
 are printed by ``memory``. Contiguous vector stores to large outputs that are never read are
 streaming stores (``streaming``; the threshold is ``EmitOptions.nontemporal_min_bytes``).

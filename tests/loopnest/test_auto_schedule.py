@@ -409,8 +409,9 @@ def test_a_one_row_matrix_product_is_dot_products_and_a_one_tile_one_reads_in_pl
     partial sums in registers (``dot_product_tiles``: 5 rows 0.185 -> 0.08 ms, PyTorch 0.10);
     ``x @ B`` with rows that fit one register tile reads B's panels in place, each once
     (5 rows: 0.243 -> 0.164 ms)."""
-    for rows, transposed, words in ((1, True, "(reduction)"), (3, True, "tiles of 3 rows x 8 rows of W x 16 lanes"),
-                                    (10, True, "tiles of 10 rows x 2 rows of W"), (5, False, "register-blocked 5 rows")):
+    cases = ((1, True, "(reduction)"), (3, True, "tiles of 3 rows x 8 rows of W x 16 lanes"),
+             (10, True, "tiles of 10 rows x 2 rows of W"), (5, False, "register-blocked 5 rows"))
+    for rows, transposed, words in cases:
         nest, report, check = _small_product(rows, transposed)
         assert words in report and "W_pack" not in str(nest), str(nest)
         check()
