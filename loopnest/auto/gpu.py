@@ -137,6 +137,9 @@ def grid_reduce(nest, t, threads: int, partials: int) -> Loop:
 
 
 def _grid_reduce(nest, t, threads: int, partials: int) -> Loop:
+    if not t.dims:      # the second kernel binds its output loop to the blocks
+        raise ScheduleError(f"grid_reduce: {t.name} has no output dimension for the second kernel's blocks; give "
+                            f"it one of extent 1 (shape (1,), as the sum of a whole array in the example)")
     loops = nest.get_loops_for(t)
     outer, red = loops[:len(t.dims)], loops[len(t.dims):]
     r = nest.flatten(red) if len(red) > 1 else red[0]

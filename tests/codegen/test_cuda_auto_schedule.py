@@ -173,6 +173,26 @@ def test_split_reductions_of_any_shape_equal_numpy_on_ireval(outputs, dims, redu
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
+def test_grid_reduce_refuses_a_reduction_to_a_scalar_and_leaves_the_nest():
+    """The second kernel of grid_reduce binds the output loop to its blocks: a reduction with
+    no output dimension is refused, the nest unchanged (it raised IndexError halfway: the
+    random tester, seed 213). The automatic GPU schedule takes a block for it instead."""
+    import loopnest.auto.gpu as gpu
+    A = Buffer("A", (1000,), "float32")
+    S = Reduce("S", (), Sum(), lambda k: A[k], (1000,))
+    nest = LoopNest([S])
+    before = str(nest)
+    with pytest.raises(ScheduleError, match="no output dimension"):
+        gpu.grid_reduce(nest, nest.buffer("S"), 64, 256)
+    assert str(nest) == before and nest.history == []
+    a = np.random.default_rng(6).standard_normal(1000).astype(np.float32)
+    s = np.zeros((), np.float32)
+    gpu_nest = LoopNest([S])
+    assert "a block per output" in str(gpu_nest.auto_schedule(target="cuda"))
+    build(gpu_nest, [A, S], target="ireval")(a, s)
+    np.testing.assert_allclose(s, a.astype(np.float64).sum(), rtol=1e-5)
+
+
 def test_a_convolution_takes_the_direct_template():
     X = Buffer("X", (1, 4, 10, 10), "float32")
     W = Buffer("W", (8, 4, 3, 3), "float32")
