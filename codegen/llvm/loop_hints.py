@@ -21,10 +21,11 @@ The schedule already chose what to unroll, so here each loop gets a ``!llvm.loop
   paid once per two steps (matmul 1024 on one core: 13.25-13.74 -> 12.51-12.60 ms, PyTorch
   12.98-13.34 in the same runs; with a symbolic N, where LLVM recomputes the six row
   addresses of A in every step, 14.37-14.72 -> 12.95-13.52 ms; conv2d's loop of 3 filter
-  columns, unrolled twice with a remainder step, ran 15% slower); and the other innermost loops (streaming loops), unless they load
-  vectors of scattered elements, which LLVM's cost model would not unroll, or store vectors
-  (the schedule vectorized the loop inside: the 13-stage stencil's 13 vector loops unrolled
-  twice took 33 ms more to build, 265 against 232, for a run time within 2%);
+  columns, unrolled twice with a remainder step, ran 15% slower); and the other innermost
+  loops (streaming loops), unless they load vectors of scattered elements, which LLVM's cost
+  model would not unroll, or store vectors (the schedule vectorized the loop inside: the
+  13-stage stencil's 13 vector loops unrolled twice took 33 ms more to build, 265 against
+  232, for a run time within 2%);
 * ``llvm.loop.unroll.disable``: every other loop.
 
 >>> from te.expr import IntImm, Var

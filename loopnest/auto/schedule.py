@@ -554,9 +554,9 @@ def _work(t: Tensor) -> int:
 #: products of x's rows with W's: tiles of all of x's rows x a few of W's rows x vector lanes of
 #: partial sums in registers (``templates.dot_product_tiles``), else one output at a time with
 #: the rows inside the loop over W's rows; no transposed copy of W. 1024 x 1024 on AVX-512, the
-#: register-blocked tile with W packed against the dot-product tiles: 2 rows 0.143 -> 0.05-0.06
-#: ms, 5 rows 0.168 -> 0.07-0.08, 6 rows 0.185 -> 0.09, 8 rows 0.18-0.20 -> 0.14, 12 rows
-#: 0.17-0.20 (PyTorch 0.05, 0.09-0.10, 0.11, 0.15, 0.18-0.20); above 12 the packed tile wins
+#: register-blocked tile with W packed against the dot-product tiles, ratios to PyTorch in the
+#: same runs: 2 rows 0.41 -> 0.91-0.95, 5 rows 0.54 -> 1.20-1.27, 8 rows 0.80 -> 1.07, 10 rows
+#: 0.80 -> 1.17, 12 rows 0.76 -> 1.00; at 16 rows the packed tile wins (1.08 against 0.57)
 FEW_ROWS = 12
 
 

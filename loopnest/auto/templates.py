@@ -119,6 +119,22 @@ def several(lp) -> bool:
     return n is None or n > 1
 
 
+def parallelize_first(nest, loops):
+    """Parallelize the first of ``loops`` that may run more than once (``several``); returns
+    it, or None where none does.
+
+    >>> from te import Compute
+    >>> from loopnest import LoopNest
+    >>> nest = LoopNest([Compute("B", (1, 4), lambda i, j: i + j)])
+    >>> parallelize_first(nest, nest.get_loops_for("B")).name
+    'j'
+    """
+    first = next((lp for lp in loops if several(lp)), None)
+    if first is not None:
+        nest.parallelize(first)
+    return first
+
+
 def parallel_blocks(nest, loop, cores: int):
     """Parallelize ``loop``; where ``cores`` (more than one) divides its constant trip count,
     as one block of consecutive iterations per core: the parallel loop runs ``cores``
@@ -709,6 +725,9 @@ def masked_column_tiles(nest, t: Tensor, red_top, outer: list, par: bool, lanes:
     stmts = around[-1].stmt.body.stmts if around else nest.root.stmts
     fors = [s for s in stmts if isinstance(s, For)]
     at = next(n for n, s in enumerate(fors) if s.var is red_top.var)
+    if at == 0:
+        raise ScheduleError(f"masked_column_tiles: no init nest of {t.name} just before its reduction loop "
+                            f"{red_top.name}; reorder the reduction inside the columns first (reorder_accumulation)")
     init = accumulation_chain(nest, Loop(nest, fors[at - 1].var))         # ..., columns
     comp = accumulation_chain(nest, red_top)
     co, cl = nest.split_with_mask(comp[-1], lanes * vectors)
@@ -722,9 +741,7 @@ def masked_column_tiles(nest, t: Tensor, red_top, outer: list, par: bool, lanes:
         nest.reorder(init[:-1] + [ico], [len(init) - 1] + list(range(len(init) - 1)))
     tile = nest.fuse([ico, co])
     if par:
-        first = next((lp for lp in list(outer) + [tile] if several(lp)), None)
-        if first is not None:
-            nest.parallelize(first)
+        parallelize_first(nest, list(outer) + [tile])
     nest.cache_accesses(nest.buffer(t.name), name, tile)
     nest.vectorize(cl)
     if cv is not None:
@@ -743,9 +760,7 @@ def _columns_nest(nest, t: Tensor, outer: list, cols, par: bool, lanes: int, nam
     the accumulator (the local buffer ``name``) local to the innermost, the columns
     vectorized."""
     if par:
-        first = next((lp for lp in outer if several(lp)), None)
-        if first is not None:
-            nest.parallelize(first)
+        parallelize_first(nest, outer)
     if outer:
         nest.cache_accesses(nest.buffer(t.name), name, outer[-1])
     if const_extent(cols.extent) is None:
@@ -798,9 +813,8 @@ def column_reduction(nest, t: Tensor, lanes: int, vectors: int, par: bool) -> No
     columns = const_extent(spatial[-1].extent)
     if columns is not None and columns < lanes:     # fewer than one vector: the reduction outside them
         reorder_accumulation(nest, accumulation_chain(nest, spatial[0]), spatial[:-1] + red + spatial[-1:], red)
-        outer = next((lp for lp in spatial[:-1] if several(lp)), None)
-        if par and outer is not None:
-            nest.parallelize(outer)
+        if par:
+            parallelize_first(nest, spatial[:-1])
         nest.vectorize(spatial[-1])
         return
     if columns is not None:
@@ -814,9 +828,8 @@ def column_reduction(nest, t: Tensor, lanes: int, vectors: int, par: bool) -> No
     jv, jl, _ = nest.split_with_tail(ji, lanes)
     outer = list(spatial[:-1]) + [jo]
     reorder_accumulation(nest, accumulation_chain(nest, outer[0]), outer + red + [jv, jl], red)
-    first = next((lp for lp in outer if several(lp)), None)
-    if par and first is not None:
-        nest.parallelize(first)
+    if par:
+        parallelize_first(nest, outer)
     nest.cache_accesses(nest.buffer(t.name), f"{t.name}_local", jo)
     nest.vectorize(jl)
     if several(jv):
@@ -912,9 +925,7 @@ def _blocked_leftover_columns(nest, t: Tensor, k: dict, above: list, tile: set, 
     inner = [nest.loop(lp) for n, lp in enumerate(rest) if n in tile]
     reorder_accumulation(nest, chain, outer + red + inner + [cols], red)
     if k["par"]:
-        par = next((lp for lp in outer if several(lp)), None)
-        if par is not None:
-            nest.parallelize(par)
+        parallelize_first(nest, outer)
     nest.cache_accesses(nest.buffer(t.name), f"{t.name}_cols", outer[-1])
     nest.vectorize(cols)
     for lp in inner:
@@ -1132,7 +1143,6 @@ def elementwise(nest, t: Tensor, k: dict):
         serial[-1] = outer
         if len(loops) == 1:
             outer_handle = outer
-    par_loop = next((lp for lp in serial if several(lp)), None)
-    if k.get("par") and par_loop is not None:
-        nest.parallelize(par_loop)
+    if k.get("par"):
+        parallelize_first(nest, serial)
     return outer_handle

@@ -72,12 +72,13 @@ def stencil_nest():
 
 class PreparedNest:
     """A hand-built prepared nest (what the passes and ``build`` take): a statement tree
-    ``root`` with its input and output buffers, no intermediates."""
+    ``root`` with its input and output buffers and the ``intermediates`` it allocates."""
 
     prepared = True
 
-    def __init__(self, root, inputs, outputs):
-        self.root, self.inputs, self.outputs, self.intermediates = root, list(inputs), list(outputs), []
+    def __init__(self, root, inputs, outputs, intermediates=()):
+        self.root, self.inputs, self.outputs = root, list(inputs), list(outputs)
+        self.intermediates = list(intermediates)
 
     def copy(self):
-        return PreparedNest(self.root, self.inputs, self.outputs)
+        return PreparedNest(self.root, self.inputs, self.outputs, self.intermediates)

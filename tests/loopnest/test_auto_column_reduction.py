@@ -134,3 +134,15 @@ def test_columns_the_tiles_leave_over_are_a_masked_tile_in_parallel(cols):
         got = _run(nest, args, [a], (n,), np.float32, "llvm", sizes)
         plain = _run(LoopNest([S]), args, [a], (n,), np.float32, "ireval", sizes)
         assert got.tobytes() == plain.tobytes()
+
+
+def test_masked_column_tiles_needs_the_init_nest_before_the_reduction():
+    from loopnest import ScheduleError
+    from loopnest.auto.templates import masked_column_tiles
+    A, S = _column_sum(4, 40)
+    nest = LoopNest([S])
+    j, i = nest.get_loops_for(S)
+    before = str(nest)
+    with pytest.raises(ScheduleError, match="no init nest of S just before its reduction loop i"):
+        masked_column_tiles(nest, S, i, [], False, 8, 2, "S_tile")
+    assert str(nest) == before

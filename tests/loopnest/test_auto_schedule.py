@@ -185,7 +185,8 @@ def test_matmul_leftover_columns_are_row_blocked():
         nest.auto_schedule(AVX512)
         text = str(nest)
         assert "unrolled for" in text[text.index("C_cols["):] and ("C_corner" in text) == corner, text
-        a, b = rng.standard_normal((rows, depth), dtype=np.float32), rng.standard_normal((depth, cols), dtype=np.float32)
+        a = rng.standard_normal((rows, depth), dtype=np.float32)
+        b = rng.standard_normal((depth, cols), dtype=np.float32)
         c = np.full((rows, cols), np.nan, np.float32)
         build(nest, [A, B, C], target="llvm")(a, b, c)
         np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)

@@ -13,8 +13,8 @@ from codegen.kernel import BuildError, make_params
 from codegen.llvm.emit import EmitOptions, emit_module
 from loopnest.legalize_vectors import legalize_vectors
 from loopnest.passes import TARGET_PASSES, run_passes
-from loopnest.stmt import Block, For, Store
-from te import (Broadcast, Buffer, ExtractLane, FloatImm, IfThenElse, IntImm, Let, Load, MakeVector, Ramp, Var,
+from loopnest.stmt import Allocate, Block, Cond, For, ForKind, Free, Store
+from te import (Broadcast, Buffer, Cast, ExtractLane, FloatImm, IfThenElse, IntImm, Let, Load, MakeVector, Ramp, Var,
                 float32, int32, structural_key)
 from te.lanes import lane_of
 from te.simplify import simplify
@@ -125,6 +125,32 @@ def test_a_masked_load_stays_whole_for_llvm():
     assert str(legalize_vectors(None, root, masked_loads=True)) == str(root)
     nest = _Nest(root, [A], [B])
     assert "llvm.masked.load.v4f32" in str(emit_module("te_B", root, make_params(nest, [A, B]), [], EmitOptions()))
+
+
+def test_masked_lanes_of_a_private_buffer_keep_their_values():
+    """A guarded vector loop storing to a buffer the kernel allocates runs its partial vector as
+    masked vector code (``masked_lanes``): the lanes outside the guard keep what the buffer
+    held (``select``), which the full read of the buffer after it sees. n = 0..8 over 8 lanes."""
+    n = Var("n")
+    L, B = Buffer("L", (8,), float32), Buffer("B", (8,), float32)
+    i, j, k = Var("i"), Var("j"), Var("k")
+    root = Block([
+        Allocate(L),
+        For(i, 0, 8, Block([Store(L, (i,), Cast(float32, i) + 1.0)]), kind=ForKind.VECTORIZED),
+        For(j, 0, 8, Block([Cond(j < n, Block([Store(L, (j,), Load(L, (j,)) * 10.0)]))]), kind=ForKind.VECTORIZED),
+        For(k, 0, 8, Block([Store(B, (k,), Load(L, (k,)))])),
+        Free(L)])
+    nest = _Nest(root, [], [B], [L])
+    kernel = build(nest, [B, n], target="llvm")
+    for size in range(9):
+        b = np.full(8, np.nan, np.float32)
+        kernel(b, size)
+        want = np.arange(1, 9, dtype=np.float32)
+        want[:size] *= 10
+        np.testing.assert_array_equal(b, want)
+    text = str(run_passes(nest, passes=TARGET_PASSES["llvm"]))
+    assert "L[ramp(0, 1, 8)] = select(ramp(0, 1, 8) < broadcast(n, 8), L[ramp(0, 1, 8)] * broadcast(10.0f, 8), " \
+        "L[ramp(0, 1, 8)]);" in text, text
 
 
 def test_make_vector_and_extract_lane_nodes():
