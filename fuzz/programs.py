@@ -94,6 +94,9 @@ SCALAR_PROBABILITY = 0.08
 #: a program that is one matmul (float16, bfloat16 or float32 inputs, float32 sums, sizes in
 #: multiples of 16) for the GPU matmul trees (``gpu_matmul``: tensor cores, cp.async stages)
 MATMUL_PROBABILITY = 0.06
+#: the rows of a few-row matmul program (``matmul_program``), up to the automatic scheduler's
+#: ``FEW_ROWS``
+FEW_ROWS_DRAWS = (2, 5, 12)
 #: a program that is one direct convolution (``conv_program``): the automatic scheduler's
 #: convolution templates, along the columns or the output channels
 CONV_PROBABILITY = 0.03
@@ -735,8 +738,10 @@ def _random_program(rnd: random.Random) -> Program:
 def matmul_program(rnd: random.Random) -> Program:
     """``C[i, j] = sum_k f32(A[i, k]) * f32(B[k, j])`` with A and B float16, bfloat16 or
     float32 and M, N, K multiples of 16 (what the GPU matmul trees tile); in one draw of three
-    B is N x K, read as ``B[j, k]`` (a linear layer's ``A @ B.T``). The inputs are small
-    integers, so every summation order gives the same bits.
+    B is N x K, read as ``B[j, k]`` (a linear layer's ``A @ B.T``); in one of four M is a few
+    rows (``FEW_ROWS_DRAWS``: the automatic scheduler's few-row products, which stream B or
+    take dot-product tiles) and N may be 128. The inputs are small integers, so every
+    summation order gives the same bits.
 
     >>> p = matmul_program(random.Random(1))
     >>> [t.name for t in p.tensors], p.tensor("C").reducer, p.tensor("C").dtype
@@ -744,6 +749,8 @@ def matmul_program(rnd: random.Random) -> Program:
     """
     dtype = rnd.choice(["float16", "bfloat16", "float32"])
     m, n, k = (rnd.choice([16, 32, 64]) for _ in range(3))
+    if rnd.random() < 1 / 4:
+        m, n = rnd.choice(FEW_ROWS_DRAWS), rnd.choice([n, 128])
     f32 = lambda e: e if dtype == "float32" else ["cast", "float32", e]  # noqa: E731
     nk = rnd.random() < 1 / 3
     b_index, b_shape = ([["i", 1], ["i", 2]], [[n, 0], [k, 0]]) if nk else ([["i", 2], ["i", 1]], [[k, 0], [n, 0]])

@@ -345,7 +345,9 @@ def contraction(nest, t: Tensor, k: dict):
     ``pack_buffer`` (copy the operand that does not follow the rows into a contiguous
     buffer above the row tile loop), ``unroll_r`` (unroll the small reduction loops but the innermost),
     ``par`` (parallelize the outermost tile loop that is not a reduction, in one block of
-    iterations per core where ``cores`` divides it: ``parallel_blocks``).
+    iterations per core where ``cores`` divides it: ``parallel_blocks``), ``stream`` (with
+    ``par``, the column tiles in one block per core outside the reduction slices:
+    ``schedule.stream_tile``).
 
     The register tile accumulates in a local buffer that LLVM keeps in registers; columns
     and rows left over by the tiles get nests of their own (``_leftover_columns``,
@@ -428,13 +430,25 @@ def contraction(nest, t: Tensor, k: dict):
         share = _shares_the_pack(t, k, outer_fixed)
         tail_j = _leftover_rows(nest, t, k, tail_outer, tail_first, i_tail, len(red) + (ko is not None),
                                 parallel=not share)
-    # 5. the loop order: outer tile loops, inner reduction loops, the register tile
-    groups = {"i": [i_tile], "j": [j_tile], "K": list(red[:kk]) + ([ko] if ko is not None else [])}
+    # 5. the loop order: outer tile loops, inner reduction loops, the register tile; where the
+    #    operand is streamed (``stream``), each core's block of column tiles outside the
+    #    reduction slices (order "Kji"), so a core reads a slice's rows of its columns in order
+    top = (outer_fixed + [lp for lp in (o_in, i_tile) if lp is not None])[0]
+    column_tiles = [j_tile]
+    if k.get("stream") and k["par"]:
+        n = const_extent(j_tile.extent)
+        if n is not None and n >= k["cores"] and n % k["cores"] == 0:
+            if n > k["cores"]:
+                j_block, j_tile, _ = nest.split_with_tail(j_tile, n // k["cores"])
+                column_tiles = [j_tile]
+            else:
+                j_block, column_tiles = j_tile, []      # a column tile per core
+            outer_fixed = outer_fixed + [j_block]
+    groups = {"i": [i_tile], "j": column_tiles, "K": list(red[:kk]) + ([ko] if ko is not None else [])}
     order = [ch for ch in k["order"] if groups[ch]]
     tile_outer = outer_fixed + [lp for ch in order for lp in groups[ch]]
     inner_red = [ki] + list(red[kk + 1:])
     reg = [lp for lp in (o_in, i_in, j_vec, j_lane) if lp is not None]
-    top = (outer_fixed + [lp for lp in (o_in, i_tile) if lp is not None])[0]
     #    in two steps: the output loops among themselves (the init store moves with them),
     #    then the reduction loops into place, which distributes the init at the outermost
     #    loop they pass: inside the tile loops when the reduction runs inside them
