@@ -21,13 +21,14 @@ the clamping of the argument compiles to one min and one max instruction.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from llvmlite import ir
 
 from .types import I32, intrinsic_suffix, splat_const
 
-__all__ = ["exp_f32"]
+__all__ = ["exp_f32", "log_f32", "tanh_f32", "erf_f32", "sincos_f32"]
 
 _LOG2E = 1.44269504088896341
 _LN2_HI = 0.693359375           # exact in float32 (few mantissa bits): n * _LN2_HI is exact
@@ -101,3 +102,217 @@ def exp_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value],
         return b.bitcast(b.shl(b.add(k, splat_const(it, 127)), splat_const(it, 23)), t)
     out = b.fmul(b.fmul(y, pow2(n1)), pow2(n2))
     return b.select(isnan, x, out)
+
+
+class _Ops:
+    """The arithmetic of the inline functions below on values of type ``t`` (float32 or a
+    vector of float32): constants, multiply-adds (fused where the CPU has FMA) and
+    polynomials in Horner form."""
+
+    def __init__(self, b: ir.IRBuilder, t: ir.Type, call: Callable[[str, list], ir.Value], fused: bool):
+        self.b, self.t, self.call, self.fused = b, t, call, fused
+        self.it = ir.VectorType(I32, t.count) if isinstance(t, ir.VectorType) else I32
+
+    def c(self, v) -> ir.Constant:
+        return splat_const(self.t, v)
+
+    def i(self, v) -> ir.Constant:
+        return splat_const(self.it, v)
+
+    def madd(self, u, v, w):
+        """``u * v + w``."""
+        return self.call("llvm.fma", [u, v, w]) if self.fused else self.b.fadd(self.b.fmul(u, v), w)
+
+    def poly(self, u, coefficients):
+        """``sum c_k u**k``, the coefficients highest degree first."""
+        p = self.c(coefficients[0])
+        for k in coefficients[1:]:
+            p = self.madd(p, u, self.c(k))
+        return p
+
+    def fabs(self, x):
+        return self.call("llvm.fabs", [x])
+
+    def copysign(self, x, sign):
+        return self.call("llvm.copysign", [x, sign])
+
+
+#: Cephes ``logf``: ``log(1 + f) = f - f**2 / 2 + f**3 P(f)`` for ``1 + f`` in [sqrt(1/2), sqrt(2))
+_LOG_POLY = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
+             -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
+_SQRT_HALF = 0.707106781186547524
+_MIN_NORMAL = 1.1754943508222875e-38
+
+
+def log_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value], fused: bool = False) -> ir.Value:
+    """``log(x)`` for a float32 (or ``<n x float>``) value, inline and branch-free (Cephes
+    ``logf``): ``x = m * 2**e`` with ``m`` in [sqrt(1/2), sqrt(2)) (subnormal ``x`` scaled by
+    2**23 first), ``log(m)`` by a degree-9 polynomial in ``m - 1`` (exact: Sterbenz), ``e ln 2``
+    added in two parts. Within 1 ulp over the float32 range (checked against float64 in the
+    tests); ``log(0) = -inf``, ``log(x < 0) = NaN``, ``log(inf) = inf``, NaN stays NaN.
+    ``call`` and ``fused`` as for :func:`exp_f32`.
+
+    >>> from llvmlite import ir
+    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
+    >>> b = ir.IRBuilder(f.append_basic_block())
+    >>> _ = b.ret(log_f32(b, f.args[0], lambda name, args: b.call(_intrinsic(m, name, args[0].type), args)))
+    """
+    o = _Ops(b, x.type, call, fused)
+    sub = b.fcmp_ordered("<", x, o.c(_MIN_NORMAL))
+    xs = b.select(sub, b.fmul(x, o.c(float(1 << 23))), x)
+    bits = b.bitcast(xs, o.it)
+    e = b.sub(b.lshr(bits, o.i(23)), b.select(sub, o.i(126 + 23), o.i(126)))
+    m = b.bitcast(b.or_(b.and_(bits, o.i(0x007FFFFF)), o.i(0x3F000000)), x.type)      # in [0.5, 1)
+    low = b.fcmp_ordered("<", m, o.c(_SQRT_HALF))
+    ef = b.fsub(b.sitofp(e, x.type), b.select(low, o.c(1.0), o.c(0.0)))
+    f = b.fsub(b.select(low, b.fadd(m, m), m), o.c(1.0))
+    z = b.fmul(f, f)
+    y = b.fmul(b.fmul(o.poly(f, _LOG_POLY), f), z)
+    y = o.madd(ef, o.c(_LN2_LO), y)
+    y = o.madd(z, o.c(-0.5), y)
+    r = o.madd(ef, o.c(_LN2_HI), b.fadd(f, y))
+    r = b.select(b.fcmp_ordered("==", x, o.c(float("inf"))), x, r)
+    r = b.select(b.fcmp_ordered("==", x, o.c(0.0)), o.c(float("-inf")), r)
+    return b.select(b.fcmp_unordered("<", x, o.c(0.0)), o.c(float("nan")), r)     # x < 0 or NaN
+
+
+#: ``tanh(x) = x + x**3 P(x**2)`` for ``|x| < _TANH_SMALL`` (a relative least-squares fit, refined
+#: towards minimax: 1.8e-8 relative error of P), else ``1 - 2 / (exp(2|x|) + 1)``
+_TANH_SMALL = 0.9
+_TANH_POLY = (-5.204234096431738e-4, 2.7592922381930343e-3, -8.451031427655225e-3, 2.175947720331967e-2,
+              -5.395390248811208e-2, 1.333326193312511e-1, -3.333333274546197e-1)
+
+
+def tanh_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value], fused: bool = False,
+             scalef: tuple = ()) -> ir.Value:
+    """``tanh(x)`` for a float32 (or ``<n x float>``) value, inline and branch-free: an odd
+    polynomial below ``_TANH_SMALL``, ``1 - 2 / (exp(2|x|) + 1)`` (:func:`exp_f32`) with the
+    sign of ``x`` above it (1 from about 9 on). Within 2 ulps (checked against float64 in the
+    tests); ``tanh(-0) = -0``, NaN stays NaN. Arguments as for :func:`exp_f32`.
+
+    >>> from llvmlite import ir
+    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
+    >>> b = ir.IRBuilder(f.append_basic_block())
+    >>> _ = b.ret(tanh_f32(b, f.args[0], lambda name, args: b.call(_intrinsic(m, name, args[0].type), args)))
+    """
+    o = _Ops(b, x.type, call, fused)
+    z = o.fabs(x)
+    x2 = b.fmul(x, x)
+    small = o.madd(b.fmul(x2, x), o.poly(x2, _TANH_POLY), x)
+    e = exp_f32(b, b.fadd(z, z), call, fused, scalef)
+    large = b.fsub(o.c(1.0), b.fdiv(o.c(2.0), b.fadd(e, o.c(1.0))))
+    r = b.select(b.fcmp_ordered("<", z, o.c(_TANH_SMALL)), small, b.select(b.fcmp_unordered("uno", x, x), x, large))
+    return o.copysign(r, x)     # the sign of x, zeros included (the polynomial gives tanh(-0) = +0)
+
+
+#: ``erf(x) = x + x (P(x**2) - 1)`` for ``|x| < _ERF_SMALL``; above it ``1 - exp(-x**2) Q(1/|x| - _ERF_MID)``
+#: (``erfc(x) exp(x**2)`` fitted over [_ERF_SMALL, 4] in ``1/x`` about the middle of its range, where
+#: the coefficients stay small: 1.0 ulp in a float32 emulation); 1 from 4 on. Relative fits,
+#: refined towards minimax: 2.9e-10 and 3.6e-8 relative error.
+_ERF_SMALL = 0.9
+_ERF_POLY = (8.513094731061714e-05, -8.175637008392784e-4, 5.203858950112658e-3, -2.6860508374160614e-2,
+             1.1283715031136238e-1, -3.7612634979728876e-1, 1.1283791667643506 - 1)
+_ERF_MID = 0.6805555555555556
+_ERFC_POLY = (0.017638051983651943, 0.00033081681635177524, -0.025948811279857233, 0.035242361913654034,
+              -0.03383497658733272, 0.012028666189146251, 0.047625505621308094, -0.1647405949780331,
+              0.3635481503326926, 0.3266665927516174)
+_ERF_ONE = 4.0
+
+
+def erf_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value], fused: bool = False,
+            scalef: tuple = ()) -> ir.Value:
+    """``erf(x)`` for a float32 (or ``<n x float>``) value, inline and branch-free: an odd
+    polynomial below ``_ERF_SMALL``, ``1 - exp(-x**2) Q(1/|x|)`` (:func:`exp_f32`) with the
+    sign of ``x`` above it (``|x|`` clamped to 4, where erf rounds to 1). Within 2 ulps
+    (checked against float64 in the tests); ``erf(-0) = -0``, NaN stays NaN. Arguments as
+    for :func:`exp_f32`.
+
+    >>> from llvmlite import ir
+    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
+    >>> b = ir.IRBuilder(f.append_basic_block())
+    >>> _ = b.ret(erf_f32(b, f.args[0], lambda name, args: b.call(_intrinsic(m, name, args[0].type), args)))
+    """
+    o = _Ops(b, x.type, call, fused)
+    x2 = b.fmul(x, x)
+    small = o.madd(x, o.poly(x2, _ERF_POLY), x)          # x + x (P - 1): only the correction rounds
+    z = o.fabs(x)
+    zc = b.select(b.fcmp_ordered("<", z, o.c(_ERF_ONE)), z, o.c(_ERF_ONE))    # NaN: 4 (replaced below)
+    q = o.poly(b.fsub(b.fdiv(o.c(1.0), zc), o.c(_ERF_MID)), _ERFC_POLY)
+    tail = b.fmul(exp_f32(b, b.fneg(b.fmul(zc, zc)), call, fused, scalef), q)
+    large = o.copysign(b.fsub(o.c(1.0), tail), x)
+    return b.select(b.fcmp_ordered("<", z, o.c(_ERF_SMALL)), small, b.select(b.fcmp_unordered("uno", x, x), x, large))
+
+
+#: sin and cos reduce ``x`` by multiples of pi/2 in float64 (``x - n pi/2`` with pi/2 in two
+#: parts, fused: exact to far below float32's precision) for ``|x| < _TRIG_LIMIT``; above it
+#: (or for a vector with one such lane) they call libm
+_TRIG_LIMIT = float(1 << 24)
+_TWO_OVER_PI = 0.6366197723675814
+_PI_2_HI = 1.5707963267948966
+_PI_2_LO = 6.123233995736766e-17
+#: Taylor coefficients, highest degree first: ``sin r = r + r**3 S(r**2)``, ``cos r = C(r**2)``
+#: (|r| <= pi/4: the first term left out is below 2e-12 of the result)
+_SIN_POLY = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(5, 0, -1))
+_COS_POLY = tuple((-1) ** k / math.factorial(2 * k) for k in range(6, -1, -1))
+
+
+def sincos_f32(b: ir.IRBuilder, x: ir.Value, cosine: bool, call: Callable[[str, list], ir.Value],
+               libm: Callable[[ir.Value], ir.Value]) -> ir.Value:
+    """``sin(x)`` (``cos(x)`` where ``cosine``) for a float32 (or ``<n x float>``) value:
+    ``x = n pi/2 + r`` in float64 (``x`` is exact there; ``r`` by two fused multiply-adds),
+    ``sin r`` and ``cos r`` by their Taylor polynomials in float64, chosen and signed by
+    ``n mod 4``, then rounded once to float32 (within 1 ulp, checked against float64 in the
+    tests; a float32 polynomial on ``r`` split into two floats measured no faster and 1.2 ulps). Where ``|x|`` is at least ``_TRIG_LIMIT`` the result is ``libm(x)`` instead,
+    computed in a block of its own that only such values (a vector with such a lane) reach.
+    NaN and infinities give NaN. ``call`` as for :func:`exp_f32` (``llvm.fma`` on float64
+    here: exact on every target).
+
+    >>> from llvmlite import ir
+    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
+    >>> b = ir.IRBuilder(f.append_basic_block())
+    >>> sinf = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "sinf")
+    >>> _ = b.ret(sincos_f32(b, f.args[0], False, lambda name, args: b.call(_intrinsic(m, name, args[0].type), args),
+    ...                      lambda v: b.call(sinf, [v])))
+    """
+    t = x.type
+    vector = isinstance(t, ir.VectorType)
+    dt = ir.VectorType(ir.DoubleType(), t.count) if vector else ir.DoubleType()
+    d = _Ops(b, dt, call, True)
+    xd = b.fpext(x, dt)
+    n = call("llvm.roundeven", [b.fmul(xd, d.c(_TWO_OVER_PI))])
+    r = d.madd(b.fneg(n), d.c(_PI_2_HI), xd)
+    r = d.madd(b.fneg(n), d.c(_PI_2_LO), r)
+    r2 = b.fmul(r, r)
+    s = d.madd(b.fmul(r2, r), d.poly(r2, _SIN_POLY), r)
+    c = d.poly(r2, _COS_POLY)
+    # n mod 4 from the low bits of n (exact below 2**31: the lanes past _TRIG_LIMIT are replaced)
+    small = b.fcmp_ordered("<", d.fabs(xd), d.c(_TRIG_LIMIT))
+    q = b.fptosi(b.select(small, n, d.c(0.0)), d.it)
+    if cosine:
+        q = b.add(q, d.i(1))                   # cos x = sin(x + pi/2)
+    odd = b.icmp_signed("!=", b.and_(q, d.i(1)), d.i(0))
+    negative = b.icmp_signed("!=", b.and_(q, d.i(2)), d.i(0))
+    v = b.select(odd, c, s)
+    fast = b.fptrunc(b.select(negative, b.fneg(v), v), t)
+    if not cosine:          # sin(-0) = -0 (the reduction gives +0)
+        fast = b.select(b.fcmp_ordered("==", x, splat_const(t, 0.0)), x, fast)
+    # |x| past the limit (NaN and infinities are not: they give NaN here already)
+    big = b.fcmp_ordered(">=", d.fabs(xd), d.c(_TRIG_LIMIT))
+    if vector:
+        any_big = b.icmp_unsigned("!=", b.bitcast(big, ir.IntType(t.count)), ir.Constant(ir.IntType(t.count), 0))
+    else:
+        any_big = big
+    fn = b.block.parent
+    start = b.block
+    slow_bb = fn.append_basic_block("trig_libm")
+    done_bb = fn.append_basic_block("trig_done")
+    b.cbranch(any_big, slow_bb, done_bb)
+    b.position_at_end(slow_bb)
+    slow = b.select(big, libm(x), fast)    # the other lanes as in scalar code
+    slow_end = b.block
+    b.branch(done_bb)
+    b.position_at_end(done_bb)
+    out = b.phi(t)
+    out.add_incoming(fast, start)
+    out.add_incoming(slow, slow_end)
+    return out

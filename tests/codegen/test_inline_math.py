@@ -1,0 +1,121 @@
+"""The float32 math functions the LLVM backend emits inline (``codegen.llvm.mathfns``), against
+float64 references over their whole ranges, special values included, and vector code against
+scalar code bit for bit."""
+import math
+
+import numpy as np
+import pytest
+
+import te
+from codegen import build
+from loopnest import LoopNest
+from te import Buffer, Compute, float32
+
+RNG = np.random.default_rng(7)
+N = 1 << 15
+
+
+def _uniform(lo, hi):
+    return RNG.uniform(lo, hi, N).astype(np.float32)
+
+
+def _log_uniform(lo, hi):
+    return np.exp(RNG.uniform(np.log(lo), np.log(hi), N)).astype(np.float32)
+
+
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1e-45, -1e-45, 3.4e38, -3.4e38]
+
+
+def _log(v):
+    if math.isnan(v) or v < 0:
+        return math.nan
+    return -math.inf if v == 0 else math.inf if math.isinf(v) else math.log(v)
+
+
+def _odd(f, limit):
+    return lambda v: math.nan if math.isnan(v) else math.copysign(1.0, v) if math.isinf(v) else f(v)
+
+
+#: name -> (te function, float64 reference, samples, the most ulps measured allowed)
+CASES = {
+    "log": (te.log, _log, lambda: [_log_uniform(1e-45, 3e38), _uniform(0.5, 2.0), _uniform(0.99, 1.01),
+                                  [1e-40, 5e-39, 1.17e-38, 0.70710677, 0.7071068, -2.0]], 1.0),
+    "tanh": (te.tanh, _odd(math.tanh, 9), lambda: [_uniform(-12, 12), _uniform(-1, 1), _log_uniform(1e-30, 1),
+                                                  -_log_uniform(1e-30, 1), [0.8999999, 0.9, 9.0, 1e-40]], 1.5),
+    "erf": (te.erf, _odd(math.erf, 4), lambda: [_uniform(-5, 5), _uniform(-1.2, 1.2), _log_uniform(1e-30, 1),
+                                               -_log_uniform(1e-30, 1), [0.8999999, 0.9, 3.9, 4.0, 4.1, 1e-40]], 1.5),
+    "sin": (te.sin, lambda v: math.sin(v) if math.isfinite(v) else math.nan, lambda: _trig_samples(), 1.0),
+    "cos": (te.cos, lambda v: math.cos(v) if math.isfinite(v) else math.nan, lambda: _trig_samples(), 1.0),
+}
+
+
+def _trig_samples():
+    """Reduced in float64 up to 2**24, libm beyond (``mathfns._TRIG_LIMIT``)."""
+    return [_uniform(-10, 10), _uniform(-1e4, 1e4), _log_uniform(1e-30, 1), -_log_uniform(1e-30, 1),
+            _uniform(-1.7e7, 1.7e7), [2.0 ** 24, -2.0 ** 24, 16777215.0, 1e30, 0.7853982, 1.5707964, 3.1415927]]
+
+
+def _run(fn, x, lanes):
+    A = Buffer("A", x.shape, float32)
+    B = Compute("B", x.shape, lambda i: fn(A[i]))
+    nest = LoopNest([B])
+    if lanes:
+        _, inner, _ = nest.split_with_tail(nest.get_loops_for(B)[0], lanes)
+        nest.vectorize(inner)
+    k = build(nest, [A, B], target="llvm")
+    out = np.full_like(x, np.nan)
+    k(x, out)
+    return out, k.source
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_inline_float32_function_is_within_its_ulps_everywhere(name):
+    fn, ref_fn, samples, ulps = CASES[name]
+    x = np.concatenate([np.array(SPECIAL, np.float32)] + [np.asarray(s, np.float32) for s in samples()])
+    ref = np.array([ref_fn(float(v)) for v in x])
+    got, source = _run(fn, x, 0)
+    assert f"@{name}f(" not in source and f"llvm.{name}." not in source    # no libm call per element
+    with np.errstate(all="ignore"):
+        want = ref.astype(np.float32)
+    finite = np.isfinite(want) & (want != 0)
+    err = np.abs(got[finite] - ref[finite]) / np.spacing(np.abs(want[finite])).astype(np.float64)
+    assert err.max() <= ulps, (name, x[finite][np.argmax(err)], err.max())
+    # infinities, zeros (their signs) and NaNs exactly
+    rest = ~finite
+    assert np.array_equal(np.isnan(got[rest]), np.isnan(want[rest]))
+    same = ~np.isnan(want[rest])
+    assert np.array_equal(got[rest][same].view(np.int32), want[rest][same].view(np.int32))
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("lanes", [4, 16])
+def test_vector_code_of_an_inline_function_gives_the_scalar_results(name, lanes):
+    fn, _, samples, _ = CASES[name]
+    x = np.concatenate([np.array(SPECIAL, np.float32)] + [np.asarray(s, np.float32) for s in samples()])
+    scalar, _ = _run(fn, x, 0)
+    vector, _ = _run(fn, x, lanes)
+    assert np.array_equal(scalar.view(np.int32), vector.view(np.int32))
+
+
+@pytest.mark.parametrize("n", [1, 17, 100])
+def test_inline_functions_in_scheduled_nests_agree_with_ireval(n):
+    """The functions inside the automatic scheduler's vector loops, partial vectors and
+    reductions of a symbolic size (sin and cos branch to libm for large arguments inside
+    them), with arguments past the float64 reduction's limit in some lanes."""
+    from te import Reduce, Sum, Var
+    N = Var("N")
+    A = Buffer("A", (4, N), float32)
+    R = Reduce("R", (4,), Sum(), lambda i, k: te.sin(A[i, k]) * te.cos(A[i, k]) + te.tanh(A[i, k]), (N,))
+    E = Compute("E", (4, N), lambda i, j: te.erf(A[i, j]) + te.log(te.abs(A[i, j]) + 1.0) + te.sin(A[i, j] * 2.0))
+    a = _uniform(-20, 20)[: 4 * n].reshape(4, n)
+    a[:, ::7] *= np.float32(1e7)            # past 2**24 in some lanes
+    outs = {}
+    for target, schedule in (("ireval", False), ("llvm", True)):
+        nest = LoopNest([R, E])
+        if schedule:
+            nest.auto_schedule()
+        r, e = np.full(4, np.nan, np.float32), np.full((4, n), np.nan, np.float32)
+        build(nest, [A, R, E], target=target)(a, r, e)
+        outs[target] = (r, e)
+    np.testing.assert_allclose(outs["llvm"][0], outs["ireval"][0], rtol=1e-5, atol=1e-4 * n)
+    np.testing.assert_allclose(outs["llvm"][1], outs["ireval"][1], rtol=3e-7, atol=1e-6)
