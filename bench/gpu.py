@@ -13,7 +13,7 @@ Entries, each checked against numpy before it is timed (CUDA events, median of s
   against cuBLAS's tensor-core GEMM (CuPy, or PyTorch for bfloat16 and TF32); aim: 0.7 of it;
 * ``softmax``: one block per row against ``torch.softmax`` (aim: at least as fast), or
   CuPy's composed kernels when PyTorch is missing (reported, but the aim is not judged);
-* ``layernorm``, ``row_sum``, ``sum`` (of a whole matrix), ``column_sum``, ``transpose``,
+* ``gelu`` (tanh approximation), ``layernorm``, ``row_sum``, ``sum`` (of a whole matrix), ``column_sum``, ``transpose``,
   ``linear`` (``A @ B.T``, float32: the automatic GPU schedule's reduction template, a block
   per output), ``conv1d``, ``conv2d``, ``blur``, ``stencil``, ``pyramid``
   (``WORKLOAD_ENTRIES``): each benchmark workload's GPU schedule
@@ -653,7 +653,7 @@ SIZES = {
 
 #: the benchmark workloads measured by :func:`entry_workload` (their GPU schedules from
 #: ``bench.gpu_schedules``), at the workloads' first full / small size
-WORKLOAD_ENTRIES = ["layernorm", "row_sum", "sum", "column_sum", "transpose", "linear", "conv1d", "conv2d", "blur",
+WORKLOAD_ENTRIES = ["gelu", "layernorm", "row_sum", "sum", "column_sum", "transpose", "linear", "conv1d", "conv2d", "blur",
                     "stencil", "pyramid"]
 for _name in WORKLOAD_ENTRIES:
     SIZES["full"][_name] = WORKLOADS[_name].full[0]

@@ -69,7 +69,7 @@ def _loop_named(nest: LoopNest, name: str) -> Loop:
 # schedules
 # ---------------------------------------------------------------------------------------
 def elementwise_gpu(nest: LoopNest, spec: Spec, threads: int = 256, per_thread: int = 4) -> None:
-    """``Y = max(A*2 + B, 0) * C - 1``: blocks of 256 threads, each thread 4 elements.
+    """``Y = max(A*2 + B, 0) * C - 1`` (and GELU): blocks of 256 threads, each thread 4 elements.
 
     Memory-bound (16 bytes per element, 5 flops): the aim is copy bandwidth. Element
     ``b*1024 + e*256 + t`` goes to thread ``t`` of block ``b``, so each of a thread's 4
@@ -557,6 +557,7 @@ def pyramid_gpu(nest: LoopNest, spec: Spec) -> None:
 
 GPU_SCHEDULES: dict[str, Callable[[LoopNest, Spec], None]] = {
     "elementwise": elementwise_gpu,
+    "gelu": elementwise_gpu,
     "softmax": softmax_gpu,
     "layernorm": layernorm_gpu,
     "row_sum": row_sum_gpu,
@@ -575,6 +576,7 @@ GPU_SCHEDULES: dict[str, Callable[[LoopNest, Spec], None]] = {
 #: sizes at which the GPU-bound nests run on IREval in well under a second each
 TEST_SIZES: dict[str, object] = {
     "elementwise": 3000,
+    "gelu": 3000,
     "softmax": (4, 512),
     "layernorm": (4, 512),
     "row_sum": (4, 512),

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from te import Buffer, Compute, Max, Reduce, Sum, exp, float32, maximum, rsqrt
+from te import Buffer, Compute, Max, Reduce, Sum, exp, float32, maximum, rsqrt, tanh
 from loopnest import LoopNest, ScheduleError, Target
 from loopnest.auto.schedule import REDUCE_VECTORS, STREAM_ROWS, transpose_tile as auto_transpose_tile
 from loopnest.auto.templates import (column_reduction, column_stream, reduction_parts, vector_reduction,
@@ -213,6 +213,38 @@ def hand_elementwise(nest: LoopNest, spec: Spec, target: Target | None = None, w
     width = width or max(vector_lanes(target, Y.dtype), CACHE_LINE // Y.dtype.itemsize)
     _, vi, _ = nest.split_with_tail(inner, width)
     nest.vectorize(vi)
+
+
+#: sqrt(2 / pi), GELU's tanh approximation's scale
+GELU_SCALE = 0.7978845608028654
+
+
+def make_gelu(n: int) -> Spec:
+    """GELU in its tanh approximation (GPT-2's; PyTorch's ``gelu(x, approximate="tanh")``),
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``: an element-wise kernel whose cost is
+    its ``tanh``, which LLVM computes in vector code (``codegen.llvm.mathfns``).
+
+    >>> spec = make_gelu(64)
+    >>> spec.out_shapes
+    {'Y': (64,)}
+    """
+    X = Buffer("X", (n,), float32)
+    Y = Compute("Y", (n,), lambda i: 0.5 * X[i] * (1.0 + tanh(GELU_SCALE * (X[i] + 0.044715 * X[i] * X[i] * X[i]))))
+    x = (_rng().standard_normal(n) * 3).astype(np.float32)
+
+    def ref(d):
+        v = d["X"].astype(np.float64)
+        return {"Y": 0.5 * v * (1 + np.tanh(GELU_SCALE * (v + 0.044715 * v ** 3)))}
+
+    def np_fn(d):
+        v = d["X"]
+        return 0.5 * v * (1 + np.tanh(np.float32(GELU_SCALE) * (v + np.float32(0.044715) * v * v * v)))
+
+    def torch_fn(t, d):
+        v = t.from_numpy(d["X"])
+        return lambda: t.nn.functional.gelu(v, approximate="tanh")
+
+    return Spec(f"n={n}", [Y], [X, Y], {"X": x}, {"Y": (n,)}, ref, np_fn, torch_fn, flops=9 * n, bytes=8 * n)
 
 
 def make_softmax(shape) -> Spec:
@@ -591,6 +623,7 @@ def hand_blur(nest: LoopNest, spec: Spec, target: Target | None = None, rows: in
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("elementwise", make_elementwise, [1 << 20], [1 << 24], hand_elementwise),
+    Workload("gelu", make_gelu, [1 << 20], [1 << 24], hand_elementwise),
     Workload("softmax", make_softmax, [(512, 1024)], [(4096, 1024)], hand_softmax),
     Workload("layernorm", make_layernorm, [(512, 1024)], [(4096, 1024)], hand_layernorm),
     Workload("row_sum", make_row_sum, [(1024, 1024)], [(4096, 4096)], hand_row_sum),

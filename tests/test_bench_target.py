@@ -19,6 +19,7 @@ AVX512 = Target(cpu="avx512", vector_bits=512, vector_registers=32, l1_bytes=48 
 #: kernel -> (size, widths of the vectorized loops on AVX2, on AVX-512)
 CASES = {
     "elementwise": (4096 * 2, {16}, {16}),                      # a cache line a statement
+    "gelu": (4096 * 2, {16}, {16}),
     # element-wise lanes; 4 vectors of partial results, summed by vector adds into 8 at the end
     "softmax": ((6, 256), {32, 8}, {64, 16, 8}),
     "layernorm": ((6, 256), {32, 8}, {64, 16, 8}),
