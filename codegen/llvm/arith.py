@@ -44,6 +44,8 @@ _SIMPLE = {"exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log", "log2": "l
 #: intrinsics that are a libm call (``asinf`` / ``asin``), made lane by lane on vectors
 _LIBM = ("tanh", "erf", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tan", "log1p", "expm1",
          "erfc", "lgamma")
+#: the float32 intrinsics emitted inline (``mathfns``) rather than through libm
+_INLINE_F32 = ("log", "log2", "log10", "log1p", "exp2", "expm1", "tanh", "erf", "sin", "cos")
 _PREDICATES = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
 
 
@@ -250,20 +252,21 @@ def exp(b: ir.IRBuilder, mode: FloatMode, x: ir.Value) -> ir.Value:
 
 
 def _inline_f32(b: ir.IRBuilder, mode: FloatMode, name: str, x: ir.Value) -> ir.Value | None:
-    """float32 ``log``, ``tanh``, ``erf``, ``sin`` and ``cos`` inline (vectorisable,
-    ``mathfns``: a libm call per lane made them 7-30 times slower than PyTorch's vector code),
-    else None."""
+    """float32 ``_INLINE_F32`` functions inline (vectorisable, ``mathfns``: a libm call per lane
+    made them 7-35 times slower than PyTorch's vector code), else None."""
     et = x.type.element if isinstance(x.type, ir.VectorType) else x.type
-    if et != F32 or name not in ("log", "tanh", "erf", "sin", "cos"):
+    if et != F32 or name not in _INLINE_F32:
         return None
 
     def call(n, args):
         return _fcall(b, mode, n, args)
-    if name == "log":
-        return mathfns.log_f32(b, x, call, fused=mode.fma)
+    if name in ("log", "log2", "log10"):
+        return mathfns.log_f32(b, x, call, fused=mode.fma, base={"log2": 2, "log10": 10}.get(name))
+    if name == "log1p":
+        return mathfns.log1p_f32(b, x, call, fused=mode.fma)
     if name in ("sin", "cos"):
         return mathfns.sincos_f32(b, x, name == "cos", call, lambda v: _libm(b, name, [v]))
-    fn = mathfns.tanh_f32 if name == "tanh" else mathfns.erf_f32
+    fn = {"tanh": mathfns.tanh_f32, "erf": mathfns.erf_f32, "exp2": mathfns.exp2_f32, "expm1": mathfns.expm1_f32}[name]
     return fn(b, x, call, fused=mode.fma, scalef=mode.scalef)
 
 

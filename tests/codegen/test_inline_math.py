@@ -2,6 +2,7 @@
 float64 references over their whole ranges, special values included, and vector code against
 scalar code bit for bit."""
 import math
+import zlib
 
 import numpy as np
 import pytest
@@ -44,6 +45,18 @@ CASES = {
                                                   -_log_uniform(1e-30, 1), [0.8999999, 0.9, 9.0, 1e-40]], 1.5),
     "erf": (te.erf, _odd(math.erf, 4), lambda: [_uniform(-5, 5), _uniform(-1.2, 1.2), _log_uniform(1e-30, 1),
                                                -_log_uniform(1e-30, 1), [0.8999999, 0.9, 3.9, 4.0, 4.1, 1e-40]], 1.5),
+    "log2": (te.log2, lambda v: _log(v) / math.log(2) if _log(v) == _log(v) and math.isfinite(_log(v)) else _log(v),
+             lambda: [_log_uniform(1e-45, 3e38), _uniform(0.5, 2.0), _uniform(0.99, 1.01), [0.5, 2.0, 1024.0]], 1.5),
+    "log10": (te.log10, lambda v: math.log10(v) if v > 0 and math.isfinite(v) else _log(v),
+              lambda: [_log_uniform(1e-45, 3e38), _uniform(0.5, 2.0), _uniform(0.99, 1.01), [10.0, 1000.0]], 1.5),
+    "log1p": (te.log1p, lambda v: _log(v + 1) if v <= -1 or math.isinf(v) or math.isnan(v) else math.log1p(v),
+              lambda: [_log_uniform(1e-30, 3e38), -_log_uniform(1e-30, 1), _uniform(-1, 3),
+                       [-0.99999994, 1e-8, -1e-8, 16777216.0, -2.0]], 2.0),
+    "exp2": (te.exp2, lambda v: math.nan if math.isnan(v) else 2.0 ** v if v < 1024 else math.inf,
+             lambda: [_uniform(-155, 130), _uniform(-2, 2), [-149.0, -149.5, -150.0, 127.99999, 128.0, 0.5]], 1.5),
+    "expm1": (te.expm1, lambda v: math.nan if math.isnan(v) else math.expm1(v) if v < 700 else math.inf,
+              lambda: [_uniform(-20, 90), _uniform(-1, 1), _log_uniform(1e-30, 1), -_log_uniform(1e-30, 1),
+                       [88.7, 88.8, -88.0, -104.0, 16.0, 16.000002, -30.0, 0.34657359]], 1.5),
     "sin": (te.sin, lambda v: math.sin(v) if math.isfinite(v) else math.nan, lambda: _trig_samples(), 1.0),
     "cos": (te.cos, lambda v: math.cos(v) if math.isfinite(v) else math.nan, lambda: _trig_samples(), 1.0),
 }
@@ -53,6 +66,13 @@ def _trig_samples():
     """Reduced in float64 up to 2**24, libm beyond (``mathfns._TRIG_LIMIT``)."""
     return [_uniform(-10, 10), _uniform(-1e4, 1e4), _log_uniform(1e-30, 1), -_log_uniform(1e-30, 1),
             _uniform(-1.7e7, 1.7e7), [2.0 ** 24, -2.0 ** 24, 16777215.0, 1e30, 0.7853982, 1.5707964, 3.1415927]]
+
+
+def _inputs(name):
+    """The special values and ``name``'s samples, the same in every process."""
+    global RNG
+    RNG = np.random.default_rng(zlib.crc32(name.encode()))
+    return np.concatenate([np.array(SPECIAL, np.float32)] + [np.asarray(s, np.float32) for s in CASES[name][2]()])
 
 
 def _run(fn, x, lanes):
@@ -70,8 +90,8 @@ def _run(fn, x, lanes):
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_inline_float32_function_is_within_its_ulps_everywhere(name):
-    fn, ref_fn, samples, ulps = CASES[name]
-    x = np.concatenate([np.array(SPECIAL, np.float32)] + [np.asarray(s, np.float32) for s in samples()])
+    fn, ref_fn, _, ulps = CASES[name]
+    x = _inputs(name)
     ref = np.array([ref_fn(float(v)) for v in x])
     got, source = _run(fn, x, 0)
     assert f"@{name}f(" not in source and f"llvm.{name}." not in source    # no libm call per element
@@ -90,8 +110,8 @@ def test_inline_float32_function_is_within_its_ulps_everywhere(name):
 @pytest.mark.parametrize("name", sorted(CASES))
 @pytest.mark.parametrize("lanes", [4, 16])
 def test_vector_code_of_an_inline_function_gives_the_scalar_results(name, lanes):
-    fn, _, samples, _ = CASES[name]
-    x = np.concatenate([np.array(SPECIAL, np.float32)] + [np.asarray(s, np.float32) for s in samples()])
+    x = _inputs(name)
+    fn = CASES[name][0]
     scalar, _ = _run(fn, x, 0)
     vector, _ = _run(fn, x, lanes)
     assert np.array_equal(scalar.view(np.int32), vector.view(np.int32))
