@@ -94,9 +94,9 @@ SCALAR_PROBABILITY = 0.08
 #: a program that is one matmul (float16, bfloat16 or float32 inputs, float32 sums, sizes in
 #: multiples of 16) for the GPU matmul trees (``gpu_matmul``: tensor cores, cp.async stages)
 MATMUL_PROBABILITY = 0.06
-#: the rows of a few-row matmul program (``matmul_program``), up to the automatic scheduler's
-#: ``FEW_ROWS``
-FEW_ROWS_DRAWS = (2, 5, 12)
+#: the rows of a few-row matmul program (``matmul_program``): the automatic scheduler's
+#: few-row products (``FEW_ROWS``, ``STREAM_MAX_ROWS``: 20 rows in tiles of 5)
+FEW_ROWS_DRAWS = (2, 5, 12, 20)
 #: a program that is one direct convolution (``conv_program``): the automatic scheduler's
 #: convolution templates, along the columns or the output channels
 CONV_PROBABILITY = 0.03

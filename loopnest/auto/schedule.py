@@ -318,22 +318,28 @@ def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
 #: rows x 1024 x 1024 on AVX-512, 2 cores, ratios to PyTorch in the same runs: slices of 32
 #: rows 1.02-1.37; of 16 0.90-1.10 and of 64 0.71-1.19 (of 8: 0.83-1.08)
 STREAM_SLICE = 32
+#: the most rows of a product that streams its other operand (``stream_tile``)
+STREAM_MAX_ROWS = 24
 
 
 def stream_tile(t: Tensor, target: Target, lanes: int) -> tuple[int, int] | None:
-    """``(rows, vectors)`` of the register tile of a product of at most ``FEW_ROWS`` rows that
-    reads its other operand along its rows (``x @ B``), where ``templates.contraction``
-    streams it (``stream``): one tile of all the rows (as many vectors as the registers hold
-    next to one row of operand vectors and a broadcast, at least 2), B's rows in slices of
-    ``STREAM_SLICE``, each core passing its block of columns of a slice column tile by column
-    tile, so B is read a few rows at a time, each row in memory order. None where that does
-    not apply: more rows, a symbolic size, a reduction the slices do not divide, columns that
-    do not cut into whole tiles per core.
+    """``(rows, vectors)`` of the register tile of a product of at most ``STREAM_MAX_ROWS``
+    rows that reads its other operand along its rows (``x @ B``), where
+    ``templates.contraction`` streams it (``stream``): one tile of all the rows up to
+    ``FEW_ROWS``, else row tiles of the most rows (8 to 4) that divide them; as many vectors as
+    the registers hold next to one row of operand vectors and a broadcast, at least 2. B's rows
+    go in slices of ``STREAM_SLICE``, each core passing its block of columns of a slice column
+    tile by column tile (every row tile in turn), so B is read a few rows at a time, each row
+    in memory order. None where that does not apply: more rows, or a number of them no tile
+    divides, a symbolic size, a reduction the slices do not divide, columns that do not cut
+    into whole tiles per core.
 
     Measured on AVX-512 (2 cores), 1024 x 1024, ratios to PyTorch in the same runs (the tile
-    of 8 rows x 2 vectors over the whole reduction before, each k step a row of B's pages):
-    2 rows 0.78-0.99 -> 1.14-1.37, 3 0.99 -> 1.29, 5 0.82-0.93 -> 1.05-1.10, 8 0.61-0.98 ->
-    1.05-1.10, 10 0.48 -> 1.03, 12 0.54 -> 1.02; 14 rows (2 x 14 accumulators) 0.81: not taken.
+    of 8 rows x 2 vectors over the whole reduction before, each k step a row of B's pages;
+    from 10 rows on B packed, read the same way): 2 rows 0.78-0.99 -> 1.14-1.37, 3 0.99 ->
+    1.29, 5 0.82-0.93 -> 1.05-1.10, 8 0.61-0.98 -> 1.05-1.10, 10 0.48 -> 1.03, 12 0.54 -> 1.02;
+    16 0.73-0.78 -> 1.14-1.18, 24 0.82-0.86 -> 1.02-1.03; 32 and 48 rows in tiles of 8: 0.78
+    and 0.73 against 0.79 and 0.81 packed, not taken.
 
     >>> from te import Buffer, Reduce, Sum
     >>> X = Buffer("X", (5, 1024), "float32"); B = Buffer("B", (1024, 1024), "float32")
@@ -346,13 +352,14 @@ def stream_tile(t: Tensor, target: Target, lanes: int) -> tuple[int, int] | None
     if len(dims) != 2 or len(red) != 1 or None in dims or red[0] is None or lanes < 2:
         return None
     rows, cols = dims
-    if not 2 <= rows <= FEW_ROWS or red[0] % STREAM_SLICE or red[0] < 2 * STREAM_SLICE \
+    if not 2 <= rows <= STREAM_MAX_ROWS or red[0] % STREAM_SLICE or red[0] < 2 * STREAM_SLICE \
             or not _panel_in_place(t, pack_candidate(t)):
         return None
+    tile = rows if rows <= FEW_ROWS else next((r for r in (8, 7, 6, 5, 4) if rows % r == 0), None)
     cores = max(1, target.cores)
-    vecs = next((v for v in (4, 2) if rows * v + v + 1 <= target.vector_registers and cols % (v * lanes * cores) == 0),
-                None)
-    return None if vecs is None else (rows, vecs)
+    vecs = next((v for v in (4, 2) if tile and tile * v + v + 1 <= target.vector_registers
+                 and cols % (v * lanes * cores) == 0), None)
+    return None if vecs is None else (tile, vecs)
 
 
 def channel_params(t: Tensor, target: Target) -> dict | None:
@@ -849,7 +856,8 @@ class _Planner:
                                  ", parallel" if q["par"] else ""])
                 narrow = "; half the vectors: the rows x k operand fits in less than half of L2" \
                     if q.get("narrowed") else ""
-                few = f"; one tile of all {t.dims[-2]} rows (at most {FEW_ROWS})" if q.get("stream") else ""
+                few = f"; {t.dims[-2]} rows (at most {STREAM_MAX_ROWS}) streaming {q['pack_buffer']}" \
+                    if q.get("stream") else ""
                 return (f"register-blocked {tile}{extra}",
                         f"contraction: rows x vectors accumulators fit {regs} vector registers{narrow}{few}")
         return "left as it is", "contraction: the register-blocked schedule was refused"

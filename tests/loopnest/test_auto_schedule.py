@@ -419,13 +419,16 @@ def test_a_one_row_matrix_product_is_dot_products_and_a_one_tile_one_reads_in_pl
 
 
 def test_a_few_row_product_streams_b_in_slices_of_rows_per_core():
-    """``x @ B`` with at most ``FEW_ROWS`` rows is one register tile of all the rows, B's rows
-    in slices of ``STREAM_SLICE``, each core's block of columns outside the slices (1024 x
-    1024, 12 rows: 0.54 -> 1.02 of PyTorch); more rows, or columns that do not cut into whole
-    tiles per core, keep the packed tiles."""
+    """``x @ B`` with at most ``FEW_ROWS`` rows is one register tile of all the rows (up to
+    ``STREAM_MAX_ROWS``, row tiles that divide them), B's rows in slices of ``STREAM_SLICE``,
+    each core's block of columns outside the slices (1024 x 1024, 12 rows: 0.54 -> 1.02 of
+    PyTorch); more rows, a number of them no tile divides, or columns that do not cut into
+    whole tiles per core keep the packed tiles."""
     from loopnest.auto.schedule import STREAM_SLICE
     rng = np.random.default_rng(11)
-    for rows, cols, streamed in ((2, 128, True), (5, 256, True), (12, 64, True), (13, 128, False), (5, 80, False)):
+    cases = ((2, 128, True), (5, 256, True), (12, 64, True), (16, 64, True), (20, 128, True), (13, 128, False),
+             (25, 128, False), (5, 80, False))
+    for rows, cols, streamed in cases:
         x, B = Buffer("x", (rows, 4 * STREAM_SLICE), "float32"), Buffer("B", (4 * STREAM_SLICE, cols), "float32")
         Y = Reduce("Y", (rows, cols), Sum(), lambda i, j, k: x[i, k] * B[k, j], (4 * STREAM_SLICE,))
         nest = LoopNest([Y])
@@ -436,6 +439,8 @@ def test_a_few_row_product_streams_b_in_slices_of_rows_per_core():
             # the columns of a core, then the slices, then its column tiles (where it has several)
             assert loops[0][0].startswith("j_outer") and loops[0][1] == "parallel", str(nest)
             assert loops[1][0] == "k_outer" and loops[2][0] in ("j_outer_inner", "i_outer"), str(nest)
+            tile = {16: 8, 20: 5}.get(rows, rows)      # the rows of a tile: all of them up to FEW_ROWS
+            assert f"register-blocked {tile} rows" in report
             assert "B_pack" not in str(nest)
         a, b = rng.standard_normal(x.shape, dtype=np.float32), rng.standard_normal(B.shape, dtype=np.float32)
         y = np.full((rows, cols), np.nan, np.float32)
