@@ -179,11 +179,11 @@ _SQRT_HALF = 0.707106781186547524
 _MIN_NORMAL = 1.1754943508222875e-38
 
 
-#: log10(2) in two parts, the first exact in a few bits (``e * hi`` is exact), and 1 / ln(10), 1 / ln(2)
+#: log10(2) in two parts, the first exact in a few bits (``e * hi`` is exact), and 1 / ln(10)
 _LOG10_2_HI, _LOG10_2_LO = 0.30078125, 2.48745663981198e-4
-_LOG10E, _LOG2E_F = 0.4342944819032518, 1.4426950408889634
+_LOG10E = 0.4342944819032518
 #: what float32 leaves of 1 / ln(10) and 1 / ln(2)
-_LOG10E_LO, _LOG2E_LO = 0.4342944819032518 - 0.4342944920063019, 1.4426950408889634 - 1.4426950216293335
+_LOG10E_LO, _LOG2E_LO = _LOG10E - 0.4342944920063019, _LOG2E - 1.4426950216293335
 
 
 def log_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value], fused: bool = False,
@@ -215,7 +215,7 @@ def log_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value],
     y = b.fmul(b.fmul(o.poly(f, _LOG_POLY), f), z)
     if base in (2, 10):
         # (f + corr) / ln(base): f times the constant in two parts, so f is never rounded with corr
-        inv, inv_lo = _LOG2E_F if base == 2 else _LOG10E, _LOG2E_LO if base == 2 else _LOG10E_LO
+        inv, inv_lo = (_LOG2E, _LOG2E_LO) if base == 2 else (_LOG10E, _LOG10E_LO)
         corr = o.madd(z, o.c(-0.5), y)
         r = o.madd(f, o.c(inv), o.madd(corr, o.c(inv), b.fmul(f, o.c(inv_lo))))
         if base == 2:
