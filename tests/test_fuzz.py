@@ -451,3 +451,25 @@ def test_a_whole_array_reduction_is_drawn_as_two_kernels_and_replays():
                                  'nest.buffer("C"), 32, 64)')
     refused = check_schedule(case, [dict(step, args=[{"buffer": "C"}, 0, 64])], ("ireval",))
     assert refused.failures == [] and refused.refused == 1
+
+
+def test_few_row_matmul_programs_reach_the_streamed_products_of_the_automatic_schedule(monkeypatch):
+    """In one matmul program of four, A has a few rows (``FEW_ROWS_DRAWS``): ``auto_schedule``
+    streams B for the ``x @ B`` ones (``stream_tile``) on the CPUs of ``AUTO_TARGETS``, and the
+    tester builds and checks them like any other schedule."""
+    import random
+    import loopnest.auto.schedule as auto
+    from fuzz.check import check_auto_schedules
+    from fuzz.programs import FEW_ROWS_DRAWS, matmul_program
+    tiles = []
+    real = auto.stream_tile
+    monkeypatch.setattr(auto, "stream_tile", lambda *a: tiles.append(real(*a)) or tiles[-1])
+    few = 0
+    for seed in range(40):
+        program = matmul_program(random.Random(seed))
+        if program.tensor("A").dims[0][0] not in FEW_ROWS_DRAWS:
+            continue
+        few += 1
+        case = Case(program)
+        assert check_program(case) == [] and check_auto_schedules(case) == []
+    assert few >= 3 and any(t is not None for t in tiles), tiles

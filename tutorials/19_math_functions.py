@@ -19,7 +19,6 @@ installed) PyTorch's.
 """
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -28,6 +27,7 @@ import numpy as np
 
 import te
 from te import Buffer, Compute, float32
+from bench.harness import time_interleaved
 from codegen import build
 from loopnest import LoopNest
 
@@ -61,25 +61,18 @@ ulps = np.abs(got - exact) / np.spacing(np.abs(exact).astype(np.float32))
 print(f"tanh: at most {ulps.max():.2f} ulps from the correctly rounded result")
 assert ulps.max() <= 1.5
 
-# 3. Time GELU against numpy (and PyTorch's gelu(approximate="tanh") where installed).
-def best_of(fn, repeats=5):
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
-ours = best_of(lambda: gelu(x, y))
-numpy_s = best_of(lambda: 0.5 * x * (1 + np.tanh(np.float32(SCALE) * (x + np.float32(0.044715) * x * x * x))))
-print(f"GELU over {N} elements: ours {ours * 1e3:.2f} ms, numpy {numpy_s * 1e3:.2f} ms")
+# 3. Time GELU against numpy (and PyTorch's gelu(approximate="tanh") where installed), in
+#    interleaved rounds (bench.harness: the benchmark's timer), so the ratios come from one run.
+peers = {"ours": lambda: gelu(x, y),
+         "numpy": lambda: 0.5 * x * (1 + np.tanh(np.float32(SCALE) * (x + np.float32(0.044715) * x * x * x)))}
 try:
     import torch
     tx = torch.from_numpy(x)
-    torch_s = best_of(lambda: torch.nn.functional.gelu(tx, approximate="tanh"))
-    print(f"  PyTorch {torch_s * 1e3:.2f} ms")
+    peers["PyTorch"] = lambda: torch.nn.functional.gelu(tx, approximate="tanh")
 except ImportError:
-    print("  (PyTorch is not installed)")
-
+    print("(PyTorch is not installed)")
+times = {name: t.median for name, t in time_interleaved(peers, rounds=5).items()}
+print(f"GELU over {N} elements: ours {times['ours'] * 1e3:.2f} ms; "
+      + ", ".join(f"{name} {sec * 1e3:.2f} ms ({sec / times['ours']:.1f}x our time)"
+                  for name, sec in times.items() if name != "ours"))
 print("OK")

@@ -18,10 +18,9 @@ The other functions work the same way, each within 1-2 ulps (their docstrings): 
 and ``expm1_f32`` on exp's polynomial, ``log_f32`` (also log2 and log10) and ``log1p_f32``,
 ``tanh_f32``, ``erf_f32``, and ``sincos_f32`` (reduced in float64, libm past 2**24).
 
->>> from llvmlite import ir
->>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
->>> b = ir.IRBuilder(f.append_basic_block())
->>> _ = b.ret(exp_f32(b, f.args[0], lambda name, args: b.call(_intrinsic(m, name, args[0].type), args)))
+>>> text = example(lambda b, x, call: exp_f32(b, x, call))     # plain arithmetic: no libm call
+>>> '@"expf"' in text, "llvm.roundeven.f32" in text
+(False, True)
 """
 from __future__ import annotations
 
@@ -30,9 +29,9 @@ from typing import Callable
 
 from llvmlite import ir
 
-from .types import I32, intrinsic_suffix, splat_const
+from .types import F32, I32, intrinsic_suffix, splat_const
 
-__all__ = ["exp_f32", "exp2_f32", "expm1_f32", "log_f32", "log1p_f32", "tanh_f32", "erf_f32", "sincos_f32"]
+__all__ = ["example", "exp_f32", "exp2_f32", "expm1_f32", "log_f32", "log1p_f32", "tanh_f32", "erf_f32", "sincos_f32"]
 
 _LOG2E = 1.44269504088896341
 _LN2_HI = 0.693359375           # exact in float32 (few mantissa bits): n * _LN2_HI is exact
@@ -43,10 +42,28 @@ _X_MAX = 89.0                   # exp(89) overflows float32
 _X_MIN = -104.0                 # exp(-104) rounds to 0
 
 
-def _intrinsic(m: ir.Module, name: str, t: ir.Type) -> ir.Function:
-    full = f"{name}.{intrinsic_suffix(t)}"
-    fn = m.globals.get(full)
-    return fn if fn is not None else ir.Function(m, ir.FunctionType(t, [t]), full)
+def example(emit: Callable) -> str:
+    """The LLVM IR of ``float f(float x)`` returning ``emit(b, x, call)`` (``call(name, args)``
+    calls the LLVM intrinsic ``name``, or the libm function of that name), checked by LLVM's
+    verifier: how the docstrings here show what a function emits.
+
+    >>> text = example(lambda b, x, call: exp_f32(b, x, call, fused=True))
+    >>> "llvm.fma.f32" in text, "expf" in text
+    (True, False)
+    """
+    import llvmlite.binding as llvm
+    m = ir.Module()
+    f = ir.Function(m, ir.FunctionType(F32, [F32]), "f")
+    b = ir.IRBuilder(f.append_basic_block())
+
+    def call(name, args):
+        t = args[0].type
+        full = f"{name}.{intrinsic_suffix(t)}" if name.startswith("llvm.") else name
+        fn = m.globals.get(full) or ir.Function(m, ir.FunctionType(t, [a.type for a in args]), full)
+        return b.call(fn, args)
+    b.ret(emit(b, f.args[0], call))
+    llvm.parse_assembly(str(m)).verify()
+    return str(m)
 
 
 #: the AVX-512 ``vscalefps`` intrinsic for vectors of each width: ``x * 2**floor(n)``, rounded
@@ -64,79 +81,6 @@ def _scalef(b: ir.IRBuilder, y: ir.Value, n: ir.Value) -> ir.Value:
     fn = b.module.globals.get(name) or ir.Function(b.module, ir.FunctionType(t, args), name)
     rest = [ir.Constant(mask, -1)] + ([ir.Constant(I32, 4)] if t.count == 16 else [])   # 4: current rounding
     return b.call(fn, [y, n, ir.Constant(t, ir.Undefined), *rest])
-
-
-def exp_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value], fused: bool = False,
-            scalef: tuple = ()) -> ir.Value:
-    """``exp(x)`` for a float32 (or ``<n x float>``) value ``x``; ``call(name, args)`` emits a
-    call of the LLVM intrinsic ``name`` (``llvm.roundeven``, and ``llvm.fma`` when ``fused``).
-
-    ``fused`` (for CPUs with FMA instructions) evaluates the argument reduction and the
-    polynomial with fused multiply-adds: fewer instructions, and each step rounds once
-    instead of twice (the result stays within 1 ulp). ``scalef``: the vector widths for
-    which the CPU has ``vscalefps`` (AVX-512): there the scaling by ``2**n`` is one
-    instruction instead of nine, with the same result (one rounding, subnormals included)."""
-    t = x.type
-    it = ir.VectorType(I32, t.count) if isinstance(t, ir.VectorType) else I32
-
-    def c(v):
-        return splat_const(t, v)
-    isnan = b.fcmp_unordered("uno", x, x)
-    # clamp to [_X_MIN, _X_MAX]; written as "x < max ? x : max", which maps to one min
-    # instruction on x86 and sends NaN to _X_MAX (its result is replaced by NaN at the end)
-    xc = b.select(b.fcmp_ordered("<", x, c(_X_MAX)), x, c(_X_MAX))
-    xc = b.select(b.fcmp_ordered(">", xc, c(_X_MIN)), xc, c(_X_MIN))
-    def madd(u, v, w):      # u * v + w
-        return call("llvm.fma", [u, v, w]) if fused else b.fadd(b.fmul(u, v), w)
-    nf = call("llvm.roundeven", [b.fmul(xc, c(_LOG2E))])
-    r = madd(nf, c(-_LN2_HI), xc)              # exact either way: nf * _LN2_HI is exact
-    r = madd(nf, c(-_LN2_LO), r)
-    return b.select(isnan, x, _exp_reduced(b, r, nf, madd, scalef))
-
-
-def _exp_reduced(b: ir.IRBuilder, r: ir.Value, nf: ir.Value, madd, scalef: tuple) -> ir.Value:
-    """``exp(r) * 2**nf`` for ``|r| <= ln(2) / 2`` and an integral float ``nf`` in [-150, 129]:
-    :func:`exp_f32`'s polynomial and scaling."""
-    t = r.type
-    it = ir.VectorType(I32, t.count) if isinstance(t, ir.VectorType) else I32
-
-    def c(v):
-        return splat_const(t, v)
-    z = b.fmul(r, r)
-    p = c(_POLY[0])
-    for k in _POLY[1:]:
-        p = madd(p, r, c(k))
-    y = b.fadd(madd(p, z, r), c(1.0))
-    if isinstance(t, ir.VectorType) and t.count in scalef:
-        return _scalef(b, y, nf)
-    n = b.fptosi(nf, it)                       # in [-150, 129]
-    n1 = b.ashr(n, splat_const(it, 1))
-    n2 = b.sub(n, n1)                          # both in [-75, 65]: 2**n1, 2**n2 are normal floats
-
-    def pow2(k):
-        return b.bitcast(b.shl(b.add(k, splat_const(it, 127)), splat_const(it, 23)), t)
-    return b.fmul(b.fmul(y, pow2(n1)), pow2(n2))
-
-
-def exp2_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value], fused: bool = False,
-             scalef: tuple = ()) -> ir.Value:
-    """``2**x`` for a float32 (or ``<n x float>``) value: ``x = n + f`` (``f`` exact, in
-    [-1/2, 1/2]), ``2**f = exp(f ln 2)`` by :func:`exp_f32`'s polynomial, scaled by ``2**n``.
-    Within 1.5 ulps (checked against float64 in the tests); NaN stays NaN, ``2**-inf = 0``.
-    Arguments as for :func:`exp_f32`.
-
-    >>> from llvmlite import ir
-    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
-    >>> b = ir.IRBuilder(f.append_basic_block())
-    >>> _ = b.ret(exp2_f32(b, f.args[0], lambda name, args: b.call(_intrinsic(m, name, args[0].type), args)))
-    """
-    o = _Ops(b, x.type, call, fused)
-    xc = b.select(b.fcmp_ordered("<", x, o.c(129.0)), x, o.c(129.0))      # 2**129 overflows; NaN: 129
-    xc = b.select(b.fcmp_ordered(">", xc, o.c(-150.0)), xc, o.c(-150.0))  # 2**-150 rounds to 0
-    nf = call("llvm.roundeven", [xc])
-    f = b.fsub(xc, nf)
-    r = o.madd(f, o.c(_LN2_HI), b.fmul(f, o.c(_LN2_LO)))
-    return b.select(b.fcmp_unordered("uno", x, x), x, _exp_reduced(b, r, nf, o.madd, scalef))
 
 
 class _Ops:
@@ -172,6 +116,65 @@ class _Ops:
         return self.call("llvm.copysign", [x, sign])
 
 
+def exp_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value], fused: bool = False,
+            scalef: tuple = ()) -> ir.Value:
+    """``exp(x)`` for a float32 (or ``<n x float>``) value ``x``; ``call(name, args)`` emits a
+    call of the LLVM intrinsic ``name`` (``llvm.roundeven``, and ``llvm.fma`` when ``fused``).
+
+    ``fused`` (for CPUs with FMA instructions) evaluates the argument reduction and the
+    polynomial with fused multiply-adds: fewer instructions, and each step rounds once
+    instead of twice (the result stays within 1 ulp). ``scalef``: the vector widths for
+    which the CPU has ``vscalefps`` (AVX-512): there the scaling by ``2**n`` is one
+    instruction instead of nine, with the same result (one rounding, subnormals included)."""
+    o = _Ops(b, x.type, call, fused)
+    isnan = b.fcmp_unordered("uno", x, x)
+    # clamp to [_X_MIN, _X_MAX]; written as "x < max ? x : max", which maps to one min
+    # instruction on x86 and sends NaN to _X_MAX (its result is replaced by NaN at the end)
+    xc = b.select(b.fcmp_ordered("<", x, o.c(_X_MAX)), x, o.c(_X_MAX))
+    xc = b.select(b.fcmp_ordered(">", xc, o.c(_X_MIN)), xc, o.c(_X_MIN))
+    nf = call("llvm.roundeven", [b.fmul(xc, o.c(_LOG2E))])
+    r = o.madd(nf, o.c(-_LN2_HI), xc)          # exact either way: nf * _LN2_HI is exact
+    r = o.madd(nf, o.c(-_LN2_LO), r)
+    return b.select(isnan, x, _exp_reduced(o, r, nf, scalef))
+
+
+def _exp_reduced(o: _Ops, r: ir.Value, nf: ir.Value, scalef: tuple) -> ir.Value:
+    """``exp(r) * 2**nf`` for ``|r| <= ln(2) / 2`` and an integral float ``nf`` in [-150, 129]:
+    :func:`exp_f32`'s polynomial and scaling."""
+    b = o.b
+    z = b.fmul(r, r)
+    y = b.fadd(o.madd(o.poly(r, _POLY), z, r), o.c(1.0))
+    if isinstance(o.t, ir.VectorType) and o.t.count in scalef:
+        return _scalef(b, y, nf)
+    n = b.fptosi(nf, o.it)                     # in [-150, 129]
+    n1 = b.ashr(n, o.i(1))
+    n2 = b.sub(n, n1)                          # both in [-75, 65]: 2**n1, 2**n2 are normal floats
+
+    def pow2(k):
+        return b.bitcast(b.shl(b.add(k, o.i(127)), o.i(23)), o.t)
+    return b.fmul(b.fmul(y, pow2(n1)), pow2(n2))
+
+
+def exp2_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value], fused: bool = False,
+             scalef: tuple = ()) -> ir.Value:
+    """``2**x`` for a float32 (or ``<n x float>``) value: ``x = n + f`` (``f`` exact, in
+    [-1/2, 1/2]), ``2**f = exp(f ln 2)`` by :func:`exp_f32`'s polynomial, scaled by ``2**n``.
+    Within 1.5 ulps (checked against float64 in the tests); NaN stays NaN, ``2**-inf = 0``.
+    Arguments as for :func:`exp_f32`.
+
+    >>> text = example(lambda b, x, call: exp2_f32(b, x, call))
+    >>> "exp2f" in text, "llvm.roundeven.f32" in text
+    (False, True)
+    """
+    o = _Ops(b, x.type, call, fused)
+    xc = b.select(b.fcmp_ordered("<", x, o.c(129.0)), x, o.c(129.0))      # 2**129 overflows; NaN: 129
+    xc = b.select(b.fcmp_ordered(">", xc, o.c(-150.0)), xc, o.c(-150.0))  # 2**-150 rounds to 0
+    nf = call("llvm.roundeven", [xc])
+    f = b.fsub(xc, nf)
+    r = o.madd(f, o.c(_LN2_HI), b.fmul(f, o.c(_LN2_LO)))
+    return b.select(b.fcmp_unordered("uno", x, x), x, _exp_reduced(o, r, nf, scalef))
+
+
 #: Cephes ``logf``: ``log(1 + f) = f - f**2 / 2 + f**3 P(f)`` for ``1 + f`` in [sqrt(1/2), sqrt(2))
 _LOG_POLY = (7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1, -1.2420140846e-1, 1.4249322787e-1,
              -1.6668057665e-1, 2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1)
@@ -197,10 +200,9 @@ def log_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value],
     ln 2`` and ``log10(x) = e log10(2) + log(m) / ln 10`` (the exponent's part exact or in two
     parts), within 1.5 ulps.
 
-    >>> from llvmlite import ir
-    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
-    >>> b = ir.IRBuilder(f.append_basic_block())
-    >>> _ = b.ret(log_f32(b, f.args[0], lambda name, args: b.call(_intrinsic(m, name, args[0].type), args)))
+    >>> text = example(lambda b, x, call: log_f32(b, x, call, base=10))
+    >>> "log10f" in text, "llvm.fma" in text
+    (False, False)
     """
     o = _Ops(b, x.type, call, fused)
     sub = b.fcmp_ordered("<", x, o.c(_MIN_NORMAL))
@@ -245,10 +247,9 @@ def tanh_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value]
     sign of ``x`` above it (1 from about 9 on). Within 1.5 ulps (checked against float64 in the
     tests); ``tanh(-0) = -0``, NaN stays NaN. Arguments as for :func:`exp_f32`.
 
-    >>> from llvmlite import ir
-    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
-    >>> b = ir.IRBuilder(f.append_basic_block())
-    >>> _ = b.ret(tanh_f32(b, f.args[0], lambda name, args: b.call(_intrinsic(m, name, args[0].type), args)))
+    >>> text = example(lambda b, x, call: tanh_f32(b, x, call, fused=True))
+    >>> "tanhf" in text, "llvm.copysign.f32" in text
+    (False, True)
     """
     o = _Ops(b, x.type, call, fused)
     z = o.fabs(x)
@@ -282,10 +283,9 @@ def erf_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value],
     (checked against float64 in the tests); ``erf(-0) = -0``, NaN stays NaN. Arguments as
     for :func:`exp_f32`.
 
-    >>> from llvmlite import ir
-    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
-    >>> b = ir.IRBuilder(f.append_basic_block())
-    >>> _ = b.ret(erf_f32(b, f.args[0], lambda name, args: b.call(_intrinsic(m, name, args[0].type), args)))
+    >>> text = example(lambda b, x, call: erf_f32(b, x, call))
+    >>> "erff" in text, "fdiv" in text
+    (False, True)
     """
     o = _Ops(b, x.type, call, fused)
     x2 = b.fmul(x, x)
@@ -317,17 +317,15 @@ def sincos_f32(b: ir.IRBuilder, x: ir.Value, cosine: bool, call: Callable[[str, 
     ``x = n pi/2 + r`` in float64 (``x`` is exact there; ``r`` by two fused multiply-adds),
     ``sin r`` and ``cos r`` by their Taylor polynomials in float64, chosen and signed by
     ``n mod 4``, then rounded once to float32 (within 1 ulp, checked against float64 in the
-    tests; a float32 polynomial on ``r`` split into two floats measured no faster and 1.2 ulps). Where ``|x|`` is at least ``_TRIG_LIMIT`` the result is ``libm(x)`` instead,
+    tests; a float32 polynomial on ``r`` split into two floats measured no faster and 1.2
+    ulps). Where ``|x|`` is at least ``_TRIG_LIMIT`` the result is ``libm(x)`` instead,
     computed in a block of its own that only such values (a vector with such a lane) reach.
     NaN and infinities give NaN. ``call`` as for :func:`exp_f32` (``llvm.fma`` on float64
     here: exact on every target).
 
-    >>> from llvmlite import ir
-    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
-    >>> b = ir.IRBuilder(f.append_basic_block())
-    >>> sinf = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "sinf")
-    >>> _ = b.ret(sincos_f32(b, f.args[0], False, lambda name, args: b.call(_intrinsic(m, name, args[0].type), args),
-    ...                      lambda v: b.call(sinf, [v])))
+    >>> text = example(lambda b, x, call: sincos_f32(b, x, False, call, lambda v: call("sinf", [v])))
+    >>> text.count('call float @"sinf"'), "fpext float" in text, "trig_libm" in text    # libm past 2**24 only
+    (1, True, True)
     """
     t = x.type
     vector = isinstance(t, ir.VectorType)
@@ -379,10 +377,9 @@ def log1p_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value
     ``u`` lost, to first order). Within 2 ulps (checked against float64 in the tests);
     ``log1p(-1) = -inf``, NaN below -1, ``log1p(inf) = inf``, ``log1p(-0) = -0``.
 
-    >>> from llvmlite import ir
-    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
-    >>> b = ir.IRBuilder(f.append_basic_block())
-    >>> _ = b.ret(log1p_f32(b, f.args[0], lambda name, args: b.call(_intrinsic(m, name, args[0].type), args)))
+    >>> text = example(lambda b, x, call: log1p_f32(b, x, call))
+    >>> "log1pf" in text, "fdiv" in text
+    (False, True)
     """
     o = _Ops(b, x.type, call, fused)
     u = b.fadd(x, o.c(1.0))
@@ -402,10 +399,9 @@ def expm1_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value
     ``expm1(-inf) = -1``, ``expm1(inf) = inf``, NaN stays NaN, ``expm1(-0) = -0``.
     Arguments as for :func:`exp_f32`.
 
-    >>> from llvmlite import ir
-    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), "f")
-    >>> b = ir.IRBuilder(f.append_basic_block())
-    >>> _ = b.ret(expm1_f32(b, f.args[0], lambda name, args: b.call(_intrinsic(m, name, args[0].type), args)))
+    >>> text = example(lambda b, x, call: expm1_f32(b, x, call, fused=True))
+    >>> "expm1f" in text, "llvm.fma.f32" in text
+    (False, True)
     """
     o = _Ops(b, x.type, call, fused)
     xc = b.select(b.fcmp_ordered("<", x, o.c(16.0)), x, o.c(16.0))       # NaN: 16 (replaced below)
