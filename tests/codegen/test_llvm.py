@@ -16,6 +16,7 @@ import pytest
 
 import te
 from codegen import BuildError, build
+from codegen.kernel import KernelArgumentError
 from codegen.llvm import cache_stats, clear_cache
 from codegen.llvm import jit
 from codegen.llvm.emit import buffer_alignment
@@ -903,6 +904,25 @@ def test_kernel_call_paths_agree():
     k(a, b1)                                 # fast path
     k(A=a, B=b2)                             # general binding
     assert np.array_equal(b1, b2) and b1.ravel().tolist() == [1.0 + v for v in range(12)]
+
+
+def test_sizes_passed_with_the_arrays_take_the_fast_path_where_they_match_the_shapes():
+    N = Var("N")
+    A = Buffer("A", (N, 3), float32)
+    B = Compute("B", (N, 3), lambda i, j: A[i, j] * 2.0)
+    k = build(LoopNest([B]), [A, B, N], target="llvm")
+    a, b = np.ones((4, 3), np.float32), np.zeros((4, 3), np.float32)
+    general = []
+    original = k._call
+    k._call = lambda args, kwargs: general.append(args) or original(args, kwargs)
+    k(a, b, 4)
+    assert not general and (b == 2.0).all()                 # the size equals a's rows: fast
+    with pytest.raises(ValueError, match="dimension 0"):
+        k(a, b, 5)                                          # it does not: the general binding reports it
+    with pytest.raises(KernelArgumentError, match="must be an int"):
+        k(a, b, 4.0)
+    k(a, b, np.int64(4))                                    # a numpy int: the general binding, same result
+    assert len(general) == 3 and (b == 2.0).all()
 
 
 def test_inline_float32_exp_is_within_one_ulp_everywhere():
