@@ -604,9 +604,12 @@ def _dim_bounds_or_raise(r: _Region, d: int, dim: E.Expr, outer_ids: set, exact_
     mn = _form_to_expr(*mn_form, params, dim.dtype)
     mx = _form_to_expr(*mx_form, params, dim.dtype)
     stop = _form_to_expr(mx_form[0], [_plus(a, 1) for a in mx_form[1]], params, dim.dtype)
-    ext = _extent_expr(mn_form, mx_form, r.ctx_set, params, dim.dtype)
-    if ext is None and of_proj:
-        ext = _constant_extent(proj, dim.dtype)
+    # a constant extent first where the region is never empty (an empty one has extent 0):
+    # the difference of the two forms may not simplify to it (a row ``i_tail + floordiv(M, 4)
+    # * 4`` of a tail loop ``i_tail < floormod(M, 4)``)
+    ext = _constant_extent(proj, dim.dtype) if of_proj and r.ctx_set.is_subset(proj.params()) else None
+    if ext is None:
+        ext = _extent_expr(mn_form, mx_form, r.ctx_set, params, dim.dtype)
     if ext is None:
         ext = simplify(_add_const(mx - mn, 1))
     bound = _non_negative(_extent_bound(ext, params, env, r.ranges, outer_ids, r.ctx, r.pdecl, dim),

@@ -75,8 +75,18 @@ class _Redirect(ExprMutator):
         idx = tuple(self.visit(i) for i in e.indices)
         move = self.moves.get(id(e.buffer))
         if move is not None:
-            return Load(move[0], _placed(move, [self.less(i, m) for i, m in zip(idx, move[1])]))
+            return Load(move[0], _placed(move, self.relative(idx, move)))
         return e.replace(indices=idx) if any(a is not b for a, b in zip(idx, e.indices)) else e
+
+    def relative(self, idx: tuple, move: tuple) -> list:
+        """``idx`` less the move's mins; 0 in a dimension the local buffer holds one element
+        of (there the difference is 0 wherever the body accesses it, in whatever form the
+        bounds came: ``floordiv(M, 4) * 4 - M * 4 + floordiv(M * 3 + 3, 4) * 4``)."""
+        local, mins = move[0], move[1]
+        order = move[2] if len(move) > 2 and move[2] is not None else tuple(range(len(mins)))
+        one = {d for d, size in zip(order, local.dims) if isinstance(size, IntImm) and size.value == 1}
+        return [IntImm(0, i.dtype) if d in one and i.dtype.lanes == 1 else self.less(i, m)
+                for d, (i, m) in enumerate(zip(idx, mins))]
 
 
 class _RedirectStmt(StmtMutator):
@@ -99,7 +109,7 @@ class _RedirectStmt(StmtMutator):
         value = self.ex.visit(s.value)
         move = self.moves.get(id(s.buffer))
         if move is not None:
-            return Store(move[0], _placed(move, [self.ex.less(i, m) for i, m in zip(idx, move[1])]), value)
+            return Store(move[0], _placed(move, self.ex.relative(idx, move)), value)
         return s.replace(indices=idx, value=value) if (value is not s.value or
                                                        any(a is not b for a, b in zip(idx, s.indices))) else s
 

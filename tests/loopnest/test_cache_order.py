@@ -123,3 +123,27 @@ def test_leftover_rows_read_the_same_transposed_pack(rows, overlap, monkeypatch)
     c = np.full((rows, 64), np.nan, np.float32)
     build(nest, [A, B, C], target="llvm")(a, b, c)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.T.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("target", ["ireval", "llvm"])
+def test_a_cache_at_a_tail_loop_holds_one_row_at_index_0(target):
+    """The row ``i_tail + floordiv(M, 4) * 4`` of a tail loop ``i_tail < floormod(M, 4)``: its
+    region is one row for every M (the bounds' two forms did not cancel: the copy ran over
+    ``floordiv(i_tail * 3 + M + 3, 4) * 4 - ...`` rows), and the body reads the copy at row 0
+    (not at a difference of those forms that only equals 0), so the copy can live in registers."""
+    M = Var("M")
+    X = Buffer("X", (M, 8), "float32")
+    Y = Compute("Y", (M, 8), lambda i, j: X[i, j] * 2.0)
+    nest = LoopNest([Y])
+    _, _, tail = nest.split_with_tail(nest.get_loops_for(Y)[0], 4)
+    local = nest.cache_accesses(nest.buffer("X"), "X_rest", tail)
+    assert local.shape == (1, 8)
+    text = str(nest)
+    assert "X_rest[0, X_rest_i1] = X[i_tail + floordiv(M, 4) * 4, X_rest_i1];" in text
+    assert "Y[i_tail + floordiv(M, 4) * 4, j_1] = X_rest[0, j_1] * 2.0f;" in text
+    k = build(nest, [X, Y, M], target=target)
+    for m in (3, 4, 7):
+        x = np.arange(m * 8, dtype=np.float32).reshape(m, 8)
+        y = np.full((m, 8), np.nan, np.float32)
+        k(x, y, m)
+        np.testing.assert_array_equal(y, x * 2)
