@@ -25,7 +25,7 @@ from __future__ import annotations
 import importlib
 import random
 
-from loopnest import Target
+from loopnest import ScheduleError, Target
 from loopnest.stmt import Block, For, Store, iter_stmts
 from te.queries import expr_size, fold_int, loads
 
@@ -36,7 +36,7 @@ OPS = {
     "reorder": 1, "reorder_axis": 1, "fuse": 4, "flatten": 1, "distribute": 1, "vectorize": 2, "unroll": 1,
     "parallelize": 1, "set_gpu_block_index": 1, "set_gpu_thread_index": 1, "compute_inline": 4,
     "compute_at": 4, "store_at": 2, "cache_accesses": 3, "rfactor": 2, "privatize": 2, "eliminate_dead_stores": 1,
-    "simplify": 1, "tensorize": 1, "gpu_matmul": 1, "auto_schedule": 1, "prefetch": 1,
+    "simplify": 1, "tensorize": 1, "gpu_matmul": 1, "auto_schedule": 1, "prefetch": 1, "specialize": 1,
 }
 GPU_OPS = ("set_gpu_block_index", "set_gpu_thread_index", "tensorize", "gpu_matmul", "grid_reduce")
 #: steps that are functions of the nest (``fn(nest, *args)``, all or nothing as a method) rather
@@ -299,6 +299,9 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
         if not reductions:
             return draw_step(nest, rnd, gpu, state)
         args = [_buffer(rnd.choice(reductions)), pick()]
+    elif op == "specialize":
+        drawn = draw_specialize(nest, rnd)
+        return drawn if drawn is not None else draw_step(nest, rnd, gpu, state)
     elif op == "privatize":     # a reduction at one of its loops, or any buffer at any loop (mostly refused)
         reductions = sorted(t.name for t in nest.tensors if t.is_reduction)
         names = reductions if reductions and rnd.random() < 0.8 else sorted(nest.buffers)
@@ -307,9 +310,75 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
     return {"op": op, "args": args, "kwargs": {}}
 
 
+#: the most steps of the schedule of a version that ``specialize`` draws
+VERSION_STEPS = 3
+
+
+def draw_specialize(nest, rnd: random.Random) -> dict | None:
+    """A ``specialize`` step: a condition on one of the nest's sizes (``N <= c``, ``N == c``,
+    ``N >= c`` or ``N % 2 == 0``, c from 1 to 8: the random programs' sizes are about that,
+    so either side runs) and a version of 1 to ``VERSION_STEPS`` random CPU steps, drawn on
+    the nest as built; None when the nest has no size. A version step that is refused is
+    left out; one that fails otherwise is kept, and ends the version (replaying it then
+    fails the same way, reported as the ``specialize`` step's crash).
+
+    >>> from te import Buffer, Compute, Var
+    >>> from loopnest import LoopNest
+    >>> N = Var("N"); A = Buffer("A", (N,), "float32")
+    >>> nest = LoopNest([Compute("B", (N,), lambda i: A[i] + 1.0)])
+    >>> step = draw_specialize(nest, random.Random(1))
+    >>> step["op"], step["args"][0]
+    ('specialize', {'expr': ['ge', {'var': 'N'}, 2]})
+    """
+    from loopnest.history import encode_expr
+    sizes = sorted(nest.sizes().items())
+    ints = [v for _, v in sizes if v.dtype.is_integer]
+    if not ints:
+        return None
+    v, c = rnd.choice(ints), rnd.randint(1, 8)
+    condition = rnd.choice([lambda: v <= c, lambda: v == c, lambda: v >= c, lambda: v % 2 == 0])()
+    version, state, steps = nest.unscheduled(), DrawState(), []
+    for _ in range(rnd.randint(1, VERSION_STEPS)):
+        step = draw_step(version, rnd, False, state)
+        if step["op"] == "specialize":
+            continue
+        try:
+            apply_step(version, step)
+        except ScheduleError:
+            continue
+        except Exception:  # noqa: BLE001  (kept: the replay in specialize reports it)
+            steps.append(step)
+            break
+        steps.append(step)
+        state.update(version, step["op"])
+    return {"op": "specialize", "args": [{"expr": encode_expr(condition)}, {"schedule": steps}], "kwargs": {}}
+
+
+def version_from_steps(nest, steps: list):
+    """The version of ``nest`` that a drawn ``specialize`` step names: the nest as built with
+    ``steps`` applied (steps of this module's format: ``auto_schedule`` with a target too).
+
+    >>> from te import Buffer, Compute, Var
+    >>> from loopnest import LoopNest
+    >>> N = Var("N"); A = Buffer("A", (N,), "float32")
+    >>> nest = LoopNest([Compute("B", (N,), lambda i: A[i] + 1.0)])
+    >>> version_from_steps(nest, [{"op": "split_with_tail", "args": [{"loop": "i"}, 4], "kwargs": {}}]).history
+    [{'op': 'split_with_tail', 'args': [{'loop': 'i'}, 4], 'kwargs': {}}]
+    """
+    version = nest.unscheduled()
+    for step in steps:
+        apply_step(version, step)
+    return version
+
+
 def _decode(nest, x):
     if isinstance(x, dict) and "target" in x:
         return Target(**x["target"])
+    if isinstance(x, dict) and "expr" in x:
+        from loopnest.history import decode_expr
+        return decode_expr(x["expr"], nest.sizes())
+    if isinstance(x, dict) and "schedule" in x:
+        return version_from_steps(nest, x["schedule"])
     if isinstance(x, dict):
         return nest.loop(x["loop"]) if "loop" in x else nest.buffer(x["buffer"])
     if isinstance(x, list):
@@ -331,6 +400,10 @@ def apply_step(nest, step: dict):
 def _arg_source(x) -> str:
     if isinstance(x, dict) and "target" in x:
         return "Target(" + ", ".join(f"{k}={v!r}" for k, v in x["target"].items()) + ")"
+    if isinstance(x, dict) and "expr" in x:
+        return f"__import__('loopnest.history', fromlist=['_']).decode_expr({x['expr']!r}, nest.sizes())"
+    if isinstance(x, dict) and "schedule" in x:
+        return f"__import__('fuzz.schedules', fromlist=['_']).version_from_steps(nest, {x['schedule']!r})"
     if isinstance(x, dict):
         return f'nest.loop("{x["loop"]}")' if "loop" in x else f'nest.buffer("{x["buffer"]}")'
     if isinstance(x, list):

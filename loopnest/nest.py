@@ -50,6 +50,7 @@ from .transforms import gpu_wgmma as _gpu_wgmma  # noqa: F401  (the tree of gpu_
 from .transforms import tensorize as _tensorize
 from .transforms import tensorize_wgmma as _tensorize_wgmma  # noqa: F401  (registers the warpgroup MMA's check)
 from .transforms import reorder as _reorder
+from .transforms import specialize as _specialize
 from .transforms import rfactor as _rfactor
 from .transforms import split as _split
 from .verify import verify as verify_tree
@@ -60,7 +61,7 @@ __all__ = ["LoopNest", "Loop"]
 #: transforms that check the parallel and GPU loops they change themselves, or change only
 #: kinds of loops; every other one is followed by ``refuse_lost_privacy``
 _CHECKS_CONCURRENT_LOOPS = frozenset({"vectorize", "parallelize", "set_gpu_block_index", "set_gpu_thread_index",
-                                      "reorder", "reorder_axis", "tensorize"})
+                                      "reorder", "reorder_axis", "tensorize", "specialize"})
 
 #: the guard of the nest's entry points: the error names the nesting depth of its tree
 _deep_safe = recursion_guard(depth=lambda self, *args, **kwargs: stmt_depth(self.root))
@@ -131,6 +132,18 @@ def _privatize_args(nest, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return args, {**kwargs, "parts": _privatize.resolve_parts(kwargs.get("parts"))}
 
 
+def _specialize_args(nest, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """``specialize``'s arguments with a version given as a history built (the history then
+    records the version's own history, whichever way it was given)."""
+    def built(version):
+        return _specialize.version_of(nest, version) if isinstance(version, (str, bytes, list)) else version
+    if len(args) > 1:
+        return args[:1] + (built(args[1]),) + args[2:], kwargs
+    if "version" in kwargs:
+        return args, {**kwargs, "version": built(kwargs["version"])}
+    return args, kwargs
+
+
 class LoopNest(NestState):
     """The loop nest computing ``outputs`` (Tensors), with everything they read: its state and
     loop queries (``loopnest.state.NestState``) plus the transforms as recorded methods.
@@ -183,7 +196,7 @@ class LoopNest(NestState):
     def __str__(self) -> str:
         """The statements, then a comment per ``prefetch`` still to be placed (by
         ``prepare_for_codegen``, which prints them where they go)."""
-        text = stmt_to_str(self.root)
+        text = stmt_to_str(_specialize.display_root(self) if self._versions and not self._prepared else self.root)
         if not self._prepared:
             text += "".join(f"\n// prefetch {b.name} at loop {v.name}, {d} iteration{'s' if d > 1 else ''} ahead"
                             for b, v, d in self._prefetches)
@@ -226,7 +239,8 @@ class LoopNest(NestState):
             return self
         if dump is None:
             dump = os.environ.get("LOOPNEST_DUMP_PASSES", "") not in ("", "0")
-        self.root = run_passes(self, dump=dump)
+        self.root = _specialize.merged_root(
+            self, lambda n: run_passes(n, dump=dump) if n is self else n.prepare_for_codegen(dump).root)
         self._prepared = True
         return self
 
@@ -493,6 +507,29 @@ class LoopNest(NestState):
         [{'op': 'privatize', 'args': [{'buffer': 'H'}, {'loop': 'i'}], 'kwargs': {'parts': 4, 'parallel': True}}]
         """
         return _privatize.privatize(self, self.buffer(buffer), self.loop(loop), parts, parallel)
+
+    @_transform
+    @_resolving(_specialize_args)
+    def specialize(self, condition, version) -> None:
+        """Where ``condition`` (a boolean expression of the nest's sizes or scalar parameters)
+        holds when the kernel runs, run ``version`` instead: a ``LoopNest`` of the same tensors
+        (or statement) scheduled on its own, or its history. The nest's own statements stay
+        as they are and its later transforms go on scheduling the general case; several
+        specializations are tested in the order they were made. Refused (ScheduleError): a
+        condition that is not such an expression, a version of another computation or
+        already prepared, a nest bound to the GPU. See ``transforms.specialize``.
+
+        >>> from te import Buffer, Reduce, Sum, Var
+        >>> M = Var("M"); A = Buffer("A", (M, 64), "float32")
+        >>> S = Reduce("S", (M,), Sum(), lambda i, k: A[i, k], (64,))
+        >>> one_row = LoopNest([S]); _ = one_row.split_with_tail(one_row.get_loops_for(S)[1], 16)
+        >>> nest = LoopNest([S]); nest.specialize(M == 1, one_row)
+        >>> nest.history[0]["args"][0]
+        {'expr': ['eq', {'var': 'M'}, 1]}
+        >>> str(LoopNest([S]).replay(nest.history_json())) == str(nest)
+        True
+        """
+        return _specialize.specialize(self, condition, version)
 
     @_transform
     def eliminate_dead_stores(self):

@@ -17,13 +17,14 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from te.expr import Var
-from te.queries import expr_depth
+from te.queries import expr_depth, free_vars
 from te.recursion import recursion_guard
 from te.tensor import Buffer, Tensor
 
 from .errors import ScheduleError
 from .loop import Loop, LoopIndex, resolve_loop
 from .lower import input_buffers, lower_tensor, tensors_in_order
+from .queries import stmt_free_vars
 from .stmt_nest import check_statement
 from .stmt import Block, ExternCall, For, Stmt, Store, iter_stmts, stmt_depth
 
@@ -94,6 +95,7 @@ class NestState:
                 if s is not None:                   # None: an external call's other outputs
                     stmts.append(s)
         self.root: Block = Block(tuple(stmts))
+        self._keep_origin()
 
     def _init_state(self, outputs: list, tensors: list, inputs: list, intermediates: list,
                     names: dict[str, Buffer]) -> None:
@@ -149,6 +151,8 @@ class NestState:
         self._tensor_loops: dict[str, list[Var]] = {}
         #: (buffer, loop variable, distance) of ``prefetch``, placed by ``passes.insert_prefetches``
         self._prefetches: list[tuple] = []
+        #: (condition, nest) of ``specialize``, in the order they are tested
+        self._versions: list[tuple] = []
 
     def _init_from_stmt(self, stmt: Any, outputs: Sequence[Buffer]) -> None:
         parts = check_statement(stmt, outputs)
@@ -156,6 +160,14 @@ class NestState:
         self._init_state(parts.outputs, [], parts.inputs, parts.intermediates, names)
         self._used_names.update(parts.var_names)
         self.root = parts.root
+        self._keep_origin()
+
+    def _keep_origin(self) -> None:
+        """Keep the nest as built (``_origin``), from which ``specialize`` builds a version
+        from its history."""
+        origin = self.copy()
+        origin._origin = origin
+        self._origin = origin
 
     # ------------------------------------------------------------------------------
     # state
@@ -163,13 +175,15 @@ class NestState:
     def _snapshot(self):
         return (self.root, dict(self.buffers), list(self.intermediates), set(self._used_names),
                 dict(self._tensor_loops), dict(self._removed), list(self._placeholders), dict(self._copies),
-                dict(self._store_at), dict(self._tail_of), dict(self._tensorized), list(self._prefetches))
+                dict(self._store_at), dict(self._tail_of), dict(self._tensorized), list(self._prefetches),
+                list(self._versions))
 
     def _restore(self, s):
         (self.root, self.buffers, self.intermediates, self._used_names, self._tensor_loops, self._removed,
-         self._placeholders, self._copies, self._store_at, self._tail_of, self._tensorized, self._prefetches) = (
+         self._placeholders, self._copies, self._store_at, self._tail_of, self._tensorized, self._prefetches,
+         self._versions) = (
             s[0], dict(s[1]), list(s[2]), set(s[3]), dict(s[4]), dict(s[5]), list(s[6]), dict(s[7]), dict(s[8]),
-            dict(s[9]), dict(s[10]), list(s[11]))
+            dict(s[9]), dict(s[10]), list(s[11]), list(s[12]))
 
     def fresh_name(self, base: str) -> str:
         """A loop/buffer name not yet used in this nest: ``base``, else ``base_1``, ``base_2``...
@@ -263,8 +277,38 @@ class NestState:
         new._cache_buffers = dict(self._cache_buffers)
         new._cache_loops = dict(self._cache_loops)
         new._prefetches = list(self._prefetches)
+        new._versions = list(self._versions)
         new.history = list(self.history)
         return new
+
+    def sizes(self) -> dict:
+        """The nest's run-time values by name: the sizes of its inputs and outputs and the
+        free variables of its statements (scalar parameters); what a condition of
+        ``LoopNest.specialize`` may use.
+
+        >>> from te import Buffer, Compute, Var
+        >>> N = Var("N"); A = Buffer("A", (N, 4), "float32")
+        >>> sorted(NestState([Compute("B", (N, 4), lambda i, j: A[i, j])]).sizes())
+        ['N']
+        """
+        dims = [d for b in list(self.inputs) + list(self.outputs) for d in b.dims]
+        out = {v.name: v for v in free_vars(dims)}
+        out.update((v.name, v) for v in stmt_free_vars(self.root))
+        return out
+
+    def unscheduled(self):
+        """A new nest of the same computation as this one was built (no transform applied):
+        the start of a version for ``LoopNest.specialize``.
+
+        >>> from te import Compute
+        >>> a = NestState([Compute("B", (8,), lambda i: i)])
+        >>> a.root = a.root.stmts[0].body     # as a transform would replace it
+        >>> print(a.unscheduled().root)
+        for (int i = 0; i < 8; i++) {
+          B[i] = i;
+        }
+        """
+        return self._origin.copy()
 
     # ------------------------------------------------------------------------------
     # loops

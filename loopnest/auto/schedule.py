@@ -261,7 +261,7 @@ def _panel_in_place(t: Tensor, name: str | None) -> bool:
                                and not any(uses_var(i, cols) for i in ld.indices[:-1]) for ld in reads)
 
 
-def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
+def contraction_params(t: Tensor, target: Target, placed=(), symbolic_rows: bool = False) -> dict:
     """The parameters of ``templates.contraction`` for ``t`` on ``target``: for two output
     dimensions (matmul) a ``register_tile`` of rows x vectors, the column tiles outermost,
     reduction slices sized to the caches (``matmul_kc``); for three or more (convolution) 4
@@ -269,7 +269,9 @@ def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
     where the columns left over get a register tile too:
     ``templates.blocks_leftover_columns``), row tiles outermost,
     the filter's rows unrolled (its columns stay a loop); a batched matmul (``_batched``)
-    gets the matmul's tile, its batch loops outside.
+    gets the matmul's tile, its batch loops outside. A product of few rows that reads its
+    other operand along its rows streams it (``stream_tile``; with ``symbolic_rows``, a
+    symbolic row count too).
 
     >>> from te import Buffer, Reduce, Sum
     >>> A = Buffer("A", (64, 2048), "float32"); B = Buffer("B", (2048, 64), "float32")
@@ -307,10 +309,12 @@ def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
         n = red[kk]
         k["kc"] = matmul_kc(target, k["reg_i"], max(1, k["vec_n"]) * lanes, n, t.dtype.itemsize) if n else 0
         k["order"] = "jKi"
-        streamed = stream_tile(t, target, lanes)
+        streamed = stream_tile(t, target, lanes, symbolic_rows)
         if streamed is not None:
             k.update(reg_i=streamed[0], vec_n=streamed[1], kc=STREAM_SLICE, pack=False, stream=True, order="Kji",
                      narrowed=False)
+            if dims[-2] is None:       # row tiles inside the column tiles, rows left over one by one
+                k.update(reg_i=1, stream_rows=streamed[0])
     return k
 
 
@@ -318,11 +322,18 @@ def contraction_params(t: Tensor, target: Target, placed=()) -> dict:
 #: rows x 1024 x 1024 on AVX-512, 2 cores, ratios to PyTorch in the same runs: slices of 32
 #: rows 1.02-1.37; of 16 0.90-1.10 and of 64 0.71-1.19 (of 8: 0.83-1.08)
 STREAM_SLICE = 32
-#: the most rows of a product that streams its other operand (``stream_tile``)
+#: the most rows of a product that streams its other operand (``stream_tile``); a symbolic
+#: row count streams where it is at most this (``few_rows_version``)
 STREAM_MAX_ROWS = 24
+#: the rows of a register tile of a symbolic row count that streams (``stream_tile``), the
+#: rows left over one by one. 1024 x 1024 on AVX-512, 2 cores, ratios to PyTorch in the same
+#: runs, tiles of 4: 1 row 1.05, 2 1.11, 3 1.02, 4 1.33, 8 1.05, 16 0.92, 24 0.81 (the
+#: packed schedule of the symbolic rows before: 0.42 to 0.72); single rows only: 0.82 to
+#: 0.93 up to 2 rows, 0.35 at 16; tiles of 8: 0.78 at 16, up to 7 single rows left over
+STREAM_ROW_TILE = 4
 
 
-def stream_tile(t: Tensor, target: Target, lanes: int) -> tuple[int, int] | None:
+def stream_tile(t: Tensor, target: Target, lanes: int, symbolic_rows: bool = False) -> tuple[int, int] | None:
     """``(rows, vectors)`` of the register tile of a product of at most ``STREAM_MAX_ROWS``
     rows that reads its other operand along its rows (``x @ B``), where
     ``templates.contraction`` streams it (``stream``): one tile of all the rows up to
@@ -332,7 +343,9 @@ def stream_tile(t: Tensor, target: Target, lanes: int) -> tuple[int, int] | None
     tile by column tile (every row tile in turn), so B is read a few rows at a time, each row
     in memory order. None where that does not apply: more rows, or a number of them no tile
     divides, a symbolic size, a reduction the slices do not divide, columns that do not cut
-    into whole tiles per core.
+    into whole tiles per core. With ``symbolic_rows``, a symbolic row count (the version
+    of the nest for few rows that ``auto_schedule`` makes: ``few_rows_version``) streams too,
+    in tiles of ``STREAM_ROW_TILE`` rows and single rows left over (``templates.stream_row_tiles``).
 
     Measured on AVX-512 (2 cores), 1024 x 1024, ratios to PyTorch in the same runs (the tile
     of 8 rows x 2 vectors over the whole reduction before, each k step a row of B's pages;
@@ -346,16 +359,25 @@ def stream_tile(t: Tensor, target: Target, lanes: int) -> tuple[int, int] | None
     >>> Y = Reduce("Y", (5, 1024), Sum(), lambda i, j, k: X[i, k] * B[k, j], (1024,))
     >>> stream_tile(Y, Target(vector_bits=512, vector_registers=32, cores=2), 16)
     (5, 4)
+    >>> M = Var("M"); X = Buffer("X", (M, 1024), "float32")
+    >>> Y = Reduce("Y", (M, 1024), Sum(), lambda i, j, k: X[i, k] * B[k, j], (1024,))
+    >>> stream_tile(Y, Target(vector_bits=512, vector_registers=32, cores=2), 16, symbolic_rows=True)
+    (4, 4)
     """
     dims = [const_extent(d) for d in t.dims]
     red = [const_extent(d) for d in t.reduce_dims]
-    if len(dims) != 2 or len(red) != 1 or None in dims or red[0] is None or lanes < 2:
+    if len(dims) != 2 or len(red) != 1 or dims[1] is None or red[0] is None or lanes < 2:
         return None
     rows, cols = dims
-    if not 2 <= rows <= STREAM_MAX_ROWS or red[0] % STREAM_SLICE or red[0] < 2 * STREAM_SLICE \
+    if rows is None and not (symbolic_rows and isinstance(t.dims[0], Var)):
+        return None
+    if rows is not None and not 2 <= rows <= STREAM_MAX_ROWS or red[0] % STREAM_SLICE or red[0] < 2 * STREAM_SLICE \
             or not _panel_in_place(t, pack_candidate(t)):
         return None
-    tile = rows if rows <= FEW_ROWS else next((r for r in (8, 7, 6, 5, 4) if rows % r == 0), None)
+    if rows is None:
+        tile = STREAM_ROW_TILE
+    else:
+        tile = rows if rows <= FEW_ROWS else next((r for r in (8, 7, 6, 5, 4) if rows % r == 0), None)
     cores = max(1, target.cores)
     vecs = next((v for v in (4, 2) if tile and tile * v + v + 1 <= target.vector_registers
                  and cols % (v * lanes * cores) == 0), None)
@@ -613,10 +635,12 @@ FEW_ROWS = 12
 
 
 class _Planner:
-    def __init__(self, nest, target: Target, report: AutoScheduleReport):
+    def __init__(self, nest, target: Target, report: AutoScheduleReport, symbolic_rows: bool = False):
         self.nest = nest
         self.target = target
         self.report = report
+        #: stream the operand of products with a symbolic row count (``few_rows_version``)
+        self.symbolic_rows = symbolic_rows
         self.tensors: list[Tensor] = list(nest.tensors)
         self.by_name = {t.name: t for t in self.tensors}
         self.kinds = {t.name: classify(t) for t in self.tensors}
@@ -836,7 +860,7 @@ class _Planner:
                         f"convolution: {t.dims[-1]} columns leave a partial vector of {c['lanes']} lanes, "
                         f"the {t.dims[-3]} channels none; channels x columns accumulators fit {regs} vector "
                         f"registers")
-        p = contraction_params(t, self.target, self.inlined)
+        p = contraction_params(t, self.target, self.inlined, self.symbolic_rows)
         p["par"] = p["par"] and self.should_parallelize(t)
         tries = [p]
         if p["kc"]:
@@ -846,7 +870,9 @@ class _Planner:
         tries.append(dict(p, kc=0, pack=False, par=False))
         for q in tries:
             if self.attempt(contraction, self.nest, t, q):
-                tile = f"{q['reg_i']} rows x {q['vec_n']} vector{'s' if q['vec_n'] > 1 else ''} of {q['lanes']} lanes"
+                rows = q.get("stream_rows") or q["reg_i"]
+                tile = f"{rows} rows x {q['vec_n']} vector{'s' if q['vec_n'] > 1 else ''} of {q['lanes']} lanes" + \
+                    (", the rows left over one by one" if q.get("stream_rows") else "")
                 if q["reg_o"] > 1:
                     tile = f"{q['reg_o']} x {tile}"
                 extra = "".join([f", {q['pack_buffer']} streamed in slices of {q['kc']} rows" if q.get("stream")
@@ -990,6 +1016,42 @@ class _Planner:
         return ", ".join(parts), f"element-wise; {_GATHER}"
 
 
+def few_rows_version(nest, target: Target) -> tuple | None:
+    """``(condition, version, choices)`` where ``nest`` has products whose rows are a symbolic
+    size ``M`` that would stream their other operand if they had few rows (``stream_tile``):
+    the nest as built, scheduled with those products streamed (``choices``: what the
+    scheduler reported for them), to run where ``M <= STREAM_MAX_ROWS`` (``specialize``);
+    None when there are none, their rows are several sizes, or the streamed schedule was
+    refused. ``auto_schedule`` specializes the nest with it: the packed schedule, good for
+    many rows, reads the whole operand twice for a single row (1 x 1024 x 1024: 0.42 to
+    0.52 of PyTorch, streamed 1.05).
+
+    >>> from te import Buffer, Reduce, Sum, Var
+    >>> from loopnest import LoopNest
+    >>> M = Var("M"); X = Buffer("X", (M, 256), "float32"); B = Buffer("B", (256, 512), "float32")
+    >>> Y = Reduce("Y", (M, 512), Sum(), lambda i, j, k: X[i, k] * B[k, j], (256,))
+    >>> target = Target(vector_bits=512, vector_registers=32, cores=2)
+    >>> condition, version, choices = few_rows_version(LoopNest([Y]), target)
+    >>> print(condition); print(choices[0])
+    M <= 24
+    Y: register-blocked 4 rows x 4 vectors of 16 lanes, the rows left over one by one, B streamed in slices of 32 rows, parallel (contraction: rows x vectors accumulators fit 32 vector registers; M rows (at most 24) streaming B)
+    """
+    def streams(t: Tensor) -> bool:
+        if classify(t) != "contraction" or len(t.dims) != 2 or not isinstance(t.dims[0], Var) or not t.dtype.is_float:
+            return False
+        return stream_tile(t, target, vector_lanes(target, t.dtype, const_extent(t.dims[1])), True) is not None
+    products = [t for t in nest.tensors if streams(t)]
+    rows = {id(t.dims[0]): t.dims[0] for t in products}
+    if len(rows) != 1:
+        return None
+    version, report = nest.unscheduled(), AutoScheduleReport(target)
+    _Planner(version, target, report, symbolic_rows=True).run()
+    choices = [report[t.name] for t in products]
+    if not all("streamed" in c.choice for c in choices):
+        return None
+    return next(iter(rows.values())) <= STREAM_MAX_ROWS, version, choices
+
+
 def auto_schedule(nest, target=None) -> AutoScheduleReport:
     """Schedule ``nest`` (an unscheduled ``LoopNest``) for ``target`` (a ``Target``; None or
     ``"llvm"``: this machine) without search; returns the report (also stored as
@@ -1005,20 +1067,27 @@ def auto_schedule(nest, target=None) -> AutoScheduleReport:
     B: vectorized 16 wide (element-wise)
     """
     tgt = resolve_target(target)
-    if nest.history:
-        raise ScheduleError(f"auto_schedule needs an unscheduled nest; this one has {len(nest.history)} "
+    applied = [rec for rec in nest.history if rec["op"] != "specialize"]    # versions leave the nest as it is
+    if applied:
+        raise ScheduleError(f"auto_schedule needs an unscheduled nest; this one has {len(applied)} "
                             "transforms applied (make a new LoopNest of the same outputs)")
     report = AutoScheduleReport(tgt)
     if not nest.tensors:
         for b in nest.outputs:
             report.add(b.name, "left as it is", "written as statements: no tensor definition to schedule from")
     else:
-        saved = nest._snapshot()
+        saved, recorded = nest._snapshot(), len(nest.history)
         try:
+            few = few_rows_version(nest, tgt)
             _Planner(nest, tgt, report).run()
+            if few is not None:
+                condition, version, streamed = few
+                nest.specialize(condition, version)
+                for c in streamed:
+                    report.add(c.name, f"where {condition}: {c.choice}", c.reason)
         except BaseException:       # all or nothing: a failure (or a retry on a deep thread) starts afresh
             nest._restore(saved)
-            del nest.history[:]
+            del nest.history[recorded:]
             raise
     nest.auto_schedule_report = report
     return report

@@ -334,6 +334,59 @@ def row_tiles(nest, loop, rows: int, overlap: bool = True):
     return nest.split_with_tail(loop, rows)
 
 
+def stream_row_tiles(nest, t: Tensor, rows, tile: int, vectorized: bool) -> tuple:
+    """Cut ``rows`` (a loop of a symbolic count whose body is a reduction slice around the
+    column tile: ``k { j... }``) into tiles of ``tile`` rows with the slice outside each
+    tile's rows (a register tile), and a loop over the rows left over, each row a tile of
+    its own accumulated in ``{t.name}_rest`` (its columns unrolled and, when
+    ``vectorized``, the last vectorized); returns ``(tile loop, the tile's rows)``, the
+    rows' accumulator still to be cached at the tile loop.
+
+    >>> from te import Buffer, Var
+    >>> from loopnest import LoopNest
+    >>> from loopnest.stmt import For, Store
+    >>> M, i, j, k = Var("M"), Var("i"), Var("j"), Var("k")
+    >>> X, B, Y = Buffer("X", (M, 64), "float32"), Buffer("B", (64, 32), "float32"), Buffer("Y", (M, 32), "float32")
+    >>> slice_ = For(k, 0, 64, For(j, 0, 32, Store(Y, (i, j), Y[i, j] + X[i, k] * B[k, j])))
+    >>> nest = LoopNest(For(i, 0, M, slice_), outputs=[Y])
+    >>> tiles, tile_rows = stream_row_tiles(nest, Y, i, 4, vectorized=False)
+    >>> print(nest)
+    for (int i_outer = 0; i_outer < floordiv(M, 4); i_outer++) {
+      for (int k = 0; k < 64; k++) {
+        for (int i_inner = 0; i_inner < 4; i_inner++) {
+          for (int j = 0; j < 32; j++) {
+            Y[i_outer * 4 + i_inner, j] = Y[i_outer * 4 + i_inner, j] + X[i_outer * 4 + i_inner, k] * B[k, j];
+          }
+        }
+      }
+    }
+    for (int i_tail = 0; i_tail < floormod(M, 4); i_tail++) {
+      for (int Y_rest_i1 = 0; Y_rest_i1 < 32; Y_rest_i1++) {
+        Y_rest[0, Y_rest_i1] = Y[i_tail + floordiv(M, 4) * 4, Y_rest_i1];
+      }
+      for (int k_1 = 0; k_1 < 64; k_1++) {
+        unrolled for (int j_1 = 0; j_1 < 32; j_1++) {
+          Y_rest[0, j_1] = Y_rest[0, j_1] + X[i_tail + floordiv(M, 4) * 4, k_1] * B[k_1, j_1];
+        }
+      }
+      for (int Y_rest_i1_1 = 0; Y_rest_i1_1 < 32; Y_rest_i1_1++) {
+        Y[i_tail + floordiv(M, 4) * 4, Y_rest_i1_1] = Y_rest[0, Y_rest_i1_1];
+      }
+    }
+    """
+    outer, inner, tail = nest.split_with_tail(rows, tile)
+    nest.reorder_axis(inner, nest.get_inner_loops(inner)[0])
+    if tail is not None:
+        columns = nest.get_inner_loops(tail)[1:]
+        nest.cache_accesses(nest.buffer(t.name), f"{t.name}_rest", tail)
+        if vectorized:
+            nest.vectorize(columns[-1])
+        for lp in columns[:-1] if vectorized else columns:
+            if several(lp):
+                _unroll(nest, lp)
+    return outer, inner
+
+
 def contraction(nest, t: Tensor, k: dict):
     """The register-blocked schedule of contraction ``t``; returns its outermost loop.
 
@@ -471,6 +524,10 @@ def contraction(nest, t: Tensor, k: dict):
     #    reduction slices run inside the tile loops
     last = order[-1] if order else None
     acc_at = tile_outer[-1] if last != "K" else tile_outer[-1 - len(groups["K"])]
+    if k.get("stream_rows"):
+        # a symbolic count of rows, streamed: row tiles of ``stream_rows`` and the rows left
+        # over one at a time, both inside the column tile (its slice of B stays in cache)
+        acc_at, i_in = stream_row_tiles(nest, t, i_tile, k["stream_rows"], vectorized=j_lane is not None)
     nest.cache_accesses(nest.buffer(t.name), f"{t.name}_local", acc_at)
     # 8. pack the operand that does not follow the row tile, above the row tile loop
     if k["pack"] and k["pack_buffer"]:

@@ -98,7 +98,7 @@ def random_step(nest, rnd: random.Random, gpu: bool, counter: list) -> str:
     ops = ["split_with_tail", "split_with_mask", "split_with_overlap", "tile", "slice_head", "slice_tail", "normalize",
            "reorder", "reorder_axis", "fuse", "flatten", "distribute", "vectorize", "unroll", "parallelize",
            "compute_inline", "compute_at", "compute_at", "store_at", "cache_accesses", "rfactor", "privatize",
-           "eliminate_dead_stores", "simplify", "prefetch"]
+           "eliminate_dead_stores", "simplify", "prefetch", "specialize"]
     if gpu:  # GPU-bound loops run serially on IREval; CPU compilers do not take them
         ops += ["set_gpu_block_index", "set_gpu_thread_index", "tensorize", "gpu_matmul"]
     op = rnd.choice(ops)
@@ -170,6 +170,16 @@ def random_step(nest, rnd: random.Random, gpu: bool, counter: list) -> str:
     elif op == "prefetch":
         buffers = sorted(list(nest.inputs) + list(nest.outputs), key=lambda b: b.name)
         nest.prefetch(rnd.choice(buffers), pick(), rnd.randint(1, 3))
+    elif op == "specialize":    # a version of one or two random steps, on a side of a size (or none)
+        sizes = sorted(nest.sizes().values(), key=lambda v: v.name)
+        version = nest.unscheduled()
+        for _ in range(rnd.randint(1, 2)):
+            try:
+                random_step(version, rnd, False, counter)
+            except ScheduleError:
+                pass
+        condition = rnd.choice(sizes) <= rnd.randint(1, 8) if sizes else Var("N", int32) <= 4
+        nest.specialize(condition, version)
     elif op == "tensorize":     # random nests are not warp MMAs: a named refusal, the nest unchanged
         nest.tensorize(pick())
     elif op == "gpu_matmul":    # takes a fresh nest of one matmul: refused on the others
