@@ -653,8 +653,8 @@ SIZES = {
 
 #: the benchmark workloads measured by :func:`entry_workload` (their GPU schedules from
 #: ``bench.gpu_schedules``), at the workloads' first full / small size
-WORKLOAD_ENTRIES = ["gelu", "layernorm", "row_sum", "sum", "column_sum", "transpose", "linear", "conv1d", "conv2d", "blur",
-                    "stencil", "pyramid"]
+WORKLOAD_ENTRIES = ["gelu", "layernorm", "row_sum", "sum", "column_sum", "transpose", "linear", "linear_batch", "conv1d",
+                    "conv2d", "blur", "stencil", "pyramid"]
 for _name in WORKLOAD_ENTRIES:
     SIZES["full"][_name] = WORKLOADS[_name].full[0]
     SIZES["quick"][_name] = WORKLOADS[_name].small[0]

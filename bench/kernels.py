@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from te import Buffer, Compute, Max, Reduce, Sum, exp, float32, maximum, rsqrt, tanh
+from te import Buffer, Compute, Max, Reduce, Sum, Var, exp, float32, maximum, rsqrt, tanh
 from loopnest import LoopNest, ScheduleError, Target
 from loopnest.auto.schedule import REDUCE_VECTORS, STREAM_ROWS, transpose_tile as auto_transpose_tile
 from loopnest.auto.templates import (column_reduction, column_stream, reduction_parts, vector_reduction,
@@ -538,6 +538,39 @@ def make_linear(n: int) -> Spec:
     return make_matmul(n, b_transposed=True)
 
 
+def make_linear_batch(shape) -> Spec:
+    """A linear layer ``A @ B.T`` (B holds the weights) whose batch, the rows of A, is a size
+    variable ``M``: built once for every batch and run at ``m`` rows (``shape = (m, n)``, B
+    n x n); the kernel reads M off A's shape (a model generating one row at a time)."""
+    m, n = shape
+    M = Var("M")
+    A = Buffer("A", (M, n), float32)
+    B = Buffer("B", (n, n), float32)
+    C = Reduce("C", (M, n), Sum(), lambda i, j, k: A[i, k] * B[j, k], (n,))
+    r = _rng()
+    d = {"A": r.standard_normal((m, n)).astype(np.float32), "B": r.standard_normal((n, n)).astype(np.float32)}
+
+    def torch_fn(t, x):
+        a, b = t.from_numpy(x["A"]), t.from_numpy(x["B"])
+        return lambda: t.nn.functional.linear(a, b)
+    return Spec(f"M={m} of {n}", [C], [A, B, C], d, {"C": (m, n)},
+                lambda x: {"C": x["A"].astype(np.float64) @ x["B"].astype(np.float64).T},
+                lambda x: x["A"] @ x["B"].T, torch_fn, flops=2 * m * n * n, bytes=4 * (2 * m * n + n * n), tol=1e-3)
+
+
+def hand_linear_batch(nest: LoopNest, spec: Spec, target: Target | None = None) -> None:
+    """``make_linear_batch``'s layer specialized by hand (``LoopNest.specialize``): where the
+    batch is at most 12 rows, dot products in tiles of 4 rows x 4 rows of B x vector lanes
+    (``dot_product_row_tiles``); else the register-blocked matmul (``hand_matmul``)."""
+    from loopnest.auto.templates import dot_product_row_tiles
+    (C,) = spec.outputs
+    few = nest.unscheduled()
+    dot_product_row_tiles(few, C, vector_lanes(target), 4, 4, par=True)
+    few.eliminate_dead_stores()
+    nest.specialize(C.dims[0] <= 12, few)
+    hand_matmul(nest, spec, target)
+
+
 def make_conv2d(shape) -> Spec:
     n, c, h, w, k = shape
     X = Buffer("X", (n, c, h, w), float32)
@@ -632,6 +665,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              skip_default=lambda n: n > 1024),     # the unscheduled 2048 matmul takes ~2 minutes a call
     Workload("linear", make_linear, [512], [1024], hand_matmul,
              skip_default=lambda n: n > 512),      # the unscheduled 1024 product takes seconds a call
+    Workload("linear_batch", make_linear_batch, [(1, 512)], [(1, 1024), (8, 1024), (64, 1024)], hand_linear_batch),
     Workload("sum", make_sum, [(1024, 1024)], [(4096, 4096)], hand_sum),
     Workload("column_sum", make_column_sum, [(1024, 1024)], [(4096, 4096)], hand_column_sum),
     Workload("conv1d", make_conv1d, [(1 << 16, 31)], [(1 << 20, 31)], hand_conv1d),

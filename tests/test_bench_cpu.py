@@ -22,6 +22,7 @@ SMALL = {
     "transpose": [(64, 96), (40, 72)],
     "matmul": [16, 40, 64, 96],
     "linear": [16, 40, 72],
+    "linear_batch": [(1, 64), (5, 32), (13, 48)],        # the hand version, then the general schedule
     "sum": [(3, 100), (40, 64), (1, 7)],
     "column_sum": [(5, 40), (9, 100), (3, 7), (6, 64)],      # 64: rows streamed, a chunk a core (else tiles)
     "conv1d": [(1000, 31), (77, 5), (40, 3)],

@@ -28,6 +28,7 @@ CASES = {
     # 6 x 2 vectors / 8 x 2 (A, 64 KB, fits half of AVX-512's L2: narrower panels), the tail rows too
     "matmul": (128, {16}, {32}),
     "linear": (128, {16}, {32}),                                # the same tiles; B packed transposed
+    "linear_batch": ((5, 128), {16, 8}, {64, 16}),              # and a version of dot products in vector lanes
     "sum": ((40, 100), {32, 8}, {64, 8}),                      # partial sums per core, folded into 8
     "column_sum": ((40, 100), {8}, {16}),                       # tiles of native vectors, and the leftover columns
     "conv1d": ((200, 31), {8}, {16}),                           # tiles of output vectors, the taps inside

@@ -6,8 +6,8 @@ The story: a layer `Y = X @ B` whose batch M is only known when it runs: 1 row w
 generates text, hundreds while it reads a prompt. The schedule that is fast for many rows
 (B packed into panels, register tiles of 6 rows) reads B twice for a single row; the one that
 is fast for a few rows (B streamed in slices of its rows) re-reads the outputs once per slice.
-`auto_schedule` makes both and the kernel picks one when it runs; `nest.specialize` does the
-same with schedules of your own.
+`auto_schedule` makes both (for a linear layer's `x @ W.T` too) and the kernel picks one when
+it runs; `nest.specialize` does the same with schedules of your own.
 """
 import sys
 from pathlib import Path
@@ -41,6 +41,12 @@ def conditions(n: LoopNest) -> list[str]:
 
 
 print("versions for:", conditions(nest) or "none on this CPU (the columns do not cut into tiles per core)")
+
+# A linear layer's x @ W.T (W read along the reduction) gets dot products in row tiles for few rows.
+W = Buffer("W", (N, K), "float32")
+linear = LoopNest([Reduce("L", (M, N), Sum(), lambda i, j, k: X[i, k] * W[j, k], (K,))])
+print(linear.auto_schedule())
+print("versions for:", conditions(linear))
 
 # 2. One kernel; each call tests M and runs the schedule for it. Checked in float64.
 kernel = build(nest, [X, B, Y, M], target="llvm")

@@ -55,7 +55,8 @@ from ..errors import ScheduleError
 from ..queries import stmt_loads
 from ..target import Target, resolve_target
 from .templates import (blocks_leftover_columns, channel_contraction, channel_dimension, channel_operands,
-                        column_reduction, column_stream, columns_last, contraction, dot_product_tiles,
+                        column_reduction, column_stream, columns_last, contraction, dot_product_row_tiles,
+                        dot_product_tiles,
                         deferred_unrolls, pack_candidate, pending_unrolls, several, reduction as plain_reduction,
                         reduction_parts, unroll_fully, vector_reduction, vectorize_split)
 from .classify import classify, const_extent, consumers_of, sliced_loop
@@ -658,7 +659,8 @@ class _Planner:
                            and const_extent(t.dims[0]) == 1})
         self.few_rows = {t.name for t in self.tensors
                          if self.kinds[t.name] == "contraction" and len(t.dims) == 2
-                         and (const_extent(t.dims[0]) or FEW_ROWS + 1) <= FEW_ROWS
+                         and ((const_extent(t.dims[0]) or FEW_ROWS + 1) <= FEW_ROWS
+                              or symbolic_rows and isinstance(t.dims[0], Var))
                          and not _panel_in_place(t, pack_candidate(t))}
         self.kinds.update({name: "reduction" for name in self.few_rows})
         self.consumers = consumers_of(self.tensors)
@@ -920,6 +922,17 @@ class _Planner:
                 return (f"dot products in tiles of {rows} rows x {cols} rows of {pack_candidate(t)} x {lanes} "
                         f"lanes" + (", parallel" if par else ""),
                         f"a product of {rows} rows with a matrix read along the reduction")
+        if rows is None and t.name in self.few_rows and t.dtype.is_float:
+            lanes = self.target.lanes(t.dtype)
+            tile = DOT_ROW_TILE
+            room = (self.target.vector_registers - 8) // tile
+            cols = next((c for c in (8, 4, 2) if c <= room and (const_extent(t.dims[1]) or 1) % c == 0), 1)
+            par = self.should_parallelize(t)
+            if self.attempt(dot_product_row_tiles, nest, t, lanes, cols, tile, par):
+                return (f"dot products in tiles of {tile} rows x {cols} rows of {pack_candidate(t)} x {lanes} lanes, "
+                        "the rows left over one by one" + (", parallel" if par else ""),
+                        f"a product of {t.dims[0]} rows (at most {DOT_MAX_ROWS}) with a matrix read along the "
+                        "reduction")
         if t.name in self.few_rows and self.attempt(nest.reorder, loops[:2], [1, 0]):
             loops = nest.get_loops_for(t)
             parts.append("the rows innermost")
@@ -1016,15 +1029,24 @@ class _Planner:
         return ", ".join(parts), f"element-wise; {_GATHER}"
 
 
+#: the rows of a tile of dot products of a symbolic row count (``few_rows_version``,
+#: ``templates.dot_product_row_tiles``), the rows left over one by one
+DOT_ROW_TILE = 4
+#: the most rows of ``x @ W.T`` (a symbolic count) computed as dot products (``few_rows_version``)
+DOT_MAX_ROWS = 12
+
+
 def few_rows_version(nest, target: Target) -> tuple | None:
     """``(condition, version, choices)`` where ``nest`` has products whose rows are a symbolic
-    size ``M`` that would stream their other operand if they had few rows (``stream_tile``):
-    the nest as built, scheduled with those products streamed (``choices``: what the
-    scheduler reported for them), to run where ``M <= STREAM_MAX_ROWS`` (``specialize``);
-    None when there are none, their rows are several sizes, or the streamed schedule was
-    refused. ``auto_schedule`` specializes the nest with it: the packed schedule, good for
-    many rows, reads the whole operand twice for a single row (1 x 1024 x 1024: 0.42 to
-    0.52 of PyTorch, streamed 1.05).
+    size ``M``: the nest as built, scheduled for few rows (``choices``: what the scheduler
+    reported for those products), to run where ``M`` is at most ``STREAM_MAX_ROWS`` (``x @
+    B``, which streams B: ``stream_tile``) or ``DOT_MAX_ROWS`` (``x @ W.T``, dot products in
+    row tiles: ``templates.dot_product_row_tiles``), the smaller where both are there
+    (``specialize``); None when there are none, their rows are several sizes, or the few-row
+    schedule was refused. ``auto_schedule`` specializes the nest with it: the packed
+    schedule, good for many rows, reads the whole operand twice for a single row (1 x 1024
+    x 1024 against PyTorch: ``x @ B`` 0.42-0.52, streamed 1.05-1.19; ``x @ W.T`` 0.42-0.55,
+    as dot products 1.24).
 
     >>> from te import Buffer, Reduce, Sum, Var
     >>> from loopnest import LoopNest
@@ -1036,20 +1058,24 @@ def few_rows_version(nest, target: Target) -> tuple | None:
     M <= 24
     Y: register-blocked 4 rows x 4 vectors of 16 lanes, the rows left over one by one, B streamed in slices of 32 rows, parallel (contraction: rows x vectors accumulators fit 32 vector registers; M rows (at most 24) streaming B)
     """
-    def streams(t: Tensor) -> bool:
+    def most_rows(t: Tensor) -> int | None:
+        """The most rows for which ``t`` gets the few-row schedule; None: not such a product."""
         if classify(t) != "contraction" or len(t.dims) != 2 or not isinstance(t.dims[0], Var) or not t.dtype.is_float:
-            return False
-        return stream_tile(t, target, vector_lanes(target, t.dtype, const_extent(t.dims[1])), True) is not None
-    products = [t for t in nest.tensors if streams(t)]
-    rows = {id(t.dims[0]): t.dims[0] for t in products}
+            return None
+        if not _panel_in_place(t, pack_candidate(t)):
+            return DOT_MAX_ROWS
+        lanes = vector_lanes(target, t.dtype, const_extent(t.dims[1]))
+        return STREAM_MAX_ROWS if stream_tile(t, target, lanes, True) is not None else None
+    products = {t.name: (t, n) for t in nest.tensors if (n := most_rows(t)) is not None}
+    rows = {id(t.dims[0]): t.dims[0] for t, _ in products.values()}
     if len(rows) != 1:
         return None
     version, report = nest.unscheduled(), AutoScheduleReport(target)
     _Planner(version, target, report, symbolic_rows=True).run()
-    choices = [report[t.name] for t in products]
-    if not all("streamed" in c.choice for c in choices):
+    choices = [report[name] for name in products]
+    if not all("streamed" in c.choice or "dot products" in c.choice for c in choices):
         return None
-    return next(iter(rows.values())) <= STREAM_MAX_ROWS, version, choices
+    return next(iter(rows.values())) <= min(n for _, n in products.values()), version, choices
 
 
 def auto_schedule(nest, target=None) -> AutoScheduleReport:

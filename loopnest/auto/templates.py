@@ -27,6 +27,7 @@ from te.tensor import Tensor
 
 from ..errors import ScheduleError
 from ..loop import Loop
+from ..queries import stmt_reads
 from ..stmt import Block, For, ForKind, Store, iter_stmts
 from ..transforms.loop_kinds import MAX_LATE_UNROLL
 from .classify import const_extent
@@ -1091,6 +1092,68 @@ def dot_product_tiles(nest, t: Tensor, lanes: int, cols: int, par: bool):
     for loop in (comp[2], comp[1]):
         if several(loop):
             _unroll(nest, loop)
+    if par:
+        nest.parallelize(jo)
+    return nest.loop(jo)
+
+
+def dot_product_row_tiles(nest, t: Tensor, lanes: int, cols: int, rows: int, par: bool):
+    """``dot_product_tiles`` for a symbolic count of rows of ``x``: in each tile of ``cols``
+    rows of W (the tile loop, parallel with ``par``), tiles of ``rows`` rows of x, then the
+    rows left over one at a time; each tile's partial sums (rows x ``cols`` vectors, or
+    ``cols`` for a single row) stay in registers and are added up once per output. Refused
+    (ScheduleError) unless the columns and the reduction are constants that ``cols`` and
+    ``lanes`` divide. Returns the tile loop.
+
+    >>> from te import Buffer, Reduce, Sum, Var
+    >>> from loopnest import LoopNest
+    >>> M = Var("M"); x, W = Buffer("x", (M, 32), "float32"), Buffer("W", (8, 32), "float32")
+    >>> Y = Reduce("Y", (M, 8), Sum(), lambda i, j, k: x[i, k] * W[j, k], (32,))
+    >>> nest = LoopNest([Y]); _ = dot_product_row_tiles(nest, Y, 16, 4, 2, par=False)
+    >>> sorted(b.name for b in nest.intermediates)
+    ['Y_rf', 'Y_rf_rest', 'Y_rf_tile']
+    >>> [b.shape for b in nest.intermediates if b.name != "Y_rf"]
+    [(2, 4, 16), (1, 4, 16)]
+    """
+    loops = nest.get_loops_for(t)
+    if len(loops) != 3:
+        raise ScheduleError(f"dot_product_row_tiles: {t.name} has {len(loops)} loops, not rows, columns and one "
+                            "reduction")
+    i, j, k = loops
+    for loop, f in ((j, cols), (k, lanes)):
+        n = const_extent(loop.extent)
+        if n is None or n % f:
+            raise ScheduleError(f"dot_product_row_tiles: the extent {loop.extent} of {loop.name} is not a constant "
+                                f"multiple of {f}")
+    x = next(ld.buffer for ld in loads(t.body) if uses_var(ld.indices, t.args[0]))
+    nest.reorder([i, j], [1, 0])
+    jo, ji, _ = nest.split_with_tail(j, cols)
+    ko, kl, _ = nest.split_with_tail(k, lanes)
+    rf = nest.rfactor(t, kl)
+    nest.reorder([ji, i], [1, 0])               # each tile of W's rows: the rows of x, W's rows
+    io, ii, it = nest.split_with_tail(i, rows)
+
+    def partial_sums(row_loop, name, tile):
+        """The rows of x at ``row_loop`` (the rows of a tile, with ``tile``; else one row):
+        their loop of W's rows distributed around its statements (and the rows' loop too, in
+        a tile), the reduction outside W's rows (and the tile's rows) where x is read, the
+        partial sums cached around the reduction, in registers."""
+        parts = nest.distribute(nest.get_inner_loops(row_loop)[0])
+        if tile:
+            parts = nest.distribute(row_loop)
+        comp = next(accumulation_chain(nest, p) for p in parts if stmt_reads(nest.loop(p).stmt, x))
+        red = len(comp) - 2                     # the reduction slices' loop: before the lanes
+        nest.reorder(comp[:red + 1], [red] + list(range(red)))
+        comp = accumulation_chain(nest, comp[red])
+        nest.cache_accesses(rf, name, nest.get_parent_loop(comp[0]))
+        nest.vectorize(comp[-1])
+        for lp in comp[1:-1]:
+            if several(lp):
+                _unroll(nest, lp)
+
+    partial_sums(ii, f"{rf.name}_tile", tile=True)
+    if it is not None:
+        partial_sums(it, f"{rf.name}_rest", tile=False)
     if par:
         nest.parallelize(jo)
     return nest.loop(jo)
