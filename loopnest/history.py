@@ -59,7 +59,16 @@ def encode_expr(e: Expr) -> Any:
 
 def decode_expr(x: Any, variables: dict) -> Expr:
     """The expression of an ``encode_expr`` record, its variables looked up by name in
-    ``variables``; ScheduleError for a malformed record or an unknown variable."""
+    ``variables``; ScheduleError for a malformed record or an unknown variable.
+
+    >>> from te import Var
+    >>> print(decode_expr(["and", ["ge", {"var": "M"}, 2], ["not", ["eq", {"var": "M"}, 5]]], {"M": Var("M")}))
+    M >= 2 && !(M == 5)
+    >>> decode_expr(["le", {"var": "K"}, 2], {"M": Var("M")})
+    Traceback (most recent call last):
+      ...
+    loopnest.errors.ScheduleError: the recorded condition names 'K', which is not a size or parameter of this nest (['M'])
+    """
     if isinstance(x, dict) and set(x) == {"var"}:
         v = variables.get(x["var"])
         if v is None:

@@ -314,7 +314,7 @@ def contraction_params(t: Tensor, target: Target, placed=(), symbolic_rows: bool
         if streamed is not None:
             k.update(reg_i=streamed[0], vec_n=streamed[1], kc=STREAM_SLICE, pack=False, stream=True, order="Kji",
                      narrowed=False)
-            if dims[-2] is None:       # row tiles inside the column tiles, rows left over one by one
+            if dims[-2] is None:       # row tiles inside the column tiles, then tiles of fewer rows
                 k.update(reg_i=1, stream_rows=streamed[0])
     return k
 
@@ -326,8 +326,12 @@ STREAM_SLICE = 32
 #: the most rows of a product that streams its other operand (``stream_tile``); a symbolic
 #: row count streams where it is at most this (``few_rows_version``)
 STREAM_MAX_ROWS = 24
+#: the most rows of a symbolic row count that streams (``few_rows_version``): 1024 x 1024 on
+#: AVX-512, 2 cores, against PyTorch, streamed / packed: 16 rows 0.82-0.85 / 0.73-0.78, 17-19
+#: 0.75-0.84 / 0.70-0.92, 21-23 0.70-0.75 / 0.76-0.79, 24 0.82 / 0.93
+STREAM_MAX_SYMBOLIC_ROWS = 16
 #: the rows of a register tile of a symbolic row count that streams (``stream_tile``), the
-#: rows left over one by one. 1024 x 1024 on AVX-512, 2 cores, ratios to PyTorch in the same
+#: rows left over in tiles of half as many rows, down to single rows. 1024 x 1024 on AVX-512, 2 cores, ratios to PyTorch in the same
 #: runs, tiles of 4: 1 row 1.05, 2 1.11, 3 1.02, 4 1.33, 8 1.05, 16 0.92, 24 0.81 (the
 #: packed schedule of the symbolic rows before: 0.42 to 0.72); single rows only: 0.82 to
 #: 0.93 up to 2 rows, 0.35 at 16; tiles of 8: 0.78 at 16, up to 7 single rows left over
@@ -874,7 +878,7 @@ class _Planner:
             if self.attempt(contraction, self.nest, t, q):
                 rows = q.get("stream_rows") or q["reg_i"]
                 tile = f"{rows} rows x {q['vec_n']} vector{'s' if q['vec_n'] > 1 else ''} of {q['lanes']} lanes" + \
-                    (", the rows left over one by one" if q.get("stream_rows") else "")
+                    (", the rows left over in tiles of half as many" if q.get("stream_rows") else "")
                 if q["reg_o"] > 1:
                     tile = f"{q['reg_o']} x {tile}"
                 extra = "".join([f", {q['pack_buffer']} streamed in slices of {q['kc']} rows" if q.get("stream")
@@ -884,7 +888,8 @@ class _Planner:
                                  ", parallel" if q["par"] else ""])
                 narrow = "; half the vectors: the rows x k operand fits in less than half of L2" \
                     if q.get("narrowed") else ""
-                few = f"; {t.dims[-2]} rows (at most {STREAM_MAX_ROWS}) streaming {q['pack_buffer']}" \
+                most = STREAM_MAX_SYMBOLIC_ROWS if q.get("stream_rows") else STREAM_MAX_ROWS
+                few = f"; {t.dims[-2]} rows (at most {most}) streaming {q['pack_buffer']}" \
                     if q.get("stream") else ""
                 return (f"register-blocked {tile}{extra}",
                         f"contraction: rows x vectors accumulators fit {regs} vector registers{narrow}{few}")
@@ -930,7 +935,7 @@ class _Planner:
             par = self.should_parallelize(t)
             if self.attempt(dot_product_row_tiles, nest, t, lanes, cols, tile, par):
                 return (f"dot products in tiles of {tile} rows x {cols} rows of {pack_candidate(t)} x {lanes} lanes, "
-                        "the rows left over one by one" + (", parallel" if par else ""),
+                        "the rows left over in tiles of half as many" + (", parallel" if par else ""),
                         f"a product of {t.dims[0]} rows (at most {DOT_MAX_ROWS}) with a matrix read along the "
                         "reduction")
         if t.name in self.few_rows and self.attempt(nest.reorder, loops[:2], [1, 0]):
@@ -1030,7 +1035,7 @@ class _Planner:
 
 
 #: the rows of a tile of dot products of a symbolic row count (``few_rows_version``,
-#: ``templates.dot_product_row_tiles``), the rows left over one by one
+#: ``templates.dot_product_row_tiles``), the rows left over in tiles of half as many
 DOT_ROW_TILE = 4
 #: the most rows of ``x @ W.T`` (a symbolic count) computed as dot products (``few_rows_version``)
 DOT_MAX_ROWS = 12
@@ -1039,8 +1044,8 @@ DOT_MAX_ROWS = 12
 def few_rows_version(nest, target: Target) -> tuple | None:
     """``(condition, version, choices)`` where ``nest`` has products whose rows are a symbolic
     size ``M``: the nest as built, scheduled for few rows (``choices``: what the scheduler
-    reported for those products), to run where ``M`` is at most ``STREAM_MAX_ROWS`` (``x @
-    B``, which streams B: ``stream_tile``) or ``DOT_MAX_ROWS`` (``x @ W.T``, dot products in
+    reported for those products), to run where ``M`` is at most ``STREAM_MAX_SYMBOLIC_ROWS``
+    (``x @ B``, which streams B: ``stream_tile``) or ``DOT_MAX_ROWS`` (``x @ W.T``, dot products in
     row tiles: ``templates.dot_product_row_tiles``), the smaller where both are there
     (``specialize``); None when there are none, their rows are several sizes, or the few-row
     schedule was refused. ``auto_schedule`` specializes the nest with it: the packed
@@ -1055,8 +1060,8 @@ def few_rows_version(nest, target: Target) -> tuple | None:
     >>> target = Target(vector_bits=512, vector_registers=32, cores=2)
     >>> condition, version, choices = few_rows_version(LoopNest([Y]), target)
     >>> print(condition); print(choices[0])
-    M <= 24
-    Y: register-blocked 4 rows x 4 vectors of 16 lanes, the rows left over one by one, B streamed in slices of 32 rows, parallel (contraction: rows x vectors accumulators fit 32 vector registers; M rows (at most 24) streaming B)
+    M <= 16
+    Y: register-blocked 4 rows x 4 vectors of 16 lanes, the rows left over in tiles of half as many, B streamed in slices of 32 rows, parallel (contraction: rows x vectors accumulators fit 32 vector registers; M rows (at most 16) streaming B)
     """
     def most_rows(t: Tensor) -> int | None:
         """The most rows for which ``t`` gets the few-row schedule; None: not such a product."""
@@ -1065,7 +1070,7 @@ def few_rows_version(nest, target: Target) -> tuple | None:
         if not _panel_in_place(t, pack_candidate(t)):
             return DOT_MAX_ROWS
         lanes = vector_lanes(target, t.dtype, const_extent(t.dims[1]))
-        return STREAM_MAX_ROWS if stream_tile(t, target, lanes, True) is not None else None
+        return STREAM_MAX_SYMBOLIC_ROWS if stream_tile(t, target, lanes, True) is not None else None
     products = {t.name: (t, n) for t in nest.tensors if (n := most_rows(t)) is not None}
     rows = {id(t.dims[0]): t.dims[0] for t, _ in products.values()}
     if len(rows) != 1:

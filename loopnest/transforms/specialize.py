@@ -112,7 +112,16 @@ def version_of(nest, version: Any):
     """The version that ``specialize`` keeps: a private copy of ``version`` (a LoopNest of
     the same computation, not prepared) or the nest as built with ``version`` (a history:
     records or their JSON text) replayed on it. ScheduleError when it computes something
-    else or was prepared for codegen."""
+    else or was prepared for codegen.
+
+    >>> from te import Buffer, Compute, Var
+    >>> from loopnest import LoopNest
+    >>> N = Var("N"); A = Buffer("A", (N,), "float32")
+    >>> nest = LoopNest([Compute("B", (N,), lambda i: A[i] + 1.0)])
+    >>> step = {"op": "split_with_tail", "args": [{"loop": "i"}, 4], "kwargs": {}}
+    >>> [lp.name for lp in version_of(nest, [step]).get_all_loops()]
+    ['i_outer', 'i_inner', 'i_tail']
+    """
     if isinstance(version, (str, bytes, list)):
         built = nest.unscheduled()
         built.replay(version)
@@ -136,7 +145,16 @@ def version_of(nest, version: Any):
 
 def specialize(nest, condition: Any, version: Any) -> None:
     """Where ``condition`` holds when the kernel runs, run ``version`` instead of the nest
-    (see the module docstring). The nest's own statements do not change."""
+    (see the module docstring). The nest's own statements do not change.
+
+    >>> from te import Buffer, Compute, Var
+    >>> from loopnest import LoopNest
+    >>> N = Var("N"); A = Buffer("A", (N,), "float32")
+    >>> nest = LoopNest([Compute("B", (N,), lambda i: A[i] + 1.0)])
+    >>> specialize(nest, N == 1, nest.unscheduled())
+    >>> [str(c) for c, _ in nest._versions]
+    ['N == 1']
+    """
     condition = check_condition(nest, condition)
     kept = version_of(nest, version)
     _refuse_gpu(nest, kept)
@@ -152,7 +170,24 @@ def _refuse_gpu(*nests) -> None:
 
 def display_root(nest) -> Stmt:
     """The statement ``print(nest)`` shows: the nest's root, under the tests of its
-    versions when it has some (each version shown as it is scheduled, not yet prepared)."""
+    versions when it has some (each version shown as it is scheduled, not yet prepared).
+
+    >>> from te import Buffer, Compute, Var
+    >>> from loopnest import LoopNest
+    >>> N = Var("N"); A = Buffer("A", (N,), "float32")
+    >>> nest = LoopNest([Compute("B", (N,), lambda i: A[i] + 1.0)])
+    >>> nest.specialize(N < 8, nest.unscheduled())
+    >>> print(display_root(nest))
+    if (N < 8) {
+      for (int i = 0; i < N; i++) {
+        B[i] = A[i] + 1.0f;
+      }
+    } else {
+      for (int i = 0; i < N; i++) {
+        B[i] = A[i] + 1.0f;
+      }
+    }
+    """
     root = nest.root
     for condition, version in reversed(nest._versions):
         root = Block((Cond(condition, display_root(version), root),))
@@ -252,7 +287,24 @@ def _renamed(nest, root: Stmt, names: _Names) -> Stmt:
 def merged_root(nest, prepare) -> Stmt:
     """The prepared root of a nest with versions: ``prepare(n)`` gives the prepared root of
     one schedule ``n`` (the nest or a copy of a version); the versions' loops and buffers
-    are renamed apart from the nest's and each other's, and tested in order."""
+    are renamed apart from the nest's and each other's, and tested in order.
+
+    >>> from te import Buffer, Compute, Var
+    >>> from loopnest import LoopNest
+    >>> N = Var("N"); A = Buffer("A", (N,), "float32")
+    >>> nest = LoopNest([Compute("B", (N,), lambda i: A[i] + 1.0)])
+    >>> nest.specialize(N < 8, nest.unscheduled())
+    >>> print(merged_root(nest, lambda n: n.root))
+    if (N < 8) {
+      for (int i_1 = 0; i_1 < N; i_1++) {
+        B[i_1] = A[i_1] + 1.0f;
+      }
+    } else {
+      for (int i = 0; i < N; i++) {
+        B[i] = A[i] + 1.0f;
+      }
+    }
+    """
     if not nest._versions:
         return prepare(nest)
     _refuse_gpu(nest)
