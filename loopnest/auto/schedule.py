@@ -323,18 +323,17 @@ def contraction_params(t: Tensor, target: Target, placed=(), symbolic_rows: bool
 #: rows x 1024 x 1024 on AVX-512, 2 cores, ratios to PyTorch in the same runs: slices of 32
 #: rows 1.02-1.37; of 16 0.90-1.10 and of 64 0.71-1.19 (of 8: 0.83-1.08)
 STREAM_SLICE = 32
-#: the most rows of a product that streams its other operand (``stream_tile``); a symbolic
-#: row count streams where it is at most this (``few_rows_version``)
+#: the most rows of a product that streams its other operand (``stream_tile``)
 STREAM_MAX_ROWS = 24
 #: the most rows of a symbolic row count that streams (``few_rows_version``): 1024 x 1024 on
 #: AVX-512, 2 cores, against PyTorch, streamed / packed: 16 rows 0.82-0.85 / 0.73-0.78, 17-19
 #: 0.75-0.84 / 0.70-0.92, 21-23 0.70-0.75 / 0.76-0.79, 24 0.82 / 0.93
 STREAM_MAX_SYMBOLIC_ROWS = 16
 #: the rows of a register tile of a symbolic row count that streams (``stream_tile``), the
-#: rows left over in tiles of half as many rows, down to single rows. 1024 x 1024 on AVX-512, 2 cores, ratios to PyTorch in the same
-#: runs, tiles of 4: 1 row 1.05, 2 1.11, 3 1.02, 4 1.33, 8 1.05, 16 0.92, 24 0.81 (the
-#: packed schedule of the symbolic rows before: 0.42 to 0.72); single rows only: 0.82 to
-#: 0.93 up to 2 rows, 0.35 at 16; tiles of 8: 0.78 at 16, up to 7 single rows left over
+#: rows left over in tiles of half as many rows, down to single rows. 1024 x 1024 on AVX-512,
+#: 2 cores, ratios to PyTorch in the same runs: 1 to 12 rows 1.03-1.22, 16 rows 0.93 (the
+#: packed schedule: 0.46-0.80, 0.67); single rows only: 0.82-0.93 up to 2 rows, 0.35 at 16;
+#: tiles of 8: 0.78 at 16, with up to 7 single rows left over
 STREAM_ROW_TILE = 4
 
 
@@ -350,7 +349,8 @@ def stream_tile(t: Tensor, target: Target, lanes: int, symbolic_rows: bool = Fal
     divides, a symbolic size, a reduction the slices do not divide, columns that do not cut
     into whole tiles per core. With ``symbolic_rows``, a symbolic row count (the version
     of the nest for few rows that ``auto_schedule`` makes: ``few_rows_version``) streams too,
-    in tiles of ``STREAM_ROW_TILE`` rows and single rows left over (``templates.stream_row_tiles``).
+    in tiles of ``STREAM_ROW_TILE`` rows, the rows left over in tiles of half as many
+    (``templates.stream_row_tiles``).
 
     Measured on AVX-512 (2 cores), 1024 x 1024, ratios to PyTorch in the same runs (the tile
     of 8 rows x 2 vectors over the whole reduction before, each k step a row of B's pages;
@@ -1050,8 +1050,8 @@ def few_rows_version(nest, target: Target) -> tuple | None:
     (``specialize``); None when there are none, their rows are several sizes, or the few-row
     schedule was refused. ``auto_schedule`` specializes the nest with it: the packed
     schedule, good for many rows, reads the whole operand twice for a single row (1 x 1024
-    x 1024 against PyTorch: ``x @ B`` 0.42-0.52, streamed 1.05-1.19; ``x @ W.T`` 0.42-0.55,
-    as dot products 1.24).
+    x 1024 against PyTorch: ``x @ B`` 0.46, streamed 1.03; ``x @ W.T`` 0.41, as dot products
+    1.11).
 
     >>> from te import Buffer, Reduce, Sum, Var
     >>> from loopnest import LoopNest

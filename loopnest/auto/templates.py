@@ -562,8 +562,8 @@ def contraction(nest, t: Tensor, k: dict):
     last = order[-1] if order else None
     acc_at = tile_outer[-1] if last != "K" else tile_outer[-1 - len(groups["K"])]
     if k.get("stream_rows"):
-        # a symbolic count of rows, streamed: row tiles of ``stream_rows`` and the rows left
-        # over one at a time, both inside the column tile (its slice of B stays in cache)
+        # a symbolic count of rows, streamed: row tiles of ``stream_rows``, the rows left over
+        # in tiles of fewer rows, all inside the column tile (its slice of B stays in cache)
         acc_at, i_in = stream_row_tiles(nest, t, i_tile, k["stream_rows"], vectorized=j_lane is not None)
     nest.cache_accesses(nest.buffer(t.name), f"{t.name}_local", acc_at)
     # 8. pack the operand that does not follow the row tile, above the row tile loop
@@ -1167,7 +1167,7 @@ def dot_product_row_tiles(nest, t: Tensor, lanes: int, cols: int, rows: int, par
     ko, kl, _ = nest.split_with_tail(k, lanes)
     rf = nest.rfactor(t, kl)
     nest.reorder([ji, i], [1, 0])               # each tile of W's rows: the rows of x, W's rows
-    io, ii, it = nest.split_with_tail(i, rows)
+    _, ii, it = nest.split_with_tail(i, rows)
 
     def partial_sums(row_loop, name, tile):
         """The rows of x at ``row_loop`` (the rows of a tile, with ``tile``; else one row):

@@ -2,11 +2,11 @@
 condition holds, chosen when the kernel runs.
 
 A nest whose sizes are symbolic has one schedule for every size; the best schedule for a
-product of 1 row is not the best for 1,000. ``nest.specialize(M <= 24, few)`` keeps
+product of 1 row is not the best for 1,000. ``nest.specialize(M <= 16, few)`` keeps
 ``few`` (a ``LoopNest`` of the same tensors, scheduled on its own) and, when the nest is
 prepared for codegen, puts both in one kernel::
 
-    if (M <= 24) {
+    if (M <= 16) {
       <few, prepared>
     } else {
       <the nest itself, prepared>
@@ -61,6 +61,7 @@ from te.expr import Expr, ExprMutator, IndexCheck, Load, Var
 from te.queries import free_vars, loads
 
 from ..errors import ScheduleError
+from ..history import encode_expr
 from ..kinds import ForKind
 from ..printer import stmt_to_str
 from ..stmt import Allocate, Block, Cond, ExternCall, For, Free, LetStmt, Prefetch, Stmt, StmtMutator, Store, \
@@ -97,6 +98,7 @@ def check_condition(nest, condition: Any) -> Expr:
         if sizes.get(v.name) is not v:
             raise ScheduleError(f"specialize: the condition `{condition}` uses {v.name}, which is not a size or "
                                 f"parameter of this nest (its sizes and parameters: {sorted(sizes)})")
+    encode_expr(condition)      # refused now if the history cannot record it, before anything changes
     return condition
 
 

@@ -118,6 +118,15 @@ def test_a_condition_that_is_not_of_the_sizes_is_refused_and_nothing_changes(con
     assert str(nest) == before and nest.history == history and not nest._versions
 
 
+def test_a_condition_the_history_cannot_record_is_refused_before_anything_changes():
+    from te import cast
+    N, A, S = _row_sums()
+    nest = LoopNest([S])
+    with pytest.raises(ScheduleError, match="cannot record"):
+        nest.specialize(cast(N, "float32") < 2.5, LoopNest([S]))
+    assert not nest.history and not nest._versions
+
+
 def test_a_condition_that_reads_a_buffer_is_refused():
     N, A, S = _row_sums()
     with pytest.raises(ScheduleError, match="reads a buffer"):
