@@ -101,6 +101,8 @@ def _transform(fn: Callable) -> Callable:
                 _privacy.refuse_lost_privacy(self, saved_root, name)
             if depth == 0 and any(f.kind == ForKind.GPU_THREAD for f in self.loop_index().loops):
                 _loop_kinds.check_kernel_blocks(self, name)
+            if depth == 0 and self._versions:
+                _specialize.refuse_gpu(self, op=name)
             if depth == 0 and self._tensorized:
                 _tensorize.check_tensorized(self, name)
         except Exception:
@@ -269,6 +271,7 @@ class LoopNest(NestState):
         True
         """
         if isinstance(target, str) and target == "cuda":
+            _specialize.refuse_gpu(self, op="auto_schedule('cuda')", binding=True)
             return _auto_schedule_gpu(self)
         return _auto_schedule(self, target)
 
@@ -517,7 +520,8 @@ class LoopNest(NestState):
         as they are and its later transforms go on scheduling the general case; several
         specializations are tested in the order they were made. Refused (ScheduleError): a
         condition that is not such an expression, a version of another computation or
-        already prepared, a nest bound to the GPU. See ``transforms.specialize``.
+        already prepared, a nest bound to the GPU (and any GPU binding after it:
+        ``transforms.specialize.refuse_gpu``). See ``transforms.specialize``.
 
         >>> from te import Buffer, Reduce, Sum, Var
         >>> M = Var("M"); A = Buffer("A", (M, 64), "float32")

@@ -68,7 +68,7 @@ from ..stmt import Allocate, Block, Cond, ExternCall, For, Free, LetStmt, Prefet
     iter_stmts
 from ._rewrite import clone_fresh
 
-__all__ = ["check_condition", "version_of", "specialize", "merged_root", "display_root"]
+__all__ = ["check_condition", "version_of", "specialize", "refuse_gpu", "merged_root", "display_root"]
 
 
 def check_condition(nest, condition: Any) -> Expr:
@@ -159,15 +159,36 @@ def specialize(nest, condition: Any, version: Any) -> None:
     """
     condition = check_condition(nest, condition)
     kept = version_of(nest, version)
-    _refuse_gpu(nest, kept)
+    for n in (nest, kept):
+        refuse_gpu(n)
     nest._versions.append((condition, kept))
 
 
-def _refuse_gpu(*nests) -> None:
-    if any(f.kind in (ForKind.GPU_BLOCK, ForKind.GPU_THREAD) for n in nests for f in iter_stmts(n.root)
-           if isinstance(f, For)):
+def refuse_gpu(nest, op: str = "specialize", binding: bool = False) -> None:
+    """ScheduleError where ``nest`` (or a version of it) has loops bound to the GPU and is
+    specialized, or ``binding`` (the caller is about to bind it) and is specialized: the CUDA
+    backend launches one grid per kernel, so a specialized nest stays on the CPU. Run after
+    every transform of a specialized nest, so the binding is refused, not the build.
+
+    >>> from te import Buffer, Compute, Var
+    >>> from loopnest import LoopNest
+    >>> N = Var("N"); A = Buffer("A", (N,), "float32")
+    >>> nest = LoopNest([Compute("B", (N,), lambda i: A[i] + 1.0)])
+    >>> nest.specialize(N < 8, nest.unscheduled())
+    >>> nest.set_gpu_block_index(nest.get_loops_for("B")[0], 0)
+    Traceback (most recent call last):
+      ...
+    loopnest.errors.ScheduleError: set_gpu_block_index: the nest is specialized (specialize), and a specialized nest cannot be bound to the GPU (the CUDA backend launches one grid per kernel); bind the loops of a nest without versions, or build one CUDA kernel per case
+    """
+    bound = any(f.kind in (ForKind.GPU_BLOCK, ForKind.GPU_THREAD) for f in iter_stmts(nest.root)
+                if isinstance(f, For))
+    if op == "specialize" and bound:
         raise ScheduleError("specialize: a nest bound to the GPU cannot be specialized (the CUDA backend launches "
                             "one grid per kernel); specialize CPU nests, or build one CUDA kernel per case")
+    if nest._versions and (bound or binding):
+        raise ScheduleError(f"{op}: the nest is specialized (specialize), and a specialized nest cannot be bound to "
+                            "the GPU (the CUDA backend launches one grid per kernel); bind the loops of a nest "
+                            "without versions, or build one CUDA kernel per case")
 
 
 def display_root(nest) -> Stmt:
@@ -309,7 +330,7 @@ def merged_root(nest, prepare) -> Stmt:
     """
     if not nest._versions:
         return prepare(nest)
-    _refuse_gpu(nest)
+    refuse_gpu(nest, op="prepare_for_codegen")
     own = prepare(nest)
     names = _Names(set(nest._used_names) | _names_in(own) | {b.name for b in nest.buffers.values()})
     branches = []

@@ -158,13 +158,31 @@ def test_a_nest_bound_to_the_gpu_is_refused():
     gpu.set_gpu_thread_index(i, 0)
     with pytest.raises(ScheduleError, match="bound to the GPU"):
         LoopNest([B]).specialize(N <= 64, gpu)
+
+
+
+def test_a_specialized_nest_refuses_gpu_bindings_and_builds():
+    """Seed 221, case 67 of the random tester: a nest specialized, then its loop bound to a GPU
+    thread, was accepted and failed to build; the binding is refused now, the nest unchanged."""
+    N = Var("N")
+    A = Buffer("A", (N,), "float32")
+    B = Compute("B", (N,), lambda i: A[i] + 1.0)
     nest = LoopNest([B])
-    nest.specialize(N <= 64, LoopNest([B]))
+    nest.specialize(N >= 4, LoopNest([B]))
     o, i = nest.split_with_mask(nest.get_loops_for(B)[0], 32)
-    nest.set_gpu_block_index(o, 0)
-    nest.set_gpu_thread_index(i, 0)
-    with pytest.raises(ScheduleError, match="bound to the GPU"):
-        nest.prepare_for_codegen()
+    before, history = str(nest), list(nest.history)
+    for bind in (lambda: nest.set_gpu_thread_index(i, 0), lambda: nest.set_gpu_block_index(o, 0)):
+        with pytest.raises(ScheduleError, match="a specialized nest cannot be bound to the GPU"):
+            bind()
+        assert str(nest) == before and nest.history == history
+    with pytest.raises(ScheduleError, match=r"auto_schedule\('cuda'\): the nest is specialized"):
+        specialized = LoopNest([B])
+        specialized.specialize(N >= 4, LoopNest([B]))
+        specialized.auto_schedule("cuda")
+    k = build(nest, [A, B, N], target="llvm")
+    a, b = np.arange(9, dtype=np.float32), np.zeros(9, np.float32)
+    k(a, b, 9)
+    np.testing.assert_array_equal(b, a + 1)
 
 
 def test_a_statement_nest_is_specialized_too():
