@@ -64,8 +64,7 @@ from ..errors import ScheduleError
 from ..history import encode_expr
 from ..kinds import ForKind
 from ..printer import stmt_to_str
-from ..stmt import Allocate, Block, Cond, ExternCall, For, Free, LetStmt, Prefetch, Stmt, StmtMutator, Store, \
-    iter_stmts
+from ..stmt import Allocate, Block, Cond, ExternCall, For, LetStmt, Stmt, StmtMutator, iter_stmts
 from ._rewrite import clone_fresh
 
 __all__ = ["check_condition", "version_of", "specialize", "refuse_gpu", "merged_root", "display_root"]
@@ -217,20 +216,6 @@ def display_root(nest) -> Stmt:
     return root
 
 
-class _Names:
-    """Names not used by ``taken``: ``base``, else ``base_1``, ``base_2``..."""
-
-    def __init__(self, taken: set[str]):
-        self.taken = taken
-
-    def __call__(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.taken:
-            name, k = f"{base}_{k}", k + 1
-        self.taken.add(name)
-        return name
-
-
 def _names_in(root: Stmt) -> set[str]:
     """The names of the loops, lets and allocated buffers of ``root``."""
     out = set()
@@ -271,20 +256,12 @@ class _RenameBuffers(StmtMutator):
     def _buf(self, b):
         return self.moves.get(id(b), b)
 
-    def visit_Store(self, s: Store):
+    def _moved(self, s):
+        """``s`` (a statement with one ``buffer``) with its expressions and its buffer moved."""
         s = self.generic(s)
         return s.replace(buffer=self._buf(s.buffer)) if id(s.buffer) in self.moves else s
 
-    def visit_Allocate(self, s: Allocate):
-        s = self.generic(s)
-        return s.replace(buffer=self._buf(s.buffer)) if id(s.buffer) in self.moves else s
-
-    def visit_Free(self, s: Free):
-        return s.replace(buffer=self._buf(s.buffer)) if id(s.buffer) in self.moves else s
-
-    def visit_Prefetch(self, s: Prefetch):
-        s = self.generic(s)
-        return s.replace(buffer=self._buf(s.buffer)) if id(s.buffer) in self.moves else s
+    visit_Store = visit_Allocate = visit_Free = visit_Prefetch = _moved
 
     def visit_ExternCall(self, s: ExternCall):
         s = self.generic(s)
@@ -293,7 +270,7 @@ class _RenameBuffers(StmtMutator):
         return s.replace(outputs=tuple(map(self._buf, s.outputs)), inputs=tuple(map(self._buf, s.inputs)))
 
 
-def _renamed(nest, root: Stmt, names: _Names) -> Stmt:
+def _renamed(nest, root: Stmt, names) -> Stmt:
     """``root`` (a prepared version) with its loops and the buffers it allocates renamed by
     ``names``; the new buffers become intermediates of ``nest``."""
     root = clone_fresh(root, names)
@@ -332,7 +309,8 @@ def merged_root(nest, prepare) -> Stmt:
         return prepare(nest)
     refuse_gpu(nest, op="prepare_for_codegen")
     own = prepare(nest)
-    names = _Names(set(nest._used_names) | _names_in(own) | {b.name for b in nest.buffers.values()})
+    nest._used_names |= _names_in(own)        # names the passes made in the nest's own root
+    names = nest.fresh_name
     branches = []
     for condition, version in nest._versions:
         branches.append((condition, _renamed(nest, prepare(version.copy()), names)))
