@@ -212,11 +212,30 @@ def _output_at(shape, dtype: np.dtype, offset: int | None = 0) -> np.ndarray:
     return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
-def _differs(got: list, want: list, names: list) -> str:
+def agree(got: np.ndarray, want: np.ndarray, ulps: int = 0) -> np.ndarray:
+    """Where ``got`` and ``want`` agree: equal (NaN with NaN), or within ``ulps`` units in
+    the last place of the larger of the two in their dtype.
+
+    >>> one = np.float32(1)
+    >>> agree(np.array([1, np.nan, 1], np.float32), np.array([1, np.nan, 2], np.float32)).tolist()
+    [True, True, False]
+    >>> agree(np.array([one + 3 * np.spacing(one)]), np.array([one]), ulps=4).tolist()
+    [True]
+    """
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    same = (g == w) | (np.isnan(g) & np.isnan(w))
+    if not ulps:
+        return same
+    with np.errstate(invalid="ignore"):
+        unit = np.spacing(np.maximum(np.abs(got), np.abs(want))).astype(np.float64)
+        return same | (np.abs(g - w) <= ulps * unit)
+
+
+def _differs(got: list, want: list, names: list, ulps: int = 0) -> str:
     for g, w, n in zip(got, want, names):
-        if not np.array_equal(g, w, equal_nan=True):
-            bad = np.argwhere(~((g == w) | (np.isnan(g.astype(np.float64)) & np.isnan(w.astype(np.float64)))))
-            at = tuple(int(x) for x in bad[0]) if bad.size else ()
+        bad = np.argwhere(~agree(g, w, ulps))
+        if bad.size:
+            at = tuple(int(x) for x in bad[0])
             return f"{n}{list(at)}: got {g[at] if at else g}, want {w[at] if at else w} ({len(bad)} elements differ)"
     return ""
 
@@ -228,7 +247,7 @@ def _outcome(case: Case, outs: list | None, want: list, where: str, kind: str) -
         if case.expected == "values":
             return [Failure("run", where, "IndexError", "IndexError: raised on index data that is in range")]
         return []
-    diff = _differs(outs, want, [t.name for t in case.outputs])
+    diff = _differs(outs, want, [t.name for t in case.outputs], case.program.ulps)
     return [Failure(kind, where, "", diff)] if diff else []
 
 

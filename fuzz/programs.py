@@ -17,6 +17,7 @@ Expressions (JSON-able lists, the first element names the node)::
                                "method" writes ``a.eq(b)``
     ["sel", c, a, b]           te.select            ["ite", c, a, b]     te.if_then_else
     ["cast", dtype, a]         ["sum", [terms]]     a left-nested sum (deep expressions)
+    ["fn", name, a]            a math function of te (``te.tanh(a)``...), float32
 
 Index variables are numbered over the stage's dimensions, then its reduction dimensions.
 Some programs have an index input ``I`` (int32 or int64, ``TensorSpec.values`` bounds its
@@ -29,7 +30,9 @@ Programs keep every value a small integer (or a half of one) in float32 / int32 
 float16 / bfloat16, so any evaluation order gives the same bits and results can be
 compared exactly; the exceptions are rounded exactly once where nothing reorders them: a
 division by a non-integer divisor truncated to an integer or stored as the last stage's
-value. Sizes are int32 or, in some programs, int64 (``Program.index_dtype``).
+value, and a math function (``FUNCTIONS``) of the last stage's value: its results are within a
+few units in the last place of the float64 reference, not exact (``Program.ulps`` says how
+many a comparison allows). Sizes are int32 or, in some programs, int64 (``Program.index_dtype``).
 Conditions may compare an index variable scaled by a large int32 constant, a product that
 wraps within the loop (only the comparison's outcome is used, never the product).
 
@@ -69,6 +72,20 @@ LOW_PRECISION = ("float16", "bfloat16")
 INT64_SIZES_PROBABILITY = 0.08
 #: the probability that the last stage (when not a reduction) divides by a non-integer divisor
 FRACTION_PROBABILITY = 0.08
+#: the probability that the last stage (float32, not a reduction, not divided) is a math
+#: function of its value, rounded once and read by nothing (``_with_function``)
+FUNCTION_PROBABILITY = 0.3
+#: the math functions drawn: te's float functions of one argument, whose float32 results every
+#: backend computes within ``FUNCTION_ULPS`` of the float64 ones (lgamma, less accurate near its
+#: roots, is left out)
+FUNCTIONS = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid",
+             "sin", "cos", "tan", "erf", "erfc", "atan", "asin", "acos", "sinh", "cosh")
+#: constants (exact in float32) that scale a function's argument in half the draws: the
+#: product, rounded once the same way everywhere, takes the argument out of the small integers
+#: (past 2**24 for sin and cos: their reduction of large arguments)
+FUNCTION_SCALES = (0.0078125, 0.25, 3.0, 37.5, 1000.5, 12345.0)
+#: how many units in the last place a math function's result may differ from the reference's
+FUNCTION_ULPS = 4
 #: divisors whose quotients are not exact in float32
 INEXACT_DIVISORS = (3.0, 1.5, 0.75, -6.0, 10.0)
 SIZE_NAMES = ("N", "M")
@@ -153,6 +170,12 @@ class Program:
         return next(t for t in self.tensors if t.name == name)
 
     @property
+    def ulps(self) -> int:
+        """How many units in the last place a computed value may differ from the reference:
+        0 (exact) unless a stage is a math function (``FUNCTION_ULPS``)."""
+        return FUNCTION_ULPS if any(t.body is not None and t.body[0] == "fn" for t in self.tensors) else 0
+
+    @property
     def inputs(self) -> list:
         return [t for t in self.tensors if t.body is None]
 
@@ -212,6 +235,8 @@ def _te_expr(node, idx: list, tensors: dict, sizes: dict):
         return te.bitcast(rec(node[2]), node[1])
     if tag == "not":
         return ~rec(node[1])
+    if tag == "fn":
+        return getattr(te, node[1])(rec(node[2]))
     if tag == "sum":
         return functools.reduce(operator.add, [rec(x) for x in node[1]])
     a, b = rec(node[1]), rec(node[2])
@@ -236,6 +261,8 @@ def dtype_of(node, dtypes: dict) -> str:
         return dtypes[node[1]]
     if tag in ("cast", "bitcast"):
         return node[1]
+    if tag == "fn":
+        return dtype_of(node[2], dtypes)
     if tag in ("sel", "ite"):
         return dtype_of(node[2], dtypes)
     if tag == "sum":
@@ -335,6 +362,8 @@ def expr_source(node, names: list) -> str:
         return f"{tag}({_const_source(node[2]) if node[2][0] == 'c' else rec(node[2])}, {node[1]!r})"
     if tag == "not":
         return f"(~{_const_source(node[1]) if node[1][0] == 'c' else rec(node[1])})"
+    if tag == "fn":
+        return f"{node[1]}({_const_source(node[2]) if node[2][0] == 'c' else rec(node[2])})"
     if tag == "sum":
         return f"functools.reduce(operator.add, [{', '.join(rec(x) for x in node[1])}])"
     left = _const_source(node[1]) if node[1][0] == "c" and node[2][0] == "c" else rec(node[1])
@@ -732,7 +761,29 @@ def _random_program(rnd: random.Random) -> Program:
         except Inexact:
             continue
         if all(abs(v).max(initial=0.0) < MAX_MAGNITUDE for v in values.values()):
-            return _zero_size(program, rnd) if program.sizes and rnd.random() < 2 * ZERO_PROBABILITY else program
+            if program.sizes and rnd.random() < 2 * ZERO_PROBABILITY:
+                program = _zero_size(program, rnd)
+            return _with_function(program, rnd)
+
+
+def _with_function(program: Program, rnd: random.Random) -> Program:
+    """``program`` with its last stage a math function of its value (or of its value times
+    one of ``FUNCTION_SCALES``), with probability ``FUNCTION_PROBABILITY`` where that
+    stage is float32, not a reduction and not divided (the argument is rounded the same way
+    everywhere: only the function's own rounding differs between backends); else ``program``.
+
+    >>> p = Program({}, [TensorSpec("A", "float32", [[4, 0]]),
+    ...                  TensorSpec("B", "float32", [[4, 0]], ["ld", "A", [["i", 0]]])], ["B"], 0)
+    >>> [_with_function(p, random.Random(s)).tensor("B").body[0] for s in range(40)].count("fn") > 0
+    True
+    """
+    last = program.tensors[-1]
+    if last.dtype != "float32" or last.reducer is not None or last.body[0] == "div" or \
+            rnd.random() >= FUNCTION_PROBABILITY:
+        return program
+    argument = last.body if rnd.random() < 0.5 else ["mul", last.body, ["c", rnd.choice(FUNCTION_SCALES), "float32"]]
+    stage = dataclasses.replace(last, body=["fn", rnd.choice(FUNCTIONS), argument])
+    return dataclasses.replace(program, tensors=program.tensors[:-1] + [stage])
 
 
 def matmul_program(rnd: random.Random) -> Program:

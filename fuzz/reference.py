@@ -12,6 +12,8 @@ as float32 arithmetic rounded back, as double rounding through float32 is exact 
 these formats), and ``maximum`` / ``minimum`` order -0.0 below +0.0. A load under
 ``if_then_else`` reads only where its condition holds.
 
+A math function (``["fn", name, a]``) is numpy's or ``math``'s in float64, rounded once.
+
 A load whose index reads data (a gather ``A[I[i]]``) may be out of range when the program
 has a ``bad_index``; :func:`expected_outcome` says what the compiled program must then do:
 raise ``IndexError`` where an output element needs the read (its value, a reduction over
@@ -26,6 +28,8 @@ reference values where only elements that no output needs read out of range.
 [1.0, 0.0, -2.0, -2.0]
 """
 from __future__ import annotations
+
+import math
 
 import ml_dtypes
 import numpy as np
@@ -122,6 +126,12 @@ _BIN = {
     "or": lambda a, b: (_ints(a) | _ints(b)).astype(np.float64),
     "xor": lambda a, b: (_ints(a) ^ _ints(b)).astype(np.float64),
 }
+#: the float64 math functions of ``fuzz.programs.FUNCTIONS``
+_FUNCTIONS = {"exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log2": np.log2,
+              "log10": np.log10, "log1p": np.log1p, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
+              "tanh": np.tanh, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "sin": np.sin, "cos": np.cos,
+              "tan": np.tan, "erf": np.frompyfunc(math.erf, 1, 1), "erfc": np.frompyfunc(math.erfc, 1, 1),
+              "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos, "sinh": np.sinh, "cosh": np.cosh}
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
         "ge": np.greater_equal}
 
@@ -221,6 +231,9 @@ class _Evaluator:
             return _bitcast(rec(node[2]), dtype_of(node[2], self.dtypes), dtype)
         if tag == "not":
             return (~_ints(rec(node[1]))).astype(np.float64)
+        if tag == "fn":
+            with np.errstate(all="ignore"):
+                return self.round(np.asarray(_FUNCTIONS[node[1]](rec(node[2])), np.float64), dtype)
         a, b = rec(node[1]), rec(node[2])
         if tag in ("shl", "shr"):
             return _shift(a, b, dtype, tag == "shl")

@@ -26,7 +26,7 @@ import importlib
 import random
 
 from loopnest import ScheduleError, Target
-from loopnest.stmt import Block, For, Store, iter_stmts
+from loopnest.stmt import Block, For, Store, iter_stmts, stmt_children
 from te.queries import expr_size, fold_int, loads
 
 #: every drawn operation with its weight: the transforms of LoopNest, and simplify
@@ -120,6 +120,33 @@ def _inlined_nodes(nest, name: str) -> int:
     reads = sum(1 for s in stores if s.buffer.name != name for ld in loads([s.value, *s.indices])
                 if ld.buffer.name == name)
     return max(sizes, default=0) * reads
+
+
+def _consumer_loops(nest, name: str) -> list:
+    """Names of the loops around a store that reads tensor ``name`` (the loops ``compute_at``
+    of ``name`` takes), outermost first.
+
+    >>> from te import Buffer, Compute
+    >>> from loopnest import LoopNest
+    >>> A = Buffer("A", (8,), "float32")
+    >>> T = Compute("T", (8,), lambda i: A[i] * 2.0)
+    >>> U = Compute("U", (8,), lambda i: T[i] + 1.0)
+    >>> nest = LoopNest([U])
+    >>> _consumer_loops(nest, "T") == [nest.get_loops_for(U)[0].name]
+    True
+    """
+    out: list = []
+
+    def visit(s, around: list) -> None:
+        if isinstance(s, Store) and s.buffer.name != name and \
+                any(ld.buffer.name == name for ld in loads([s.value, *s.indices])):
+            out.extend(n for n in around if n not in out)
+        inside = around + [s.var.name] if isinstance(s, For) else around
+        for c in stmt_children(s):
+            visit(c, inside)
+
+    visit(nest.root, [])
+    return out
 
 
 def _lone_matmul(nest) -> bool:
@@ -280,7 +307,15 @@ def draw_step(nest, rnd: random.Random, gpu: bool, state: DrawState) -> dict:
             intermediates = [n for n in intermediates if _inlined_nodes(nest, n) <= INLINE_MAX_NODES]
         if not intermediates:
             return draw_step(nest, rnd, gpu, state)
-        args = [_buffer(rnd.choice(intermediates))] + ([pick()] if op == "compute_at" else [])
+        name = rnd.choice(intermediates)
+        if op == "compute_inline":
+            args = [_buffer(name)]
+        else:   # mostly a loop of a consumer (a random loop is rarely one), often one just made
+            around = _consumer_loops(nest, name)
+            fresh = [n for n in around if n in recent]
+            where = rnd.choice(fresh if fresh and rnd.random() < 0.5 else around) \
+                if around and rnd.random() < 0.8 else pick()["loop"]
+            args = [_buffer(name), _loop(where)]
     elif op == "store_at":
         if not intermediates:
             return draw_step(nest, rnd, gpu, state)

@@ -474,3 +474,77 @@ def test_few_row_matmul_programs_reach_the_streamed_products_of_the_automatic_sc
         case = Case(program)
         assert check_program(case) == [] and check_auto_schedules(case) == []
     assert few >= 3 and any(t is not None for t in tiles), tiles
+
+
+def test_compute_at_is_drawn_at_a_consumer_loop_and_a_region_past_a_mask_taken_as_full_is_caught(monkeypatch):
+    """``compute_at`` is drawn mostly at a loop around a consumer of the tensor (a random loop
+    rarely is one: 38 of 450 schedules applied one), often at a loop the last step made; so
+    the masked split's inner loop comes up, where a producer's region is empty past the mask.
+    With the bounds taking a constant extent also for a region that can be empty (the first
+    form of that change, which the tests caught and the tester did not), the tester reports
+    the reads past the input."""
+    import random
+
+    from fuzz.schedules import DrawState, _consumer_loops, apply_step, draw_step
+    from loopnest.analysis import bounds
+    program = Program({"N": 6}, [
+        TensorSpec("A", "float32", [["N", 0], [3, 0]]),
+        TensorSpec("T1", "float32", [["N", 0], [3, 0]],
+                   ["mul", ["ld", "A", [["i", 0], ["i", 1]]], ["c", 2.0, "float32"]]),
+        TensorSpec("T2", "float32", [["N", 0], [3, 0]],
+                   ["add", ["ld", "T1", [["i", 0], ["i", 1]]], ["ld", "A", [["i", 0], ["i", 1]]]])],
+        ["T2"], 0)
+    case = Case(program)
+    split = {"op": "split_with_mask", "args": [{"loop": "i0_1"}, 4], "kwargs": {}}
+    nest = LoopNest(case.outputs)
+    apply_step(nest, split)
+    state = DrawState()
+    state.update(nest, "split_with_mask")
+    rnd = random.Random(0)
+    drawn = [s["args"][1]["loop"] for s in (draw_step(nest, rnd, False, state) for _ in range(400))
+             if s["op"] == "compute_at"]
+    consumer = _consumer_loops(nest, "T1")
+    assert consumer == ["i0_1_outer", "i0_1_inner", "i1_1"]
+    assert len(drawn) > 20 and sum(d in consumer for d in drawn) >= 0.7 * len(drawn)
+    assert drawn.count("i0_1_inner") >= 0.15 * len(drawn)
+
+    steps = [split, {"op": "compute_at", "args": [{"buffer": "T1"}, {"loop": "i0_1_inner"}], "kwargs": {}}]
+    assert check_program(case) == []
+    assert check_schedule(case, steps, targets=("ireval", "llvm")).failures == []
+    monkeypatch.setattr(bounds, "_never_empty", lambda r, proj: True)
+    failures = check_schedule(case, steps, targets=("ireval", "llvm")).failures
+    assert {f.where for f in failures} == {"ireval", "llvm"}, [str(f) for f in failures]
+
+
+def test_math_functions_are_drawn_compared_within_a_few_units_and_an_inaccurate_one_is_caught(monkeypatch):
+    """The last stage of some programs is a math function of its (exact) value, compared
+    within ``FUNCTION_ULPS`` units in the last place; LLVM's tanh made 1 + 2**-20 too large
+    (8 units) is reported, one unit too large is not."""
+    import random
+
+    from codegen.llvm import jit, mathfns
+    from codegen.llvm.types import splat_const
+    from fuzz.programs import FUNCTION_ULPS, FUNCTIONS, random_program, to_source
+    drawn = [random_program(random.Random(seed)) for seed in range(300)]
+    functions = [p for p in drawn if p.tensors[-1].body[0] == "fn"]
+    assert len(functions) >= 10 and all(p.ulps == FUNCTION_ULPS for p in functions)
+    assert all(p.ulps == 0 for p in drawn if p not in functions)
+    assert {p.tensors[-1].body[1] for p in functions} <= set(FUNCTIONS)
+
+    program = Program({"N": 40}, [
+        TensorSpec("A", "float32", [["N", 0]]),
+        TensorSpec("B", "float32", [["N", 0]],
+                   ["fn", "tanh", ["mul", ["ld", "A", [["i", 0]]], ["c", 0.5, "float32"]]])], ["B"], 0)
+    assert "lambda i0: tanh((A[i0] * 0.5))" in to_source(program)
+    case = Case(program)
+    steps = [{"op": "split_with_tail", "args": [{"loop": "i0"}, 8]},
+             {"op": "vectorize", "args": [{"loop": "i0_inner"}]}]
+    assert check_program(case) == []
+    assert check_schedule(case, steps, targets=("ireval", "llvm")).failures == []
+    real = mathfns.tanh_f32
+    for scale, caught in ((1 + 2.0 ** -23, False), (1 + 2.0 ** -20, True)):
+        monkeypatch.setattr(mathfns, "tanh_f32", lambda b, x, call, s=scale, **kw: b.fmul(
+            real(b, x, call, **kw), splat_const(x.type, s)))
+        jit.clear_cache()
+        failures = check_schedule(case, steps, targets=("llvm",)).failures
+        assert [(f.kind, f.where) for f in failures] == ([("wrong", "llvm")] if caught else []), failures

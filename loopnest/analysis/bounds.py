@@ -371,6 +371,13 @@ def _extent_expr(mn_form, mx_form, dom, pvars, dtype) -> E.Expr | None:
         return None
 
 
+def _never_empty(r, proj) -> bool:
+    """Whether region ``proj`` (a projection onto one dimension, in the parameters) has a
+    point for every value of the context ``r.ctx_set``: a masked loop's iterations past the
+    mask read nothing, so a region read there can be empty where its extent is constant."""
+    return r.ctx_set.is_subset(proj.params())
+
+
 def _constant_extent(proj, dtype) -> E.Expr | None:
     """``max - min + 1`` of the one-dimensional set ``proj`` where it is one constant for
     every value of the parameters (a region starting at ``min(io * 6, 1018)``, six rows
@@ -607,7 +614,7 @@ def _dim_bounds_or_raise(r: _Region, d: int, dim: E.Expr, outer_ids: set, exact_
     # a constant extent first where the region is never empty (an empty one has extent 0):
     # the difference of the two forms may not simplify to it (a row ``i_tail + floordiv(M, 4)
     # * 4`` of a tail loop ``i_tail < floormod(M, 4)``)
-    ext = _constant_extent(proj, dim.dtype) if of_proj and r.ctx_set.is_subset(proj.params()) else None
+    ext = _constant_extent(proj, dim.dtype) if of_proj and _never_empty(r, proj) else None
     if ext is None:
         ext = _extent_expr(mn_form, mx_form, r.ctx_set, params, dim.dtype)
     if ext is None:
