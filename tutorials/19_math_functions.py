@@ -8,13 +8,15 @@ The story: a transformer's MLP applies GELU to every activation. In its tanh for
 
 the cost is the tanh. LLVM would call libm's ``tanhf`` once per vector lane; the LLVM
 backend instead computes float32 ``exp``, ``exp2``, ``expm1``, ``log``, ``log2``, ``log10``,
-``log1p``, ``tanh``, ``erf``, ``sin`` and ``cos`` with plain vector arithmetic
+``log1p``, ``tanh``, ``erf``, ``sin``, ``cos``, ``tan``, ``asin``, ``acos``, ``atan``, ``atan2``,
+``sinh`` and ``cosh`` with plain vector arithmetic
 (``codegen/llvm/mathfns.py``), within 1 to 2 ulps of the correctly rounded result, with
 libm's special values (``log(0) = -inf``, ``tanh(-0) = -0``...). Nothing to ask for: any
 kernel that uses them gets them.
 
 We build GELU, check it against numpy in float64, measure tanh's error in ulps over a range
-of arguments, look for libm calls in the LLVM IR, and time GELU against numpy's and (where
+of arguments (and atan's, asin's, acos's, sinh's and cosh's), look for libm calls in the LLVM
+IR, and time GELU against numpy's and (where
 installed) PyTorch's.
 """
 import os
@@ -61,7 +63,21 @@ ulps = np.abs(got - exact) / np.spacing(np.abs(exact).astype(np.float32))
 print(f"tanh: at most {ulps.max():.2f} ulps from the correctly rounded result")
 assert ulps.max() <= 1.5
 
-# 3. Time GELU against numpy (and PyTorch's gelu(approximate="tanh") where installed), in
+# 3. The inverse trigonometric and hyperbolic functions are vector code too: no libm call in
+#    their kernels, each within 2 ulps of the correctly rounded result here.
+for name, numpy_name, lo, hi in (("atan", "arctan", -50, 50), ("asin", "arcsin", -1, 1), ("acos", "arccos", -1, 1),
+                                 ("sinh", "sinh", -20, 20), ("cosh", "cosh", -20, 20)):
+    F = Compute("F", (N,), lambda i: getattr(te, name)(X[i]))
+    kernel = build(LoopNest([F]), [X, F], target="llvm")
+    v = np.linspace(lo, hi, N).astype(np.float32)
+    out = np.empty_like(v)
+    kernel(v, out)
+    exact = getattr(np, numpy_name)(v.astype(np.float64))
+    err = (np.abs(out - exact) / np.spacing(np.abs(exact).astype(np.float32))).max()
+    print(f"{name}: at most {err:.2f} ulps; libm calls: {kernel.source.count(name + 'f')}")
+    assert err <= 2 and name + "f" not in kernel.source
+
+# 4. Time GELU against numpy (and PyTorch's gelu(approximate="tanh") where installed), in
 #    interleaved rounds (bench.harness: the benchmark's timer), so the ratios come from one run.
 peers = {"ours": lambda: gelu(x, y),
          "numpy": lambda: 0.5 * x * (1 + np.tanh(np.float32(SCALE) * (x + np.float32(0.044715) * x * x * x)))}

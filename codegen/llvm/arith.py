@@ -45,7 +45,8 @@ _SIMPLE = {"exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log", "log2": "l
 _LIBM = ("tanh", "erf", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tan", "log1p", "expm1",
          "erfc", "lgamma")
 #: the float32 intrinsics emitted inline (``mathfns``) rather than through libm
-_INLINE_F32 = ("log", "log2", "log10", "log1p", "exp2", "expm1", "tanh", "erf", "sin", "cos")
+_INLINE_F32 = ("log", "log2", "log10", "log1p", "exp2", "expm1", "tanh", "erf", "sin", "cos", "tan", "atan", "atan2",
+               "asin", "acos", "sinh", "cosh")
 _PREDICATES = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
 
 
@@ -219,7 +220,7 @@ def call(b: ir.IRBuilder, mode: FloatMode, name: str, dt: Dtype, args: Sequence[
     def op(*xs):
         if name == "exp":
             return exp(b, mode, xs[0])
-        inline = _inline_f32(b, mode, name, xs[0])
+        inline = _inline_f32(b, mode, name, xs)
         if inline is not None:
             return inline
         if name in _SIMPLE:
@@ -251,9 +252,10 @@ def exp(b: ir.IRBuilder, mode: FloatMode, x: ir.Value) -> ir.Value:
     return _fcall(b, mode, "llvm.exp", [x])
 
 
-def _inline_f32(b: ir.IRBuilder, mode: FloatMode, name: str, x: ir.Value) -> ir.Value | None:
-    """float32 ``_INLINE_F32`` functions inline (vectorisable, ``mathfns``: a libm call per lane
-    made them 7-35 times slower than PyTorch's vector code), else None."""
+def _inline_f32(b: ir.IRBuilder, mode: FloatMode, name: str, xs: Sequence[ir.Value]) -> ir.Value | None:
+    """float32 ``_INLINE_F32`` functions of ``xs`` inline (vectorisable, ``mathfns``: a libm call
+    per lane made them 7-35 times slower than PyTorch's vector code), else None."""
+    x = xs[0]
     et = x.type.element if isinstance(x.type, ir.VectorType) else x.type
     if et != F32 or name not in _INLINE_F32:
         return None
@@ -266,7 +268,16 @@ def _inline_f32(b: ir.IRBuilder, mode: FloatMode, name: str, x: ir.Value) -> ir.
         return mathfns.log1p_f32(b, x, call, fused=mode.fma)
     if name in ("sin", "cos"):
         return mathfns.sincos_f32(b, x, name == "cos", call, lambda v: _libm(b, name, [v]))
-    fn = {"tanh": mathfns.tanh_f32, "erf": mathfns.erf_f32, "exp2": mathfns.exp2_f32, "expm1": mathfns.expm1_f32}[name]
+    if name == "tan":
+        return mathfns.tan_f32(b, x, call, lambda v: _libm(b, name, [v]))
+    if name in ("asin", "acos"):
+        return mathfns.asin_acos_f32(b, x, name == "acos", call)
+    if name == "atan":
+        return mathfns.atan_f32(b, x, call, fused=mode.fma)
+    if name == "atan2":
+        return mathfns.atan2_f32(b, x, xs[1], call)
+    fn = {"tanh": mathfns.tanh_f32, "erf": mathfns.erf_f32, "exp2": mathfns.exp2_f32, "expm1": mathfns.expm1_f32,
+          "sinh": mathfns.sinh_f32, "cosh": mathfns.cosh_f32}[name]
     return fn(b, x, call, fused=mode.fma, scalef=mode.scalef)
 
 

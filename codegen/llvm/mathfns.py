@@ -16,7 +16,9 @@ the clamping of the argument compiles to one min and one max instruction.
 
 The other functions work the same way, each within 1-2 ulps (their docstrings): ``exp2_f32``
 and ``expm1_f32`` on exp's polynomial, ``log_f32`` (also log2 and log10) and ``log1p_f32``,
-``tanh_f32``, ``erf_f32``, and ``sincos_f32`` (reduced in float64, libm past 2**24).
+``tanh_f32``, ``erf_f32``, ``sinh_f32`` and ``cosh_f32`` (on exp's reduction), ``atan_f32``,
+and in float64, rounded once: ``sincos_f32`` and ``tan_f32`` (reduced by pi or pi/2, libm past
+2**24), ``asin_acos_f32`` and ``atan2_f32``.
 
 >>> text = example(lambda b, x, call: exp_f32(b, x, call))     # plain arithmetic: no libm call
 >>> '@"expf"' in text, "llvm.roundeven.f32" in text
@@ -31,7 +33,8 @@ from llvmlite import ir
 
 from .types import F32, I32, intrinsic_suffix, splat_const
 
-__all__ = ["example", "exp_f32", "exp2_f32", "expm1_f32", "log_f32", "log1p_f32", "tanh_f32", "erf_f32", "sincos_f32"]
+__all__ = ["example", "exp_f32", "exp2_f32", "expm1_f32", "log_f32", "log1p_f32", "tanh_f32", "erf_f32", "sincos_f32",
+           "tan_f32", "atan_f32", "atan2_f32", "asin_acos_f32", "sinh_f32", "cosh_f32"]
 
 _LOG2E = 1.44269504088896341
 _LN2_HI = 0.693359375           # exact in float32 (few mantissa bits): n * _LN2_HI is exact
@@ -308,50 +311,77 @@ _PI_2_LO = 6.123233995736766e-17
 #: Taylor coefficients, highest degree first: ``sin r = r + r**3 S(r**2)``, ``cos r = C(r**2)``
 #: (|r| <= pi/4: the first term left out is below 2e-12 of the result)
 _SIN_POLY = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(5, 0, -1))
+#: ``sin r = r + r z P(z)``, ``z = r**2``, for ``|r| <= pi/2 + 0.01`` (a relative fit: 2.6e-11), and
+#: pi in two parts
+_SIN_PI_POLY = (-2.3874100307098483e-08, 2.7524558208723293e-06, -0.00019840852423776384, 0.008333330990611516,
+                -0.1666666662343042)
+_PI_HI, _PI_LO = math.pi, 1.2246467991473532e-16
 _COS_POLY = tuple((-1) ** k / math.factorial(2 * k) for k in range(6, -1, -1))
 
 
 def sincos_f32(b: ir.IRBuilder, x: ir.Value, cosine: bool, call: Callable[[str, list], ir.Value],
                libm: Callable[[ir.Value], ir.Value]) -> ir.Value:
     """``sin(x)`` (``cos(x)`` where ``cosine``) for a float32 (or ``<n x float>``) value:
-    ``x = n pi/2 + r`` in float64 (``x`` is exact there; ``r`` by two fused multiply-adds),
-    ``sin r`` and ``cos r`` by their Taylor polynomials in float64, chosen and signed by
-    ``n mod 4``, then rounded once to float32 (within 1 ulp, checked against float64 in the
-    tests; a float32 polynomial on ``r`` split into two floats measured no faster and 1.2
-    ulps). Where ``|x|`` is at least ``_TRIG_LIMIT`` the result is ``libm(x)`` instead,
-    computed in a block of its own that only such values (a vector with such a lane) reach.
-    NaN and infinities give NaN. ``call`` as for :func:`exp_f32` (``llvm.fma`` on float64
-    here: exact on every target).
+    ``x = m pi + r`` in float64 (``x`` is exact there; ``m`` an integer, or for cos an integer
+    and a half, so that ``cos x = +-sin r``; ``r`` in [-pi/2, pi/2] by two fused
+    multiply-adds), ``sin r`` by one odd polynomial in float64 signed by the parity of ``m``,
+    then rounded once to float32 (within 1 ulp, checked against float64 in the tests). A
+    reduction by pi/2 that evaluates the polynomials of both sin and cos and picks one (as
+    :func:`tan_f32` does) measured 1.6 times slower. Where ``|x|`` is at least ``_TRIG_LIMIT``
+    the result is ``libm(x)`` instead, computed in a block of its own that only such values (a
+    vector with such a lane) reach. NaN and infinities give NaN. ``call`` as for
+    :func:`exp_f32` (``llvm.fma`` on float64 here: exact on every target).
 
     >>> text = example(lambda b, x, call: sincos_f32(b, x, False, call, lambda v: call("sinf", [v])))
     >>> text.count('call float @"sinf"'), "fpext float" in text, "trig_libm" in text    # libm past 2**24 only
     (1, True, True)
     """
     t = x.type
-    vector = isinstance(t, ir.VectorType)
-    dt = ir.VectorType(ir.DoubleType(), t.count) if vector else ir.DoubleType()
+    dt = ir.VectorType(ir.DoubleType(), t.count) if isinstance(t, ir.VectorType) else ir.DoubleType()
+    d = _Ops(b, dt, call, True)
+    xd = b.fpext(x, dt)
+    q = b.fmul(xd, d.c(1 / math.pi))
+    n = call("llvm.roundeven", [b.fsub(q, d.c(0.5)) if cosine else q])
+    m = b.fadd(n, d.c(0.5)) if cosine else n          # cos((n + 1/2) pi + r) = (-1)**(n + 1) sin r
+    r = d.madd(b.fneg(m), d.c(_PI_HI), xd)
+    r = d.madd(b.fneg(m), d.c(_PI_LO), r)
+    z = b.fmul(r, r)
+    v = d.madd(b.fmul(r, z), d.poly(z, _SIN_PI_POLY), r)
+    # the parity of n from its low bit (exact below 2**31: the lanes past _TRIG_LIMIT are replaced)
+    small = b.fcmp_ordered("<", d.fabs(xd), d.c(_TRIG_LIMIT))
+    k = b.fptosi(b.select(small, n, d.c(0.0)), d.it)
+    if cosine:
+        k = b.add(k, d.i(1))
+    negative = b.icmp_signed("!=", b.and_(k, d.i(1)), d.i(0))
+    fast = b.fptrunc(b.select(negative, b.fneg(v), v), t)
+    if not cosine:          # sin(-0) = -0 (the reduction gives +0)
+        fast = b.select(b.fcmp_ordered("==", x, splat_const(t, 0.0)), x, fast)
+    return _libm_past_trig_limit(b, x, d, xd, fast, libm)
+
+
+def _trig_reduce(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value]) -> tuple:
+    """``(d, xd, n, sin r, cos r)``: ``x = n pi/2 + r`` in float64 (``d``: the float64
+    operations, ``xd``: ``x`` in float64) and the Taylor polynomials of ``r``, for
+    :func:`tan_f32` (meaningful below ``_TRIG_LIMIT``)."""
+    t = x.type
+    dt = ir.VectorType(ir.DoubleType(), t.count) if isinstance(t, ir.VectorType) else ir.DoubleType()
     d = _Ops(b, dt, call, True)
     xd = b.fpext(x, dt)
     n = call("llvm.roundeven", [b.fmul(xd, d.c(_TWO_OVER_PI))])
     r = d.madd(b.fneg(n), d.c(_PI_2_HI), xd)
     r = d.madd(b.fneg(n), d.c(_PI_2_LO), r)
     r2 = b.fmul(r, r)
-    s = d.madd(b.fmul(r2, r), d.poly(r2, _SIN_POLY), r)
-    c = d.poly(r2, _COS_POLY)
-    # n mod 4 from the low bits of n (exact below 2**31: the lanes past _TRIG_LIMIT are replaced)
-    small = b.fcmp_ordered("<", d.fabs(xd), d.c(_TRIG_LIMIT))
-    q = b.fptosi(b.select(small, n, d.c(0.0)), d.it)
-    if cosine:
-        q = b.add(q, d.i(1))                   # cos x = sin(x + pi/2)
-    odd = b.icmp_signed("!=", b.and_(q, d.i(1)), d.i(0))
-    negative = b.icmp_signed("!=", b.and_(q, d.i(2)), d.i(0))
-    v = b.select(odd, c, s)
-    fast = b.fptrunc(b.select(negative, b.fneg(v), v), t)
-    if not cosine:          # sin(-0) = -0 (the reduction gives +0)
-        fast = b.select(b.fcmp_ordered("==", x, splat_const(t, 0.0)), x, fast)
-    # |x| past the limit (NaN and infinities are not: they give NaN here already)
+    return d, xd, n, d.madd(b.fmul(r2, r), d.poly(r2, _SIN_POLY), r), d.poly(r2, _COS_POLY)
+
+
+def _libm_past_trig_limit(b: ir.IRBuilder, x: ir.Value, d: _Ops, xd: ir.Value, fast: ir.Value,
+                          libm: Callable[[ir.Value], ir.Value]) -> ir.Value:
+    """``fast``, with the lanes where ``|x|`` is at least ``_TRIG_LIMIT`` replaced by ``libm(x)``
+    in a block of its own that only such values reach (NaN and infinities are not: the
+    reduction gives NaN for them already)."""
+    t = x.type
     big = b.fcmp_ordered(">=", d.fabs(xd), d.c(_TRIG_LIMIT))
-    if vector:
+    if isinstance(t, ir.VectorType):
         any_big = b.icmp_unsigned("!=", b.bitcast(big, ir.IntType(t.count)), ir.Constant(ir.IntType(t.count), 0))
     else:
         any_big = big
@@ -369,6 +399,28 @@ def sincos_f32(b: ir.IRBuilder, x: ir.Value, cosine: bool, call: Callable[[str, 
     out.add_incoming(fast, start)
     out.add_incoming(slow, slow_end)
     return out
+
+
+def tan_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value],
+            libm: Callable[[ir.Value], ir.Value]) -> ir.Value:
+    """``tan(x)`` for a float32 (or ``<n x float>``) value: ``x = n pi/2 + r`` in float64, then
+    ``sin r / cos r`` (``n`` even) or ``-cos r / sin r`` (``n`` odd) by their polynomials in
+    float64, rounded once to float32 (within 1 ulp, checked against float64 in the tests);
+    ``libm(x)`` where ``|x|`` is at least ``_TRIG_LIMIT``, as for sin. NaN and infinities give
+    NaN, ``tan(-0) = -0``. ``call`` as for :func:`sincos_f32`.
+
+    >>> text = example(lambda b, x, call: tan_f32(b, x, call, lambda v: call("tanf", [v])))
+    >>> text.count('call float @"tanf"'), "fdiv double" in text
+    (1, True)
+    """
+    d, xd, n, s, c = _trig_reduce(b, x, call)
+    small = b.fcmp_ordered("<", d.fabs(xd), d.c(_TRIG_LIMIT))
+    q = b.fptosi(b.select(small, n, d.c(0.0)), d.it)
+    odd = b.icmp_signed("!=", b.and_(q, d.i(1)), d.i(0))
+    v = b.fdiv(b.select(odd, b.fneg(c), s), b.select(odd, s, c))
+    fast = b.fptrunc(v, x.type)
+    fast = b.select(b.fcmp_ordered("==", x, splat_const(x.type, 0.0)), x, fast)
+    return _libm_past_trig_limit(b, x, d, xd, fast, libm)
 
 
 def log1p_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value], fused: bool = False) -> ir.Value:
@@ -416,3 +468,177 @@ def expm1_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value
     out = b.select(b.fcmp_ordered(">", x, o.c(16.0)), large, small)
     out = b.select(b.fcmp_unordered("uno", x, x), x, out)
     return b.select(b.fcmp_ordered("==", x, o.c(0.0)), x, out)           # the sign of zero
+
+
+#: ``atan(t) = t + t z P(z)``, ``z = t**2``, for ``|t| <= tan(3 pi/16)`` (a relative fit, refined
+#: towards minimax: 7.0e-10); larger arguments are reduced to it by ``atan(a) = pi/4 +
+#: atan((a - 1) / (a + 1))`` below ``tan(3 pi/8)`` and ``pi/2 - atan(1 / a)`` above, where the
+#: results are at least 0.58 and 1.17: the reduced argument's rounding is a small part of them
+#: (reducing from ``tan(pi/8)`` on, the result near 0.4 took the error of a ``t`` near -0.41
+#: whole: 2 ulps)
+_ATAN_POLY = (-0.017316950474294986, 0.050918361814411506, -0.08266802447557885, 0.10958144096310903,
+              -0.14270038771700422, 0.19999224899512108, -0.33333320235720754)
+_TAN_3PI_16, _TAN_3PI_8 = 0.6681786379192989, 2.414213562373095
+#: pi/2 and pi/4 as a float32 and what it leaves
+_PI_2_F32, _PI_2_F32_LO = 1.5707963705062866, -4.371139006309477e-08
+_PI_4_F32, _PI_4_F32_LO = 0.7853981852531433, -2.1855695031547384e-08
+
+
+def atan_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value], fused: bool = False) -> ir.Value:
+    """``atan(x)`` for a float32 (or ``<n x float>``) value, inline and branch-free: ``|x|``
+    reduced to ``|t| <= tan(3 pi/16)`` (one division), ``atan(t)`` by an odd polynomial, the
+    offset (0, pi/4 or pi/2) added in two parts, the sign of ``x`` restored. Within 1 ulp
+    (checked against float64 in the tests); ``atan(+-inf) = +-pi/2``, ``atan(-0) = -0``, NaN
+    stays NaN. ``call`` and ``fused`` as for :func:`exp_f32`.
+
+    >>> text = example(lambda b, x, call: atan_f32(b, x, call))
+    >>> "atanf" in text, text.count("fdiv")
+    (False, 1)
+    """
+    o = _Ops(b, x.type, call, fused)
+    a = o.fabs(x)
+    big = b.fcmp_ordered(">", a, o.c(_TAN_3PI_8))
+    mid = b.fcmp_ordered(">", a, o.c(_TAN_3PI_16))
+    num = b.select(big, o.c(-1.0), b.select(mid, b.fsub(a, o.c(1.0)), a))
+    den = b.select(big, a, b.select(mid, b.fadd(a, o.c(1.0)), o.c(1.0)))
+    t = b.fdiv(num, den)
+    hi = b.select(big, o.c(_PI_2_F32), b.select(mid, o.c(_PI_4_F32), o.c(0.0)))
+    lo = b.select(big, o.c(_PI_2_F32_LO), b.select(mid, o.c(_PI_4_F32_LO), o.c(0.0)))
+    z = b.fmul(t, t)
+    p = o.madd(b.fmul(t, z), o.poly(z, _ATAN_POLY), b.fadd(t, lo))
+    return o.copysign(b.fadd(hi, p), x)        # NaN: the division's NaN
+
+
+#: ``sinh(x) = x + x z P(z)``, ``z = x**2``, for ``|x| < 1`` (a relative fit: 5.2e-11)
+_SINH_POLY = (2.8169507777798026e-06, 1.983615987307119e-4, 8.333350057561934e-3, 1.666666649757219e-1)
+#: cosh and sinh overflow float32 from about 89.42 on: exp(|x|) / 2 of the argument clamped here is inf
+_HALF_EXP_MAX = 90.0
+
+
+def _half_exp(o: _Ops, a: ir.Value, scalef: tuple) -> ir.Value:
+    """``exp(a) / 2`` for ``a >= 0`` (not NaN), rounded once: :func:`exp_f32` scaling by
+    ``2**(n - 1)``, so it overflows only where ``exp(a) / 2`` does."""
+    b = o.b
+    ac = b.select(b.fcmp_ordered("<", a, o.c(_HALF_EXP_MAX)), a, o.c(_HALF_EXP_MAX))
+    nf = o.call("llvm.roundeven", [b.fmul(ac, o.c(_LOG2E))])
+    r = o.madd(nf, o.c(-_LN2_HI), ac)
+    r = o.madd(nf, o.c(-_LN2_LO), r)
+    return _exp_reduced(o, r, b.fsub(nf, o.c(1.0)), scalef)
+
+
+def cosh_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value], fused: bool = False,
+             scalef: tuple = ()) -> ir.Value:
+    """``cosh(x)`` for a float32 (or ``<n x float>``) value: ``h + 1 / (4 h)`` with
+    ``h = exp(|x|) / 2`` (:func:`exp_f32`'s reduction, scaled by ``2**(n - 1)``: no overflow
+    before cosh's own, at about 89.42). Within 1.5 ulps (checked against float64 in the
+    tests); ``cosh(+-inf) = inf``, NaN stays NaN. Arguments as for :func:`exp_f32`.
+
+    >>> text = example(lambda b, x, call: cosh_f32(b, x, call))
+    >>> "coshf" in text, "llvm.roundeven.f32" in text
+    (False, True)
+    """
+    o = _Ops(b, x.type, call, fused)
+    h = _half_exp(o, o.fabs(x), scalef)
+    r = b.fadd(h, b.fdiv(o.c(0.25), h))
+    return b.select(b.fcmp_unordered("uno", x, x), x, r)
+
+
+def sinh_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value], fused: bool = False,
+             scalef: tuple = ()) -> ir.Value:
+    """``sinh(x)`` for a float32 (or ``<n x float>``) value: an odd polynomial below 1,
+    ``h - 1 / (4 h)`` above it (``h = exp(|x|) / 2`` as in :func:`cosh_f32`) with the sign of
+    ``x``. Within 2 ulps (checked against float64 in the tests); ``sinh(+-inf) = +-inf``,
+    ``sinh(-0) = -0``, NaN stays NaN. Arguments as for :func:`exp_f32`.
+
+    >>> text = example(lambda b, x, call: sinh_f32(b, x, call))
+    >>> "sinhf" in text, "llvm.copysign.f32" in text
+    (False, True)
+    """
+    o = _Ops(b, x.type, call, fused)
+    a = o.fabs(x)
+    z = b.fmul(a, a)
+    small = o.madd(b.fmul(a, z), o.poly(z, _SINH_POLY), a)
+    h = _half_exp(o, a, scalef)
+    large = b.fsub(h, b.fdiv(o.c(0.25), h))
+    r = b.select(b.fcmp_ordered("<", a, o.c(1.0)), small, large)
+    return b.select(b.fcmp_unordered("uno", x, x), x, o.copysign(r, x))
+
+
+#: ``asin(t) = t + t z P(z)``, ``z = t**2``, for ``|t| <= 1/2`` (a relative fit: 2.8e-10, evaluated
+#: in float64 here); above 1/2, ``asin(a) = pi/2 - 2 asin(sqrt((1 - a) / 2))``
+_ASIN_POLY = (0.037515988223594025, 0.014438961482256596, 0.03180761531589324, 0.04451696884750425,
+              0.0750050410416041, 0.16666659992859234)
+
+
+def asin_acos_f32(b: ir.IRBuilder, x: ir.Value, cosine: bool, call: Callable[[str, list], ir.Value]) -> ir.Value:
+    """``asin(x)`` (``acos(x)`` where ``cosine``) for a float32 (or ``<n x float>``) value,
+    computed in float64 and rounded once (within 1 ulp, checked against float64 in the
+    tests; ``1 - a`` is exact and the square root far more precise than float32): with
+    ``a = |x|``, ``p = asin(a)`` by its polynomial up to 1/2 and ``p = asin(sqrt((1 - a) /
+    2))`` above it, then ``asin(x) = +-p`` or ``+-(pi/2 - 2p)``, ``acos(x) = pi/2 - asin(x)``
+    or ``2p`` (``x > 1/2``) or ``pi - 2p`` (``x < -1/2``). NaN outside [-1, 1] and for NaN,
+    ``asin(-0) = -0``. ``call`` as for :func:`sincos_f32`.
+
+    >>> text = example(lambda b, x, call: asin_acos_f32(b, x, True, call))
+    >>> "acosf" in text, "llvm.sqrt.f64" in text
+    (False, True)
+    """
+    t = x.type
+    dt = ir.VectorType(ir.DoubleType(), t.count) if isinstance(t, ir.VectorType) else ir.DoubleType()
+    d = _Ops(b, dt, call, True)
+    xd = b.fpext(x, dt)
+    a = d.fabs(xd)
+    big = b.fcmp_ordered(">", a, d.c(0.5))
+    z = b.select(big, b.fmul(b.fsub(d.c(1.0), a), d.c(0.5)), b.fmul(a, a))    # > 1: sqrt gives NaN
+    u = b.select(big, call("llvm.sqrt", [z]), a)
+    p = d.madd(b.fmul(u, z), d.poly(z, _ASIN_POLY), u)
+    two_p = b.fadd(p, p)
+    if not cosine:
+        r = d.copysign(b.select(big, b.fsub(d.c(math.pi / 2), two_p), p), xd)
+    else:
+        side = b.select(b.fcmp_ordered(">", xd, d.c(0.0)), two_p, b.fsub(d.c(math.pi), two_p))
+        r = b.select(big, side, b.fsub(d.c(math.pi / 2), d.copysign(p, xd)))
+    return b.fptrunc(r, t)
+
+
+def atan2_f32(b: ir.IRBuilder, y: ir.Value, x: ir.Value, call: Callable[[str, list], ir.Value]) -> ir.Value:
+    """``atan2(y, x)`` for float32 (or ``<n x float>``) values, in float64 and rounded once
+    (within 1 ulp, checked against float64 in the tests): ``q = atan(|y| / |x|)`` by
+    :func:`atan_f32`'s reduction and polynomial (one float64 division: ``|y| / |x|``, ``(|y| -
+    |x|) / (|y| + |x|)`` or ``-|x| / |y|``, each exact to float64 rounding), ``pi - q`` where
+    ``x`` is negative or -0, the sign of ``y``. C's special values: ``atan2(+-0, +0) = +-0``,
+    ``atan2(+-0, -0) = +-pi``, ``atan2(+-inf, +-inf) = +-pi/4`` or ``+-3 pi/4``, NaN for NaN.
+    ``call`` as for :func:`sincos_f32`.
+
+    >>> import llvmlite.binding as llvm
+    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(F32, [F32, F32]), "f")
+    >>> b = ir.IRBuilder(f.append_basic_block())
+    >>> def call(name, args):
+    ...     t = args[0].type
+    ...     fn = m.globals.get(f"{name}.{intrinsic_suffix(t)}") or ir.Function(
+    ...         m, ir.FunctionType(t, [a.type for a in args]), f"{name}.{intrinsic_suffix(t)}")
+    ...     return b.call(fn, args)
+    >>> _ = b.ret(atan2_f32(b, f.args[0], f.args[1], call))
+    >>> llvm.parse_assembly(str(m)).verify(); "atan2f" in str(m), str(m).count("fdiv double")
+    (False, 1)
+    """
+    t = y.type
+    dt = ir.VectorType(ir.DoubleType(), t.count) if isinstance(t, ir.VectorType) else ir.DoubleType()
+    it = ir.VectorType(I32, t.count) if isinstance(t, ir.VectorType) else I32
+    d = _Ops(b, dt, call, True)
+    yd, xd = b.fpext(y, dt), b.fpext(x, dt)
+    ay, ax = d.fabs(yd), d.fabs(xd)
+    big = b.fcmp_ordered(">", ay, b.fmul(ax, d.c(_TAN_3PI_8)))
+    mid = b.fcmp_ordered(">", ay, b.fmul(ax, d.c(_TAN_3PI_16)))
+    num = b.select(big, b.fneg(ax), b.select(mid, b.fsub(ay, ax), ay))
+    den = b.select(big, ay, b.select(mid, b.fadd(ay, ax), ax))
+    u = b.fdiv(num, den)
+    z = b.fmul(u, u)
+    q = d.madd(b.fmul(u, z), d.poly(z, _ATAN_POLY), u)
+    q = b.fadd(b.select(big, d.c(math.pi / 2), b.select(mid, d.c(math.pi / 4), d.c(0.0))), q)
+    # 0 / 0 and inf / inf: the angle of the axis or the diagonal
+    q = b.select(b.fcmp_ordered("==", ay, ax), b.select(b.fcmp_ordered("==", ax, d.c(0.0)), d.c(0.0),
+                                                         d.c(math.pi / 4)), q)
+    west = b.icmp_signed("<", b.bitcast(x, it), splat_const(it, 0))      # x < 0 or x = -0
+    q = b.select(west, b.fsub(d.c(math.pi), q), q)
+    return b.fptrunc(d.copysign(q, yd), t)

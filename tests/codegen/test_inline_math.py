@@ -59,6 +59,24 @@ CASES = {
                        [88.7, 88.8, -88.0, -104.0, 16.0, 16.000002, -30.0, 0.34657359]], 1.5),
     "sin": (te.sin, lambda v: math.sin(v) if math.isfinite(v) else math.nan, lambda: _trig_samples(), 1.0),
     "cos": (te.cos, lambda v: math.cos(v) if math.isfinite(v) else math.nan, lambda: _trig_samples(), 1.0),
+    "tan": (te.tan, lambda v: math.tan(v) if math.isfinite(v) else math.nan,
+            lambda: _trig_samples() + [[1.5707963, -1.5707964, 4.712389, 0.3926991, 1e-40]], 1.0),
+    "atan": (te.atan, math.atan, lambda: [_uniform(-5, 5), _log_uniform(1e-30, 3e38), -_log_uniform(1e-30, 3e38),
+                                                  _uniform(0.35, 0.45), _uniform(0.6, 0.75), _uniform(2.3, 2.5),
+                                                  [0.66817856, 0.6681787, 2.4142134, 2.4142137, 1e-40]], 1.0),
+    "asin": (te.asin, lambda v: math.asin(v) if abs(v) <= 1 else math.nan,
+             lambda: [_uniform(-1, 1), _uniform(0.45, 0.55), _uniform(0.999, 1.0), _log_uniform(1e-30, 1),
+                      -_log_uniform(1e-30, 1), [0.5, -0.5, 0.50000006, 0.99999994, 1.00000012, 2.0, 1e-40]], 1.0),
+    "acos": (te.acos, lambda v: math.acos(v) if abs(v) <= 1 else math.nan,
+             lambda: [_uniform(-1, 1), _uniform(0.45, 0.55), _uniform(-0.55, -0.45), _uniform(0.999, 1.0),
+                      _uniform(-1.0, -0.999), _log_uniform(1e-30, 1), [0.5, -0.5, 0.99999994, -0.99999994, 2.0]], 1.0),
+    "sinh": (te.sinh,
+             lambda v: math.nan if math.isnan(v) else math.copysign(math.inf, v) if abs(v) > 710 else math.sinh(v),
+             lambda: [_uniform(-95, 95), _uniform(-2, 2), _uniform(0.9, 1.1), _log_uniform(1e-30, 1),
+                      -_log_uniform(1e-30, 1), [0.99999994, 1.0, 89.0, 89.41, 89.42, 89.5, -89.41, 1e-40]], 2.0),
+    "cosh": (te.cosh, lambda v: math.nan if math.isnan(v) else math.inf if abs(v) > 710 else math.cosh(v),
+             lambda: [_uniform(-95, 95), _uniform(-2, 2), _log_uniform(1e-30, 1), -_log_uniform(1e-30, 1),
+                      [89.0, 89.41, 89.42, 89.5, -89.41, 1e-40]], 1.5),
 }
 
 
@@ -139,3 +157,47 @@ def test_inline_functions_in_scheduled_nests_agree_with_ireval(n):
         outs[target] = (r, e)
     np.testing.assert_allclose(outs["llvm"][0], outs["ireval"][0], rtol=1e-5, atol=1e-4 * n)
     np.testing.assert_allclose(outs["llvm"][1], outs["ireval"][1], rtol=3e-7, atol=1e-6)
+
+
+def _run2(fn, y, x, lanes):
+    Y = Buffer("Y", y.shape, float32)
+    X = Buffer("X", x.shape, float32)
+    B = Compute("B", y.shape, lambda i: fn(Y[i], X[i]))
+    nest = LoopNest([B])
+    if lanes:
+        _, inner, _ = nest.split_with_tail(nest.get_loops_for(B)[0], lanes)
+        nest.vectorize(inner)
+    k = build(nest, [Y, X, B], target="llvm")
+    out = np.full_like(y, np.nan)
+    k(y, x, out)
+    return out, k.source
+
+
+def test_inline_atan2_is_within_one_ulp_with_c_special_values_and_vector_code_agrees():
+    """atan2 in every quadrant, at every ratio of magnitudes (the reduction's thresholds
+    included), against float64; the special values of C (signed zeros, infinities, NaN)
+    bit for bit; vector code gives the scalar bits."""
+    rng = np.random.default_rng(11)
+    mags = np.exp(rng.uniform(np.log(1e-30), np.log(3e36), N)).astype(np.float32)
+    ratio = np.exp(rng.uniform(-4, 4, N)).astype(np.float32)
+    near = np.float32(np.tan(3 * np.pi / 16)) * rng.uniform(0.99, 1.01, 2000).astype(np.float32)
+    y = np.concatenate([mags * rng.choice([-1, 1], N), rng.uniform(-5, 5, N), near, 2.4142135 * np.ones(4)])
+    x = np.concatenate([(mags / ratio) * rng.choice([-1, 1], N), rng.uniform(-5, 5, N), np.ones(2000), np.ones(4)])
+    special = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-45, -3e38], np.float32)
+    sy, sx = (a.ravel() for a in np.meshgrid(special, special))
+    y = np.concatenate([y, sy]).astype(np.float32)
+    x = np.concatenate([x, sx]).astype(np.float32)
+    got, source = _run2(te.atan2, y, x, 0)
+    assert "atan2f" not in source
+    with np.errstate(all="ignore"):
+        want64 = np.arctan2(y.astype(np.float64), x.astype(np.float64))
+        want = want64.astype(np.float32)
+    finite = np.isfinite(want) & (want != 0)
+    err = np.abs(got[finite] - want64[finite]) / np.spacing(np.abs(want[finite])).astype(np.float64)
+    assert err.max() <= 1.0, (y[finite][np.argmax(err)], x[finite][np.argmax(err)], err.max())
+    rest = ~finite
+    assert np.array_equal(np.isnan(got[rest]), np.isnan(want[rest]))
+    same = ~np.isnan(want[rest])
+    assert np.array_equal(got[rest][same].view(np.int32), want[rest][same].view(np.int32))
+    for lanes in (4, 16):
+        assert np.array_equal(_run2(te.atan2, y, x, lanes)[0].view(np.int32), got.view(np.int32))
