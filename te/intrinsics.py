@@ -17,7 +17,7 @@ import numbers
 from typing import Any
 
 from .dtypes import as_dtype, bool_
-from .expr import Call, Cast, Expr, IntImm, Max, Min, Mul, Select, _unify, as_expr, const
+from .expr import Call, Cast, Expr, FloatImm, IntImm, Max, Min, Mul, Select, _unify, as_expr, const
 
 __all__ = ["INTRINSICS", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "tanh", "sigmoid", "abs",
            "floor", "ceil", "round", "sin", "cos", "erf", "pow", "isnan", "maximum", "minimum",
@@ -239,14 +239,27 @@ def copysign(x, y):
     return call_intrinsic("copysign", x, y)
 
 
+#: the largest integer exponent of a float power built by multiplication (``x ** 3`` is
+#: ``x * x * x``: two roundings, within 2 ulps of ``pow``, 1.3 measured, and no float64 log and
+#: exp per element as LLVM's ``pow`` takes; ``(x * x) * (x * x)`` measured 1.9 ulps)
+FLOAT_POWER_BY_PRODUCT = 3
+
+
 def power(x, n) -> Expr:
     """``x ** n`` (what the ``**`` operator builds): for an integer ``x``, ``n`` must be a
     non-negative integer constant and the power is repeated multiplication (wrapping, as
-    ``*``; ``x ** 0`` is 1); for a float ``x`` it is ``pow(x, n)``.
+    ``*``; ``x ** 0`` is 1); for a float ``x`` it is repeated multiplication too where ``n``
+    is an integer constant from 0 to ``FLOAT_POWER_BY_PRODUCT`` (``x ** 0`` is 1, NaN
+    included, as ``pow``), else ``pow(x, n)``.
 
-    >>> from te import Var
+    >>> from te import Var, float32
     >>> print(power(Var("i"), 4))
     i * i * (i * i)
+    >>> x = Var("x", float32)
+    >>> print(power(x, 3))
+    x * x * x
+    >>> print(power(x, 2.5))
+    pow(x, 2.5f)
     >>> power(Var("i"), -1)
     Traceback (most recent call last):
         ...
@@ -260,6 +273,10 @@ def power(x, n) -> Expr:
         return pow(x, e)
     x = as_expr(x)
     if x.dtype.is_float:
+        k = n.value if isinstance(n, (IntImm, FloatImm)) else n
+        if isinstance(k, numbers.Real) and not isinstance(k, bool) and float(k).is_integer() \
+                and 0 <= k <= FLOAT_POWER_BY_PRODUCT:
+            return _int_power(x, int(k))
         return pow(x, n)
     if not x.dtype.is_integer:
         raise TypeError(f"`{x}` ** {n!r}: ** needs an integer or float base, got {x.dtype}")

@@ -9,7 +9,7 @@ The story: a transformer's MLP applies GELU to every activation. In its tanh for
 the cost is the tanh. LLVM would call libm's ``tanhf`` once per vector lane; the LLVM
 backend instead computes float32 ``exp``, ``exp2``, ``expm1``, ``log``, ``log2``, ``log10``,
 ``log1p``, ``tanh``, ``erf``, ``sin``, ``cos``, ``tan``, ``asin``, ``acos``, ``atan``, ``atan2``,
-``sinh`` and ``cosh`` with plain vector arithmetic
+``sinh``, ``cosh`` and ``pow`` with plain vector arithmetic
 (``codegen/llvm/mathfns.py``), within 1 to 2 ulps of the correctly rounded result, with
 libm's special values (``log(0) = -inf``, ``tanh(-0) = -0``...). Nothing to ask for: any
 kernel that uses them gets them.

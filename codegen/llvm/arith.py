@@ -46,7 +46,7 @@ _LIBM = ("tanh", "erf", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tan", 
          "erfc", "lgamma")
 #: the float32 intrinsics emitted inline (``mathfns``) rather than through libm
 _INLINE_F32 = ("log", "log2", "log10", "log1p", "exp2", "expm1", "tanh", "erf", "sin", "cos", "tan", "atan", "atan2",
-               "asin", "acos", "sinh", "cosh")
+               "asin", "acos", "sinh", "cosh", "pow")
 _PREDICATES = {E.EQ: "==", E.NE: "!=", E.LT: "<", E.LE: "<=", E.GT: ">", E.GE: ">="}
 
 
@@ -276,6 +276,8 @@ def _inline_f32(b: ir.IRBuilder, mode: FloatMode, name: str, xs: Sequence[ir.Val
         return mathfns.atan_f32(b, x, call, fused=mode.fma)
     if name == "atan2":
         return mathfns.atan2_f32(b, x, xs[1], call)
+    if name == "pow":
+        return mathfns.pow_f32(b, x, xs[1], call)
     fn = {"tanh": mathfns.tanh_f32, "erf": mathfns.erf_f32, "exp2": mathfns.exp2_f32, "expm1": mathfns.expm1_f32,
           "sinh": mathfns.sinh_f32, "cosh": mathfns.cosh_f32}[name]
     return fn(b, x, call, fused=mode.fma, scalef=mode.scalef)

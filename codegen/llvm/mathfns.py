@@ -18,7 +18,7 @@ The other functions work the same way, each within 1-2 ulps (their docstrings): 
 and ``expm1_f32`` on exp's polynomial, ``log_f32`` (also log2 and log10) and ``log1p_f32``,
 ``tanh_f32``, ``erf_f32``, ``sinh_f32`` and ``cosh_f32`` (on exp's reduction), ``atan_f32``,
 and in float64, rounded once: ``sincos_f32`` and ``tan_f32`` (reduced by pi or pi/2, libm past
-2**24), ``asin_acos_f32`` and ``atan2_f32``.
+2**24), ``asin_acos_f32``, ``atan2_f32`` and ``pow_f32``.
 
 >>> text = example(lambda b, x, call: exp_f32(b, x, call))     # plain arithmetic: no libm call
 >>> '@"expf"' in text, "llvm.roundeven.f32" in text
@@ -31,10 +31,10 @@ from typing import Callable
 
 from llvmlite import ir
 
-from .types import F32, I32, intrinsic_suffix, splat_const
+from .types import F32, I32, I64, intrinsic_suffix, splat_const
 
 __all__ = ["example", "exp_f32", "exp2_f32", "expm1_f32", "log_f32", "log1p_f32", "tanh_f32", "erf_f32", "sincos_f32",
-           "tan_f32", "atan_f32", "atan2_f32", "asin_acos_f32", "sinh_f32", "cosh_f32"]
+           "tan_f32", "atan_f32", "atan2_f32", "asin_acos_f32", "sinh_f32", "cosh_f32", "pow_f32"]
 
 _LOG2E = 1.44269504088896341
 _LN2_HI = 0.693359375           # exact in float32 (few mantissa bits): n * _LN2_HI is exact
@@ -642,3 +642,78 @@ def atan2_f32(b: ir.IRBuilder, y: ir.Value, x: ir.Value, call: Callable[[str, li
     west = b.icmp_signed("<", b.bitcast(x, it), splat_const(it, 0))      # x < 0 or x = -0
     q = b.select(west, b.fsub(d.c(math.pi), q), q)
     return b.fptrunc(d.copysign(q, yd), t)
+
+
+#: ``log(m) = 2 s (1 + z P(z))``, ``s = (m - 1) / (m + 1)``, ``z = s**2 <= 0.0295`` (the series
+#: of ``atanh``: the first term left out is below 2e-12 of the result)
+_LOG_ATANH_POLY = tuple(1 / (2 * k + 1) for k in range(6, 0, -1))
+#: ``exp(u)`` for ``|u| <= ln(2) / 2`` by its Taylor polynomial (the first term left out: 2.2e-13)
+_EXP_TAYLOR = tuple(1 / math.factorial(k) for k in range(10, -1, -1))
+#: ``2**w`` for ``|w|`` past this is 0 or infinite in float32 (and exact in float64's range)
+_POW_W_LIMIT = 200.0
+
+
+def pow_f32(b: ir.IRBuilder, x: ir.Value, y: ir.Value, call: Callable[[str, list], ir.Value]) -> ir.Value:
+    """``pow(x, y)`` for float32 (or ``<n x float>``) values, in float64 and rounded once
+    (within 1 ulp, checked against float64 in the tests): ``2**(y log2|x|)`` with ``log2|x|``
+    from the exponent and a series in ``(m - 1) / (m + 1)`` of the mantissa ``m`` (one
+    float64 division), ``2**w`` by a polynomial and the exponent's bits, the sign of ``x`` for
+    an odd integer ``y``. C's special values: ``pow(x, 0) = pow(1, y) = 1`` (NaN included),
+    ``pow(-1, +-inf) = 1``, NaN for a finite negative ``x`` and a ``y`` that is not an integer,
+    ``pow(+-0, y)`` and ``pow(+-inf, y)`` zero or infinite, signed for an odd integer ``y``.
+    ``call`` as for :func:`sincos_f32`.
+
+    >>> import llvmlite.binding as llvm
+    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(F32, [F32, F32]), "f")
+    >>> b = ir.IRBuilder(f.append_basic_block())
+    >>> def call(name, args):
+    ...     t = args[0].type
+    ...     fn = m.globals.get(f"{name}.{intrinsic_suffix(t)}") or ir.Function(
+    ...         m, ir.FunctionType(t, [a.type for a in args]), f"{name}.{intrinsic_suffix(t)}")
+    ...     return b.call(fn, args)
+    >>> _ = b.ret(pow_f32(b, f.args[0], f.args[1], call))
+    >>> llvm.parse_assembly(str(m)).verify(); "powf" in str(m), str(m).count("fdiv double")
+    (False, 1)
+    """
+    t = x.type
+    vector = isinstance(t, ir.VectorType)
+    dt = ir.VectorType(ir.DoubleType(), t.count) if vector else ir.DoubleType()
+    lt = ir.VectorType(I64, t.count) if vector else I64
+    d = _Ops(b, dt, call, True)
+    ll = lambda v: splat_const(lt, v)  # noqa: E731
+    xd, yd = b.fpext(x, dt), b.fpext(y, dt)
+    ax = d.fabs(xd)
+    # log2|x|: |x| = m 2**e with m in [sqrt(1/2), sqrt(2)) (float32 subnormals are normal here)
+    bits = b.bitcast(ax, lt)
+    e = b.sitofp(b.sub(b.lshr(bits, ll(52)), ll(1023)), dt)
+    m = b.bitcast(b.or_(b.and_(bits, ll((1 << 52) - 1)), ll(1023 << 52)), dt)       # in [1, 2)
+    high = b.fcmp_ordered(">", m, d.c(math.sqrt(2.0)))
+    m = b.select(high, b.fmul(m, d.c(0.5)), m)
+    e = b.select(high, b.fadd(e, d.c(1.0)), e)
+    s = b.fdiv(b.fsub(m, d.c(1.0)), b.fadd(m, d.c(1.0)))
+    z = b.fmul(s, s)
+    log_m = b.fmul(d.madd(b.fmul(s, z), d.poly(z, _LOG_ATANH_POLY), s), d.c(2.0))
+    log2x = d.madd(log_m, d.c(1 / math.log(2)), e)
+    log2x = b.select(b.fcmp_ordered("==", ax, d.c(0.0)), d.c(float("-inf")), log2x)
+    log2x = b.select(b.fcmp_ordered("==", ax, d.c(float("inf"))), d.c(float("inf")), log2x)
+    # 2**w, w clamped where float32 is 0 or infinite (inf * 0 gives NaN: replaced below)
+    w = b.fmul(yd, log2x)
+    w = b.select(b.fcmp_ordered("<", w, d.c(_POW_W_LIMIT)), w, d.c(_POW_W_LIMIT))
+    w = b.select(b.fcmp_ordered(">", w, d.c(-_POW_W_LIMIT)), w, d.c(-_POW_W_LIMIT))
+    n = call("llvm.roundeven", [w])
+    p = d.poly(b.fmul(b.fsub(w, n), d.c(math.log(2))), _EXP_TAYLOR)
+    scale = b.bitcast(b.shl(b.add(b.fptosi(n, lt), ll(1023)), ll(52)), dt)
+    r = b.fmul(p, scale)
+    # the sign, and the special values
+    integer = b.fcmp_ordered("==", yd, call("llvm.trunc", [yd]))
+    half = b.fmul(yd, d.c(0.5))
+    odd = b.and_(integer, b.fcmp_ordered("!=", half, call("llvm.trunc", [half])))
+    west = b.icmp_signed("<", b.bitcast(xd, lt), ll(0))                          # x < 0 or x = -0
+    r = b.select(b.and_(west, odd), b.fneg(r), r)
+    finite_negative = b.and_(b.fcmp_ordered("<", xd, d.c(0.0)), b.fcmp_ordered("!=", ax, d.c(float("inf"))))
+    r = b.select(b.and_(finite_negative, b.not_(integer)), d.c(float("nan")), r)
+    r = b.select(b.and_(b.fcmp_ordered("==", xd, d.c(-1.0)), b.fcmp_ordered("==", d.fabs(yd), d.c(float("inf")))),
+                 d.c(1.0), r)
+    r = b.select(b.fcmp_unordered("uno", xd, yd), d.c(float("nan")), r)
+    r = b.select(b.or_(b.fcmp_ordered("==", yd, d.c(0.0)), b.fcmp_ordered("==", xd, d.c(1.0))), d.c(1.0), r)
+    return b.fptrunc(r, t)

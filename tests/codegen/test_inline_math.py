@@ -201,3 +201,35 @@ def test_inline_atan2_is_within_one_ulp_with_c_special_values_and_vector_code_ag
     assert np.array_equal(got[rest][same].view(np.int32), want[rest][same].view(np.int32))
     for lanes in (4, 16):
         assert np.array_equal(_run2(te.atan2, y, x, lanes)[0].view(np.int32), got.view(np.int32))
+
+
+def test_inline_pow_is_within_one_ulp_with_c_special_values_and_vector_code_agrees():
+    """pow over bases from subnormal to huge and exponents whose results span float32 (into
+    subnormals and past overflow), negative bases with integer exponents (odd: negative
+    results), against float64; C's special values (zeros, infinities, NaN, 1 and -1, integer
+    and fractional exponents of negative bases) bit for bit; vector code gives the scalar bits."""
+    rng = np.random.default_rng(12)
+    base = np.exp(rng.uniform(np.log(1e-40), np.log(3e38), N)).astype(np.float32)
+    expo = (rng.uniform(-150, 150, N) / np.maximum(np.abs(np.log2(base.astype(np.float64))), 1)).astype(np.float32)
+    neg = -np.exp(rng.uniform(-5, 5, 4000)).astype(np.float32)
+    y = np.concatenate([expo, rng.uniform(-8, 8, N), rng.integers(-20, 21, 4000), [0.5, 2.0, 3.0, -1.0]])
+    x = np.concatenate([base, rng.uniform(0, 10, N), neg, [1 - 2 ** -24, 1 + 2 ** -23, 1e-45, 2 ** -149]])
+    special = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 2.5, -2.5, np.inf, -np.inf, np.nan,
+                        1e-45, 3e38, 16777216.0, 16777217.0], np.float32)
+    sx, sy = (a.ravel() for a in np.meshgrid(special, special))
+    x = np.concatenate([x, sx]).astype(np.float32)
+    y = np.concatenate([y, sy]).astype(np.float32)
+    got, source = _run2(te.pow, x, y, 0)
+    assert "powf" not in source and "llvm.pow" not in source
+    with np.errstate(all="ignore"):
+        want64 = np.power(x.astype(np.float64), y.astype(np.float64))
+        want = want64.astype(np.float32)
+    finite = np.isfinite(want) & (want != 0)
+    err = np.abs(got[finite] - want64[finite]) / np.spacing(np.abs(want[finite])).astype(np.float64)
+    assert err.max() <= 1.0, (x[finite][np.argmax(err)], y[finite][np.argmax(err)], err.max())
+    rest = ~finite
+    assert np.array_equal(np.isnan(got[rest]), np.isnan(want[rest])), (x[rest], y[rest], got[rest], want[rest])
+    same = ~np.isnan(want[rest])
+    assert np.array_equal(got[rest][same].view(np.int32), want[rest][same].view(np.int32))
+    for lanes in (4, 16):
+        assert np.array_equal(_run2(te.pow, x, y, lanes)[0].view(np.int32), got.view(np.int32))

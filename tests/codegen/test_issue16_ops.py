@@ -268,6 +268,32 @@ def test_power_abs_round_operators(target):
     np.testing.assert_allclose(run(lambda v: v ** 3, [float32], [p], target), p ** 3, rtol=1e-6)
 
 
+def test_small_integer_float_powers_are_products_without_a_libm_call():
+    """``x ** 3`` of a float is a product (LLVM kept ``pow(x, 3.0)`` as one ``powf`` call per
+    vector lane), within 2 ulps of float64; ``x ** 0`` is 1 for NaN too; a fractional or larger
+    exponent stays ``pow``."""
+    x = te.Var("x", float32)
+    assert str(x ** 3) == "x * x * x" and str(x ** 2.0) == "x * x" and str(x ** 1) == "x"
+    assert str(x ** 2.5) == "pow(x, 2.5f)" and str(x ** 4) == "pow(x, 4.0f)"
+    A = Buffer("A", (4096,), float32)
+    outs = [Compute(f"P{k}", (4096,), lambda i, k=k: A[i] ** k) for k in (0, 2, 3)]
+    nest = LoopNest(outs)
+    nest.auto_schedule()
+    k = build(nest, [A, *outs], target="llvm")
+    assert "pow" not in k.optimized_source
+    a = np.random.default_rng(3).uniform(-40, 40, 4096).astype(np.float32)
+    a[:3] = [np.nan, np.inf, -0.0]
+    got = [np.empty_like(a) for _ in outs]
+    k(a, *got)
+    assert (got[0] == 1).all()
+    for g, n in zip(got[1:], (2, 3)):
+        want = a.astype(np.float64) ** n
+        finite = np.isfinite(want) & (want != 0)
+        err = np.abs(g[finite] - want[finite]) / np.spacing(np.abs(want[finite]).astype(np.float32))
+        assert err.max() <= 2, (n, err.max())
+        assert np.isnan(g[0]) and g[1] == np.inf and np.signbit(g[2]) == (n == 3)
+
+
 def test_power_refusals():
     i = Var("i")
     with pytest.raises(TypeError, match="non-negative integer constant"):
