@@ -267,7 +267,7 @@ def _inline_f32(b: ir.IRBuilder, mode: FloatMode, name: str, xs: Sequence[ir.Val
     if name == "log1p":
         return mathfns.log1p_f32(b, x, call, fused=mode.fma)
     if name in ("sin", "cos"):
-        return mathfns.sincos_f32(b, x, name == "cos", call, lambda v: _libm(b, name, [v]))
+        return mathfns.sincos_f32(b, x, name == "cos", call, lambda v: _libm(b, name, [v]), fused=mode.fma)
     if name == "tan":
         return mathfns.tan_f32(b, x, call, lambda v: _libm(b, name, [v]))
     if name in ("asin", "acos"):

@@ -301,41 +301,96 @@ def erf_f32(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value],
     return b.select(b.fcmp_ordered("<", z, o.c(_ERF_SMALL)), small, b.select(b.fcmp_unordered("uno", x, x), x, large))
 
 
-#: sin and cos reduce ``x`` by multiples of pi/2 in float64 (``x - n pi/2`` with pi/2 in two
-#: parts, fused: exact to far below float32's precision) for ``|x| < _TRIG_LIMIT``; above it
-#: (or for a vector with one such lane) they call libm
+#: sin, cos and tan call libm for ``|x|`` from ``_TRIG_LIMIT`` on (a vector with one such lane
+#: reaches a block that does)
 _TRIG_LIMIT = float(1 << 24)
+#: tan reduces ``x`` by multiples of pi/2 in float64 (``x - n pi/2`` with pi/2 in two parts,
+#: fused: exact to far below float32's precision), with the Taylor polynomials (highest degree
+#: first) ``sin r = r + r**3 S(r**2)`` and ``cos r = C(r**2)`` (|r| <= pi/4: the first term left
+#: out is below 2e-12 of the result)
 _TWO_OVER_PI = 0.6366197723675814
 _PI_2_HI = 1.5707963267948966
 _PI_2_LO = 6.123233995736766e-17
-#: Taylor coefficients, highest degree first: ``sin r = r + r**3 S(r**2)``, ``cos r = C(r**2)``
-#: (|r| <= pi/4: the first term left out is below 2e-12 of the result)
 _SIN_POLY = tuple((-1) ** k / math.factorial(2 * k + 1) for k in range(5, 0, -1))
-#: ``sin r = r + r z P(z)``, ``z = r**2``, for ``|r| <= pi/2 + 0.01`` (a relative fit: 2.6e-11), and
-#: pi in two parts
+_COS_POLY = tuple((-1) ** k / math.factorial(2 * k) for k in range(6, -1, -1))
+#: sin and cos in float64 reduce by pi (in two parts), with ``sin r = r + r z P(z)``,
+#: ``z = r**2``, for ``|r| <= pi/2 + 0.01`` (a relative fit: 2.6e-11)
 _SIN_PI_POLY = (-2.3874100307098483e-08, 2.7524558208723293e-06, -0.00019840852423776384, 0.008333330990611516,
                 -0.1666666662343042)
 _PI_HI, _PI_LO = math.pi, 1.2246467991473532e-16
-_COS_POLY = tuple((-1) ** k / math.factorial(2 * k) for k in range(6, -1, -1))
+#: sin and cos in float32 reduce by pi/2 with pi as three float32 parts (halved: their sum is
+#: pi to 2e-23) below ``_TRIG_F32_LIMIT`` (``n`` below 2**16: its low bits exact, ``n pi/2`` far
+#: within the parts' precision), with Cephes ``sinf`` and ``cosf`` for ``|r| <= pi/4``:
+#: ``sin r = r + r z P(z)``, ``cos r = 1 - z / 2 + z**2 Q(z)``
+_PI_F32 = (3.1415927410125732, -8.742277657347586e-08, -3.4302490200117637e-15)
+_TRIG_F32_LIMIT = 65536.0
+_SIN_F32_POLY = (-1.9515295891e-4, 8.3321608736e-3, -1.6666654611e-1)
+_COS_F32_POLY = (2.443315711809948e-5, -1.388731625493765e-3, 4.166664568298827e-2)
 
 
 def sincos_f32(b: ir.IRBuilder, x: ir.Value, cosine: bool, call: Callable[[str, list], ir.Value],
-               libm: Callable[[ir.Value], ir.Value]) -> ir.Value:
-    """``sin(x)`` (``cos(x)`` where ``cosine``) for a float32 (or ``<n x float>``) value:
-    ``x = m pi + r`` in float64 (``x`` is exact there; ``m`` an integer, or for cos an integer
-    and a half, so that ``cos x = +-sin r``; ``r`` in [-pi/2, pi/2] by two fused
-    multiply-adds), ``sin r`` by one odd polynomial in float64 signed by the parity of ``m``,
-    then rounded once to float32 (within 1 ulp, checked against float64 in the tests). A
-    reduction by pi/2 that evaluates the polynomials of both sin and cos and picks one (as
-    :func:`tan_f32` does) measured 1.6 times slower. Where ``|x|`` is at least ``_TRIG_LIMIT``
-    the result is ``libm(x)`` instead, computed in a block of its own that only such values (a
-    vector with such a lane) reach. NaN and infinities give NaN. ``call`` as for
-    :func:`exp_f32` (``llvm.fma`` on float64 here: exact on every target).
+               libm: Callable[[ir.Value], ir.Value], fused: bool = False) -> ir.Value:
+    """``sin(x)`` (``cos(x)`` where ``cosine``) for a float32 (or ``<n x float>``) value.
+    With ``fused`` (FMA) and ``|x|`` below ``_TRIG_F32_LIMIT`` in every lane, in float32:
+    ``x = n pi/2 + r`` by three fused multiply-adds with pi/2 in three parts (72 bits: ``r``
+    to its last bits however close ``x`` is to a multiple of pi/2), Cephes' polynomials of
+    ``sin r`` and ``cos r`` (``|r| <= pi/4``; ``1 - r**2 / 2`` rounded once), chosen and signed
+    by ``n mod 4``: within 1.6 ulps (1.5 measured: the rounding of ``r`` is one ulp of a result
+    in the binade below). Else in float64, rounded once (within 1 ulp), in a block of its own
+    that only such values reach: ``x = m pi + r`` (``m`` an integer, or for cos an integer and a half, so
+    that ``cos x = +-sin r``), one odd polynomial of ``sin r`` for ``|r| <= pi/2``, signed by
+    the parity of ``m`` (checked against float64 in the tests; 4M elements on 2 cores with
+    AVX-512: the float64 path 1.85 ms, the float32 one 0.9 ms). Where ``|x|`` is at least
+    ``_TRIG_LIMIT`` the result is ``libm(x)`` instead, computed in a block of its own too.
+    NaN and infinities give NaN. ``call`` as for :func:`exp_f32`.
 
-    >>> text = example(lambda b, x, call: sincos_f32(b, x, False, call, lambda v: call("sinf", [v])))
+    >>> text = example(lambda b, x, call: sincos_f32(b, x, False, call, lambda v: call("sinf", [v]), fused=True))
     >>> text.count('call float @"sinf"'), "fpext float" in text, "trig_libm" in text    # libm past 2**24 only
     (1, True, True)
     """
+    if not fused:
+        return _sincos_f64(b, x, cosine, call, libm)
+    o = _Ops(b, x.type, call, True)
+    n = call("llvm.roundeven", [b.fmul(x, o.c(2 / math.pi))])
+    r = o.madd(b.fneg(n), o.c(_PI_F32[0] / 2), x)
+    r = o.madd(b.fneg(n), o.c(_PI_F32[1] / 2), r)
+    r = o.madd(b.fneg(n), o.c(_PI_F32[2] / 2), r)
+    z = b.fmul(r, r)
+    sin_r = o.madd(b.fmul(r, z), o.poly(z, _SIN_F32_POLY), r)
+    # 1 - r**2 / 2 rounded once (from r, not from z = r**2 rounded): the larger part of cos r
+    cos_r = o.madd(b.fmul(z, z), o.poly(z, _COS_F32_POLY), o.madd(b.fmul(r, o.c(-0.5)), r, o.c(1.0)))
+    q = b.fptosi(b.select(b.fcmp_ordered("<", o.fabs(n), o.c(_TRIG_LIMIT)), n, o.c(0.0)), o.it)
+    if cosine:
+        q = b.add(q, o.i(1))                   # cos x = sin(x + pi/2)
+    v = b.select(b.icmp_signed("!=", b.and_(q, o.i(1)), o.i(0)), cos_r, sin_r)
+    fast = b.select(b.icmp_signed("!=", b.and_(q, o.i(2)), o.i(0)), b.fneg(v), v)
+    if not cosine:          # sin(-0) = -0 (the reduction gives +0)
+        fast = b.select(b.fcmp_ordered("==", x, o.c(0.0)), x, fast)
+    big = b.fcmp_unordered(">=", o.fabs(x), o.c(_TRIG_F32_LIMIT))     # NaN too: NaN either way
+    return _where_any(b, big, fast, lambda: _sincos_f64(b, x, cosine, call, libm), "trig_f64")
+
+
+def _signed_sin(b: ir.IRBuilder, o: _Ops, r: ir.Value, n: ir.Value, x: ir.Value, cosine: bool) -> ir.Value:
+    """``+-sin r`` of ``x = m pi + r`` in ``o``'s type (float32 or float64), negative for an odd
+    ``n`` (``n + 1`` for cos), rounded to ``x``'s type; ``sin(-0) = -0``. ``n`` is read where
+    ``x`` is below ``_TRIG_LIMIT`` (its low bit exact: the other lanes are replaced)."""
+    z = b.fmul(r, r)
+    v = o.madd(b.fmul(r, z), o.poly(z, _SIN_PI_POLY), r)
+    small = b.fcmp_ordered("<", o.fabs(n), o.c(_TRIG_LIMIT))
+    k = b.fptosi(b.select(small, n, o.c(0.0)), o.it)
+    if cosine:
+        k = b.add(k, o.i(1))
+    v = b.select(b.icmp_signed("!=", b.and_(k, o.i(1)), o.i(0)), b.fneg(v), v)
+    if v.type != x.type:
+        v = b.fptrunc(v, x.type)
+    if not cosine:          # sin(-0) = -0 (the reduction gives +0)
+        v = b.select(b.fcmp_ordered("==", x, splat_const(x.type, 0.0)), x, v)
+    return v
+
+
+def _sincos_f64(b: ir.IRBuilder, x: ir.Value, cosine: bool, call: Callable[[str, list], ir.Value],
+                libm: Callable[[ir.Value], ir.Value]) -> ir.Value:
+    """:func:`sincos_f32` in float64, rounded once; ``libm(x)`` past ``_TRIG_LIMIT``."""
     t = x.type
     dt = ir.VectorType(ir.DoubleType(), t.count) if isinstance(t, ir.VectorType) else ir.DoubleType()
     d = _Ops(b, dt, call, True)
@@ -345,18 +400,7 @@ def sincos_f32(b: ir.IRBuilder, x: ir.Value, cosine: bool, call: Callable[[str, 
     m = b.fadd(n, d.c(0.5)) if cosine else n          # cos((n + 1/2) pi + r) = (-1)**(n + 1) sin r
     r = d.madd(b.fneg(m), d.c(_PI_HI), xd)
     r = d.madd(b.fneg(m), d.c(_PI_LO), r)
-    z = b.fmul(r, r)
-    v = d.madd(b.fmul(r, z), d.poly(z, _SIN_PI_POLY), r)
-    # the parity of n from its low bit (exact below 2**31: the lanes past _TRIG_LIMIT are replaced)
-    small = b.fcmp_ordered("<", d.fabs(xd), d.c(_TRIG_LIMIT))
-    k = b.fptosi(b.select(small, n, d.c(0.0)), d.it)
-    if cosine:
-        k = b.add(k, d.i(1))
-    negative = b.icmp_signed("!=", b.and_(k, d.i(1)), d.i(0))
-    fast = b.fptrunc(b.select(negative, b.fneg(v), v), t)
-    if not cosine:          # sin(-0) = -0 (the reduction gives +0)
-        fast = b.select(b.fcmp_ordered("==", x, splat_const(t, 0.0)), x, fast)
-    return _libm_past_trig_limit(b, x, d, xd, fast, libm)
+    return _libm_past_trig_limit(b, x, d, xd, _signed_sin(b, d, r, n, x, cosine), libm)
 
 
 def _trig_reduce(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Value]) -> tuple:
@@ -377,27 +421,32 @@ def _trig_reduce(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Va
 def _libm_past_trig_limit(b: ir.IRBuilder, x: ir.Value, d: _Ops, xd: ir.Value, fast: ir.Value,
                           libm: Callable[[ir.Value], ir.Value]) -> ir.Value:
     """``fast``, with the lanes where ``|x|`` is at least ``_TRIG_LIMIT`` replaced by ``libm(x)``
-    in a block of its own that only such values reach (NaN and infinities are not: the
-    reduction gives NaN for them already)."""
-    t = x.type
-    big = b.fcmp_ordered(">=", d.fabs(xd), d.c(_TRIG_LIMIT))
+    (NaN and infinities are not: the reduction gives NaN for them already)."""
+    return _where_any(b, b.fcmp_ordered(">=", d.fabs(xd), d.c(_TRIG_LIMIT)), fast, lambda: libm(x), "trig_libm")
+
+
+def _where_any(b: ir.IRBuilder, lanes: ir.Value, fast: ir.Value, slow: Callable[[], ir.Value], name: str) -> ir.Value:
+    """``fast`` with the ``lanes`` (an i1 or vector of i1) replaced by ``slow()``, which is
+    emitted in a block of its own (``name``) that only values with such a lane reach."""
+    t = fast.type
     if isinstance(t, ir.VectorType):
-        any_big = b.icmp_unsigned("!=", b.bitcast(big, ir.IntType(t.count)), ir.Constant(ir.IntType(t.count), 0))
+        mask = ir.IntType(t.count)
+        any_lane = b.icmp_unsigned("!=", b.bitcast(lanes, mask), ir.Constant(mask, 0))
     else:
-        any_big = big
+        any_lane = lanes
     fn = b.block.parent
     start = b.block
-    slow_bb = fn.append_basic_block("trig_libm")
-    done_bb = fn.append_basic_block("trig_done")
-    b.cbranch(any_big, slow_bb, done_bb)
+    slow_bb = fn.append_basic_block(name)
+    done_bb = fn.append_basic_block(name + "_done")
+    b.cbranch(any_lane, slow_bb, done_bb)
     b.position_at_end(slow_bb)
-    slow = b.select(big, libm(x), fast)    # the other lanes as in scalar code
+    replaced = b.select(lanes, slow(), fast)    # the other lanes as in the fast path
     slow_end = b.block
     b.branch(done_bb)
     b.position_at_end(done_bb)
     out = b.phi(t)
     out.add_incoming(fast, start)
-    out.add_incoming(slow, slow_end)
+    out.add_incoming(replaced, slow_end)
     return out
 
 

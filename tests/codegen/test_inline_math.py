@@ -57,8 +57,8 @@ CASES = {
     "expm1": (te.expm1, lambda v: math.nan if math.isnan(v) else math.expm1(v) if v < 700 else math.inf,
               lambda: [_uniform(-20, 90), _uniform(-1, 1), _log_uniform(1e-30, 1), -_log_uniform(1e-30, 1),
                        [88.7, 88.8, -88.0, -104.0, 16.0, 16.000002, -30.0, 0.34657359]], 1.5),
-    "sin": (te.sin, lambda v: math.sin(v) if math.isfinite(v) else math.nan, lambda: _trig_samples(), 1.0),
-    "cos": (te.cos, lambda v: math.cos(v) if math.isfinite(v) else math.nan, lambda: _trig_samples(), 1.0),
+    "sin": (te.sin, lambda v: math.sin(v) if math.isfinite(v) else math.nan, lambda: _trig_samples(), 1.6),
+    "cos": (te.cos, lambda v: math.cos(v) if math.isfinite(v) else math.nan, lambda: _trig_samples(), 1.6),
     "tan": (te.tan, lambda v: math.tan(v) if math.isfinite(v) else math.nan,
             lambda: _trig_samples() + [[1.5707963, -1.5707964, 4.712389, 0.3926991, 1e-40]], 1.0),
     "atan": (te.atan, math.atan, lambda: [_uniform(-5, 5), _log_uniform(1e-30, 3e38), -_log_uniform(1e-30, 3e38),
@@ -81,9 +81,14 @@ CASES = {
 
 
 def _trig_samples():
-    """Reduced in float64 up to 2**24, libm beyond (``mathfns._TRIG_LIMIT``)."""
-    return [_uniform(-10, 10), _uniform(-1e4, 1e4), _log_uniform(1e-30, 1), -_log_uniform(1e-30, 1),
-            _uniform(-1.7e7, 1.7e7), [2.0 ** 24, -2.0 ** 24, 16777215.0, 1e30, 0.7853982, 1.5707964, 3.1415927]]
+    """Reduced in float32 below 2**16, in float64 up to 2**24, libm beyond (``mathfns._TRIG_F32_LIMIT``,
+    ``_TRIG_LIMIT``), and the float32 values nearest the multiples of pi/2 up to 2**16 (where the
+    reduced argument is smallest)."""
+    k = np.arange(1, 41722)
+    near = (k * (np.pi / 2)).astype(np.float32)
+    return [_uniform(-10, 10), _uniform(-1e4, 1e4), _uniform(-7e4, 7e4), _log_uniform(1e-30, 1),
+            -_log_uniform(1e-30, 1), _uniform(-1.7e7, 1.7e7), near, -near,
+            [2.0 ** 24, -2.0 ** 24, 16777215.0, 1e30, 0.7853982, 1.5707964, 3.1415927, 65535.996, 65536.0]]
 
 
 def _inputs(name):
