@@ -74,6 +74,9 @@ STRIP_ROWS = 8
 MAX_STRIP_ROWS = 32
 #: elements per parallel block of a one-dimensional element-wise loop
 BLOCK = 4096
+#: the largest innermost extent that an element-wise tensor too costly to flatten unrolls
+#: (``Scheduler.tiny_innermost``)
+TINY_INNER = 4
 #: why a row whose reads gather is left to LLVM's own vectorizer
 _GATHER = "strided or clamped reads along the row would gather"
 #: bytes of a cache line (the transpose tiles are whole lines wide)
@@ -1003,8 +1006,12 @@ class _Planner:
                 all(const_extent(lp.extent) is not None for lp in loops) and _Cost().visit(t.body) < 100:
             flat = self.attempt(lambda: nest.flatten(loops))
             loops = nest.get_loops_for(t)
-        lanes = vector_lanes(self.target, t.dtype, const_extent(loops[-1].extent))
         parts = ["flattened"] if flat else []
+        if not flat and len(loops) >= 2 and not fused and inner is not None and inner <= TINY_INNER:
+            unrolled = self.tiny_innermost(t, loops)
+            if unrolled:
+                return unrolled, "element-wise, a tiny innermost dimension"
+        lanes = vector_lanes(self.target, t.dtype, const_extent(loops[-1].extent))
         if len(loops) == 1 and par:
             def blocks():
                 outer, inner_l, tail = nest.split_with_tail(loops[0], BLOCK)
@@ -1022,6 +1029,27 @@ class _Planner:
         if fused and par and self.attempt(nest.parallelize, nest.get_loops_for(t)[0]):
             parts.append("rows parallel")
         return ", ".join(parts) or "left as it is", "element-wise"
+
+    def tiny_innermost(self, t: Tensor, loops: list) -> str:
+        """An element-wise ``t`` whose innermost dimension has ``TINY_INNER`` elements or fewer
+        (an interleaved pair, a pixel's channels) and a body too costly to flatten: that
+        dimension unrolled, the loop above it vectorized, the outer loops parallel; what was
+        done ("" where refused). The unrolled copies share their common subexpressions and
+        lose the tests of the index (RoPE, ``select(c == 0, ...)`` over pairs of 64 x 4096:
+        0.35 ms against 0.88 vectorized along the pair, PyTorch 1.3)."""
+        nest = self.nest
+        above, tiny = loops[-2], const_extent(loops[-1].extent)
+        lanes = vector_lanes(self.target, t.dtype, const_extent(above.extent))
+
+        def unrolled():
+            nest.unroll(loops[-1])
+            vectorize_split(nest, above, lanes)
+        if not self.attempt(unrolled):
+            return ""
+        parts = [f"innermost dimension of {tiny} unrolled", f"the one above vectorized {lanes} wide"]
+        if self.should_parallelize(t) and self.attempt(nest.parallelize, _outermost_several(nest.get_loops_for(t))):
+            parts.append("outer loop parallel")
+        return ", ".join(parts)
 
     def gathering(self, t: Tensor, par: bool, fused: bool) -> tuple[str, str]:
         """An element-wise ``t`` whose rows gather: not vectorized (nor flattened), rows

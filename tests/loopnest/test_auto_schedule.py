@@ -457,3 +457,35 @@ def test_a_reduction_to_a_scalar_is_scheduled_and_right():
     s = np.full((), np.nan, np.float32)
     build(nest, [A, S], target="llvm")(a, s)
     np.testing.assert_allclose(s, a.astype(np.float64).sum(), rtol=1e-5)
+
+
+def test_a_tiny_innermost_dimension_under_a_costly_body_is_unrolled_below_a_vector_loop():
+    """RoPE over interleaved pairs: the pair dimension (2) is unrolled, the one above it
+    vectorized (the copies share their sin and cos, the ``c == 0`` tests go), and the values
+    are numpy's in float64; a cheap body over the same shape is flattened as before."""
+    import te
+    from te import cast, float32, select
+    seq, half = 40, 32
+    X = Buffer("X", (seq, half, 2), float32)
+    F = Buffer("F", (half,), float32)
+
+    def turn(p, k, c):
+        a = cast(p, float32) * F[k]
+        return select(c == 0, X[p, k, 0] * te.cos(a) - X[p, k, 1] * te.sin(a),
+                      X[p, k, 0] * te.sin(a) + X[p, k, 1] * te.cos(a))
+    Y = Compute("Y", (seq, half, 2), turn)
+    nest = LoopNest([Y])
+    report = nest.auto_schedule(Target(vector_bits=512, vector_registers=32, cores=2))
+    assert "innermost dimension of 2 unrolled, the one above vectorized 16 wide" in str(report)
+    assert "select" not in str(nest) and str(nest).count("vectorized for") == 1
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((seq, half, 2)).astype(np.float32)
+    f = (10000.0 ** (-np.arange(half) / half)).astype(np.float32)
+    y = np.full_like(x, np.nan)
+    build(nest, [X, F, Y], target="llvm")(x, f, y)
+    a = (np.arange(seq, dtype=np.float32)[:, None] * f).astype(np.float64)     # the float32 angle
+    want = np.stack([x[..., 0] * np.cos(a) - x[..., 1] * np.sin(a), x[..., 0] * np.sin(a) + x[..., 1] * np.cos(a)], -1)
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+    cheap = Compute("C", (seq, half, 2), lambda p, k, c: X[p, k, c] * 2.0)
+    plain = LoopNest([cheap])
+    assert "flattened" in str(plain.auto_schedule(Target(vector_bits=512, vector_registers=32, cores=2)))
