@@ -17,7 +17,7 @@ Expressions (JSON-able lists, the first element names the node)::
                                "method" writes ``a.eq(b)``
     ["sel", c, a, b]           te.select            ["ite", c, a, b]     te.if_then_else
     ["cast", dtype, a]         ["sum", [terms]]     a left-nested sum (deep expressions)
-    ["fn", name, a]            a math function of te (``te.tanh(a)``...), float32
+    ["fn", name, a, ...]       a math function of te (``te.tanh(a)``, ``te.pow(a, b)``...), float32
 
 Index variables are numbered over the stage's dimensions, then its reduction dimensions.
 Some programs have an index input ``I`` (int32 or int64, ``TensorSpec.values`` bounds its
@@ -75,11 +75,14 @@ FRACTION_PROBABILITY = 0.08
 #: the probability that the last stage (float32, not a reduction, not divided) is a math
 #: function of its value, rounded once and read by nothing (``_with_function``)
 FUNCTION_PROBABILITY = 0.3
-#: the math functions drawn: te's float functions of one argument, whose float32 results every
-#: backend computes within ``FUNCTION_ULPS`` of the float64 ones (lgamma, less accurate near its
-#: roots, is left out)
+#: the math functions drawn: te's float functions of one argument, and pow and atan2 with a
+#: constant second one (``SECOND_ARGUMENTS``), whose float32 results every backend computes
+#: within ``FUNCTION_ULPS`` of the float64 ones (lgamma, less accurate near its roots, is left out)
 FUNCTIONS = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "tanh", "sigmoid",
-             "sin", "cos", "tan", "erf", "erfc", "atan", "asin", "acos", "sinh", "cosh")
+             "sin", "cos", "tan", "erf", "erfc", "atan", "asin", "acos", "sinh", "cosh", "pow", "atan2")
+#: the second arguments of the functions of two (``pow``: exponents integer and not, of either
+#: sign; ``atan2``: x of either sign, zeros included): constants, exact in float32
+SECOND_ARGUMENTS = {"pow": (0.5, 1.5, 2.5, 3.0, -1.0, -1.5, -2.0), "atan2": (1.0, -2.5, 0.0, -0.0, 3.0)}
 #: constants (exact in float32) that scale a function's argument in half the draws: the
 #: product, rounded once the same way everywhere, takes the argument out of the small integers
 #: (past 2**24 for sin and cos: their reduction of large arguments)
@@ -236,7 +239,7 @@ def _te_expr(node, idx: list, tensors: dict, sizes: dict):
     if tag == "not":
         return ~rec(node[1])
     if tag == "fn":
-        return getattr(te, node[1])(rec(node[2]))
+        return getattr(te, node[1])(*[rec(x) for x in node[2:]])
     if tag == "sum":
         return functools.reduce(operator.add, [rec(x) for x in node[1]])
     a, b = rec(node[1]), rec(node[2])
@@ -363,7 +366,7 @@ def expr_source(node, names: list) -> str:
     if tag == "not":
         return f"(~{_const_source(node[1]) if node[1][0] == 'c' else rec(node[1])})"
     if tag == "fn":
-        return f"{node[1]}({_const_source(node[2]) if node[2][0] == 'c' else rec(node[2])})"
+        return f"{node[1]}({', '.join(_const_source(x) if x[0] == 'c' else rec(x) for x in node[2:])})"
     if tag == "sum":
         return f"functools.reduce(operator.add, [{', '.join(rec(x) for x in node[1])}])"
     left = _const_source(node[1]) if node[1][0] == "c" and node[2][0] == "c" else rec(node[1])
@@ -768,7 +771,8 @@ def _random_program(rnd: random.Random) -> Program:
 
 def _with_function(program: Program, rnd: random.Random) -> Program:
     """``program`` with its last stage a math function of its value (or of its value times
-    one of ``FUNCTION_SCALES``), with probability ``FUNCTION_PROBABILITY`` where that
+    one of ``FUNCTION_SCALES``; ``pow`` and ``atan2`` with a constant of ``SECOND_ARGUMENTS``
+    second), with probability ``FUNCTION_PROBABILITY`` where that
     stage is float32, not a reduction and not divided (the argument is rounded the same way
     everywhere: only the function's own rounding differs between backends); else ``program``.
 
@@ -782,7 +786,9 @@ def _with_function(program: Program, rnd: random.Random) -> Program:
             rnd.random() >= FUNCTION_PROBABILITY:
         return program
     argument = last.body if rnd.random() < 0.5 else ["mul", last.body, ["c", rnd.choice(FUNCTION_SCALES), "float32"]]
-    stage = dataclasses.replace(last, body=["fn", rnd.choice(FUNCTIONS), argument])
+    name = rnd.choice(FUNCTIONS)
+    second = [["c", rnd.choice(SECOND_ARGUMENTS[name]), "float32"]] if name in SECOND_ARGUMENTS else []
+    stage = dataclasses.replace(last, body=["fn", name, argument, *second])
     return dataclasses.replace(program, tensors=program.tensors[:-1] + [stage])
 
 

@@ -12,7 +12,7 @@ as float32 arithmetic rounded back, as double rounding through float32 is exact 
 these formats), and ``maximum`` / ``minimum`` order -0.0 below +0.0. A load under
 ``if_then_else`` reads only where its condition holds.
 
-A math function (``["fn", name, a]``) is numpy's or ``math``'s in float64, rounded once.
+A math function (``["fn", name, a, ...]``) is numpy's or ``math``'s in float64, rounded once.
 
 A load whose index reads data (a gather ``A[I[i]]``) may be out of range when the program
 has a ``bad_index``; :func:`expected_outcome` says what the compiled program must then do:
@@ -131,7 +131,8 @@ _FUNCTIONS = {"exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, 
               "log10": np.log10, "log1p": np.log1p, "sqrt": np.sqrt, "rsqrt": lambda x: 1.0 / np.sqrt(x),
               "tanh": np.tanh, "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "sin": np.sin, "cos": np.cos,
               "tan": np.tan, "erf": np.frompyfunc(math.erf, 1, 1), "erfc": np.frompyfunc(math.erfc, 1, 1),
-              "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos, "sinh": np.sinh, "cosh": np.cosh}
+              "atan": np.arctan, "asin": np.arcsin, "acos": np.arccos, "sinh": np.sinh, "cosh": np.cosh,
+              "pow": np.power, "atan2": np.arctan2}
 _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
         "ge": np.greater_equal}
 
@@ -233,7 +234,7 @@ class _Evaluator:
             return (~_ints(rec(node[1]))).astype(np.float64)
         if tag == "fn":
             with np.errstate(all="ignore"):
-                return self.round(np.asarray(_FUNCTIONS[node[1]](rec(node[2])), np.float64), dtype)
+                return self.round(np.asarray(_FUNCTIONS[node[1]](*[rec(x) for x in node[2:]]), np.float64), dtype)
         a, b = rec(node[1]), rec(node[2])
         if tag in ("shl", "shr"):
             return _shift(a, b, dtype, tag == "shl")

@@ -524,12 +524,13 @@ def test_math_functions_are_drawn_compared_within_a_few_units_and_an_inaccurate_
 
     from codegen.llvm import jit, mathfns
     from codegen.llvm.types import splat_const
-    from fuzz.programs import FUNCTION_ULPS, FUNCTIONS, random_program, to_source
+    from fuzz.programs import FUNCTION_ULPS, FUNCTIONS, SECOND_ARGUMENTS, random_program, to_source
     drawn = [random_program(random.Random(seed)) for seed in range(300)]
     functions = [p for p in drawn if p.tensors[-1].body[0] == "fn"]
     assert len(functions) >= 10 and all(p.ulps == FUNCTION_ULPS for p in functions)
     assert all(p.ulps == 0 for p in drawn if p not in functions)
     assert {p.tensors[-1].body[1] for p in functions} <= set(FUNCTIONS)
+    assert all(len(p.tensors[-1].body) == 3 + (p.tensors[-1].body[1] in SECOND_ARGUMENTS) for p in functions)
 
     program = Program({"N": 40}, [
         TensorSpec("A", "float32", [["N", 0]]),

@@ -17,8 +17,9 @@ the clamping of the argument compiles to one min and one max instruction.
 The other functions work the same way, each within 1-2 ulps (their docstrings): ``exp2_f32``
 and ``expm1_f32`` on exp's polynomial, ``log_f32`` (also log2 and log10) and ``log1p_f32``,
 ``tanh_f32``, ``erf_f32``, ``sinh_f32`` and ``cosh_f32`` (on exp's reduction), ``atan_f32``,
-and in float64, rounded once: ``sincos_f32`` and ``tan_f32`` (reduced by pi or pi/2, libm past
-2**24), ``asin_acos_f32``, ``atan2_f32`` and ``pow_f32``.
+``sincos_f32`` (in float32 below 2**16 where the CPU has FMA, else in float64; libm past 2**24),
+and in float64, rounded once: ``tan_f32`` (libm past 2**24), ``asin_acos_f32``, ``atan2_f32``
+and ``pow_f32``.
 
 >>> text = example(lambda b, x, call: exp_f32(b, x, call))     # plain arithmetic: no libm call
 >>> '@"expf"' in text, "llvm.roundeven.f32" in text
@@ -337,9 +338,9 @@ def sincos_f32(b: ir.IRBuilder, x: ir.Value, cosine: bool, call: Callable[[str, 
     ``sin r`` and ``cos r`` (``|r| <= pi/4``; ``1 - r**2 / 2`` rounded once), chosen and signed
     by ``n mod 4``: within 1.6 ulps (1.5 measured: the rounding of ``r`` is one ulp of a result
     in the binade below). Else in float64, rounded once (within 1 ulp), in a block of its own
-    that only such values reach: ``x = m pi + r`` (``m`` an integer, or for cos an integer and a half, so
-    that ``cos x = +-sin r``), one odd polynomial of ``sin r`` for ``|r| <= pi/2``, signed by
-    the parity of ``m`` (checked against float64 in the tests; 4M elements on 2 cores with
+    that only such values reach: ``x = m pi + r`` (``m`` an integer, or for cos an integer and
+    a half, so that ``cos x = +-sin r``), one odd polynomial of ``sin r`` for ``|r| <= pi/2``,
+    signed by the parity of ``m`` (checked against float64 in the tests; 4M elements on 2 cores with
     AVX-512: the float64 path 1.85 ms, the float32 one 0.9 ms). Where ``|x|`` is at least
     ``_TRIG_LIMIT`` the result is ``libm(x)`` instead, computed in a block of its own too.
     NaN and infinities give NaN. ``call`` as for :func:`exp_f32`.
@@ -371,9 +372,9 @@ def sincos_f32(b: ir.IRBuilder, x: ir.Value, cosine: bool, call: Callable[[str, 
 
 
 def _signed_sin(b: ir.IRBuilder, o: _Ops, r: ir.Value, n: ir.Value, x: ir.Value, cosine: bool) -> ir.Value:
-    """``+-sin r`` of ``x = m pi + r`` in ``o``'s type (float32 or float64), negative for an odd
-    ``n`` (``n + 1`` for cos), rounded to ``x``'s type; ``sin(-0) = -0``. ``n`` is read where
-    ``x`` is below ``_TRIG_LIMIT`` (its low bit exact: the other lanes are replaced)."""
+    """``+-sin r`` of ``x = m pi + r`` in float64 (``o``), negative for an odd ``n`` (``n + 1``
+    for cos), rounded to ``x``'s type; ``sin(-0) = -0``. ``n`` is read where it is below
+    ``_TRIG_LIMIT`` (its low bit exact: the lanes of larger ``x`` are replaced)."""
     z = b.fmul(r, r)
     v = o.madd(b.fmul(r, z), o.poly(z, _SIN_PI_POLY), r)
     small = b.fcmp_ordered("<", o.fabs(n), o.c(_TRIG_LIMIT))
