@@ -175,7 +175,15 @@ class Program:
     @property
     def ulps(self) -> int:
         """How many units in the last place a computed value may differ from the reference:
-        0 (exact) unless a stage is a math function (``FUNCTION_ULPS``)."""
+        0 (exact) unless a stage is a math function (``FUNCTION_ULPS``).
+
+        >>> a = TensorSpec("A", "float32", [[4, 0]])
+        >>> body = ["ld", "A", [["i", 0]]]
+        >>> Program({}, [a, TensorSpec("B", "float32", [[4, 0]], body)], ["B"], 0).ulps
+        0
+        >>> Program({}, [a, TensorSpec("B", "float32", [[4, 0]], ["fn", "tanh", body])], ["B"], 0).ulps
+        4
+        """
         return FUNCTION_ULPS if any(t.body is not None and t.body[0] == "fn" for t in self.tensors) else 0
 
     @property

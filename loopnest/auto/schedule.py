@@ -74,8 +74,8 @@ STRIP_ROWS = 8
 MAX_STRIP_ROWS = 32
 #: elements per parallel block of a one-dimensional element-wise loop
 BLOCK = 4096
-#: the largest innermost extent that an element-wise tensor too costly to flatten unrolls
-#: (``Scheduler.tiny_innermost``)
+#: the largest innermost extent that an element-wise tensor not flattened unrolls
+#: (``_Planner.tiny_innermost``)
 TINY_INNER = 4
 #: why a row whose reads gather is left to LLVM's own vectorizer
 _GATHER = "strided or clamped reads along the row would gather"
@@ -1032,8 +1032,9 @@ class _Planner:
 
     def tiny_innermost(self, t: Tensor, loops: list) -> str:
         """An element-wise ``t`` whose innermost dimension has ``TINY_INNER`` elements or fewer
-        (an interleaved pair, a pixel's channels) and a body too costly to flatten: that
-        dimension unrolled, the loop above it vectorized, the outer loops parallel; what was
+        (an interleaved pair, a pixel's channels) and that is not flattened (a body too costly,
+        or symbolic extents): that dimension unrolled, the loop above it vectorized, the outer
+        loops parallel (a vector along the tiny dimension would be mostly empty); what was
         done ("" where refused). The unrolled copies share their common subexpressions and
         lose the tests of the index (RoPE, ``select(c == 0, ...)`` over pairs of 64 x 4096:
         0.35 ms against 0.88 vectorized along the pair, PyTorch 1.3)."""
