@@ -46,9 +46,10 @@ _X_MAX = 89.0                   # exp(89) overflows float32
 _X_MIN = -104.0                 # exp(-104) rounds to 0
 
 
-def example(emit: Callable) -> str:
-    """The LLVM IR of ``float f(float x)`` returning ``emit(b, x, call)`` (``call(name, args)``
-    calls the LLVM intrinsic ``name``, or the libm function of that name), checked by LLVM's
+def example(emit: Callable, arguments: int = 1) -> str:
+    """The LLVM IR of ``float f(float x)`` returning ``emit(b, x, call)`` (with ``arguments=2``,
+    ``float f(float x, float y)`` returning ``emit(b, x, y, call)``; ``call(name, args)`` calls
+    the LLVM intrinsic ``name``, or the libm function of that name), checked by LLVM's
     verifier: how the docstrings here show what a function emits.
 
     >>> text = example(lambda b, x, call: exp_f32(b, x, call, fused=True))
@@ -57,7 +58,7 @@ def example(emit: Callable) -> str:
     """
     import llvmlite.binding as llvm
     m = ir.Module()
-    f = ir.Function(m, ir.FunctionType(F32, [F32]), "f")
+    f = ir.Function(m, ir.FunctionType(F32, [F32] * arguments), "f")
     b = ir.IRBuilder(f.append_basic_block())
 
     def call(name, args):
@@ -65,7 +66,7 @@ def example(emit: Callable) -> str:
         full = f"{name}.{intrinsic_suffix(t)}" if name.startswith("llvm.") else name
         fn = m.globals.get(full) or ir.Function(m, ir.FunctionType(t, [a.type for a in args]), full)
         return b.call(fn, args)
-    b.ret(emit(b, f.args[0], call))
+    b.ret(emit(b, *f.args, call))
     llvm.parse_assembly(str(m)).verify()
     return str(m)
 
@@ -95,6 +96,13 @@ class _Ops:
     def __init__(self, b: ir.IRBuilder, t: ir.Type, call: Callable[[str, list], ir.Value], fused: bool):
         self.b, self.t, self.call, self.fused = b, t, call, fused
         self.it = ir.VectorType(I32, t.count) if isinstance(t, ir.VectorType) else I32
+
+    @staticmethod
+    def float64(b: ir.IRBuilder, t: ir.Type, call: Callable[[str, list], ir.Value]) -> "_Ops":
+        """The fused operations on float64 values of ``t``'s shape (a float32 or a vector of
+        them): the functions computed in float64 and rounded once."""
+        dt = ir.VectorType(ir.DoubleType(), t.count) if isinstance(t, ir.VectorType) else ir.DoubleType()
+        return _Ops(b, dt, call, True)
 
     def c(self, v) -> ir.Constant:
         return splat_const(self.t, v)
@@ -392,10 +400,8 @@ def _signed_sin(b: ir.IRBuilder, o: _Ops, r: ir.Value, n: ir.Value, x: ir.Value,
 def _sincos_f64(b: ir.IRBuilder, x: ir.Value, cosine: bool, call: Callable[[str, list], ir.Value],
                 libm: Callable[[ir.Value], ir.Value]) -> ir.Value:
     """:func:`sincos_f32` in float64, rounded once; ``libm(x)`` past ``_TRIG_LIMIT``."""
-    t = x.type
-    dt = ir.VectorType(ir.DoubleType(), t.count) if isinstance(t, ir.VectorType) else ir.DoubleType()
-    d = _Ops(b, dt, call, True)
-    xd = b.fpext(x, dt)
+    d = _Ops.float64(b, x.type, call)
+    xd = b.fpext(x, d.t)
     q = b.fmul(xd, d.c(1 / math.pi))
     n = call("llvm.roundeven", [b.fsub(q, d.c(0.5)) if cosine else q])
     m = b.fadd(n, d.c(0.5)) if cosine else n          # cos((n + 1/2) pi + r) = (-1)**(n + 1) sin r
@@ -408,10 +414,8 @@ def _trig_reduce(b: ir.IRBuilder, x: ir.Value, call: Callable[[str, list], ir.Va
     """``(d, xd, n, sin r, cos r)``: ``x = n pi/2 + r`` in float64 (``d``: the float64
     operations, ``xd``: ``x`` in float64) and the Taylor polynomials of ``r``, for
     :func:`tan_f32` (meaningful below ``_TRIG_LIMIT``)."""
-    t = x.type
-    dt = ir.VectorType(ir.DoubleType(), t.count) if isinstance(t, ir.VectorType) else ir.DoubleType()
-    d = _Ops(b, dt, call, True)
-    xd = b.fpext(x, dt)
+    d = _Ops.float64(b, x.type, call)
+    xd = b.fpext(x, d.t)
     n = call("llvm.roundeven", [b.fmul(xd, d.c(_TWO_OVER_PI))])
     r = d.madd(b.fneg(n), d.c(_PI_2_HI), xd)
     r = d.madd(b.fneg(n), d.c(_PI_2_LO), r)
@@ -633,10 +637,8 @@ def asin_acos_f32(b: ir.IRBuilder, x: ir.Value, cosine: bool, call: Callable[[st
     >>> "acosf" in text, "llvm.sqrt.f64" in text
     (False, True)
     """
-    t = x.type
-    dt = ir.VectorType(ir.DoubleType(), t.count) if isinstance(t, ir.VectorType) else ir.DoubleType()
-    d = _Ops(b, dt, call, True)
-    xd = b.fpext(x, dt)
+    d = _Ops.float64(b, x.type, call)
+    xd = b.fpext(x, d.t)
     a = d.fabs(xd)
     big = b.fcmp_ordered(">", a, d.c(0.5))
     z = b.select(big, b.fmul(b.fsub(d.c(1.0), a), d.c(0.5)), b.fmul(a, a))    # > 1: sqrt gives NaN
@@ -648,7 +650,7 @@ def asin_acos_f32(b: ir.IRBuilder, x: ir.Value, cosine: bool, call: Callable[[st
     else:
         side = b.select(b.fcmp_ordered(">", xd, d.c(0.0)), two_p, b.fsub(d.c(math.pi), two_p))
         r = b.select(big, side, b.fsub(d.c(math.pi / 2), d.copysign(p, xd)))
-    return b.fptrunc(r, t)
+    return b.fptrunc(r, x.type)
 
 
 def atan2_f32(b: ir.IRBuilder, y: ir.Value, x: ir.Value, call: Callable[[str, list], ir.Value]) -> ir.Value:
@@ -660,23 +662,12 @@ def atan2_f32(b: ir.IRBuilder, y: ir.Value, x: ir.Value, call: Callable[[str, li
     ``atan2(+-0, -0) = +-pi``, ``atan2(+-inf, +-inf) = +-pi/4`` or ``+-3 pi/4``, NaN for NaN.
     ``call`` as for :func:`sincos_f32`.
 
-    >>> import llvmlite.binding as llvm
-    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(F32, [F32, F32]), "f")
-    >>> b = ir.IRBuilder(f.append_basic_block())
-    >>> def call(name, args):
-    ...     t = args[0].type
-    ...     fn = m.globals.get(f"{name}.{intrinsic_suffix(t)}") or ir.Function(
-    ...         m, ir.FunctionType(t, [a.type for a in args]), f"{name}.{intrinsic_suffix(t)}")
-    ...     return b.call(fn, args)
-    >>> _ = b.ret(atan2_f32(b, f.args[0], f.args[1], call))
-    >>> llvm.parse_assembly(str(m)).verify(); "atan2f" in str(m), str(m).count("fdiv double")
+    >>> text = example(lambda b, y, x, call: atan2_f32(b, y, x, call), arguments=2)
+    >>> "atan2f" in text, text.count("fdiv double")
     (False, 1)
     """
-    t = y.type
-    dt = ir.VectorType(ir.DoubleType(), t.count) if isinstance(t, ir.VectorType) else ir.DoubleType()
-    it = ir.VectorType(I32, t.count) if isinstance(t, ir.VectorType) else I32
-    d = _Ops(b, dt, call, True)
-    yd, xd = b.fpext(y, dt), b.fpext(x, dt)
+    d = _Ops.float64(b, y.type, call)
+    yd, xd = b.fpext(y, d.t), b.fpext(x, d.t)
     ay, ax = d.fabs(yd), d.fabs(xd)
     big = b.fcmp_ordered(">", ay, b.fmul(ax, d.c(_TAN_3PI_8)))
     mid = b.fcmp_ordered(">", ay, b.fmul(ax, d.c(_TAN_3PI_16)))
@@ -689,9 +680,9 @@ def atan2_f32(b: ir.IRBuilder, y: ir.Value, x: ir.Value, call: Callable[[str, li
     # 0 / 0 and inf / inf: the angle of the axis or the diagonal
     q = b.select(b.fcmp_ordered("==", ay, ax), b.select(b.fcmp_ordered("==", ax, d.c(0.0)), d.c(0.0),
                                                          d.c(math.pi / 4)), q)
-    west = b.icmp_signed("<", b.bitcast(x, it), splat_const(it, 0))      # x < 0 or x = -0
+    west = b.icmp_signed("<", b.bitcast(x, d.it), d.i(0))      # x < 0 or x = -0
     q = b.select(west, b.fsub(d.c(math.pi), q), q)
-    return b.fptrunc(d.copysign(q, yd), t)
+    return b.fptrunc(d.copysign(q, yd), y.type)
 
 
 #: ``log(m) = 2 s (1 + z P(z))``, ``s = (m - 1) / (m + 1)``, ``z = s**2 <= 0.0295`` (the series
@@ -713,23 +704,13 @@ def pow_f32(b: ir.IRBuilder, x: ir.Value, y: ir.Value, call: Callable[[str, list
     ``pow(+-0, y)`` and ``pow(+-inf, y)`` zero or infinite, signed for an odd integer ``y``.
     ``call`` as for :func:`sincos_f32`.
 
-    >>> import llvmlite.binding as llvm
-    >>> m = ir.Module(); f = ir.Function(m, ir.FunctionType(F32, [F32, F32]), "f")
-    >>> b = ir.IRBuilder(f.append_basic_block())
-    >>> def call(name, args):
-    ...     t = args[0].type
-    ...     fn = m.globals.get(f"{name}.{intrinsic_suffix(t)}") or ir.Function(
-    ...         m, ir.FunctionType(t, [a.type for a in args]), f"{name}.{intrinsic_suffix(t)}")
-    ...     return b.call(fn, args)
-    >>> _ = b.ret(pow_f32(b, f.args[0], f.args[1], call))
-    >>> llvm.parse_assembly(str(m)).verify(); "powf" in str(m), str(m).count("fdiv double")
+    >>> text = example(lambda b, x, y, call: pow_f32(b, x, y, call), arguments=2)
+    >>> "powf" in text, text.count("fdiv double")
     (False, 1)
     """
-    t = x.type
-    vector = isinstance(t, ir.VectorType)
-    dt = ir.VectorType(ir.DoubleType(), t.count) if vector else ir.DoubleType()
-    lt = ir.VectorType(I64, t.count) if vector else I64
-    d = _Ops(b, dt, call, True)
+    d = _Ops.float64(b, x.type, call)
+    dt = d.t
+    lt = ir.VectorType(I64, dt.count) if isinstance(dt, ir.VectorType) else I64
     ll = lambda v: splat_const(lt, v)  # noqa: E731
     xd, yd = b.fpext(x, dt), b.fpext(y, dt)
     ax = d.fabs(xd)
@@ -766,4 +747,4 @@ def pow_f32(b: ir.IRBuilder, x: ir.Value, y: ir.Value, call: Callable[[str, list
                  d.c(1.0), r)
     r = b.select(b.fcmp_unordered("uno", xd, yd), d.c(float("nan")), r)
     r = b.select(b.or_(b.fcmp_ordered("==", yd, d.c(0.0)), b.fcmp_ordered("==", xd, d.c(1.0))), d.c(1.0), r)
-    return b.fptrunc(r, t)
+    return b.fptrunc(r, x.type)

@@ -98,17 +98,34 @@ def _inputs(name):
     return np.concatenate([np.array(SPECIAL, np.float32)] + [np.asarray(s, np.float32) for s in CASES[name][2]()])
 
 
-def _run(fn, x, lanes):
-    A = Buffer("A", x.shape, float32)
-    B = Compute("B", x.shape, lambda i: fn(A[i]))
+def _run(fn, x, lanes, *more):
+    """``fn`` of ``x`` (and of the arrays ``more``: its further arguments) on LLVM, its loop
+    vectorized ``lanes`` wide (0: scalar code); the outputs and the kernel's IR."""
+    ins = [Buffer(f"A{k}", a.shape, float32) for k, a in enumerate((x, *more))]
+    B = Compute("B", x.shape, lambda i: fn(*(a[i] for a in ins)))
     nest = LoopNest([B])
     if lanes:
         _, inner, _ = nest.split_with_tail(nest.get_loops_for(B)[0], lanes)
         nest.vectorize(inner)
-    k = build(nest, [A, B], target="llvm")
+    k = build(nest, [*ins, B], target="llvm")
     out = np.full_like(x, np.nan)
-    k(x, out)
+    k(x, *more, out)
     return out, k.source
+
+
+def _assert_within(got, ref, ulps, *args):
+    """``got`` within ``ulps`` of the float64 ``ref`` where the rounded reference is finite and
+    not zero; infinities, zeros (their signs) and NaNs exactly. ``args``: the arguments, named
+    in the message of a failure."""
+    with np.errstate(all="ignore"):
+        want = ref.astype(np.float32)
+    finite = np.isfinite(want) & (want != 0)
+    err = np.abs(got[finite] - ref[finite]) / np.spacing(np.abs(want[finite])).astype(np.float64)
+    assert err.max() <= ulps, ([a[finite][np.argmax(err)] for a in args], err.max())
+    rest = ~finite
+    assert np.array_equal(np.isnan(got[rest]), np.isnan(want[rest])), [a[rest] for a in args]
+    same = ~np.isnan(want[rest])
+    assert np.array_equal(got[rest][same].view(np.int32), want[rest][same].view(np.int32))
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -118,16 +135,7 @@ def test_inline_float32_function_is_within_its_ulps_everywhere(name):
     ref = np.array([ref_fn(float(v)) for v in x])
     got, source = _run(fn, x, 0)
     assert f"@{name}f(" not in source and f"llvm.{name}." not in source    # no libm call per element
-    with np.errstate(all="ignore"):
-        want = ref.astype(np.float32)
-    finite = np.isfinite(want) & (want != 0)
-    err = np.abs(got[finite] - ref[finite]) / np.spacing(np.abs(want[finite])).astype(np.float64)
-    assert err.max() <= ulps, (name, x[finite][np.argmax(err)], err.max())
-    # infinities, zeros (their signs) and NaNs exactly
-    rest = ~finite
-    assert np.array_equal(np.isnan(got[rest]), np.isnan(want[rest]))
-    same = ~np.isnan(want[rest])
-    assert np.array_equal(got[rest][same].view(np.int32), want[rest][same].view(np.int32))
+    _assert_within(got, ref, ulps, x)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -164,20 +172,6 @@ def test_inline_functions_in_scheduled_nests_agree_with_ireval(n):
     np.testing.assert_allclose(outs["llvm"][1], outs["ireval"][1], rtol=3e-7, atol=1e-6)
 
 
-def _run2(fn, y, x, lanes):
-    Y = Buffer("Y", y.shape, float32)
-    X = Buffer("X", x.shape, float32)
-    B = Compute("B", y.shape, lambda i: fn(Y[i], X[i]))
-    nest = LoopNest([B])
-    if lanes:
-        _, inner, _ = nest.split_with_tail(nest.get_loops_for(B)[0], lanes)
-        nest.vectorize(inner)
-    k = build(nest, [Y, X, B], target="llvm")
-    out = np.full_like(y, np.nan)
-    k(y, x, out)
-    return out, k.source
-
-
 def test_inline_atan2_is_within_one_ulp_with_c_special_values_and_vector_code_agrees():
     """atan2 in every quadrant, at every ratio of magnitudes (the reduction's thresholds
     included), against float64; the special values of C (signed zeros, infinities, NaN)
@@ -192,20 +186,11 @@ def test_inline_atan2_is_within_one_ulp_with_c_special_values_and_vector_code_ag
     sy, sx = (a.ravel() for a in np.meshgrid(special, special))
     y = np.concatenate([y, sy]).astype(np.float32)
     x = np.concatenate([x, sx]).astype(np.float32)
-    got, source = _run2(te.atan2, y, x, 0)
+    got, source = _run(te.atan2, y, 0, x)
     assert "atan2f" not in source
-    with np.errstate(all="ignore"):
-        want64 = np.arctan2(y.astype(np.float64), x.astype(np.float64))
-        want = want64.astype(np.float32)
-    finite = np.isfinite(want) & (want != 0)
-    err = np.abs(got[finite] - want64[finite]) / np.spacing(np.abs(want[finite])).astype(np.float64)
-    assert err.max() <= 1.0, (y[finite][np.argmax(err)], x[finite][np.argmax(err)], err.max())
-    rest = ~finite
-    assert np.array_equal(np.isnan(got[rest]), np.isnan(want[rest]))
-    same = ~np.isnan(want[rest])
-    assert np.array_equal(got[rest][same].view(np.int32), want[rest][same].view(np.int32))
+    _assert_within(got, np.arctan2(y.astype(np.float64), x.astype(np.float64)), 1.0, y, x)
     for lanes in (4, 16):
-        assert np.array_equal(_run2(te.atan2, y, x, lanes)[0].view(np.int32), got.view(np.int32))
+        assert np.array_equal(_run(te.atan2, y, lanes, x)[0].view(np.int32), got.view(np.int32))
 
 
 def test_inline_pow_is_within_one_ulp_with_c_special_values_and_vector_code_agrees():
@@ -224,17 +209,9 @@ def test_inline_pow_is_within_one_ulp_with_c_special_values_and_vector_code_agre
     sx, sy = (a.ravel() for a in np.meshgrid(special, special))
     x = np.concatenate([x, sx]).astype(np.float32)
     y = np.concatenate([y, sy]).astype(np.float32)
-    got, source = _run2(te.pow, x, y, 0)
+    got, source = _run(te.pow, x, 0, y)
     assert "powf" not in source and "llvm.pow" not in source
     with np.errstate(all="ignore"):
-        want64 = np.power(x.astype(np.float64), y.astype(np.float64))
-        want = want64.astype(np.float32)
-    finite = np.isfinite(want) & (want != 0)
-    err = np.abs(got[finite] - want64[finite]) / np.spacing(np.abs(want[finite])).astype(np.float64)
-    assert err.max() <= 1.0, (x[finite][np.argmax(err)], y[finite][np.argmax(err)], err.max())
-    rest = ~finite
-    assert np.array_equal(np.isnan(got[rest]), np.isnan(want[rest])), (x[rest], y[rest], got[rest], want[rest])
-    same = ~np.isnan(want[rest])
-    assert np.array_equal(got[rest][same].view(np.int32), want[rest][same].view(np.int32))
+        _assert_within(got, np.power(x.astype(np.float64), y.astype(np.float64)), 1.0, x, y)
     for lanes in (4, 16):
-        assert np.array_equal(_run2(te.pow, x, y, lanes)[0].view(np.int32), got.view(np.int32))
+        assert np.array_equal(_run(te.pow, x, lanes, y)[0].view(np.int32), got.view(np.int32))
